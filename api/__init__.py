@@ -1,0 +1,1 @@
+"""Offline-first GraphQL sync API."""

@@ -1,0 +1,52 @@
+"""`scripts/serve`: DynamoDB Local (unless DYNAMODB_ENDPOINT is set), the table, uvicorn."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import sys
+from typing import Any
+
+import boto3
+import uvicorn
+
+from api.app import create_app
+from api.local_engine import EngineError, LocalEngine
+from api.settings import Settings
+from api.storage.table import ensure_table
+
+
+def dynamodb_client(settings: Settings) -> Any:
+    settings.apply_local_credentials()
+    return boto3.client(
+        "dynamodb", region_name=settings.aws_region, endpoint_url=settings.dynamodb_endpoint
+    )
+
+
+def main() -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    settings = Settings.from_env()
+    with contextlib.ExitStack() as stack:
+        if settings.dynamodb_endpoint is None:
+            engine = LocalEngine(settings.dynamodb_local_port, settings.data_dir)
+            print(f"==> starting DynamoDB Local on port {engine.port}, data in {settings.data_dir}")
+            try:
+                engine.start()
+            except EngineError as exc:
+                print(f"error: {exc}", file=sys.stderr)
+                return 1
+            stack.callback(engine.stop)
+            settings = dataclasses.replace(settings, dynamodb_endpoint=engine.endpoint)
+        else:
+            print(f"==> using DynamoDB at {settings.dynamodb_endpoint}")
+        created = ensure_table(dynamodb_client(settings), settings.table_name)
+        print(f"==> table {settings.table_name}: {'created' if created else 'exists'}")
+        print(f"==> GraphQL and GraphiQL on http://127.0.0.1:{settings.port}/graphql")
+        uvicorn.run(create_app(settings), host="127.0.0.1", port=settings.port, log_level="info")
+    print("==> stopped")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,58 @@
+"""The synchronized item types this product ships.
+
+Adding a type: declare an `ItemType` here and add it to `ITEM_TYPES`. Its
+`deleted_type` is persisted in every stored item; never rename it.
+"""
+
+from __future__ import annotations
+
+import enum
+
+from api.domain.item_types import Field, FieldKind, ItemType
+
+
+class RelationshipType(enum.Enum):
+    SELF = "SELF"
+    PARTNER = "PARTNER"
+    CHILD = "CHILD"
+    PARENT = "PARENT"
+    SIBLING = "SIBLING"
+    GRANDPARENT = "GRANDPARENT"
+    GRANDCHILD = "GRANDCHILD"
+    RELATIVE = "RELATIVE"
+    FRIEND = "FRIEND"
+    COLLEAGUE = "COLLEAGUE"
+    OTHER = "OTHER"
+
+
+PERSON = ItemType(
+    name="Person",
+    deleted_type="PERSON",
+    description="A member of the tenant's family or team.",
+    fields=(
+        Field("givenName", max_length=200),
+        Field("familyName", max_length=200),
+        Field("dateOfBirth", FieldKind.DATE),
+        Field("relationship", FieldKind.ENUM, enum=RelationshipType),
+        Field("phoneNumber", max_length=50),
+        Field("emailAddress", max_length=320),
+        Field("profileColor", FieldKind.COLOR, description="#RRGGBB"),
+        Field("occupation", max_length=200),
+    ),
+)
+
+REMINDER = ItemType(
+    name="Reminder",
+    deleted_type="REMINDER",
+    description="Something to do, optionally for one person and by a due time.",
+    fields=(
+        Field("title", max_length=500),
+        Field("notes", max_length=8000),
+        Field("dueAt", FieldKind.TIME),
+        Field("personID", FieldKind.ID, max_length=64, description="The Person it is about."),
+        Field("completed", FieldKind.BOOLEAN),
+    ),
+)
+
+ITEM_TYPES: tuple[ItemType, ...] = (PERSON, REMINDER)
+BY_NAME = {t.name: t for t in ITEM_TYPES}

@@ -1,0 +1,85 @@
+"""Domain errors, each with the error code of SPEC 3.5.
+
+    SyncError                       code
+     +-- Unauthenticated            UNAUTHENTICATED
+     +-- Forbidden                  FORBIDDEN
+     +-- BadUserInput               BAD_USER_INPUT
+     +-- NotFound                   NOT_FOUND
+     +-- InvalidCursor              INVALID_CURSOR
+     +-- Unavailable                UNAVAILABLE (retryable)
+     +-- CurrentVersionError        (carries the server's current version)
+          +-- Conflict              CONFLICT
+          +-- AlreadyExists         ALREADY_EXISTS
+
+The GraphQL layer turns these into `extensions` in one place
+(`api.graphql.errors`); anything else becomes INTERNAL_SERVER_ERROR.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, ClassVar
+
+if TYPE_CHECKING:
+    from api.domain.records import Record
+
+
+class SyncError(Exception):
+    code: ClassVar[str] = "INTERNAL_SERVER_ERROR"
+    retryable: ClassVar[bool] = False
+
+
+class Unauthenticated(SyncError):
+    code = "UNAUTHENTICATED"
+
+
+class Forbidden(SyncError):
+    code = "FORBIDDEN"
+
+
+class BadUserInput(SyncError):
+    code = "BAD_USER_INPUT"
+
+
+class NotFound(SyncError):
+    code = "NOT_FOUND"
+
+
+class InvalidCursor(SyncError):
+    code = "INVALID_CURSOR"
+
+
+class Unavailable(SyncError):
+    code = "UNAVAILABLE"
+    retryable = True
+
+
+class CurrentVersionError(SyncError):
+    """A write refused because of what the server holds now; carries that version."""
+
+    def __init__(self, message: str, current: Record) -> None:
+        super().__init__(message)
+        self.current = current
+
+
+class Conflict(CurrentVersionError):
+    code = "CONFLICT"
+
+
+class AlreadyExists(CurrentVersionError):
+    code = "ALREADY_EXISTS"
+
+
+class WriteContention(Exception):
+    """A write lost a race it may win on a retry; never shown to clients."""
+
+
+class StaleHead(WriteContention):
+    """The tenant's head moved past the proposed token; retry with a later token."""
+
+    def __init__(self, head: str) -> None:
+        super().__init__(f"head is at {head}")
+        self.head = head
+
+
+class TransactionConflict(WriteContention):
+    """DynamoDB cancelled the transaction because another one touched the same item."""

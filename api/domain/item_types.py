@@ -1,0 +1,157 @@
+"""Synchronized item types, declared as data.
+
+A type is a name, the value it takes in `DeletedItemType`, and its fields. The
+GraphQL layer builds the object type, the inputs and the mutations from this
+declaration, and the store keeps the fields as a map, so a new synchronized type
+is one `ItemType(...)` in `api.domain.catalog` and nothing else.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import date, datetime
+from typing import Any
+
+from api.domain.errors import BadUserInput
+from api.domain.timestamps import format_time, parse_date, parse_time
+
+# Keeps every item far below DynamoDB's 400 KB limit, and a 100-item page small.
+MAX_ITEM_BYTES = 16 * 1024
+_IDENTIFIER_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
+_HEX_COLOR_RE = re.compile(r"^#[0-9A-Fa-f]{6}$")
+
+
+class FieldKind(enum.Enum):
+    STRING = "String"
+    ID = "ID"
+    BOOLEAN = "Boolean"
+    DATE = "Date"
+    TIME = "Time"
+    ENUM = "Enum"
+    COLOR = "Color"  # a String holding #RRGGBB, marked @hexColor in the schema
+
+
+@dataclass(frozen=True)
+class Field:
+    name: str
+    kind: FieldKind = FieldKind.STRING
+    max_length: int = 500
+    enum: type[enum.Enum] | None = None
+    description: str | None = None
+
+    def normalize(self, value: Any) -> Any:
+        """The stored form of a client value; BadUserInput when it is not valid."""
+        try:
+            return _NORMALIZERS[self.kind](self, value)
+        except (ValueError, TypeError) as exc:
+            raise BadUserInput(f"{self.name}: {exc}") from None
+
+
+def _string(spec: Field, value: Any) -> str:
+    if not isinstance(value, str):
+        raise TypeError("must be a string")
+    if len(value) > spec.max_length:
+        raise ValueError(f"must be at most {spec.max_length} characters")
+    return value
+
+
+def _color(spec: Field, value: Any) -> str:
+    if not isinstance(value, str) or not _HEX_COLOR_RE.match(value):
+        raise ValueError("must be a color in the form #RRGGBB")
+    return value
+
+
+def _enum(spec: Field, value: Any) -> str:
+    assert spec.enum is not None
+    if isinstance(value, spec.enum):
+        return value.name
+    if isinstance(value, str) and value in spec.enum.__members__:
+        return value
+    raise ValueError(f"must be one of {', '.join(spec.enum.__members__)}")
+
+
+def _boolean(spec: Field, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError("must be a boolean")
+    return value
+
+
+def _date(spec: Field, value: Any) -> str:
+    if isinstance(value, str):
+        return parse_date(value).isoformat()
+    if isinstance(value, date) and not isinstance(value, datetime):
+        return value.isoformat()
+    raise TypeError("must be a date")
+
+
+def _time(spec: Field, value: Any) -> str:
+    if isinstance(value, str):
+        return format_time(parse_time(value))
+    if isinstance(value, datetime):
+        if value.tzinfo is None:
+            raise ValueError("must carry a UTC offset")
+        return format_time(value)
+    raise TypeError("must be a timestamp")
+
+
+_NORMALIZERS = {
+    FieldKind.STRING: _string,
+    FieldKind.ID: _string,
+    FieldKind.BOOLEAN: _boolean,
+    FieldKind.DATE: _date,
+    FieldKind.TIME: _time,
+    FieldKind.ENUM: _enum,
+    FieldKind.COLOR: _color,
+}
+
+
+@dataclass(frozen=True)
+class ItemType:
+    name: str  # GraphQL object type, e.g. "Person"
+    deleted_type: str  # its value in DeletedItemType, e.g. "PERSON"; persisted, never rename
+    fields: tuple[Field, ...]
+    description: str | None = None
+
+    @property
+    def field_names(self) -> tuple[str, ...]:
+        return tuple(f.name for f in self.fields)
+
+    def normalize_changes(self, changes: Mapping[str, Any]) -> dict[str, Any]:
+        """Validate a partial update: a value sets the field, None clears it."""
+        by_name = {f.name: f for f in self.fields}
+        normalized: dict[str, Any] = {}
+        for name, value in changes.items():
+            spec = by_name.get(name)
+            if spec is None:
+                raise BadUserInput(f"{self.name} has no field {name!r}")
+            normalized[name] = None if value is None else spec.normalize(value)
+        return normalized
+
+
+def apply_changes(fields: Mapping[str, Any], changes: Mapping[str, Any]) -> dict[str, Any]:
+    """Fields after a normalized partial update: absent untouched, None cleared."""
+    merged = dict(fields)
+    for name, value in changes.items():
+        if value is None:
+            merged.pop(name, None)
+        else:
+            merged[name] = value
+    return merged
+
+
+def check_size(fields: Mapping[str, Any]) -> None:
+    size = sum(len(k) + len(str(v).encode()) for k, v in fields.items())
+    if size > MAX_ITEM_BYTES:
+        raise BadUserInput(f"item is too large: {size} bytes of fields, at most {MAX_ITEM_BYTES}")
+
+
+def check_identifier(value: str, what: str) -> str:
+    """Tenant and entity ids: 1-64 characters of [A-Za-z0-9_.:-], so keys stay unambiguous."""
+    if not isinstance(value, str) or not _IDENTIFIER_RE.match(value):
+        raise BadUserInput(
+            f"{what} must be 1-64 characters of letters, digits, '_', '.', ':' or '-'"
+        )
+    return value

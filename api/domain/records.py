@@ -1,0 +1,28 @@
+"""A stored version of a synchronized entity, live or deleted."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from api.domain.item_types import ItemType
+
+
+@dataclass(frozen=True)
+class Record:
+    """One entity at one change token.
+
+    A deleted entity keeps its `item_type` so that its `DeletedItem` can say what
+    was deleted. `fields` holds only the
+    fields that are set, as plain JSON values (strings, booleans).
+    """
+
+    item_type: ItemType
+    tenant_id: str
+    id: str
+    change_token: str
+    created_at: datetime
+    updated_at: datetime
+    deleted: bool = False
+    fields: dict[str, Any] = field(default_factory=dict)

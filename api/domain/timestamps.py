@@ -1,0 +1,31 @@
+"""The wire formats of the `Time` and `Date` scalars."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, date, datetime
+
+_DATE_RE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+_TIME_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?(Z|[+-]\d{2}:\d{2})$")
+
+
+def format_time(value: datetime) -> str:
+    """RFC 3339, UTC, milliseconds: 2026-11-21T23:02:38.123Z."""
+    utc = value.astimezone(UTC)
+    return utc.strftime("%Y-%m-%dT%H:%M:%S.") + f"{utc.microsecond // 1000:03d}Z"
+
+
+def parse_time(value: str) -> datetime:
+    """Parse an RFC 3339 timestamp with an explicit offset; ValueError otherwise."""
+    if not isinstance(value, str) or not _TIME_RE.match(value):
+        raise ValueError(
+            "Time must be an RFC 3339 timestamp with offset, e.g. 2026-11-21T23:02:38.123Z"
+        )
+    return datetime.fromisoformat(value.replace("Z", "+00:00")).astimezone(UTC)
+
+
+def parse_date(value: str) -> date:
+    """Parse an ISO 8601 calendar date (YYYY-MM-DD); ValueError otherwise."""
+    if not isinstance(value, str) or not _DATE_RE.match(value):
+        raise ValueError("Date must be an ISO 8601 calendar date, e.g. 1990-04-01")
+    return date.fromisoformat(value)

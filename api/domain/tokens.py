@@ -1,0 +1,54 @@
+"""Change tokens: 26-character Crockford ULIDs, strictly increasing per tenant.
+
+The clock only proposes a token. Order comes from the store: a write commits only
+if its token is greater than the tenant's head (see `api.storage.keys`), and a
+token proposed after a known head is always greater than it, even when the clock
+is behind or many writes share one millisecond.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+
+from ulid import ULID
+
+from api.domain.errors import BadUserInput
+
+_ULID_RE = re.compile(r"^[0-7][0-9A-HJKMNP-TV-Z]{25}$")
+
+
+def next_token(now_ms: int, after: str | None) -> str:
+    """A new token from the clock, bumped past `after` when the clock is not ahead of it."""
+    candidate = ULID.from_timestamp(now_ms / 1000)
+    if after is not None:
+        floor = ULID.from_str(after)
+        if candidate <= floor:
+            return token_after(after)
+    return str(candidate)
+
+
+def is_token(value: str) -> bool:
+    return bool(_ULID_RE.match(value))
+
+
+def check_token(value: str, what: str) -> str:
+    """Validate a client-supplied change token."""
+    if not isinstance(value, str) or not is_token(value):
+        raise BadUserInput(f"{what} must be a change token (a 26-character ULID)")
+    return value
+
+
+def token_time(token: str) -> datetime:
+    """The instant a token stands for; `updatedAt` of the write that made it."""
+    return datetime.fromtimestamp(ULID.from_str(token).milliseconds / 1000, tz=UTC)
+
+
+def token_after(token: str) -> str:
+    """The smallest token greater than `token`."""
+    return str(ULID.from_int(int(ULID.from_str(token)) + 1))
+
+
+def new_entity_id() -> str:
+    """A server-made entity id: a ULID of its own, unrelated to any change token."""
+    return str(ULID())

@@ -1,0 +1,45 @@
+"""Schema directives of SPEC 2, and the permission that enforces `@isAuthenticated`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import strawberry
+from strawberry.permission import BasePermission
+from strawberry.schema_directive import Location
+
+from api.domain.errors import Unauthenticated
+
+
+@strawberry.schema_directive(
+    locations=[Location.FIELD_DEFINITION],
+    name="isAuthenticated",
+    print_definition=True,
+)
+class IsAuthenticatedDirective:
+    """The field requires `Authorization: Bearer <JWT>`."""
+
+
+@strawberry.schema_directive(
+    locations=[Location.INPUT_FIELD_DEFINITION],
+    name="hexColor",
+    print_definition=True,
+)
+class HexColorDirective:
+    """The value is a color in the form #RRGGBB (validated by the server)."""
+
+
+class RequireBearerToken(BasePermission):
+    """Enforces `@isAuthenticated`: the request must carry a bearer token."""
+
+    def has_permission(self, source: Any, info: strawberry.Info, **kwargs: Any) -> bool:
+        header = info.context.request.headers.get("authorization", "")
+        scheme, _, token = header.partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            raise Unauthenticated("send Authorization: Bearer <token>")
+        return True
+
+
+def authenticated() -> dict[str, Any]:
+    """Keyword arguments for `strawberry.field`: the directive and its enforcement together."""
+    return {"directives": [IsAuthenticatedDirective()], "permission_classes": [RequireBearerToken]}

@@ -1,0 +1,61 @@
+"""Domain errors to GraphQL errors, in one place (SPEC 3.5).
+
+A `SyncError` keeps its message and gets `extensions.code` (plus the current
+version for CONFLICT and ALREADY_EXISTS, `retryable` for UNAVAILABLE). A parse or
+validation error of the query keeps its standard GraphQL message and gets
+BAD_USER_INPUT. Anything else is a bug: logged with its traceback, answered as
+INTERNAL_SERVER_ERROR with no detail.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+from graphql import GraphQLError
+from strawberry.extensions import SchemaExtension
+
+from api.domain.errors import CurrentVersionError, SyncError
+from api.graphql.types import record_json
+
+logger = logging.getLogger("api.errors")
+
+
+def error_extensions(error: SyncError) -> dict[str, Any]:
+    extensions: dict[str, Any] = {"code": error.code}
+    if isinstance(error, CurrentVersionError):
+        extensions["currentChangeToken"] = error.current.change_token
+        extensions["current"] = record_json(error.current)
+    if error.retryable:
+        extensions["retryable"] = True
+    return extensions
+
+
+def to_graphql_error(error: GraphQLError) -> GraphQLError:
+    original = error.original_error
+    if isinstance(original, SyncError):
+        error.extensions = error_extensions(original)
+        return error
+    if original is None:
+        error.extensions = {**(error.extensions or {}), "code": "BAD_USER_INPUT"}
+        return error
+    logger.error("unexpected error in %s", error.path, exc_info=original)
+    return GraphQLError(
+        "Internal server error",
+        nodes=error.nodes,
+        source=error.source,
+        positions=error.positions,
+        path=error.path,
+        extensions={"code": "INTERNAL_SERVER_ERROR"},
+    )
+
+
+class ErrorCodes(SchemaExtension):
+    """Applies `to_graphql_error` to every error of every operation."""
+
+    def on_operation(self) -> Iterator[None]:
+        yield
+        result = self.execution_context.result
+        if result is not None and result.errors:
+            result.errors = [to_graphql_error(e) for e in result.errors]

@@ -1,0 +1,255 @@
+"""GraphQL types: the fixed ones of SPEC 2, and those built from each `ItemType`.
+
+For an item type `Person` this builds `Person`, `UpdatePersonPartial`,
+`CreatePersonInput`, `UpdatePersonInput`, `DeletePersonInput` and their payloads.
+The resolvers that use them are in `api.graphql.schema`.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import strawberry
+
+from api.domain import catalog
+from api.domain.item_types import Field, FieldKind, ItemType
+from api.domain.records import Record
+from api.domain.timestamps import format_time
+from api.graphql.directives import HexColorDirective
+from api.graphql.scalars import Date, Time
+
+RelationshipType = strawberry.enum(catalog.RelationshipType)
+
+_DeletedItemTypeEnum: Any = enum.Enum(  # type: ignore[misc]  # members come from the catalog
+    "DeletedItemType", {t.deleted_type: t.deleted_type for t in catalog.ITEM_TYPES}
+)
+DeletedItemType = strawberry.enum(
+    _DeletedItemTypeEnum, description="One value per synchronized type."
+)
+
+
+@strawberry.interface
+class SynchronizedItem:
+    id: strawberry.ID
+    tenantID: strawberry.ID
+    changeToken: str
+    createdAt: Time
+    updatedAt: Time
+
+
+@strawberry.type(
+    description="Sentinel left behind by a deletion. `id` is the id of the deleted entity."
+)
+class DeletedItem(SynchronizedItem):
+    type: DeletedItemType  # type: ignore[valid-type]
+
+
+@strawberry.type
+class SynchronizedItemList:
+    items: list[SynchronizedItem]
+    cursor: Optional[str] = strawberry.field(  # noqa: UP045 - strawberry reads the annotation
+        description="Pass back as `cursor` to get the next page; null when there are no more pages."
+    )
+    changeToken: Optional[str] = strawberry.field(  # noqa: UP045
+        description=(
+            "The token to persist as `since` once this page is applied; "
+            "null only when the tenant has no changes at all."
+        )
+    )
+
+
+_SCALARS: dict[FieldKind, Any] = {
+    FieldKind.STRING: str,
+    FieldKind.ID: strawberry.ID,
+    FieldKind.BOOLEAN: bool,
+    FieldKind.DATE: Date,
+    FieldKind.TIME: Time,
+    FieldKind.COLOR: str,
+}
+_ENUMS: dict[type[enum.Enum], Any] = {catalog.RelationshipType: RelationshipType}
+
+
+def _graphql_type(spec: Field) -> Any:
+    if spec.kind is FieldKind.ENUM:
+        assert spec.enum is not None
+        return _ENUMS.setdefault(spec.enum, strawberry.enum(spec.enum))
+    return _SCALARS[spec.kind]
+
+
+def _lower_first(name: str) -> str:
+    return name[0].lower() + name[1:]
+
+
+def _build(name: str, annotations: dict[str, Any], defaults: dict[str, Any], **options: Any) -> Any:
+    namespace = {"__annotations__": annotations, "__module__": __name__, **defaults}
+    bases = options.pop("bases", ())
+    return type(name, bases, namespace)
+
+
+@dataclass(frozen=True)
+class ItemTypeSchema:
+    """The GraphQL types of one synchronized item type."""
+
+    item_type: ItemType
+    object_type: Any
+    partial: Any
+    create_input: Any
+    create_payload: Any
+    update_input: Any
+    update_payload: Any
+    delete_input: Any
+    delete_payload: Any
+
+    @property
+    def field_name(self) -> str:
+        """`person` for Person: the query field and the payload field."""
+        return _lower_first(self.item_type.name)
+
+    def to_object(self, record: Record) -> Any:
+        values = {
+            spec.name: _to_graphql_value(spec, record.fields.get(spec.name))
+            for spec in self.item_type.fields
+        }
+        return self.object_type(**_common(record), **values)
+
+    def changes_of(self, partial: Any) -> dict[str, Any]:
+        """The fields a client sent: absent ones stay out, explicit nulls stay in as None."""
+        return {
+            name: getattr(partial, name)
+            for name in self.item_type.field_names
+            if getattr(partial, name) is not strawberry.UNSET
+        }
+
+
+def build_item_type_schema(item_type: ItemType) -> ItemTypeSchema:
+    name = item_type.name
+    field_name = _lower_first(name)
+    object_type = strawberry.type(
+        _build(
+            name,
+            {f.name: Optional[_graphql_type(f)] for f in item_type.fields},  # noqa: UP045
+            {
+                f.name: strawberry.field(default=None, description=f.description)
+                for f in item_type.fields
+            },
+            bases=(SynchronizedItem,),
+        ),
+        description=item_type.description,
+    )
+    partial = strawberry.input(
+        _build(
+            f"Update{name}Partial",
+            {f.name: Optional[_graphql_type(f)] for f in item_type.fields},  # noqa: UP045
+            {
+                f.name: strawberry.field(
+                    default=strawberry.UNSET,
+                    description=f.description,
+                    directives=[HexColorDirective()] if f.kind is FieldKind.COLOR else (),
+                )
+                for f in item_type.fields
+            },
+        ),
+        description=f"Fields of a {name}: absent fields are left as they are, null clears a field.",
+    )
+    create_input = strawberry.input(
+        _build(
+            f"Create{name}Input",
+            {"tenantID": strawberry.ID, "id": Optional[strawberry.ID], field_name: partial},  # noqa: UP045
+            {
+                "id": strawberry.field(
+                    default=None,
+                    description=(
+                        "Optional id generated on the device (UUID or ULID) so that offline "
+                        "creations keep their identity."
+                    ),
+                )
+            },
+        )
+    )
+    update_input = strawberry.input(
+        _build(
+            f"Update{name}Input",
+            {
+                "tenantID": strawberry.ID,
+                "id": strawberry.ID,
+                "changeToken": str,
+                "changes": partial,
+            },
+            {},
+        )
+    )
+    delete_input = strawberry.input(
+        _build(
+            f"Delete{name}Input",
+            {"tenantID": strawberry.ID, "id": strawberry.ID, "changeToken": str},
+            {},
+        )
+    )
+    return ItemTypeSchema(
+        item_type=item_type,
+        object_type=object_type,
+        partial=partial,
+        create_input=create_input,
+        create_payload=strawberry.type(
+            _build(f"Create{name}Payload", {field_name: object_type}, {})
+        ),
+        update_input=update_input,
+        update_payload=strawberry.type(
+            _build(f"Update{name}Payload", {field_name: object_type}, {})
+        ),
+        delete_input=delete_input,
+        delete_payload=strawberry.type(
+            _build(f"Delete{name}Payload", {"deletedItem": DeletedItem}, {})
+        ),
+    )
+
+
+ITEM_TYPE_SCHEMAS: tuple[ItemTypeSchema, ...] = tuple(
+    build_item_type_schema(t) for t in catalog.ITEM_TYPES
+)
+_BY_ITEM_TYPE = {s.item_type.name: s for s in ITEM_TYPE_SCHEMAS}
+
+
+def to_deleted_item(record: Record) -> DeletedItem:
+    return DeletedItem(type=DeletedItemType[record.item_type.deleted_type], **_common(record))
+
+
+def to_synchronized_item(record: Record) -> Any:
+    """A `Person`, `Reminder`, ... or, for a deleted entity, a `DeletedItem`."""
+    if record.deleted:
+        return to_deleted_item(record)
+    return _BY_ITEM_TYPE[record.item_type.name].to_object(record)
+
+
+def _common(record: Record) -> dict[str, Any]:
+    return {
+        "id": strawberry.ID(record.id),
+        "tenantID": strawberry.ID(record.tenant_id),
+        "changeToken": record.change_token,
+        "createdAt": record.created_at,
+        "updatedAt": record.updated_at,
+    }
+
+
+def _to_graphql_value(spec: Field, value: Any) -> Any:
+    if value is None or spec.kind is not FieldKind.ENUM:
+        return value
+    assert spec.enum is not None
+    return spec.enum[value]
+
+
+def record_json(record: Record) -> dict[str, Any]:
+    """The record as the JSON a client would get for its GraphQL type (conflict `current`)."""
+    common = {
+        "id": record.id,
+        "tenantID": record.tenant_id,
+        "changeToken": record.change_token,
+        "createdAt": format_time(record.created_at),
+        "updatedAt": format_time(record.updated_at),
+    }
+    if record.deleted:
+        return {"__typename": "DeletedItem", **common, "type": record.item_type.deleted_type}
+    fields = {name: record.fields.get(name) for name in record.item_type.field_names}
+    return {"__typename": record.item_type.name, **common, **fields}

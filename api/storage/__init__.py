@@ -1,0 +1,1 @@
+"""DynamoDB single-table storage: key design, PynamoDB models, the store."""

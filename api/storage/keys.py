@@ -1,0 +1,49 @@
+"""The key design of the single table. Persisted contract: never change a prefix.
+
+Items (all in one table, `pk` hash key, `sk` range key, both strings):
+
+    item      pk                 sk            attributes
+    -------   ----------------   -----------   ----------------------------------------
+    head      T#<tenant>         HEAD          tok: the tenant's latest change token
+    entity    T#<tenant>         I#<id>        ty, id, tok, ca, ua, del, f (the record)
+    log       T#<tenant>#LOG     <token>       same record as the entity item
+
+Access patterns:
+
+    read one entity        GetItem entity (consistent)
+    start a sync           GetItem head (consistent): the sync's upper bound
+    a page of `changes`    Query pk=T#<tenant>#LOG, after < sk <= upper, ascending,
+                           consistent; returns full records, no second read
+    any write              TransactWriteItems of: entity (conditioned on its token),
+                           old log entry (delete), new log entry (put), head (update
+                           conditioned on tok < new token)
+
+Why commit order equals token order: every write of a tenant updates the head
+under the condition `tok < newToken` in the same transaction as its log entry,
+so writes of one tenant serialize on the head and a later commit always holds a
+greater token. Why no change is missed: the log holds exactly one entry per
+entity, at its latest token; a sync reads the head first and pages up to it, and
+any write committed after that read lands above the head, where the next sync
+starts. An entry can only leave the paged range by moving above it.
+"""
+
+from __future__ import annotations
+
+HEAD_SK = "HEAD"
+_ENTITY_PREFIX = "I#"
+
+
+def tenant_pk(tenant_id: str) -> str:
+    return f"T#{tenant_id}"
+
+
+def log_pk(tenant_id: str) -> str:
+    return f"T#{tenant_id}#LOG"
+
+
+def entity_sk(entity_id: str) -> str:
+    return f"{_ENTITY_PREFIX}{entity_id}"
+
+
+def is_entity_sk(sk: str) -> bool:
+    return sk.startswith(_ENTITY_PREFIX)

@@ -1,0 +1,66 @@
+"""PynamoDB models of the single table. The key design is in `api.storage.keys`.
+
+Attribute names are short because every byte of a log entry is paid for on
+every sync that reads it. `updatedAt` is not stored: it is the time of the
+item's change token.
+"""
+
+from __future__ import annotations
+
+from pynamodb.attributes import (
+    BooleanAttribute,
+    MapAttribute,
+    NumberAttribute,
+    UnicodeAttribute,
+)
+from pynamodb.models import Model
+
+from api.settings import Settings
+
+
+class _TableMeta:
+    table_name = "sync"
+    region = "us-east-1"
+    host: str | None = None
+    connect_timeout_seconds = 2
+    read_timeout_seconds = 5
+    max_retry_attempts = 2
+
+
+class HeadItem(Model):
+    """Per tenant: the latest change token. Every write moves it forward."""
+
+    class Meta(_TableMeta):
+        pass
+
+    pk = UnicodeAttribute(hash_key=True)
+    sk = UnicodeAttribute(range_key=True)
+    token = UnicodeAttribute(attr_name="tok")
+
+
+class RecordItem(Model):
+    """An entity's latest version; stored twice, as the entity item and as its log entry."""
+
+    class Meta(_TableMeta):
+        pass
+
+    pk = UnicodeAttribute(hash_key=True)
+    sk = UnicodeAttribute(range_key=True)
+    type = UnicodeAttribute(attr_name="ty")  # ItemType.deleted_type, e.g. PERSON
+    id = UnicodeAttribute()
+    token = UnicodeAttribute(attr_name="tok")
+    created_ms = NumberAttribute(attr_name="ca")
+    deleted = BooleanAttribute(attr_name="del", null=True)
+    fields = MapAttribute(attr_name="f", null=True)  # type: ignore[var-annotated]
+
+
+MODELS: tuple[type[Model], ...] = (HeadItem, RecordItem)
+
+
+def bind(settings: Settings) -> None:
+    """Point the models at the configured table and engine."""
+    for model in MODELS:
+        model.Meta.table_name = settings.table_name
+        model.Meta.region = settings.aws_region
+        model.Meta.host = settings.dynamodb_endpoint
+        model._connection = None

@@ -1,0 +1,232 @@
+"""The DynamoDB store: records in and out, one transaction per write.
+
+Every PynamoDB and botocore exception is translated here, at the boundary, into
+a domain error (`api.domain.errors`); nothing above this module sees them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Any
+
+from botocore.exceptions import BotoCoreError
+from pynamodb.connection import Connection
+from pynamodb.constants import ALL_OLD
+from pynamodb.exceptions import DoesNotExist, PynamoDBException, TransactWriteError
+from pynamodb.transactions import TransactWrite
+
+from api.domain import catalog
+from api.domain.errors import (
+    AlreadyExists,
+    Conflict,
+    NotFound,
+    StaleHead,
+    TransactionConflict,
+    Unavailable,
+)
+from api.domain.records import Record
+from api.domain.tokens import token_after, token_time
+from api.storage import keys
+from api.storage.models import HeadItem, RecordItem
+
+# Error codes meaning "the store is busy or briefly unwell": the client may retry.
+_RETRYABLE_CODES = frozenset(
+    {
+        "ProvisionedThroughputExceededException",
+        "ThrottlingException",
+        "RequestLimitExceeded",
+        "InternalServerError",
+        "ServiceUnavailable",
+        "LimitExceededException",
+    }
+)
+_BY_DELETED_TYPE = {t.deleted_type: t for t in catalog.ITEM_TYPES}
+
+
+class DynamoStore:
+    """Reads and writes records of the single table (key design: `api.storage.keys`)."""
+
+    def head(self, tenant_id: str) -> str | None:
+        with _translated():
+            try:
+                item = HeadItem.get(keys.tenant_pk(tenant_id), keys.HEAD_SK, consistent_read=True)
+            except DoesNotExist:
+                return None
+        return item.token
+
+    def get(self, tenant_id: str, entity_id: str) -> Record | None:
+        with _translated():
+            try:
+                item = RecordItem.get(
+                    keys.tenant_pk(tenant_id), keys.entity_sk(entity_id), consistent_read=True
+                )
+            except DoesNotExist:
+                return None
+        return _to_record(tenant_id, item)
+
+    def changes(
+        self, tenant_id: str, after: str | None, upper: str, limit: int
+    ) -> tuple[list[Record], bool]:
+        """Log entries with after < token <= upper, ascending; and whether more follow."""
+        condition = (
+            RecordItem.sk <= upper
+            if after is None
+            else RecordItem.sk.between(token_after(after), upper)
+        )
+        with _translated():
+            items = list(
+                RecordItem.query(
+                    keys.log_pk(tenant_id),
+                    condition,
+                    consistent_read=True,
+                    limit=limit + 1,
+                    page_size=limit + 1,
+                )
+            )
+        return [_to_record(tenant_id, item) for item in items[:limit]], len(items) > limit
+
+    def create(self, record: Record) -> None:
+        """Write a new entity; AlreadyExists when its id is taken (live or deleted)."""
+        with self._transaction(record, expected_token=None) as tx:
+            tx.save(
+                _entity_item(record),
+                condition=RecordItem.pk.does_not_exist(),
+                return_values=ALL_OLD,
+            )
+
+    def replace(self, record: Record, expected_token: str) -> None:
+        """Write a new version of an entity whose current token is `expected_token`."""
+        with self._transaction(record, expected_token) as tx:
+            tx.save(
+                _entity_item(record),
+                condition=(RecordItem.token == expected_token)
+                & (RecordItem.type == record.item_type.deleted_type)
+                & RecordItem.deleted.does_not_exist(),
+                return_values=ALL_OLD,
+            )
+            tx.delete(RecordItem(keys.log_pk(record.tenant_id), expected_token))
+
+    @contextmanager
+    def _transaction(self, record: Record, expected_token: str | None) -> Iterator[TransactWrite]:
+        """One TransactWriteItems: the caller's entity writes, the log entry and the head."""
+        head = HeadItem(keys.tenant_pk(record.tenant_id), keys.HEAD_SK)
+        try:
+            with _translated(), TransactWrite(connection=_connection()) as tx:
+                yield tx
+                tx.save(_log_item(record))
+                tx.update(
+                    head,
+                    actions=[HeadItem.token.set(record.change_token)],
+                    condition=HeadItem.token.does_not_exist()
+                    | (HeadItem.token < record.change_token),
+                    return_values=ALL_OLD,
+                )
+        except TransactWriteError as exc:
+            raise _cancellation_error(exc, record, expected_token) from exc
+
+
+def _connection() -> Connection:
+    return RecordItem._get_connection().connection
+
+
+def _cancellation_error(
+    exc: TransactWriteError, record: Record, expected_token: str | None
+) -> Exception:
+    """Name the item whose condition failed, by its key: PynamoDB reorders items."""
+    if exc.cause_response_code != "TransactionCanceledException":
+        return _translate(exc)
+    current: Record | None = None
+    entity_failed = stale_head = False
+    for reason in exc.cancellation_reasons:
+        if reason is None:
+            continue
+        if reason.code == "TransactionConflict":
+            return TransactionConflict(reason.message or "transaction conflict")
+        if reason.code != "ConditionalCheckFailed":
+            continue
+        raw = reason.raw_item or {}
+        sk = raw.get("sk", {}).get("S", "")
+        if sk == keys.HEAD_SK:
+            stale_head = True
+            head_token = raw["tok"]["S"]
+        else:
+            # Only the entity and the head carry conditions, and a failed head
+            # condition always has an old item: anything else is the entity.
+            entity_failed = True
+            if raw:
+                current = _to_record(record.tenant_id, RecordItem.from_raw_data(raw))
+    if entity_failed:
+        return _entity_error(record, expected_token, current)
+    if stale_head:
+        return StaleHead(head_token)
+    return Unavailable("the write was cancelled by the data store")
+
+
+def _entity_error(record: Record, expected_token: str | None, current: Record | None) -> Exception:
+    kind = record.item_type.name
+    if expected_token is None and current is not None:
+        return AlreadyExists(f"{kind} {record.id} already exists", current)
+    if current is None or current.item_type is not record.item_type:
+        return NotFound(f"{kind} {record.id} does not exist")
+    if current.deleted:
+        return Conflict(f"{kind} {record.id} was deleted", current)
+    return Conflict(
+        f"{kind} {record.id} changed: its change token is {current.change_token}, "
+        f"not {expected_token}",
+        current,
+    )
+
+
+@contextmanager
+def _translated() -> Iterator[None]:
+    try:
+        yield
+    except TransactWriteError:
+        raise  # handled with its cancellation reasons by the caller
+    except (PynamoDBException, BotoCoreError) as exc:
+        raise _translate(exc) from exc
+
+
+def _translate(exc: Exception) -> Exception:
+    cause = getattr(exc, "cause", exc)
+    code = getattr(exc, "cause_response_code", None)
+    if code in _RETRYABLE_CODES or isinstance(cause, BotoCoreError):
+        return Unavailable("the data store is busy or unreachable; retry later")
+    return exc
+
+
+def _entity_item(record: Record) -> RecordItem:
+    return _item(keys.tenant_pk(record.tenant_id), keys.entity_sk(record.id), record)
+
+
+def _log_item(record: Record) -> RecordItem:
+    return _item(keys.log_pk(record.tenant_id), record.change_token, record)
+
+
+def _item(pk: str, sk: str, record: Record) -> RecordItem:
+    return RecordItem(
+        pk,
+        sk,
+        type=record.item_type.deleted_type,
+        id=record.id,
+        token=record.change_token,
+        created_ms=int(record.created_at.timestamp() * 1000),
+        deleted=True if record.deleted else None,
+        fields=dict(record.fields) or None,
+    )
+
+
+def _to_record(tenant_id: str, item: RecordItem) -> Record:
+    fields: dict[str, Any] = item.fields.as_dict() if item.fields is not None else {}
+    return Record(
+        item_type=_BY_DELETED_TYPE[item.type],
+        tenant_id=tenant_id,
+        id=item.id,
+        change_token=item.token,
+        created_at=datetime.fromtimestamp(int(item.created_ms) / 1000, tz=UTC),
+        updated_at=token_time(item.token),
+        deleted=bool(item.deleted),
+        fields=fields,
+    )

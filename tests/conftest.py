@@ -1,0 +1,88 @@
+"""Test session setup: one DynamoDB Local (in memory, free port) for the whole session.
+
+Tests isolate themselves with unique tenant ids; the table is shared. The
+environment is set before any settings are read, as the app would see it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from starlette.testclient import TestClient
+
+from api.app import create_app
+from api.devserver import dynamodb_client
+from api.local_engine import LocalEngine, free_port
+from api.settings import Settings
+from api.storage import models
+from api.storage.table import ensure_table
+from tests.support.gql import GraphQLClient
+
+
+@pytest.fixture(scope="session")
+def engine() -> Iterator[LocalEngine]:
+    with LocalEngine(free_port(), data_dir=None) as running:
+        yield running
+
+
+@pytest.fixture(scope="session")
+def settings(engine: LocalEngine) -> Settings:
+    settings = dataclasses.replace(
+        Settings.from_env({}),
+        dynamodb_endpoint=engine.endpoint,
+        table_name="sync-test",
+        cursor_secret="test-cursor-secret",
+    )
+    os.environ["DYNAMODB_ENDPOINT"] = engine.endpoint
+    os.environ["TABLE_NAME"] = settings.table_name
+    os.environ["CURSOR_SECRET"] = settings.cursor_secret
+    settings.apply_local_credentials()
+    ensure_table(dynamodb_client(settings), settings.table_name)
+    models.bind(settings)
+    return settings
+
+
+@pytest.fixture(scope="session")
+def ddb(settings: Settings) -> Any:
+    """A raw boto3 client on the test table, to look at stored items directly."""
+    return dynamodb_client(settings)
+
+
+@pytest.fixture
+def tenant() -> str:
+    return f"t-{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture(scope="session")
+def app_client(settings: Settings) -> Iterator[TestClient]:
+    with TestClient(create_app(settings)) as client:
+        yield client
+
+
+@pytest.fixture
+def gql(app_client: TestClient) -> GraphQLClient:
+    return GraphQLClient(app_client)
+
+
+@pytest.fixture
+def inject(settings: Settings) -> Iterator[Callable[[str, Callable[..., Any]], None]]:
+    """Register a botocore event hook on the store's client, for failure injection.
+
+    Faults enter at the HTTP layer between the store and DynamoDB Local, so the
+    code under test runs unchanged. Hooks are removed after the test.
+    """
+    events = models.RecordItem._get_connection().connection.client.meta.events
+    registered: list[tuple[str, Callable[..., Any]]] = []
+
+    def register(event: str, handler: Callable[..., Any]) -> None:
+        events.register_first(event, handler)
+        registered.append((event, handler))
+
+    yield register
+    for event, handler in registered:
+        events.unregister(event, handler)

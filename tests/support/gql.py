@@ -1,0 +1,128 @@
+"""A small GraphQL client for tests, over any httpx-like client (TestClient or httpx)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+BEARER = {"Authorization": "Bearer test-token"}
+
+_PERSON_FIELDS = (
+    "givenName familyName dateOfBirth relationship phoneNumber emailAddress profileColor occupation"
+)
+_REMINDER_FIELDS = "title notes dueAt personID completed"
+ITEM_SELECTION = f"""
+    __typename id tenantID changeToken createdAt updatedAt
+    ... on Person {{ {_PERSON_FIELDS} }}
+    ... on Reminder {{ {_REMINDER_FIELDS} }}
+    ... on DeletedItem {{ type }}
+"""
+
+
+class GraphQLError(Exception):
+    def __init__(self, errors: list[dict[str, Any]]) -> None:
+        super().__init__(errors[0]["message"])
+        self.errors = errors
+        self.code = errors[0].get("extensions", {}).get("code")
+        self.extensions = errors[0].get("extensions", {})
+
+
+@dataclass
+class SyncResult:
+    items: list[dict[str, Any]] = field(default_factory=list)
+    pages: int = 0
+    change_token: str | None = None
+
+
+class GraphQLClient:
+    def __init__(self, http: Any, path: str = "/graphql") -> None:
+        self.http = http
+        self.path = path
+
+    def execute(
+        self,
+        query: str,
+        variables: dict[str, Any] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> dict[str, Any]:
+        response = self.http.post(
+            self.path,
+            json={"query": query, "variables": variables or {}},
+            headers=BEARER if headers is None else headers,
+        )
+        assert response.status_code == 200, response.text
+        body: dict[str, Any] = response.json()
+        return body
+
+    def data(self, query: str, variables: dict[str, Any] | None = None) -> dict[str, Any]:
+        body = self.execute(query, variables)
+        if body.get("errors"):
+            raise GraphQLError(body["errors"])
+        result: dict[str, Any] = body["data"]
+        return result
+
+    def create(
+        self, tenant: str, type_name: str, fields: dict[str, Any], id: str | None = None
+    ) -> dict[str, Any]:
+        key = type_name[0].lower() + type_name[1:]
+        data = self.data(
+            f"mutation($input: Create{type_name}Input!) {{ create{type_name}(input: $input) "
+            f"{{ {key} {{ {ITEM_SELECTION} }} }} }}",
+            {"input": {"tenantID": tenant, "id": id, key: fields}},
+        )
+        return data[f"create{type_name}"][key]  # type: ignore[no-any-return]
+
+    def update(
+        self, tenant: str, type_name: str, id: str, token: str, changes: dict[str, Any]
+    ) -> dict[str, Any]:
+        key = type_name[0].lower() + type_name[1:]
+        data = self.data(
+            f"mutation($input: Update{type_name}Input!) {{ update{type_name}(input: $input) "
+            f"{{ {key} {{ {ITEM_SELECTION} }} }} }}",
+            {"input": {"tenantID": tenant, "id": id, "changeToken": token, "changes": changes}},
+        )
+        return data[f"update{type_name}"][key]  # type: ignore[no-any-return]
+
+    def delete(self, tenant: str, type_name: str, id: str, token: str) -> dict[str, Any]:
+        data = self.data(
+            f"mutation($input: Delete{type_name}Input!) {{ delete{type_name}(input: $input) "
+            f"{{ deletedItem {{ {ITEM_SELECTION} }} }} }}",
+            {"input": {"tenantID": tenant, "id": id, "changeToken": token}},
+        )
+        return data[f"delete{type_name}"]["deletedItem"]  # type: ignore[no-any-return]
+
+    def get(self, tenant: str, type_name: str, id: str) -> dict[str, Any] | None:
+        key = type_name[0].lower() + type_name[1:]
+        data = self.data(
+            f"query($t: ID!, $id: ID!) {{ {key}(tenantID: $t, id: $id) {{ {ITEM_SELECTION} }} }}",
+            {"t": tenant, "id": id},
+        )
+        return data[key]  # type: ignore[no-any-return]
+
+    def changes_page(
+        self,
+        tenant: str,
+        since: str | None = None,
+        cursor: str | None = None,
+        limit: int | None = None,
+    ) -> dict[str, Any]:
+        data = self.data(
+            "query($t: ID!, $since: ID, $cursor: String, $limit: Int) {"
+            " changes(tenantID: $t, since: $since, cursor: $cursor, limit: $limit) {"
+            f" items {{ {ITEM_SELECTION} }} cursor changeToken }} }}",
+            {"t": tenant, "since": since, "cursor": cursor, "limit": limit},
+        )
+        return data["changes"]  # type: ignore[no-any-return]
+
+    def sync(self, tenant: str, since: str | None = None, limit: int | None = None) -> SyncResult:
+        """Follow cursors to the end, as a client would."""
+        result = SyncResult(change_token=since)
+        cursor: str | None = None
+        while True:
+            page = self.changes_page(tenant, since=since, cursor=cursor, limit=limit)
+            result.items.extend(page["items"])
+            result.pages += 1
+            result.change_token = page["changeToken"]
+            cursor = page["cursor"]
+            if cursor is None:
+                return result

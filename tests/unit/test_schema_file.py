@@ -1,0 +1,34 @@
+"""The committed schema.graphql is the schema the server serves."""
+
+from __future__ import annotations
+
+from api.graphql.schema import schema
+from api.settings import PROJECT_ROOT
+
+
+def test_committed_schema_matches_the_served_schema() -> None:
+    committed = (PROJECT_ROOT / "schema.graphql").read_text()
+    assert committed.strip() == schema.as_str().strip(), (
+        "schema.graphql is out of date: run scripts/export-schema"
+    )
+
+
+def test_schema_has_the_contract_names() -> None:
+    printed = schema.as_str()
+    for fragment in (
+        "directive @isAuthenticated on FIELD_DEFINITION",
+        "directive @hexColor on INPUT_FIELD_DEFINITION",
+        "interface SynchronizedItem",
+        "type Person implements SynchronizedItem",
+        "type DeletedItem implements SynchronizedItem",
+        "profileColor: String @hexColor",
+        "changes(tenantID: ID!, since: ID, cursor: String, limit: Int): SynchronizedItemList! "
+        "@isAuthenticated",
+        "person(tenantID: ID!, id: ID!): Person @isAuthenticated",
+        "createPerson(input: CreatePersonInput!): CreatePersonPayload! @isAuthenticated",
+        "updatePerson(input: UpdatePersonInput!): UpdatePersonPayload! @isAuthenticated",
+        "deletePerson(input: DeletePersonInput!): DeletePersonPayload! @isAuthenticated",
+        "scalar Time",
+        "scalar Date",
+    ):
+        assert fragment in printed, fragment
