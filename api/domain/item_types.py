@@ -59,7 +59,7 @@ def _string(spec: Field, value: Any) -> str:
 
 
 def _color(spec: Field, value: Any) -> str:
-    if not isinstance(value, str) or not _HEX_COLOR_RE.match(value):
+    if not isinstance(value, str) or not _HEX_COLOR_RE.fullmatch(value):
         raise ValueError("must be a color in the form #RRGGBB")
     return value
 
@@ -150,7 +150,7 @@ def check_size(fields: Mapping[str, Any]) -> None:
 
 def check_identifier(value: str, what: str) -> str:
     """Tenant and entity ids: 1-64 characters of [A-Za-z0-9_.:-], so keys stay unambiguous."""
-    if not isinstance(value, str) or not _IDENTIFIER_RE.match(value):
+    if not isinstance(value, str) or not _IDENTIFIER_RE.fullmatch(value):
         raise BadUserInput(
             f"{what} must be 1-64 characters of letters, digits, '_', '.', ':' or '-'"
         )

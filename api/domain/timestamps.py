@@ -17,7 +17,7 @@ def format_time(value: datetime) -> str:
 
 def parse_time(value: str) -> datetime:
     """Parse an RFC 3339 timestamp with an explicit offset; ValueError otherwise."""
-    if not isinstance(value, str) or not _TIME_RE.match(value):
+    if not isinstance(value, str) or not _TIME_RE.fullmatch(value):
         raise ValueError(
             "Time must be an RFC 3339 timestamp with offset, e.g. 2026-11-21T23:02:38.123Z"
         )
@@ -26,6 +26,6 @@ def parse_time(value: str) -> datetime:
 
 def parse_date(value: str) -> date:
     """Parse an ISO 8601 calendar date (YYYY-MM-DD); ValueError otherwise."""
-    if not isinstance(value, str) or not _DATE_RE.match(value):
+    if not isinstance(value, str) or not _DATE_RE.fullmatch(value):
         raise ValueError("Date must be an ISO 8601 calendar date, e.g. 1990-04-01")
     return date.fromisoformat(value)

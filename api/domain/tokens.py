@@ -29,7 +29,7 @@ def next_token(now_ms: int, after: str | None) -> str:
 
 
 def is_token(value: str) -> bool:
-    return bool(_ULID_RE.match(value))
+    return bool(_ULID_RE.fullmatch(value))
 
 
 def check_token(value: str, what: str) -> str:

@@ -37,7 +37,8 @@ def to_graphql_error(error: GraphQLError) -> GraphQLError:
     if isinstance(original, SyncError):
         error.extensions = error_extensions(original)
         return error
-    if original is None:
+    if original is None or error.path is None:
+        # Raised before any resolver ran: parsing, validation, variable coercion.
         error.extensions = {**(error.extensions or {}), "code": "BAD_USER_INPUT"}
         return error
     logger.error("unexpected error in %s", error.path, exc_info=original)

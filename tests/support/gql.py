@@ -7,16 +7,19 @@ from typing import Any
 
 BEARER = {"Authorization": "Bearer test-token"}
 
-_PERSON_FIELDS = (
-    "givenName familyName dateOfBirth relationship phoneNumber emailAddress profileColor occupation"
-)
-_REMINDER_FIELDS = "title notes dueAt personID completed"
-ITEM_SELECTION = f"""
-    __typename id tenantID changeToken createdAt updatedAt
-    ... on Person {{ {_PERSON_FIELDS} }}
-    ... on Reminder {{ {_REMINDER_FIELDS} }}
-    ... on DeletedItem {{ type }}
-"""
+_COMMON = "__typename id tenantID changeToken createdAt updatedAt"
+_FIELDS = {
+    "Person": "givenName familyName dateOfBirth relationship phoneNumber emailAddress "
+    "profileColor occupation",
+    "Reminder": "title notes dueAt personID completed",
+    "DeletedItem": "type",
+}
+# Any SynchronizedItem, with every field of its concrete type.
+ITEM_SELECTION = _COMMON + "".join(f" ... on {t} {{ {f} }}" for t, f in _FIELDS.items())
+
+
+def selection(type_name: str) -> str:
+    return f"{_COMMON} {_FIELDS[type_name]}"
 
 
 class GraphQLError(Exception):
@@ -67,7 +70,7 @@ class GraphQLClient:
         key = type_name[0].lower() + type_name[1:]
         data = self.data(
             f"mutation($input: Create{type_name}Input!) {{ create{type_name}(input: $input) "
-            f"{{ {key} {{ {ITEM_SELECTION} }} }} }}",
+            f"{{ {key} {{ {selection(type_name)} }} }} }}",
             {"input": {"tenantID": tenant, "id": id, key: fields}},
         )
         return data[f"create{type_name}"][key]  # type: ignore[no-any-return]
@@ -78,7 +81,7 @@ class GraphQLClient:
         key = type_name[0].lower() + type_name[1:]
         data = self.data(
             f"mutation($input: Update{type_name}Input!) {{ update{type_name}(input: $input) "
-            f"{{ {key} {{ {ITEM_SELECTION} }} }} }}",
+            f"{{ {key} {{ {selection(type_name)} }} }} }}",
             {"input": {"tenantID": tenant, "id": id, "changeToken": token, "changes": changes}},
         )
         return data[f"update{type_name}"][key]  # type: ignore[no-any-return]
@@ -86,7 +89,7 @@ class GraphQLClient:
     def delete(self, tenant: str, type_name: str, id: str, token: str) -> dict[str, Any]:
         data = self.data(
             f"mutation($input: Delete{type_name}Input!) {{ delete{type_name}(input: $input) "
-            f"{{ deletedItem {{ {ITEM_SELECTION} }} }} }}",
+            f"{{ deletedItem {{ {selection('DeletedItem')} }} }} }}",
             {"input": {"tenantID": tenant, "id": id, "changeToken": token}},
         )
         return data[f"delete{type_name}"]["deletedItem"]  # type: ignore[no-any-return]
@@ -94,7 +97,7 @@ class GraphQLClient:
     def get(self, tenant: str, type_name: str, id: str) -> dict[str, Any] | None:
         key = type_name[0].lower() + type_name[1:]
         data = self.data(
-            f"query($t: ID!, $id: ID!) {{ {key}(tenantID: $t, id: $id) {{ {ITEM_SELECTION} }} }}",
+            f"query($t: ID!, $id: ID!) {{ {key}(tenantID: $t, id: $id) {{ {selection(type_name)} }} }}",
             {"t": tenant, "id": id},
         )
         return data[key]  # type: ignore[no-any-return]

@@ -1,0 +1,59 @@
+"""Reads a tenant's stored items directly with boto3, and checks the store's invariants."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from api.storage import keys
+
+
+def _query_all(ddb: Any, table: str, pk: str) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    kwargs: dict[str, Any] = {
+        "TableName": table,
+        "KeyConditionExpression": "pk = :pk",
+        "ExpressionAttributeValues": {":pk": {"S": pk}},
+        "ConsistentRead": True,
+    }
+    while True:
+        page = ddb.query(**kwargs)
+        items.extend(page["Items"])
+        if "LastEvaluatedKey" not in page:
+            return items
+        kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+
+@dataclass
+class TenantState:
+    head: str | None
+    entities: dict[str, dict[str, Any]]  # id -> raw item
+    log: dict[str, dict[str, Any]]  # token -> raw item
+
+    def tokens(self) -> dict[str, str]:
+        """id -> current token of every entity, live or deleted."""
+        return {i: item["tok"]["S"] for i, item in self.entities.items()}
+
+
+def tenant_state(ddb: Any, table: str, tenant: str) -> TenantState:
+    head: str | None = None
+    entities: dict[str, dict[str, Any]] = {}
+    for item in _query_all(ddb, table, keys.tenant_pk(tenant)):
+        sk = item["sk"]["S"]
+        if sk == keys.HEAD_SK:
+            head = item["tok"]["S"]
+        else:
+            entities[item["id"]["S"]] = item
+    log = {item["sk"]["S"]: item for item in _query_all(ddb, table, keys.log_pk(tenant))}
+    return TenantState(head=head, entities=entities, log=log)
+
+
+def assert_consistent(state: TenantState) -> None:
+    """Exactly one log entry per entity, at its token, equal to it; head = greatest token."""
+    assert sorted(state.log) == sorted(state.tokens().values()), "log and entities disagree"
+    for item in state.entities.values():
+        entry = state.log[item["tok"]["S"]]
+        assert {k: v for k, v in entry.items() if k not in ("pk", "sk")} == {
+            k: v for k, v in item.items() if k not in ("pk", "sk")
+        }
+    assert state.head == (max(state.log) if state.log else None)
