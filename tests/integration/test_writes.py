@@ -293,12 +293,15 @@ def test_requests_without_a_bearer_token_are_unauthenticated(
     gql: GraphQLClient, tenant: str
 ) -> None:
     for headers in ({}, {"Authorization": "Basic abc"}, {"Authorization": "Bearer "}):
-        body = gql.execute('{ changes(tenantID: "%s") { changeToken } }' % tenant, headers=headers)
+        body = gql.execute(
+            "query($t: ID!) { changes(tenantID: $t) { changeToken } }", {"t": tenant}, headers
+        )
         assert body["errors"][0]["extensions"]["code"] == "UNAUTHENTICATED"
         body = gql.execute(
-            'mutation { createPerson(input: {tenantID: "%s", person: {}}) { person { id } } }'
-            % tenant,
-            headers=headers,
+            "mutation($t: ID!) { createPerson(input: {tenantID: $t, person: {}})"
+            " { person { id } } }",
+            {"t": tenant},
+            headers,
         )
         assert body["errors"][0]["extensions"]["code"] == "UNAUTHENTICATED"
     assert gql.sync(tenant).items == []

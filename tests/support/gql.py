@@ -97,7 +97,8 @@ class GraphQLClient:
     def get(self, tenant: str, type_name: str, id: str) -> dict[str, Any] | None:
         key = type_name[0].lower() + type_name[1:]
         data = self.data(
-            f"query($t: ID!, $id: ID!) {{ {key}(tenantID: $t, id: $id) {{ {selection(type_name)} }} }}",
+            f"query($t: ID!, $id: ID!) {{ {key}(tenantID: $t, id: $id) "
+            f"{{ {selection(type_name)} }} }}",
             {"t": tenant, "id": id},
         )
         return data[key]  # type: ignore[no-any-return]
