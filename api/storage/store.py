@@ -135,7 +135,7 @@ def _cancellation_error(
     exc: TransactWriteError, record: Record, expected_token: str | None
 ) -> Exception:
     """Name the item whose condition failed, by its key: PynamoDB reorders items."""
-    if exc.cause_response_code != "TransactionCanceledException":
+    if _error_code(exc) != "TransactionCanceledException":
         return _translate(exc)
     current: Record | None = None
     entity_failed = stale_head = False
@@ -190,11 +190,18 @@ def _translated() -> Iterator[None]:
 
 
 def _translate(exc: Exception) -> Exception:
-    cause = getattr(exc, "cause", exc)
-    code = getattr(exc, "cause_response_code", None)
-    if code in _RETRYABLE_CODES or isinstance(cause, BotoCoreError):
+    if _error_code(exc) in _RETRYABLE_CODES or isinstance(
+        getattr(exc, "cause", exc), BotoCoreError
+    ):
         return Unavailable("the data store is busy or unreachable; retry later")
     return exc
+
+
+def _error_code(exc: Exception) -> str | None:
+    # PynamoDB's own `cause_response_code` fails when the cause is a connection error.
+    response = getattr(getattr(exc, "cause", None), "response", None) or {}
+    code = response.get("Error", {}).get("Code")
+    return str(code) if code else None
 
 
 def _entity_item(record: Record) -> RecordItem:

@@ -1,0 +1,81 @@
+"""Store faults injected at the HTTP layer between botocore and DynamoDB Local.
+
+A `before-send` hook can answer in DynamoDB's place (a throttle, a cancelled
+transaction) or fail the connection; an `after-call` hook can lose a response
+after DynamoDB applied the request. The code under test runs unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from botocore.awsrequest import AWSResponse
+from botocore.exceptions import EndpointConnectionError, ReadTimeoutError
+
+
+class _Raw:
+    def __init__(self, body: bytes) -> None:
+        self._body = body
+
+    def stream(self, **_: Any) -> Any:
+        yield self._body
+
+
+def dynamodb_error(code: str, message: str = "injected", **extra: Any) -> AWSResponse:
+    body = json.dumps({"__type": f"com.amazonaws.dynamodb.v20120810#{code}",
+                       "message": message, **extra}).encode()
+    headers = {"x-amzn-RequestId": "injected", "Content-Type": "application/x-amz-json-1.0"}
+    return AWSResponse("http://injected", 400, headers, _Raw(body))
+
+
+def transaction_conflict(n_items: int = 4) -> AWSResponse:
+    reasons = [{"Code": "TransactionConflict", "Message": "Transaction is ongoing for the item"}]
+    reasons += [{"Code": "None"}] * (n_items - 1)
+    return dynamodb_error(
+        "TransactionCanceledException",
+        "Transaction cancelled, please refer cancellation reasons for specific reasons "
+        "[TransactionConflict, None, None, None]",
+        CancellationReasons=reasons,
+    )
+
+
+class Fault:
+    """A before-send hook answering `response` (or raising) for the first `times` calls."""
+
+    def stop(self) -> None:
+        self.times = self.calls
+
+    def __init__(self, make: Callable[[], AWSResponse] | Exception, times: int = 10**9) -> None:
+        self.make = make
+        self.times = times
+        self.calls = 0
+
+    def __call__(self, request: Any = None, **_: Any) -> AWSResponse | None:
+        if self.calls >= self.times:
+            return None
+        self.calls += 1
+        if isinstance(self.make, Exception):
+            raise self.make
+        return self.make()
+
+
+def connection_refused() -> Exception:
+    return EndpointConnectionError(endpoint_url="http://127.0.0.1:1")
+
+
+class LoseResponse:
+    """An after-call hook: DynamoDB applied the request, then the response is lost."""
+
+    def stop(self) -> None:
+        self.times = self.calls
+
+    def __init__(self, times: int = 1) -> None:
+        self.times = times
+        self.calls = 0
+
+    def __call__(self, **_: Any) -> None:
+        if self.calls < self.times:
+            self.calls += 1
+            raise ReadTimeoutError(endpoint_url="http://injected")
