@@ -23,8 +23,14 @@ TRANSACT = "before-send.dynamodb.TransactWriteItems"
 def _update_body(gql: GraphQLClient, tenant: str, person: dict[str, Any]) -> dict[str, Any]:
     return gql.execute(
         "mutation($i: UpdatePersonInput!) { updatePerson(input: $i) { person { changeToken } } }",
-        {"i": {"tenantID": tenant, "id": person["id"], "changeToken": person["changeToken"],
-               "changes": {"givenName": "new"}}},
+        {
+            "i": {
+                "tenantID": tenant,
+                "id": person["id"],
+                "changeToken": person["changeToken"],
+                "changes": {"givenName": "new"},
+            }
+        },
     )
 
 
@@ -58,12 +64,16 @@ def test_throttling_gives_unavailable_retryable(
     gql: GraphQLClient, tenant: str, inject: Inject
 ) -> None:
     gql.create(tenant, "Person", {})
-    inject("before-send.dynamodb.Query", Fault(lambda: dynamodb_error(
-        "ProvisionedThroughputExceededException", "Rate of requests exceeds the allowed throughput"
-    )))
-    body = gql.execute(
-        "query($t: ID!) { changes(tenantID: $t) { changeToken } }", {"t": tenant}
+    inject(
+        "before-send.dynamodb.Query",
+        Fault(
+            lambda: dynamodb_error(
+                "ProvisionedThroughputExceededException",
+                "Rate of requests exceeds the allowed throughput",
+            )
+        ),
     )
+    body = gql.execute("query($t: ID!) { changes(tenantID: $t) { changeToken } }", {"t": tenant})
     assert body["errors"][0]["extensions"] == {"code": "UNAVAILABLE", "retryable": True}
     assert "Throughput" not in body["errors"][0]["message"]
 
@@ -122,12 +132,16 @@ def test_failures_at_every_step_of_a_create_leave_all_or_nothing(
 def test_an_unexpected_store_error_is_internal_without_details(
     gql: GraphQLClient, tenant: str, inject: Inject
 ) -> None:
-    inject("before-send.dynamodb.GetItem", Fault(lambda: dynamodb_error(
-        "ResourceNotFoundException", "Requested resource not found: Table: sync-test not found"
-    )))
-    body = gql.execute(
-        "query($t: ID!) { person(tenantID: $t, id: \"p1\") { id } }", {"t": tenant}
+    inject(
+        "before-send.dynamodb.GetItem",
+        Fault(
+            lambda: dynamodb_error(
+                "ResourceNotFoundException",
+                "Requested resource not found: Table: sync-test not found",
+            )
+        ),
     )
+    body = gql.execute('query($t: ID!) { person(tenantID: $t, id: "p1") { id } }', {"t": tenant})
     error = body["errors"][0]
     assert error["extensions"] == {"code": "INTERNAL_SERVER_ERROR"}
     assert error["message"] == "Internal server error"

@@ -24,8 +24,9 @@ class _Raw:
 
 
 def dynamodb_error(code: str, message: str = "injected", **extra: Any) -> AWSResponse:
-    body = json.dumps({"__type": f"com.amazonaws.dynamodb.v20120810#{code}",
-                       "message": message, **extra}).encode()
+    body = json.dumps(
+        {"__type": f"com.amazonaws.dynamodb.v20120810#{code}", "message": message, **extra}
+    ).encode()
     headers = {"x-amzn-RequestId": "injected", "Content-Type": "application/x-amz-json-1.0"}
     return AWSResponse("http://injected", 400, headers, _Raw(body))
 

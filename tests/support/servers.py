@@ -1,0 +1,65 @@
+"""Independent API server processes sharing one table, as Lambda instances do."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import httpx2
+
+from api.local_engine import free_port
+from api.settings import PROJECT_ROOT, Settings
+
+
+@contextmanager
+def api_server(settings: Settings, clock_offset_ms: int = 0) -> Iterator[str]:
+    """Run `uvicorn api.app:create_app` in its own process; yields its base URL."""
+    port = free_port()
+    env = {
+        **os.environ,
+        "DYNAMODB_ENDPOINT": settings.dynamodb_endpoint or "",
+        "TABLE_NAME": settings.table_name,
+        "CURSOR_SECRET": settings.cursor_secret,
+        "CLOCK_OFFSET_MS": str(clock_offset_ms),
+    }
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "api.app:create_app",
+            "--factory",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+        ],
+        cwd=PROJECT_ROOT,
+        env=env,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if httpx2.get(f"{base}/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx2.TransportError:
+                pass
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"API server on port {port} did not start")
+            time.sleep(0.1)
+        yield base
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
