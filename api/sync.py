@@ -179,7 +179,7 @@ class SyncService:
         check_size(fields)
 
         def attempt() -> Record:
-            token = self._propose_token(tenant_id)
+            token = self._propose_token(tenant_id, floor=expected_token)
             record = replace(
                 current, change_token=token, updated_at=token_time(token), fields=fields
             )
@@ -196,7 +196,7 @@ class SyncService:
         check_token(expected_token, "changeToken")
 
         def attempt() -> Record:
-            token = self._propose_token(tenant_id)
+            token = self._propose_token(tenant_id, floor=expected_token)
             at = token_time(token)
             record = Record(
                 item_type=item_type,
@@ -231,8 +231,15 @@ class SyncService:
             )
         return current
 
-    def _propose_token(self, tenant_id: str) -> str:
-        return next_token(self._clock_ms(), self._heads.get(tenant_id))
+    def _propose_token(self, tenant_id: str, floor: str | None = None) -> str:
+        """A token past the last head seen here and past `floor`, a token known to exist.
+
+        Bumping past the expected token matters: another server may have bumped past
+        the same stale head to exactly this entity's current token, and a write
+        reusing it would name one log entry twice in its transaction.
+        """
+        after = max(filter(None, (self._heads.get(tenant_id), floor)), default=None)
+        return next_token(self._clock_ms(), after)
 
     def _write(self, tenant_id: str, attempt: Callable[[], Record]) -> Record:
         retrying = Retrying(
