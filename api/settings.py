@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_AUTH_SECRET = "dev-secret-change-me"
 
 # DynamoDB Local accepts any credentials; real AWS must never get these.
 _LOCAL_DUMMY_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "local", "AWS_SECRET_ACCESS_KEY": "local"}
@@ -29,8 +30,21 @@ class Settings:
     # Signs pagination cursors so that they cannot be forged or moved to another tenant.
     cursor_secret: str = "dev-cursor-secret-change-me"
     graphiql: bool = True
+    introspection: bool = True
     # Shifts this server's clock; used by tests to prove ordering does not rely on clocks.
     clock_offset_ms: int = 0
+    # Authentication: local HS256 unless a JWKS URL is set (production, e.g. Cognito).
+    auth_secret: str = DEFAULT_AUTH_SECRET
+    jwt_jwks_url: str | None = None
+    jwt_issuer: str | None = None
+    jwt_audience: str | None = None
+    jwt_tenants_claim: str = "tenants"
+    jwt_leeway_seconds: int = 10
+    # Request limits.
+    max_body_bytes: int = 1024 * 1024
+    max_query_depth: int = 10
+    max_aliases: int = 30
+    max_query_tokens: int = 5000
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -46,8 +60,33 @@ class Settings:
             dynamodb_local_port=int(env.get("DYNAMODB_LOCAL_PORT", cls.dynamodb_local_port)),
             cursor_secret=env.get("CURSOR_SECRET", cls.cursor_secret),
             graphiql=_flag(env.get("GRAPHIQL"), default=cls.graphiql),
+            introspection=_flag(env.get("INTROSPECTION"), default=cls.introspection),
             clock_offset_ms=int(env.get("CLOCK_OFFSET_MS", cls.clock_offset_ms)),
+            auth_secret=env.get("SYNC_AUTH_SECRET") or cls.auth_secret,
+            jwt_jwks_url=env.get("JWT_JWKS_URL") or None,
+            jwt_issuer=env.get("JWT_ISSUER") or None,
+            jwt_audience=env.get("JWT_AUDIENCE") or None,
+            jwt_tenants_claim=env.get("JWT_TENANTS_CLAIM") or cls.jwt_tenants_claim,
+            jwt_leeway_seconds=int(env.get("JWT_LEEWAY_SECONDS", cls.jwt_leeway_seconds)),
+            max_body_bytes=int(env.get("MAX_BODY_BYTES", cls.max_body_bytes)),
+            max_query_depth=int(env.get("MAX_QUERY_DEPTH", cls.max_query_depth)),
+            max_aliases=int(env.get("MAX_ALIASES", cls.max_aliases)),
+            max_query_tokens=int(env.get("MAX_QUERY_TOKENS", cls.max_query_tokens)),
         )
+
+    def check(self) -> list[str]:
+        """Refuse unsafe combinations; returns warnings to log for merely risky ones."""
+        if self.jwt_jwks_url and not self.jwt_issuer:
+            raise ValueError("JWT_JWKS_URL is set but JWT_ISSUER is not: set the token issuer")
+        warnings = []
+        if not self.jwt_jwks_url and self.auth_secret == DEFAULT_AUTH_SECRET:
+            warnings.append(
+                "SYNC_AUTH_SECRET is the default development secret: anyone can mint tokens; "
+                "set SYNC_AUTH_SECRET, or JWT_JWKS_URL and JWT_ISSUER in production"
+            )
+        elif not self.jwt_jwks_url and len(self.auth_secret.encode()) < 32:
+            warnings.append("SYNC_AUTH_SECRET is shorter than 32 bytes: use a longer secret")
+        return warnings
 
     @property
     def is_local_engine(self) -> bool:

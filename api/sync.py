@@ -6,8 +6,11 @@ nothing of GraphQL or HTTP.
 
 from __future__ import annotations
 
+import random
+import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
@@ -31,13 +34,20 @@ from api.domain.errors import (
 )
 from api.domain.item_types import ItemType, apply_changes, check_identifier, check_size
 from api.domain.records import Record
-from api.domain.tokens import check_token, new_entity_id, next_token, token_time
+from api.domain.tokens import check_token, new_entity_id, next_token, token_ms, token_time
 
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
 # A stale head costs one retry with a later token; a busy store costs a short,
 # jittered wait. Past this many attempts the client is told to retry later.
-MAX_WRITE_ATTEMPTS = 8
+MAX_WRITE_ATTEMPTS = 10
+# A write that lost a race proposes its next token up to RETRY_LEAD_MS ahead of
+# the head it lost to, doubling with each loss (capped).
+RETRY_LEAD_MS = 10
+MAX_RETRY_LEAD_MS = 1000
+# A server whose clock is more than this behind a tenant's head corrects it by the gap.
+SKEW_THRESHOLD_MS = 1000
+MAX_SKEW_MS = 10 * 60 * 1000
 
 
 class Store(Protocol):
@@ -61,13 +71,42 @@ def wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+_conflict_wait = wait_random_exponential(multiplier=0.01, max=0.25)
+_stale_head_wait = wait_random_exponential(multiplier=0.002, max=0.05)
+
+
 def _contention_wait(state: RetryCallState) -> float:
-    # A stale head is retried at once with a later token; only a transaction
-    # conflict (another writer on the same item) waits, with jitter.
+    # A stale head is retried at once with a later token, and with a little
+    # jitter once it keeps losing, so that busy writers stop colliding; a
+    # transaction conflict (another writer on the same item) waits longer.
     outcome = state.outcome
     if outcome is not None and isinstance(outcome.exception(), TransactionConflict):
-        return float(wait_random_exponential(multiplier=0.01, max=0.25)(state))
-    return 0.0
+        return float(_conflict_wait(state))
+    return float(_stale_head_wait(state)) if state.attempt_number > 2 else 0.0
+
+
+class _TenantLocks:
+    """One lock per tenant, forgotten when no writer holds or waits for it."""
+
+    def __init__(self) -> None:
+        self._guard = threading.Lock()
+        self._locks: dict[str, tuple[threading.Lock, int]] = {}
+
+    @contextmanager
+    def hold(self, tenant_id: str) -> Iterator[None]:
+        with self._guard:
+            lock, users = self._locks.get(tenant_id, (threading.Lock(), 0))
+            self._locks[tenant_id] = (lock, users + 1)
+        try:
+            with lock:
+                yield
+        finally:
+            with self._guard:
+                lock, users = self._locks[tenant_id]
+                if users == 1:
+                    del self._locks[tenant_id]
+                else:
+                    self._locks[tenant_id] = (lock, users - 1)
 
 
 class SyncService:
@@ -83,6 +122,10 @@ class SyncService:
         # Latest head seen per tenant, so a token can be proposed without a read.
         # Only a hint: the store's condition on the head is what orders writes.
         self._heads: dict[str, str] = {}
+        self._skew_ms = 0
+        # Writers of one tenant in this process take turns: the store orders them
+        # anyway, and a write that is bound to lose a race still costs capacity.
+        self._tenant_locks = _TenantLocks()
 
     # --- reads -------------------------------------------------------------
 
@@ -147,8 +190,7 @@ class SyncService:
         check_size(fields)
         entity_id = entity_id or new_entity_id()
 
-        def attempt() -> Record:
-            token = self._propose_token(tenant_id)
+        def attempt(token: str) -> Record:
             record = Record(
                 item_type=item_type,
                 tenant_id=tenant_id,
@@ -161,7 +203,7 @@ class SyncService:
             self._store.create(record)
             return record
 
-        return self._write(tenant_id, attempt)
+        return self._write(tenant_id, None, attempt)
 
     def update(
         self,
@@ -178,15 +220,14 @@ class SyncService:
         fields = apply_changes(current.fields, normalized)
         check_size(fields)
 
-        def attempt() -> Record:
-            token = self._propose_token(tenant_id, floor=expected_token)
+        def attempt(token: str) -> Record:
             record = replace(
                 current, change_token=token, updated_at=token_time(token), fields=fields
             )
             self._store.replace(record, expected_token)
             return record
 
-        return self._write(tenant_id, attempt)
+        return self._write(tenant_id, expected_token, attempt)
 
     def delete(
         self, item_type: ItemType, tenant_id: str, entity_id: str, expected_token: str
@@ -195,8 +236,7 @@ class SyncService:
         check_identifier(entity_id, "id")
         check_token(expected_token, "changeToken")
 
-        def attempt() -> Record:
-            token = self._propose_token(tenant_id, floor=expected_token)
+        def attempt(token: str) -> Record:
             at = token_time(token)
             record = Record(
                 item_type=item_type,
@@ -211,7 +251,7 @@ class SyncService:
             self._store.replace(record, expected_token)
             return record
 
-        return self._write(tenant_id, attempt)
+        return self._write(tenant_id, expected_token, attempt)
 
     def _current(
         self, item_type: ItemType, tenant_id: str, entity_id: str, expected_token: str
@@ -231,17 +271,8 @@ class SyncService:
             )
         return current
 
-    def _propose_token(self, tenant_id: str, floor: str | None = None) -> str:
-        """A token past the last head seen here and past `floor`, a token known to exist.
-
-        Bumping past the expected token matters: another server may have bumped past
-        the same stale head to exactly this entity's current token, and a write
-        reusing it would name one log entry twice in its transaction.
-        """
-        after = max(filter(None, (self._heads.get(tenant_id), floor)), default=None)
-        return next_token(self._clock_ms(), after)
-
-    def _write(self, tenant_id: str, attempt: Callable[[], Record]) -> Record:
+    def _write(self, tenant_id: str, floor: str | None, attempt: Callable[[str], Record]) -> Record:
+        """Run `attempt(token)` until its token is accepted, retrying lost races."""
         retrying = Retrying(
             retry=retry_if_exception_type(WriteContention),
             stop=stop_after_attempt(MAX_WRITE_ATTEMPTS),
@@ -250,11 +281,32 @@ class SyncService:
             reraise=True,
         )
         try:
-            result = retrying(attempt)
+            with self._tenant_locks.hold(tenant_id):
+                for try_ in retrying:
+                    with try_:
+                        number = try_.retry_state.attempt_number
+                        record = attempt(self._propose_token(tenant_id, floor, number))
         except WriteContention as exc:
             raise Unavailable("too many concurrent writes to this tenant; retry") from exc
-        self._remember_head(tenant_id, result.change_token)
-        return result
+        self._remember_head(tenant_id, record.change_token)
+        return record
+
+    def _propose_token(self, tenant_id: str, floor: str | None, attempt_number: int) -> str:
+        """A token past the last head seen here and past `floor`, a token known to exist.
+
+        Bumping past the expected token matters: another server may have bumped past
+        the same stale head to exactly this entity's current token, and a write
+        reusing it would name one log entry twice in its transaction. A write that
+        lost a race aims further ahead with each loss, past the writers proposing
+        from their clocks meanwhile; otherwise a server whose clock is behind, which
+        can only propose "last head + 1", would lose every race to them.
+        """
+        after = max(filter(None, (self._heads.get(tenant_id), floor)), default=None)
+        now = self._clock_ms() + self._skew_ms
+        if after is not None and attempt_number > 1:
+            reach = min(RETRY_LEAD_MS * 2 ** (attempt_number - 2), MAX_RETRY_LEAD_MS)
+            now = max(now, token_ms(after)) + random.randint(1, reach)
+        return next_token(now, after)
 
     def _remember_head(self, tenant_id: str, source: RetryCallState | str) -> None:
         if isinstance(source, str):
@@ -264,6 +316,11 @@ class SyncService:
             if not isinstance(exc, StaleHead):
                 return
             head = exc.head
+            # A clock far behind the tenant's head is wrong; follow the head's time.
+            # Small gaps are left alone: they are in-flight writes, not a bad clock.
+            behind_ms = token_ms(head) - (self._clock_ms() + self._skew_ms)
+            if behind_ms > SKEW_THRESHOLD_MS:
+                self._skew_ms = min(self._skew_ms + behind_ms, MAX_SKEW_MS)
         if len(self._heads) > 10_000:
             self._heads.clear()
         if head > self._heads.get(tenant_id, ""):

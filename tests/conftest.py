@@ -21,7 +21,7 @@ from api.local_engine import LocalEngine, free_port
 from api.settings import Settings
 from api.storage import models
 from api.storage.table import ensure_table
-from tests.support.gql import GraphQLClient
+from tests.support.gql import TEST_AUTH_SECRET, GraphQLClient
 
 
 @pytest.fixture(scope="session")
@@ -37,10 +37,12 @@ def settings(engine: LocalEngine) -> Settings:
         dynamodb_endpoint=engine.endpoint,
         table_name="sync-test",
         cursor_secret="test-cursor-secret",
+        auth_secret=TEST_AUTH_SECRET,
     )
     os.environ["DYNAMODB_ENDPOINT"] = engine.endpoint
     os.environ["TABLE_NAME"] = settings.table_name
     os.environ["CURSOR_SECRET"] = settings.cursor_secret
+    os.environ["SYNC_AUTH_SECRET"] = settings.auth_secret
     settings.apply_local_credentials()
     ensure_table(dynamodb_client(settings), settings.table_name)
     models.bind(settings)

@@ -39,6 +39,11 @@ def check_token(value: str, what: str) -> str:
     return value
 
 
+def token_ms(token: str) -> int:
+    """The Unix time in milliseconds a token stands for."""
+    return int(ULID.from_str(token).milliseconds)
+
+
 def token_time(token: str) -> datetime:
     """The instant a token stands for; `updatedAt` of the write that made it."""
     return datetime.fromtimestamp(ULID.from_str(token).milliseconds / 1000, tz=UTC)

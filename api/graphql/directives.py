@@ -8,7 +8,7 @@ import strawberry
 from strawberry.permission import BasePermission
 from strawberry.schema_directive import Location
 
-from api.domain.errors import Unauthenticated
+from api import request_log
 
 
 @strawberry.schema_directive(
@@ -29,17 +29,21 @@ class HexColorDirective:
     """The value is a color in the form #RRGGBB (validated by the server)."""
 
 
-class RequireBearerToken(BasePermission):
-    """Enforces `@isAuthenticated`: the request must carry a bearer token."""
+class RequireValidToken(BasePermission):
+    """Enforces `@isAuthenticated`: a valid bearer JWT, verified once per request."""
 
     def has_permission(self, source: Any, info: strawberry.Info, **kwargs: Any) -> bool:
-        header = info.context.request.headers.get("authorization", "")
-        scheme, _, token = header.partition(" ")
-        if scheme.lower() != "bearer" or not token.strip():
-            raise Unauthenticated("send Authorization: Bearer <token>")
+        context = info.context
+        if context.principal is None:
+            context.principal = context.authenticator.authenticate(
+                context.request.headers.get("authorization")
+            )
+            log = request_log.current()
+            if log is not None:
+                log.sub = context.principal.sub
         return True
 
 
 def authenticated() -> dict[str, Any]:
     """Keyword arguments for `strawberry.field`: the directive and its enforcement together."""
-    return {"directives": [IsAuthenticatedDirective()], "permission_classes": [RequireBearerToken]}
+    return {"directives": [IsAuthenticatedDirective()], "permission_classes": [RequireValidToken]}

@@ -16,6 +16,7 @@ from typing import Any
 from graphql import GraphQLError
 from strawberry.extensions import SchemaExtension
 
+from api import request_log
 from api.domain.errors import CurrentVersionError, SyncError
 from api.graphql.types import record_json
 
@@ -60,3 +61,6 @@ class ErrorCodes(SchemaExtension):
         result = self.execution_context.result
         if result is not None and result.errors:
             result.errors = [to_graphql_error(e) for e in result.errors]
+            log = request_log.current()
+            if log is not None:
+                log.codes.extend(str((e.extensions or {}).get("code")) for e in result.errors)

@@ -1,17 +1,32 @@
-"""Query and Mutation: thin resolvers that parse, call `SyncService`, map the result."""
+"""Query and Mutation: thin resolvers that parse, check the tenant, call `SyncService`.
+
+Resolvers are async and run the (blocking) service call in a worker thread, so
+one server process keeps serving other requests while DynamoDB answers.
+"""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Optional, TypeVar
 
 import strawberry
 from graphql import GraphQLError
+from starlette.concurrency import run_in_threadpool
+from strawberry.extensions import (
+    DisableIntrospection,
+    MaxAliasesLimiter,
+    MaxTokensLimiter,
+    QueryDepthLimiter,
+    SchemaExtension,
+)
 from strawberry.schema.config import StrawberryConfig
 from strawberry.types.execution import ExecutionContext
 
-from api.domain.errors import SyncError
+from api import request_log
+from api.auth import Authenticator, Principal
+from api.domain.errors import SyncError, Unauthenticated
 from api.graphql.directives import authenticated
 from api.graphql.errors import ErrorCodes
 from api.graphql.scalars import SCALAR_MAP
@@ -22,35 +37,52 @@ from api.graphql.types import (
     to_deleted_item,
     to_synchronized_item,
 )
+from api.settings import Settings
 from api.sync import SyncService
 
 logger = logging.getLogger("api.graphql")
+_T = TypeVar("_T")
 
 
 @dataclass
 class Context:
     request: Any
     service: SyncService
+    authenticator: Authenticator
+    principal: Principal | None = None
 
 
-def _service(info: strawberry.Info) -> SyncService:
-    service: SyncService = info.context.service
-    return service
+async def _for_tenant(
+    info: strawberry.Info, tenant_id: str, work: Callable[[SyncService], _T]
+) -> _T:
+    """Run `work` for `tenant_id`, once the caller is known to belong to it."""
+    context: Context = info.context
+    if context.principal is None:  # only reachable if a field lacks @isAuthenticated
+        raise Unauthenticated("send Authorization: Bearer <token>")
+    context.principal.require_tenant(tenant_id)
+    log = request_log.current()
+    if log is not None:
+        log.tenant = tenant_id
+    return await run_in_threadpool(work, context.service)
 
 
 def _given(value: Any) -> Any:
     return None if value is strawberry.UNSET else value
 
 
-def changes(
+async def changes(
     info: strawberry.Info,
     tenantID: strawberry.ID,
     since: Optional[strawberry.ID] = strawberry.UNSET,  # noqa: UP045
     cursor: Optional[str] = strawberry.UNSET,  # noqa: UP045
     limit: Optional[int] = strawberry.UNSET,  # noqa: UP045
 ) -> SynchronizedItemList:
-    page = _service(info).changes(
-        tenantID, since=_given(since), cursor=_given(cursor), limit=_given(limit)
+    page = await _for_tenant(
+        info,
+        tenantID,
+        lambda s: s.changes(
+            tenantID, since=_given(since), cursor=_given(cursor), limit=_given(limit)
+        ),
     )
     return SynchronizedItemList(
         items=[to_synchronized_item(r) for r in page.items],
@@ -60,31 +92,46 @@ def changes(
 
 
 def _query_fields(s: ItemTypeSchema) -> dict[str, Any]:
-    def get(info: strawberry.Info, tenantID: strawberry.ID, id: strawberry.ID) -> Any:
-        record = _service(info).get(s.item_type, tenantID, id)
+    async def get(info: strawberry.Info, tenantID: strawberry.ID, id: strawberry.ID) -> Any:
+        record = await _for_tenant(info, tenantID, lambda svc: svc.get(s.item_type, tenantID, id))
         return None if record is None else s.to_object(record)
 
-    get.__annotations__["return"] = Optional[s.object_type]  # noqa: UP045
+    get.__annotations__ = {
+        "info": strawberry.Info,
+        "tenantID": strawberry.ID,
+        "id": strawberry.ID,
+        "return": Optional[s.object_type],  # noqa: UP045
+    }
     return {s.field_name: strawberry.field(resolver=get, **authenticated())}
 
 
 def _mutation_fields(s: ItemTypeSchema) -> dict[str, Any]:
-    name, field_name = s.item_type.name, s.field_name
+    name, field_name, item_type = s.item_type.name, s.field_name, s.item_type
 
-    def create(info: strawberry.Info, input: Any) -> Any:
-        record = _service(info).create(
-            s.item_type, input.tenantID, input.id, s.changes_of(getattr(input, field_name))
+    async def create(info: strawberry.Info, input: Any) -> Any:
+        changes = s.changes_of(getattr(input, field_name))
+        record = await _for_tenant(
+            info,
+            input.tenantID,
+            lambda svc: svc.create(item_type, input.tenantID, input.id, changes),
         )
         return s.create_payload(**{field_name: s.to_object(record)})
 
-    def update(info: strawberry.Info, input: Any) -> Any:
-        record = _service(info).update(
-            s.item_type, input.tenantID, input.id, input.changeToken, s.changes_of(input.changes)
+    async def update(info: strawberry.Info, input: Any) -> Any:
+        changes = s.changes_of(input.changes)
+        record = await _for_tenant(
+            info,
+            input.tenantID,
+            lambda svc: svc.update(item_type, input.tenantID, input.id, input.changeToken, changes),
         )
         return s.update_payload(**{field_name: s.to_object(record)})
 
-    def delete(info: strawberry.Info, input: Any) -> Any:
-        record = _service(info).delete(s.item_type, input.tenantID, input.id, input.changeToken)
+    async def delete(info: strawberry.Info, input: Any) -> Any:
+        record = await _for_tenant(
+            info,
+            input.tenantID,
+            lambda svc: svc.delete(item_type, input.tenantID, input.id, input.changeToken),
+        )
         return s.delete_payload(deletedItem=to_deleted_item(record))
 
     fields = {}
@@ -128,10 +175,36 @@ class SyncSchema(strawberry.Schema):
                 logger.info("graphql error %s at %s: %s", code, error.path, error.message)
 
 
-schema = SyncSchema(
-    query=Query,
-    mutation=Mutation,
-    types=[s.object_type for s in ITEM_TYPE_SCHEMAS],
-    extensions=[ErrorCodes],
-    config=StrawberryConfig(scalar_map=SCALAR_MAP),
-)
+class _RecordOperation(SchemaExtension):
+    def on_execute(self) -> Any:
+        log = request_log.current()
+        if log is not None:
+            context = self.execution_context
+            log.operation = context.operation_name or (
+                context.operation_type.value if context.operation_type else None
+            )
+        yield
+
+
+def make_schema(settings: Settings) -> SyncSchema:
+    """The served schema: the same types whatever the settings, with the request limits."""
+    extensions: list[Any] = [
+        ErrorCodes,
+        _RecordOperation,
+        lambda: MaxTokensLimiter(max_token_count=settings.max_query_tokens),
+        lambda: QueryDepthLimiter(max_depth=settings.max_query_depth),
+        lambda: MaxAliasesLimiter(max_alias_count=settings.max_aliases),
+    ]
+    if not settings.introspection:
+        extensions.append(DisableIntrospection)
+    return SyncSchema(
+        query=Query,
+        mutation=Mutation,
+        types=[s.object_type for s in ITEM_TYPE_SCHEMAS],
+        extensions=extensions,
+        config=StrawberryConfig(scalar_map=SCALAR_MAP),
+    )
+
+
+# What `scripts/export-schema` prints into schema.graphql.
+schema = make_schema(Settings())

@@ -6,7 +6,7 @@ a domain error (`api.domain.errors`); nothing above this module sees them.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
@@ -47,6 +47,10 @@ _BY_DELETED_TYPE = {t.deleted_type: t for t in catalog.ITEM_TYPES}
 
 class DynamoStore:
     """Reads and writes records of the single table (key design: `api.storage.keys`)."""
+
+    def on_response(self, hook: Callable[..., None]) -> None:
+        """Call `hook(parsed=...)` after every DynamoDB call (e.g. to count capacity)."""
+        _connection().client.meta.events.register("after-call.dynamodb", hook)
 
     def head(self, tenant_id: str) -> str | None:
         with _translated():
@@ -113,7 +117,10 @@ class DynamoStore:
         """One TransactWriteItems: the caller's entity writes, the log entry and the head."""
         head = HeadItem(keys.tenant_pk(record.tenant_id), keys.HEAD_SK)
         try:
-            with _translated(), TransactWrite(connection=_connection()) as tx:
+            with (
+                _translated(),
+                TransactWrite(connection=_connection(), return_consumed_capacity="TOTAL") as tx,
+            ):
                 yield tx
                 tx.save(_log_item(record))
                 tx.update(

@@ -174,7 +174,7 @@ def test_concurrent_writers_and_paging_readers_converge_without_missed_changes(
             target=_writer,
             args=(_client(server_urls[i % 2]), tenant, 100 + i, 60, known, lock, stats),
         )
-        for i in range(4)
+        for i in range(8)
     ]
     readers = [
         _Reader(_client(server_urls[i % 2]), tenant, random.Random(200 + i)) for i in range(3)

@@ -5,7 +5,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-BEARER = {"Authorization": "Bearer test-token"}
+from api.auth import make_local_token
+
+TEST_AUTH_SECRET = "test-auth-secret-long-enough-for-hs256"
+
+
+def bearer(
+    tenants: list[str], sub: str = "tester", secret: str = TEST_AUTH_SECRET
+) -> dict[str, str]:
+    return {"Authorization": f"Bearer {make_local_token(secret, sub, tenants, 3600)}"}
+
 
 _COMMON = "__typename id tenantID changeToken createdAt updatedAt"
 _FIELDS = {
@@ -38,6 +47,8 @@ class SyncResult:
 
 
 class GraphQLClient:
+    """Calls as a user whose token grants the tenant of each call (or `tenant=`)."""
+
     def __init__(self, http: Any, path: str = "/graphql") -> None:
         self.http = http
         self.path = path
@@ -47,11 +58,13 @@ class GraphQLClient:
         query: str,
         variables: dict[str, Any] | None = None,
         headers: dict[str, str] | None = None,
+        tenant: str | None = None,
     ) -> dict[str, Any]:
+        if headers is None:
+            tenant = tenant or _tenant_of(variables or {})
+            headers = bearer([tenant] if tenant else [])
         response = self.http.post(
-            self.path,
-            json={"query": query, "variables": variables or {}},
-            headers=BEARER if headers is None else headers,
+            self.path, json={"query": query, "variables": variables or {}}, headers=headers
         )
         assert response.status_code == 200, response.text
         body: dict[str, Any] = response.json()
@@ -130,3 +143,14 @@ class GraphQLClient:
             cursor = page["cursor"]
             if cursor is None:
                 return result
+
+
+def _tenant_of(variables: dict[str, Any]) -> str | None:
+    """The tenant a call names: `t`/`tenantID` or `input.tenantID`."""
+    for key in ("t", "tenantID"):
+        if isinstance(variables.get(key), str):
+            return str(variables[key])
+    for value in variables.values():
+        if isinstance(value, dict) and isinstance(value.get("tenantID"), str):
+            return str(value["tenantID"])
+    return None

@@ -16,7 +16,9 @@ from api.settings import PROJECT_ROOT, Settings
 
 
 @contextmanager
-def api_server(settings: Settings, clock_offset_ms: int = 0) -> Iterator[str]:
+def api_server(
+    settings: Settings, clock_offset_ms: int = 0, extra_env: dict[str, str] | None = None
+) -> Iterator[str]:
     """Run `uvicorn api.app:create_app` in its own process; yields its base URL."""
     port = free_port()
     env = {
@@ -24,7 +26,9 @@ def api_server(settings: Settings, clock_offset_ms: int = 0) -> Iterator[str]:
         "DYNAMODB_ENDPOINT": settings.dynamodb_endpoint or "",
         "TABLE_NAME": settings.table_name,
         "CURSOR_SECRET": settings.cursor_secret,
+        "SYNC_AUTH_SECRET": settings.auth_secret,
         "CLOCK_OFFSET_MS": str(clock_offset_ms),
+        **(extra_env or {}),
     }
     process = subprocess.Popen(
         [

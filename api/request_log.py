@@ -1,0 +1,65 @@
+"""One JSON log line per request, filled in by whoever learns something about it.
+
+The HTTP middleware opens the record and writes the line; the GraphQL layer adds
+the operation, caller, tenant and error codes; a botocore hook adds the DynamoDB
+capacity consumed. Never the token, and never field values.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import Any
+
+logger = logging.getLogger("api.request")
+_current: ContextVar[RequestLog | None] = ContextVar("request_log", default=None)
+
+
+@dataclass
+class RequestLog:
+    request_id: str
+    operation: str | None = None
+    sub: str | None = None
+    tenant: str | None = None
+    codes: list[str] = field(default_factory=list)
+    capacity_units: float = 0.0
+
+    def line(self, status: int, duration_ms: float) -> str:
+        return json.dumps(
+            {
+                "requestId": self.request_id,
+                "operation": self.operation,
+                "sub": self.sub,
+                "tenant": self.tenant,
+                "status": status,
+                "result": ",".join(sorted(set(self.codes))) or "OK",
+                "durationMs": round(duration_ms, 1),
+                "capacityUnits": round(self.capacity_units, 2),
+            },
+            separators=(",", ":"),
+        )
+
+
+def current() -> RequestLog | None:
+    return _current.get()
+
+
+def start(request_id: str) -> tuple[RequestLog, Any]:
+    log = RequestLog(request_id=request_id)
+    return log, _current.set(log)
+
+
+def finish(reset_token: Any) -> None:
+    _current.reset(reset_token)
+
+
+def record_consumed_capacity(parsed: dict[str, Any] | None = None, **_: Any) -> None:
+    """botocore `after-call.dynamodb` hook: add the call's ConsumedCapacity to the request."""
+    log = _current.get()
+    if log is None or not parsed:
+        return
+    consumed = parsed.get("ConsumedCapacity")
+    entries = consumed if isinstance(consumed, list) else [consumed] if consumed else []
+    log.capacity_units += sum(float(e.get("CapacityUnits", 0)) for e in entries)
