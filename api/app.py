@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any
 
@@ -38,6 +39,14 @@ class _GraphQL(GraphQL[Context, None]):
 
     async def get_context(self, request: Any, response: Any) -> Context:
         return Context(request=request, service=self._service, authenticator=self._authenticator)
+
+    def decode_json(self, data: str | bytes) -> object:
+        # Hostile bodies (nested a hundred thousand levels deep, or not UTF-8) are a
+        # 400 like any other unparsable JSON, not a 500.
+        try:
+            return json.loads(data)
+        except (RecursionError, ValueError) as exc:
+            raise json.JSONDecodeError(f"invalid JSON body: {type(exc).__name__}", "", 0) from None
 
 
 def create_app(settings: Settings | None = None) -> Starlette:

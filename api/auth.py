@@ -50,7 +50,13 @@ class Authenticator:
     def __init__(self, settings: Settings) -> None:
         self._settings = settings
         self._jwks = (
-            jwt.PyJWKClient(settings.jwt_jwks_url, cache_keys=True, lifespan=3600, timeout=5)
+            jwt.PyJWKClient(
+                settings.jwt_jwks_url,
+                cache_keys=True,
+                lifespan=3600,
+                timeout=5,
+                cooldown_duration=settings.jwt_jwks_cooldown_seconds,
+            )
             if settings.jwt_jwks_url
             else None
         )

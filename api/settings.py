@@ -40,6 +40,9 @@ class Settings:
     jwt_audience: str | None = None
     jwt_tenants_claim: str = "tenants"
     jwt_leeway_seconds: int = 10
+    # At most one JWKS refetch per this many seconds for unknown key ids, so that
+    # tokens with made-up `kid`s cannot make the server hammer the issuer.
+    jwt_jwks_cooldown_seconds: float = 30.0
     # Request limits.
     max_body_bytes: int = 1024 * 1024
     max_query_depth: int = 10
@@ -68,6 +71,9 @@ class Settings:
             jwt_audience=env.get("JWT_AUDIENCE") or None,
             jwt_tenants_claim=env.get("JWT_TENANTS_CLAIM") or cls.jwt_tenants_claim,
             jwt_leeway_seconds=int(env.get("JWT_LEEWAY_SECONDS", cls.jwt_leeway_seconds)),
+            jwt_jwks_cooldown_seconds=float(
+                env.get("JWT_JWKS_COOLDOWN_SECONDS", cls.jwt_jwks_cooldown_seconds)
+            ),
             max_body_bytes=int(env.get("MAX_BODY_BYTES", cls.max_body_bytes)),
             max_query_depth=int(env.get("MAX_QUERY_DEPTH", cls.max_query_depth)),
             max_aliases=int(env.get("MAX_ALIASES", cls.max_aliases)),

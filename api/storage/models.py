@@ -60,7 +60,9 @@ MODELS: tuple[type[Model], ...] = (HeadItem, RecordItem)
 def bind(settings: Settings) -> None:
     """Point the models at the configured table and engine."""
     for model in MODELS:
-        model.Meta.table_name = settings.table_name
-        model.Meta.region = settings.aws_region
-        model.Meta.host = settings.dynamodb_endpoint
+        meta = model.Meta
+        target = (settings.table_name, settings.aws_region, settings.dynamodb_endpoint)
+        if (meta.table_name, meta.region, meta.host) == target:
+            continue  # keep the connection, and the hooks registered on its client
+        meta.table_name, meta.region, meta.host = target
         model._connection = None

@@ -50,7 +50,9 @@ class DynamoStore:
 
     def on_response(self, hook: Callable[..., None]) -> None:
         """Call `hook(parsed=...)` after every DynamoDB call (e.g. to count capacity)."""
-        _connection().client.meta.events.register("after-call.dynamodb", hook)
+        _connection().client.meta.events.register(
+            "after-call.dynamodb", hook, unique_id=f"{hook.__module__}.{hook.__qualname__}"
+        )
 
     def head(self, tenant_id: str) -> str | None:
         with _translated():

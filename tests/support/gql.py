@@ -7,7 +7,7 @@ from typing import Any
 
 from api.auth import make_local_token
 
-TEST_AUTH_SECRET = "test-auth-secret-long-enough-for-hs256"
+TEST_AUTH_SECRET = "test-auth-secret-" + "0123456789abcdef" * 3  # long enough for HS512
 
 
 def bearer(

@@ -1,0 +1,199 @@
+"""Authentication and tenant isolation: every operation x every kind of bad token (SPEC 6)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+
+import jwt
+import pytest
+from cryptography.hazmat.primitives.asymmetric import rsa
+
+from api.graphql.schema import schema
+from tests.support.gql import TEST_AUTH_SECRET, GraphQLClient
+
+VICTIM_MARKER = "victim-secret-name"
+NOW = int(time.time())
+
+
+def _hs256(claims: dict[str, Any], secret: str = TEST_AUTH_SECRET, **headers: Any) -> str:
+    return jwt.encode(claims, secret, algorithm="HS256", headers=headers or None)
+
+
+def _claims(tenant: str, **overrides: Any) -> dict[str, Any]:
+    return {"sub": "mallory", "tenants": [tenant], "iat": NOW, "exp": NOW + 3600, **overrides}
+
+
+def _unsigned(claims: dict[str, Any]) -> str:
+    def part(data: dict[str, Any]) -> str:
+        return base64.urlsafe_b64encode(json.dumps(data).encode()).decode().rstrip("=")
+
+    return f"{part({'alg': 'none', 'typ': 'JWT'})}.{part(claims)}."
+
+
+_RSA_KEY = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+
+# name -> (headers for a request on `tenant`, expected code; None means success)
+TOKENS: dict[str, tuple[Callable[[str], dict[str, str]], str | None]] = {
+    "no token": (lambda t: {}, "UNAUTHENTICATED"),
+    "not bearer": (lambda t: {"Authorization": f"Basic {_hs256(_claims(t))}"}, "UNAUTHENTICATED"),
+    "garbage": (lambda t: {"Authorization": "Bearer not.a.jwt"}, "UNAUTHENTICATED"),
+    "expired": (
+        lambda t: {"Authorization": f"Bearer {_hs256(_claims(t, exp=NOW - 3600))}"},
+        "UNAUTHENTICATED",
+    ),
+    "not yet valid": (
+        lambda t: {"Authorization": f"Bearer {_hs256(_claims(t, nbf=NOW + 3600))}"},
+        "UNAUTHENTICATED",
+    ),
+    "wrong signature": (
+        lambda t: {"Authorization": f"Bearer {_hs256(_claims(t), 'x' * 40)}"},
+        "UNAUTHENTICATED",
+    ),
+    "alg none": (lambda t: {"Authorization": f"Bearer {_unsigned(_claims(t))}"}, "UNAUTHENTICATED"),
+    "wrong algorithm HS512": (
+        lambda t: {
+            "Authorization": "Bearer " + jwt.encode(_claims(t), TEST_AUTH_SECRET, algorithm="HS512")
+        },
+        "UNAUTHENTICATED",
+    ),
+    "wrong algorithm RS256": (
+        lambda t: {
+            "Authorization": "Bearer " + jwt.encode(_claims(t), _RSA_KEY, algorithm="RS256")
+        },
+        "UNAUTHENTICATED",
+    ),
+    "no sub": (
+        lambda t: {"Authorization": f"Bearer {_hs256({'tenants': [t], 'exp': NOW + 3600})}"},
+        "UNAUTHENTICATED",
+    ),
+    "no exp": (
+        lambda t: {"Authorization": f"Bearer {_hs256({'sub': 'm', 'tenants': [t]})}"},
+        "UNAUTHENTICATED",
+    ),
+    "another tenant": (
+        lambda t: {"Authorization": f"Bearer {_hs256(_claims(t + '-mine'))}"},
+        "FORBIDDEN",
+    ),
+    "tenants claim missing": (
+        lambda t: {"Authorization": f"Bearer {_hs256({'sub': 'm', 'exp': NOW + 3600})}"},
+        "FORBIDDEN",
+    ),
+    "valid": (lambda t: {"Authorization": f"Bearer {_hs256(_claims(t))}"}, None),
+}
+
+
+def _operations() -> dict[str, tuple[str, Callable[[str, dict[str, Any]], dict[str, Any]]]]:
+    """Every root field of the schema with variables for a victim's entity."""
+    p, r = "Person", "Reminder"
+    return {
+        "changes": (
+            "query($t: ID!) { changes(tenantID: $t) { items { id ... on Person { givenName } } "
+            "cursor changeToken } }",
+            lambda t, e: {"t": t},
+        ),
+        "person": (
+            "query($t: ID!, $id: ID!) { person(tenantID: $t, id: $id) { id givenName } }",
+            lambda t, e: {"t": t, "id": e[p]["id"]},
+        ),
+        "reminder": (
+            "query($t: ID!, $id: ID!) { reminder(tenantID: $t, id: $id) { id title } }",
+            lambda t, e: {"t": t, "id": e[r]["id"]},
+        ),
+        **{
+            f"create{n}": (
+                f"mutation($i: Create{n}Input!) {{ create{n}(input: $i) {{ __typename }} }}",
+                lambda t, e, n=n: {"i": {"tenantID": t, n[0].lower() + n[1:]: {}}},
+            )
+            for n in (p, r)
+        },
+        **{
+            f"update{n}": (
+                f"mutation($i: Update{n}Input!) {{ update{n}(input: $i) {{ __typename }} }}",
+                lambda t, e, n=n: {
+                    "i": {
+                        "tenantID": t,
+                        "id": e[n]["id"],
+                        "changeToken": e[n]["changeToken"],
+                        "changes": {},
+                    }
+                },
+            )
+            for n in (p, r)
+        },
+        **{
+            f"delete{n}": (
+                f"mutation($i: Delete{n}Input!) {{ delete{n}(input: $i) {{ __typename }} }}",
+                lambda t, e, n=n: {
+                    "i": {"tenantID": t, "id": e[n]["id"], "changeToken": e[n]["changeToken"]}
+                },
+            )
+            for n in (p, r)
+        },
+    }
+
+
+OPERATIONS = _operations()
+
+
+def test_the_matrix_covers_every_root_field() -> None:
+    fields = set(schema.get_type_by_name("Query").fields) | set(  # type: ignore[union-attr]
+        schema.get_type_by_name("Mutation").fields  # type: ignore[union-attr]
+    )
+    names = {f.graphql_name or f.python_name for f in fields}
+    assert names == set(OPERATIONS)
+
+
+@pytest.mark.parametrize("token_case", list(TOKENS))
+@pytest.mark.parametrize("operation", list(OPERATIONS))
+def test_every_operation_with_every_token(
+    gql: GraphQLClient, tenant: str, operation: str, token_case: str
+) -> None:
+    entities = {
+        "Person": gql.create(tenant, "Person", {"givenName": VICTIM_MARKER}),
+        "Reminder": gql.create(tenant, "Reminder", {"title": VICTIM_MARKER}),
+    }
+    before = gql.sync(tenant).items
+    query, variables = OPERATIONS[operation]
+    make_headers, expected = TOKENS[token_case]
+    body = gql.execute(query, variables(tenant, entities), headers=make_headers(tenant))
+
+    if expected is None:
+        assert "errors" not in body, body
+        return
+    assert not any((body["data"] or {}).values()), body  # null, or a nullable field null
+    assert [e["extensions"]["code"] for e in body["errors"]] == [expected]
+    text = json.dumps(body)
+    assert VICTIM_MARKER not in text
+    for entity in entities.values():
+        assert entity["id"] not in text and entity["changeToken"] not in text
+    assert gql.sync(tenant).items == before  # nothing written
+
+
+def test_a_cursor_from_one_tenant_cannot_read_another(gql: GraphQLClient, tenant: str) -> None:
+    mine, theirs = tenant + "-mine", tenant
+    for t in (mine, theirs):
+        for i in range(3):
+            gql.create(t, "Person", {"givenName": f"{t}-{i}"})
+    cursor = gql.changes_page(mine, limit=1)["cursor"]
+    # A caller allowed on both tenants still cannot move a cursor across them.
+    body = gql.execute(
+        "query($t: ID!, $c: String) { changes(tenantID: $t, cursor: $c) { items { id } } }",
+        {"t": theirs, "c": cursor},
+        headers={"Authorization": f"Bearer {_hs256(_claims(theirs, tenants=[mine, theirs]))}"},
+    )
+    assert body["errors"][0]["extensions"]["code"] == "INVALID_CURSOR"
+    assert body["data"] is None
+
+
+def test_a_token_for_several_tenants_reaches_each(gql: GraphQLClient, tenant: str) -> None:
+    other = tenant + "-2"
+    headers = {"Authorization": f"Bearer {_hs256(_claims(tenant, tenants=[tenant, other]))}"}
+    for t in (tenant, other):
+        body = gql.execute(
+            "query($t: ID!) { changes(tenantID: $t) { changeToken } }", {"t": t}, headers=headers
+        )
+        assert "errors" not in body
