@@ -19,10 +19,11 @@ from api.domain.cursor import CursorCodec
 from api.domain.errors import SyncError
 from api.graphql.schema import Context, make_schema
 from api.http import RequestMiddleware
+from api.ordering import wall_clock_ms
 from api.settings import Settings
 from api.storage import models
 from api.storage.store import DynamoStore
-from api.sync import SyncService, wall_clock_ms
+from api.sync import SyncService
 
 logger = logging.getLogger("api")
 

@@ -1,53 +1,42 @@
-"""The service layer: create, update, delete and read changes.
+"""The service layer: mutations (one by one or pushed in a batch) and the changes feed.
 
-Orchestrates the domain rules (validation, tokens, cursors) and a `Store`. Knows
-nothing of GraphQL or HTTP.
+Orchestrates the domain rules (validation, tokens, cursors, idempotency) and a
+`Store`. Knows nothing of GraphQL or HTTP.
 """
 
 from __future__ import annotations
 
-import random
-import threading
+import enum
 import time
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
-
-from tenacity import (
-    RetryCallState,
-    Retrying,
-    retry_if_exception_type,
-    stop_after_attempt,
-    wait_random_exponential,
-)
 
 from api.domain.cursor import CursorCodec, Position
 from api.domain.errors import (
     BadUserInput,
     Conflict,
+    CurrentVersionError,
     NotFound,
-    StaleHead,
-    TransactionConflict,
-    Unavailable,
-    WriteContention,
+    OutcomeRecorded,
+    SyncError,
 )
 from api.domain.item_types import ItemType, apply_changes, check_identifier, check_size
+from api.domain.mutations import (
+    Mutation,
+    StoredOutcome,
+    check_client_mutation_id,
+    is_stored_error,
+)
 from api.domain.records import Record
-from api.domain.tokens import check_token, new_entity_id, next_token, token_ms, token_time
+from api.domain.tokens import check_token, new_entity_id, token_time
+from api.ordering import TokenOrdering, wall_clock_ms
 
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
-# A stale head costs one retry with a later token; a busy store costs a short,
-# jittered wait. Past this many attempts the client is told to retry later.
-MAX_WRITE_ATTEMPTS = 10
-# A write that lost a race proposes its next token up to RETRY_LEAD_MS ahead of
-# the head it lost to, doubling with each loss (capped).
-RETRY_LEAD_MS = 10
-MAX_RETRY_LEAD_MS = 1000
-# A server whose clock is more than this behind a tenant's head corrects it by the gap.
-SKEW_THRESHOLD_MS = 1000
-MAX_SKEW_MS = 10 * 60 * 1000
+MAX_PUSH = 100
+# Outcomes of client mutation ids are kept at least this long (then DynamoDB TTL).
+OUTCOME_RETENTION_S = 8 * 24 * 3600
 
 
 class Store(Protocol):
@@ -56,8 +45,12 @@ class Store(Protocol):
     def changes(
         self, tenant_id: str, after: str | None, upper: str, limit: int
     ) -> tuple[list[Record], bool]: ...
-    def create(self, record: Record) -> None: ...
-    def replace(self, record: Record, expected_token: str) -> None: ...
+    def create(self, record: Record, outcome: StoredOutcome | None = None) -> None: ...
+    def replace(
+        self, record: Record, expected_token: str, outcome: StoredOutcome | None = None
+    ) -> None: ...
+    def get_outcome(self, tenant_id: str, client_mutation_id: str) -> StoredOutcome | None: ...
+    def put_outcome(self, tenant_id: str, outcome: StoredOutcome) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -67,46 +60,25 @@ class Page:
     change_token: str | None
 
 
-def wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
+@dataclass(frozen=True)
+class Written:
+    record: Record
+    replayed: bool = False
 
 
-_conflict_wait = wait_random_exponential(multiplier=0.01, max=0.25)
-_stale_head_wait = wait_random_exponential(multiplier=0.002, max=0.05)
+class PushStatus(enum.Enum):
+    APPLIED = "APPLIED"
+    CONFLICT = "CONFLICT"
+    REJECTED = "REJECTED"
 
 
-def _contention_wait(state: RetryCallState) -> float:
-    # A stale head is retried at once with a later token, and with a little
-    # jitter once it keeps losing, so that busy writers stop colliding; a
-    # transaction conflict (another writer on the same item) waits longer.
-    outcome = state.outcome
-    if outcome is not None and isinstance(outcome.exception(), TransactionConflict):
-        return float(_conflict_wait(state))
-    return float(_stale_head_wait(state)) if state.attempt_number > 2 else 0.0
-
-
-class _TenantLocks:
-    """One lock per tenant, forgotten when no writer holds or waits for it."""
-
-    def __init__(self) -> None:
-        self._guard = threading.Lock()
-        self._locks: dict[str, tuple[threading.Lock, int]] = {}
-
-    @contextmanager
-    def hold(self, tenant_id: str) -> Iterator[None]:
-        with self._guard:
-            lock, users = self._locks.get(tenant_id, (threading.Lock(), 0))
-            self._locks[tenant_id] = (lock, users + 1)
-        try:
-            with lock:
-                yield
-        finally:
-            with self._guard:
-                lock, users = self._locks[tenant_id]
-                if users == 1:
-                    del self._locks[tenant_id]
-                else:
-                    self._locks[tenant_id] = (lock, users - 1)
+@dataclass(frozen=True)
+class PushResult:
+    mutation: Mutation
+    status: PushStatus
+    record: Record | None = None  # after the write; the current version on CONFLICT
+    error: SyncError | None = None
+    replayed: bool = False
 
 
 class SyncService:
@@ -118,14 +90,7 @@ class SyncService:
     ) -> None:
         self._store = store
         self._cursors = cursors
-        self._clock_ms = clock_ms
-        # Latest head seen per tenant, so a token can be proposed without a read.
-        # Only a hint: the store's condition on the head is what orders writes.
-        self._heads: dict[str, str] = {}
-        self._skew_ms = 0
-        # Writers of one tenant in this process take turns: the store orders them
-        # anyway, and a write that is bound to lose a race still costs capacity.
-        self._tenant_locks = _TenantLocks()
+        self._ordering = TokenOrdering(clock_ms)
 
     # --- reads -------------------------------------------------------------
 
@@ -176,6 +141,59 @@ class SyncService:
 
     # --- writes ------------------------------------------------------------
 
+    def apply(self, mutation: Mutation) -> Written:
+        """Apply one mutation, at most once per clientMutationID."""
+        check_identifier(mutation.tenant_id, "tenantID")
+        if mutation.entity_id is not None:
+            check_identifier(mutation.entity_id, "id")
+        if mutation.expected_token is not None:
+            check_token(mutation.expected_token, "changeToken")
+        normalized = mutation.item_type.normalize_changes(mutation.changes)
+        cmid = mutation.client_mutation_id
+        if cmid is None:
+            return Written(self._apply(mutation, normalized, None))
+        check_client_mutation_id(cmid)
+        expires_at = int(time.time()) + OUTCOME_RETENTION_S
+        pending = StoredOutcome(cmid, mutation.fingerprint(normalized), expires_at=expires_at)
+        stored = self._store.get_outcome(mutation.tenant_id, cmid)
+        if stored is not None:
+            return _replay(stored, pending.fingerprint)
+        try:
+            return Written(self._apply(mutation, normalized, pending))
+        except OutcomeRecorded:
+            return self._replay_recorded(mutation.tenant_id, pending)
+        except SyncError as exc:
+            if not is_stored_error(exc):
+                raise
+            try:
+                self._store.put_outcome(mutation.tenant_id, replace(pending, error=exc))
+            except OutcomeRecorded:
+                return self._replay_recorded(mutation.tenant_id, pending)
+            raise
+
+    def push(self, tenant_id: str, mutations: list[Mutation]) -> list[PushResult]:
+        """Apply mutations in order, each atomically on its own; one result per mutation."""
+        check_identifier(tenant_id, "tenantID")
+        if len(mutations) > MAX_PUSH:
+            raise BadUserInput(f"at most {MAX_PUSH} mutations per push, got {len(mutations)}")
+        return [self._push_one(tenant_id, m) for m in mutations]
+
+    def _push_one(self, tenant_id: str, mutation: Mutation) -> PushResult:
+        if mutation.tenant_id != tenant_id:
+            error = BadUserInput("every mutation of a push must name the push's tenantID")
+            return PushResult(mutation, PushStatus.REJECTED, error=error)
+        try:
+            written = self.apply(mutation)
+        except CurrentVersionError as exc:
+            return PushResult(
+                mutation, PushStatus.CONFLICT, record=exc.current, error=exc, replayed=exc.replayed
+            )
+        except SyncError as exc:
+            return PushResult(mutation, PushStatus.REJECTED, error=exc, replayed=exc.replayed)
+        return PushResult(
+            mutation, PushStatus.APPLIED, record=written.record, replayed=written.replayed
+        )
+
     def create(
         self,
         item_type: ItemType,
@@ -183,27 +201,7 @@ class SyncService:
         entity_id: str | None,
         changes: Mapping[str, Any],
     ) -> Record:
-        check_identifier(tenant_id, "tenantID")
-        if entity_id is not None:
-            check_identifier(entity_id, "id")
-        fields = apply_changes({}, item_type.normalize_changes(changes))
-        check_size(fields)
-        entity_id = entity_id or new_entity_id()
-
-        def attempt(token: str) -> Record:
-            record = Record(
-                item_type=item_type,
-                tenant_id=tenant_id,
-                id=entity_id,
-                change_token=token,
-                created_at=token_time(token),
-                updated_at=token_time(token),
-                fields=fields,
-            )
-            self._store.create(record)
-            return record
-
-        return self._write(tenant_id, None, attempt)
+        return self.apply(Mutation("create", item_type, tenant_id, entity_id, None, changes)).record
 
     def update(
         self,
@@ -213,51 +211,73 @@ class SyncService:
         expected_token: str,
         changes: Mapping[str, Any],
     ) -> Record:
-        check_identifier(tenant_id, "tenantID")
-        check_identifier(entity_id, "id")
-        normalized = item_type.normalize_changes(changes)
-        current = self._current(item_type, tenant_id, entity_id, expected_token)
-        fields = apply_changes(current.fields, normalized)
-        check_size(fields)
-
-        def attempt(token: str) -> Record:
-            record = replace(
-                current, change_token=token, updated_at=token_time(token), fields=fields
-            )
-            self._store.replace(record, expected_token)
-            return record
-
-        return self._write(tenant_id, expected_token, attempt)
+        mutation = Mutation("update", item_type, tenant_id, entity_id, expected_token, changes)
+        return self.apply(mutation).record
 
     def delete(
         self, item_type: ItemType, tenant_id: str, entity_id: str, expected_token: str
     ) -> Record:
-        check_identifier(tenant_id, "tenantID")
-        check_identifier(entity_id, "id")
-        check_token(expected_token, "changeToken")
+        mutation = Mutation("delete", item_type, tenant_id, entity_id, expected_token)
+        return self.apply(mutation).record
 
-        def attempt(token: str) -> Record:
+    def _replay_recorded(self, tenant_id: str, pending: StoredOutcome) -> Written:
+        stored = self._store.get_outcome(tenant_id, pending.client_mutation_id)
+        if stored is None:  # recorded, then expired in between: vanishingly rare
+            raise OutcomeRecorded()
+        return _replay(stored, pending.fingerprint)
+
+    def _apply(
+        self, mutation: Mutation, changes: Mapping[str, Any], pending: StoredOutcome | None
+    ) -> Record:
+        item_type, tenant_id = mutation.item_type, mutation.tenant_id
+
+        def outcome(record: Record) -> StoredOutcome | None:
+            return None if pending is None else replace(pending, record=record)
+
+        if mutation.verb == "create":
+            fields = apply_changes({}, changes)
+            check_size(fields)
+            new_id = mutation.entity_id or new_entity_id()
+
+            def create(token: str) -> Record:
+                at = token_time(token)
+                record = Record(item_type, tenant_id, new_id, token, at, at, fields=fields)
+                self._store.create(record, outcome(record))
+                return record
+
+            return self._ordering.write(tenant_id, None, create, _token_of)
+
+        entity_id, expected = mutation.entity_id, mutation.expected_token
+        if entity_id is None or expected is None:
+            raise BadUserInput(f"{mutation.verb} needs an id and a changeToken")
+
+        if mutation.verb == "update":
+            current = self._current(item_type, tenant_id, entity_id, expected)
+            fields = apply_changes(current.fields, changes)
+            check_size(fields)
+
+            def update(token: str) -> Record:
+                record = replace(
+                    current, change_token=token, updated_at=token_time(token), fields=fields
+                )
+                self._store.replace(record, expected, outcome(record))
+                return record
+
+            return self._ordering.write(tenant_id, expected, update, _token_of)
+
+        def delete(token: str) -> Record:
             at = token_time(token)
-            record = Record(
-                item_type=item_type,
-                tenant_id=tenant_id,
-                id=entity_id,
-                change_token=token,
-                created_at=at,
-                updated_at=at,
-                deleted=True,
-            )
-            # The store checks the expected token and type in the transaction itself.
-            self._store.replace(record, expected_token)
+            record = Record(item_type, tenant_id, entity_id, token, at, at, deleted=True)
+            # The store checks the expected token and the type in the transaction itself.
+            self._store.replace(record, expected, outcome(record))
             return record
 
-        return self._write(tenant_id, expected_token, attempt)
+        return self._ordering.write(tenant_id, expected, delete, _token_of)
 
     def _current(
         self, item_type: ItemType, tenant_id: str, entity_id: str, expected_token: str
     ) -> Record:
         """The entity an update is based on; Conflict/NotFound without writing anything."""
-        check_token(expected_token, "changeToken")
         current = self._store.get(tenant_id, entity_id)
         if current is None or current.item_type is not item_type:
             raise NotFound(f"{item_type.name} {entity_id} does not exist")
@@ -271,57 +291,18 @@ class SyncService:
             )
         return current
 
-    def _write(self, tenant_id: str, floor: str | None, attempt: Callable[[str], Record]) -> Record:
-        """Run `attempt(token)` until its token is accepted, retrying lost races."""
-        retrying = Retrying(
-            retry=retry_if_exception_type(WriteContention),
-            stop=stop_after_attempt(MAX_WRITE_ATTEMPTS),
-            wait=_contention_wait,
-            before_sleep=lambda state: self._remember_head(tenant_id, state),
-            reraise=True,
+
+def _token_of(record: Record) -> str:
+    return record.change_token
+
+
+def _replay(stored: StoredOutcome, fingerprint: str) -> Written:
+    if stored.fingerprint != fingerprint:
+        raise BadUserInput(
+            f"clientMutationID {stored.client_mutation_id} was already used for another mutation"
         )
-        try:
-            with self._tenant_locks.hold(tenant_id):
-                for try_ in retrying:
-                    with try_:
-                        number = try_.retry_state.attempt_number
-                        record = attempt(self._propose_token(tenant_id, floor, number))
-        except WriteContention as exc:
-            raise Unavailable("too many concurrent writes to this tenant; retry") from exc
-        self._remember_head(tenant_id, record.change_token)
-        return record
-
-    def _propose_token(self, tenant_id: str, floor: str | None, attempt_number: int) -> str:
-        """A token past the last head seen here and past `floor`, a token known to exist.
-
-        Bumping past the expected token matters: another server may have bumped past
-        the same stale head to exactly this entity's current token, and a write
-        reusing it would name one log entry twice in its transaction. A write that
-        lost a race aims further ahead with each loss, past the writers proposing
-        from their clocks meanwhile; otherwise a server whose clock is behind, which
-        can only propose "last head + 1", would lose every race to them.
-        """
-        after = max(filter(None, (self._heads.get(tenant_id), floor)), default=None)
-        now = self._clock_ms() + self._skew_ms
-        if after is not None and attempt_number > 1:
-            reach = min(RETRY_LEAD_MS * 2 ** (attempt_number - 2), MAX_RETRY_LEAD_MS)
-            now = max(now, token_ms(after)) + random.randint(1, reach)
-        return next_token(now, after)
-
-    def _remember_head(self, tenant_id: str, source: RetryCallState | str) -> None:
-        if isinstance(source, str):
-            head = source
-        else:
-            exc = source.outcome.exception() if source.outcome else None
-            if not isinstance(exc, StaleHead):
-                return
-            head = exc.head
-            # A clock far behind the tenant's head is wrong; follow the head's time.
-            # Small gaps are left alone: they are in-flight writes, not a bad clock.
-            behind_ms = token_ms(head) - (self._clock_ms() + self._skew_ms)
-            if behind_ms > SKEW_THRESHOLD_MS:
-                self._skew_ms = min(self._skew_ms + behind_ms, MAX_SKEW_MS)
-        if len(self._heads) > 10_000:
-            self._heads.clear()
-        if head > self._heads.get(tenant_id, ""):
-            self._heads[tenant_id] = head
+    if stored.error is not None:
+        stored.error.replayed = True
+        raise stored.error
+    assert stored.record is not None
+    return Written(stored.record, replayed=True)

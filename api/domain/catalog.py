@@ -56,3 +56,4 @@ REMINDER = ItemType(
 
 ITEM_TYPES: tuple[ItemType, ...] = (PERSON, REMINDER)
 BY_NAME = {t.name: t for t in ITEM_TYPES}
+BY_DELETED_TYPE = {t.deleted_type: t for t in ITEM_TYPES}

@@ -26,6 +26,8 @@ if TYPE_CHECKING:
 class SyncError(Exception):
     code: ClassVar[str] = "INTERNAL_SERVER_ERROR"
     retryable: ClassVar[bool] = False
+    # True when this is the stored first outcome of a retried clientMutationID.
+    replayed: bool = False
 
 
 class Unauthenticated(SyncError):
@@ -83,3 +85,7 @@ class StaleHead(WriteContention):
 
 class TransactionConflict(WriteContention):
     """DynamoDB cancelled the transaction because another one touched the same item."""
+
+
+class OutcomeRecorded(Exception):
+    """Another request with the same clientMutationID recorded its outcome first."""

@@ -30,6 +30,8 @@ def error_extensions(error: SyncError) -> dict[str, Any]:
         extensions["current"] = record_json(error.current)
     if error.retryable:
         extensions["retryable"] = True
+    if error.replayed:
+        extensions["replayed"] = True
     return extensions
 
 

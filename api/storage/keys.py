@@ -5,8 +5,9 @@ Items (all in one table, `pk` hash key, `sk` range key, both strings):
     item      pk                 sk            attributes
     -------   ----------------   -----------   ----------------------------------------
     head      T#<tenant>         HEAD          tok: the tenant's latest change token
-    entity    T#<tenant>         I#<id>        ty, id, tok, ca, ua, del, f (the record)
+    entity    T#<tenant>         I#<id>        ty, id, tok, ca, del, f (the record)
     log       T#<tenant>#LOG     <token>       same record as the entity item
+    outcome   T#<tenant>         M#<cmid>      fp (fingerprint), out (JSON), exp (TTL)
 
 Access patterns:
 
@@ -16,7 +17,9 @@ Access patterns:
                            consistent; returns full records, no second read
     any write              TransactWriteItems of: entity (conditioned on its token),
                            old log entry (delete), new log entry (put), head (update
-                           conditioned on tok < new token)
+                           conditioned on tok < new token), and with a
+                           clientMutationID its outcome (put, if absent or expired)
+    replay a mutation      GetItem outcome (consistent)
 
 Why commit order equals token order: every write of a tenant updates the head
 under the condition `tok < newToken` in the same transaction as its log entry,
@@ -31,6 +34,9 @@ from __future__ import annotations
 
 HEAD_SK = "HEAD"
 _ENTITY_PREFIX = "I#"
+_OUTCOME_PREFIX = "M#"
+# DynamoDB's TTL deletes items whose `exp` (epoch seconds) has passed.
+TTL_ATTRIBUTE = "exp"
 
 
 def tenant_pk(tenant_id: str) -> str:
@@ -47,3 +53,11 @@ def entity_sk(entity_id: str) -> str:
 
 def is_entity_sk(sk: str) -> bool:
     return sk.startswith(_ENTITY_PREFIX)
+
+
+def outcome_sk(client_mutation_id: str) -> str:
+    return f"{_OUTCOME_PREFIX}{client_mutation_id}"
+
+
+def is_outcome_sk(sk: str) -> bool:
+    return sk.startswith(_OUTCOME_PREFIX)

@@ -16,6 +16,7 @@ from pynamodb.attributes import (
 from pynamodb.models import Model
 
 from api.settings import Settings
+from api.storage.keys import TTL_ATTRIBUTE
 
 
 class _TableMeta:
@@ -54,7 +55,20 @@ class RecordItem(Model):
     fields = MapAttribute(attr_name="f", null=True)  # type: ignore[var-annotated]
 
 
-MODELS: tuple[type[Model], ...] = (HeadItem, RecordItem)
+class OutcomeItem(Model):
+    """The first outcome of a clientMutationID, kept until `expires` (DynamoDB TTL)."""
+
+    class Meta(_TableMeta):
+        pass
+
+    pk = UnicodeAttribute(hash_key=True)
+    sk = UnicodeAttribute(range_key=True)
+    fingerprint = UnicodeAttribute(attr_name="fp")
+    outcome = UnicodeAttribute(attr_name="out")
+    expires = NumberAttribute(attr_name=TTL_ATTRIBUTE)
+
+
+MODELS: tuple[type[Model], ...] = (HeadItem, RecordItem, OutcomeItem)
 
 
 def bind(settings: Settings) -> None:

@@ -6,15 +6,17 @@ a domain error (`api.domain.errors`); nothing above this module sees them.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
 from botocore.exceptions import BotoCoreError
 from pynamodb.connection import Connection
 from pynamodb.constants import ALL_OLD
-from pynamodb.exceptions import DoesNotExist, PynamoDBException, TransactWriteError
+from pynamodb.exceptions import DoesNotExist, PutError, PynamoDBException, TransactWriteError
 from pynamodb.transactions import TransactWrite
 
 from api.domain import catalog
@@ -22,14 +24,16 @@ from api.domain.errors import (
     AlreadyExists,
     Conflict,
     NotFound,
+    OutcomeRecorded,
     StaleHead,
     TransactionConflict,
     Unavailable,
 )
+from api.domain.mutations import StoredOutcome
 from api.domain.records import Record
 from api.domain.tokens import token_after, token_time
 from api.storage import keys
-from api.storage.models import HeadItem, RecordItem
+from api.storage.models import HeadItem, OutcomeItem, RecordItem
 
 # Error codes meaning "the store is busy or briefly unwell": the client may retry.
 _RETRYABLE_CODES = frozenset(
@@ -42,7 +46,6 @@ _RETRYABLE_CODES = frozenset(
         "LimitExceededException",
     }
 )
-_BY_DELETED_TYPE = {t.deleted_type: t for t in catalog.ITEM_TYPES}
 
 
 class DynamoStore:
@@ -93,18 +96,46 @@ class DynamoStore:
             )
         return [_to_record(tenant_id, item) for item in items[:limit]], len(items) > limit
 
-    def create(self, record: Record) -> None:
+    def get_outcome(self, tenant_id: str, client_mutation_id: str) -> StoredOutcome | None:
+        with _translated():
+            try:
+                item = OutcomeItem.get(
+                    keys.tenant_pk(tenant_id),
+                    keys.outcome_sk(client_mutation_id),
+                    consistent_read=True,
+                )
+            except DoesNotExist:
+                return None
+        # TTL deletes lazily: an expired outcome may linger, and counts as gone.
+        if int(item.expires) < time.time():
+            return None
+        return _to_outcome(tenant_id, item)
+
+    def put_outcome(self, tenant_id: str, outcome: StoredOutcome) -> None:
+        """Store a failed mutation's outcome alone; OutcomeRecorded if one exists."""
+        try:
+            _outcome_item(tenant_id, outcome).save(condition=_outcome_absent())
+        except PutError as exc:
+            if _error_code(exc) == "ConditionalCheckFailedException":
+                raise OutcomeRecorded() from exc
+            raise _translate(exc) from exc
+        except BotoCoreError as exc:
+            raise _translate(exc) from exc
+
+    def create(self, record: Record, outcome: StoredOutcome | None = None) -> None:
         """Write a new entity; AlreadyExists when its id is taken (live or deleted)."""
-        with self._transaction(record, expected_token=None) as tx:
+        with self._transaction(record, None, outcome) as tx:
             tx.save(
                 _entity_item(record),
                 condition=RecordItem.pk.does_not_exist(),
                 return_values=ALL_OLD,
             )
 
-    def replace(self, record: Record, expected_token: str) -> None:
+    def replace(
+        self, record: Record, expected_token: str, outcome: StoredOutcome | None = None
+    ) -> None:
         """Write a new version of an entity whose current token is `expected_token`."""
-        with self._transaction(record, expected_token) as tx:
+        with self._transaction(record, expected_token, outcome) as tx:
             tx.save(
                 _entity_item(record),
                 condition=(RecordItem.token == expected_token)
@@ -115,8 +146,11 @@ class DynamoStore:
             tx.delete(RecordItem(keys.log_pk(record.tenant_id), expected_token))
 
     @contextmanager
-    def _transaction(self, record: Record, expected_token: str | None) -> Iterator[TransactWrite]:
-        """One TransactWriteItems: the caller's entity writes, the log entry and the head."""
+    def _transaction(
+        self, record: Record, expected_token: str | None, outcome: StoredOutcome | None
+    ) -> Iterator[TransactWrite]:
+        """One TransactWriteItems: the caller's entity writes, the log entry, the head,
+        and the mutation's outcome when it has a clientMutationID."""
         head = HeadItem(keys.tenant_pk(record.tenant_id), keys.HEAD_SK)
         try:
             with (
@@ -125,6 +159,12 @@ class DynamoStore:
             ):
                 yield tx
                 tx.save(_log_item(record))
+                if outcome is not None:
+                    tx.save(
+                        _outcome_item(record.tenant_id, outcome),
+                        condition=_outcome_absent(),
+                        return_values=ALL_OLD,
+                    )
                 tx.update(
                     head,
                     actions=[HeadItem.token.set(record.change_token)],
@@ -147,7 +187,7 @@ def _cancellation_error(
     if _error_code(exc) != "TransactionCanceledException":
         return _translate(exc)
     current: Record | None = None
-    entity_failed = stale_head = False
+    entity_failed = stale_head = outcome_exists = False
     for reason in exc.cancellation_reasons:
         if reason is None:
             continue
@@ -160,12 +200,16 @@ def _cancellation_error(
         if sk == keys.HEAD_SK:
             stale_head = True
             head_token = raw["tok"]["S"]
+        elif keys.is_outcome_sk(sk):
+            outcome_exists = True
         else:
-            # Only the entity and the head carry conditions, and a failed head
-            # condition always has an old item: anything else is the entity.
+            # Only the entity, the head and the outcome carry conditions, and the
+            # last two only fail when they exist: anything else is the entity.
             entity_failed = True
             if raw:
                 current = _to_record(record.tenant_id, RecordItem.from_raw_data(raw))
+    if outcome_exists:  # first: a racing twin already did this very mutation
+        return OutcomeRecorded()
     if entity_failed:
         return _entity_error(record, expected_token, current)
     if stale_head:
@@ -237,7 +281,7 @@ def _item(pk: str, sk: str, record: Record) -> RecordItem:
 def _to_record(tenant_id: str, item: RecordItem) -> Record:
     fields: dict[str, Any] = item.fields.as_dict() if item.fields is not None else {}
     return Record(
-        item_type=_BY_DELETED_TYPE[item.type],
+        item_type=catalog.BY_DELETED_TYPE[item.type],
         tenant_id=tenant_id,
         id=item.id,
         change_token=item.token,
@@ -246,3 +290,24 @@ def _to_record(tenant_id: str, item: RecordItem) -> Record:
         deleted=bool(item.deleted),
         fields=fields,
     )
+
+
+def _outcome_absent() -> Any:
+    """Absent, or expired but not yet removed by TTL."""
+    return OutcomeItem.pk.does_not_exist() | (OutcomeItem.expires < int(time.time()))
+
+
+def _outcome_item(tenant_id: str, outcome: StoredOutcome) -> OutcomeItem:
+    return OutcomeItem(
+        keys.tenant_pk(tenant_id),
+        keys.outcome_sk(outcome.client_mutation_id),
+        fingerprint=outcome.fingerprint,
+        outcome=outcome.to_json(),
+        expires=outcome.expires_at,
+    )
+
+
+def _to_outcome(tenant_id: str, item: OutcomeItem) -> StoredOutcome:
+    client_mutation_id = item.sk[len(keys.outcome_sk("")) :]
+    stored = StoredOutcome.from_json(tenant_id, client_mutation_id, item.fingerprint, item.outcome)
+    return replace(stored, expires_at=int(item.expires))

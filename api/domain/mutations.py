@@ -1,0 +1,136 @@
+"""Mutations as data, and the stored first outcome that makes them idempotent.
+
+A mutation sent with a `clientMutationID` is applied once per tenant: its
+outcome (the item written, or the error) is stored with a fingerprint of the
+mutation, in the same transaction as the write itself. A retry with the same id
+gets that outcome back, marked as a replay, and writes nothing; a different
+mutation under the same id is refused.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from api.domain import catalog
+from api.domain.errors import (
+    AlreadyExists,
+    BadUserInput,
+    Conflict,
+    CurrentVersionError,
+    NotFound,
+    SyncError,
+)
+from api.domain.item_types import ItemType
+from api.domain.records import Record
+from api.domain.tokens import token_time
+
+Verb = Literal["create", "update", "delete"]
+_CLIENT_MUTATION_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}")
+# Errors that depend on the server's state when the mutation ran: a retry must
+# see the same answer, so they are stored. Bad input is rejected again anyway,
+# and UNAVAILABLE must not be stored: a retry has to really retry.
+_STORED_ERRORS: dict[str, type[SyncError]] = {
+    "CONFLICT": Conflict,
+    "ALREADY_EXISTS": AlreadyExists,
+    "NOT_FOUND": NotFound,
+}
+
+
+@dataclass(frozen=True)
+class Mutation:
+    verb: Verb
+    item_type: ItemType
+    tenant_id: str
+    entity_id: str | None = None
+    expected_token: str | None = None
+    changes: Mapping[str, Any] = field(default_factory=dict)
+    client_mutation_id: str | None = None
+
+    def fingerprint(self, normalized_changes: Mapping[str, Any]) -> str:
+        """Identifies what the mutation asks for, to refuse reuse of its id for another."""
+        canonical = json.dumps(
+            [self.verb, self.item_type.deleted_type, self.entity_id, self.expected_token,
+             dict(normalized_changes)],
+            sort_keys=True, separators=(",", ":"),
+        )
+        return hashlib.sha256(canonical.encode()).hexdigest()[:32]
+
+
+def check_client_mutation_id(value: str) -> str:
+    if not isinstance(value, str) or not _CLIENT_MUTATION_ID_RE.fullmatch(value):
+        raise BadUserInput(
+            "clientMutationID must be 1-128 characters of letters, digits, '_', '.', ':' or '-'"
+        )
+    return value
+
+
+def is_stored_error(error: SyncError) -> bool:
+    return error.code in _STORED_ERRORS
+
+
+@dataclass(frozen=True)
+class StoredOutcome:
+    """The first outcome of a client mutation id."""
+
+    client_mutation_id: str
+    fingerprint: str
+    record: Record | None = None
+    error: SyncError | None = None
+    expires_at: int = 0  # epoch seconds; kept at least until then
+
+    def to_json(self) -> str:
+        if self.record is not None:
+            return json.dumps({"record": _record_to_json(self.record)}, separators=(",", ":"))
+        assert self.error is not None
+        error: dict[str, Any] = {"code": self.error.code, "message": str(self.error)}
+        if isinstance(self.error, CurrentVersionError):
+            error["current"] = _record_to_json(self.error.current)
+        return json.dumps({"error": error}, separators=(",", ":"))
+
+    @classmethod
+    def from_json(
+        cls, tenant_id: str, client_mutation_id: str, fingerprint: str, data: str
+    ) -> StoredOutcome:
+        parsed = json.loads(data)
+        if "record" in parsed:
+            record = _record_from_json(tenant_id, parsed["record"])
+            return cls(client_mutation_id, fingerprint, record=record)
+        error_data = parsed["error"]
+        error_class = _STORED_ERRORS[error_data["code"]]
+        error: SyncError
+        if issubclass(error_class, CurrentVersionError):
+            current = _record_from_json(tenant_id, error_data["current"])
+            error = error_class(error_data["message"], current)
+        else:
+            error = error_class(error_data["message"])
+        return cls(client_mutation_id, fingerprint, error=error)
+
+
+def _record_to_json(record: Record) -> dict[str, Any]:
+    return {
+        "type": record.item_type.deleted_type,
+        "id": record.id,
+        "token": record.change_token,
+        "createdMs": int(record.created_at.timestamp() * 1000),
+        "deleted": record.deleted,
+        "fields": dict(record.fields),
+    }
+
+
+def _record_from_json(tenant_id: str, data: dict[str, Any]) -> Record:
+    return Record(
+        item_type=catalog.BY_DELETED_TYPE[data["type"]],
+        tenant_id=tenant_id,
+        id=data["id"],
+        change_token=data["token"],
+        created_at=datetime.fromtimestamp(data["createdMs"] / 1000, tz=UTC),
+        updated_at=token_time(data["token"]),
+        deleted=data["deleted"],
+        fields=data["fields"],
+    )
