@@ -55,9 +55,15 @@ class Mutation:
     def fingerprint(self, normalized_changes: Mapping[str, Any]) -> str:
         """Identifies what the mutation asks for, to refuse reuse of its id for another."""
         canonical = json.dumps(
-            [self.verb, self.item_type.deleted_type, self.entity_id, self.expected_token,
-             dict(normalized_changes)],
-            sort_keys=True, separators=(",", ":"),
+            [
+                self.verb,
+                self.item_type.deleted_type,
+                self.entity_id,
+                self.expected_token,
+                dict(normalized_changes),
+            ],
+            sort_keys=True,
+            separators=(",", ":"),
         )
         return hashlib.sha256(canonical.encode()).hexdigest()[:32]
 

@@ -27,8 +27,10 @@ from strawberry.types.execution import ExecutionContext
 from api import request_log
 from api.auth import Authenticator, Principal
 from api.domain.errors import SyncError, Unauthenticated
+from api.domain.mutations import Verb
 from api.graphql.directives import authenticated
 from api.graphql.errors import ErrorCodes
+from api.graphql.push import PushChangesInput, PushChangesPayload, to_mutations, to_result
 from api.graphql.scalars import SCALAR_MAP
 from api.graphql.types import (
     ITEM_TYPE_SCHEMAS,
@@ -38,7 +40,7 @@ from api.graphql.types import (
     to_synchronized_item,
 )
 from api.settings import Settings
-from api.sync import SyncService
+from api.sync import SyncService, Written
 
 logger = logging.getLogger("api.graphql")
 _T = TypeVar("_T")
@@ -106,33 +108,29 @@ def _query_fields(s: ItemTypeSchema) -> dict[str, Any]:
 
 
 def _mutation_fields(s: ItemTypeSchema) -> dict[str, Any]:
-    name, field_name, item_type = s.item_type.name, s.field_name, s.item_type
+    name, field_name = s.item_type.name, s.field_name
+
+    async def _apply(info: strawberry.Info, verb: Verb, input: Any) -> Written:
+        mutation = s.mutation(verb, input)
+        return await _for_tenant(info, mutation.tenant_id, lambda svc: svc.apply(mutation))
 
     async def create(info: strawberry.Info, input: Any) -> Any:
-        changes = s.changes_of(getattr(input, field_name))
-        record = await _for_tenant(
-            info,
-            input.tenantID,
-            lambda svc: svc.create(item_type, input.tenantID, input.id, changes),
+        written = await _apply(info, "create", input)
+        return s.create_payload(
+            **{field_name: s.to_object(written.record)}, replayed=written.replayed
         )
-        return s.create_payload(**{field_name: s.to_object(record)})
 
     async def update(info: strawberry.Info, input: Any) -> Any:
-        changes = s.changes_of(input.changes)
-        record = await _for_tenant(
-            info,
-            input.tenantID,
-            lambda svc: svc.update(item_type, input.tenantID, input.id, input.changeToken, changes),
+        written = await _apply(info, "update", input)
+        return s.update_payload(
+            **{field_name: s.to_object(written.record)}, replayed=written.replayed
         )
-        return s.update_payload(**{field_name: s.to_object(record)})
 
     async def delete(info: strawberry.Info, input: Any) -> Any:
-        record = await _for_tenant(
-            info,
-            input.tenantID,
-            lambda svc: svc.delete(item_type, input.tenantID, input.id, input.changeToken),
+        written = await _apply(info, "delete", input)
+        return s.delete_payload(
+            deletedItem=to_deleted_item(written.record), replayed=written.replayed
         )
-        return s.delete_payload(deletedItem=to_deleted_item(record))
 
     fields = {}
     for verb, resolver, input_type, payload in (
@@ -143,6 +141,12 @@ def _mutation_fields(s: ItemTypeSchema) -> dict[str, Any]:
         resolver.__annotations__ = {"info": strawberry.Info, "input": input_type, "return": payload}
         fields[f"{verb}{name}"] = strawberry.mutation(resolver=resolver, **authenticated())
     return fields
+
+
+async def push_changes(info: strawberry.Info, input: PushChangesInput) -> PushChangesPayload:
+    mutations = to_mutations(input)
+    results = await _for_tenant(info, input.tenantID, lambda s: s.push(input.tenantID, mutations))
+    return PushChangesPayload(results=[to_result(r) for r in results])
 
 
 def _root(name: str, fields: dict[str, Any]) -> Any:
@@ -159,7 +163,15 @@ Query = _root(
 )
 Mutation = _root(
     "Mutation",
-    {k: v for s in ITEM_TYPE_SCHEMAS for k, v in _mutation_fields(s).items()},
+    {
+        **{k: v for s in ITEM_TYPE_SCHEMAS for k, v in _mutation_fields(s).items()},
+        "pushChanges": strawberry.mutation(
+            resolver=push_changes,
+            description="Up to 100 queued mutations of any type, applied in order, each "
+            "atomically on its own; one result per mutation.",
+            **authenticated(),
+        ),
+    },
 )
 
 

@@ -15,6 +15,7 @@ import strawberry
 
 from api.domain import catalog
 from api.domain.item_types import Field, FieldKind, ItemType
+from api.domain.mutations import Mutation, Verb
 from api.domain.records import Record
 from api.domain.timestamps import format_time
 from api.graphql.directives import HexColorDirective
@@ -82,9 +83,14 @@ def _lower_first(name: str) -> str:
     return name[0].lower() + name[1:]
 
 
-def _build(name: str, annotations: dict[str, Any], defaults: dict[str, Any], **options: Any) -> Any:
+def build(
+    name: str,
+    annotations: dict[str, Any],
+    defaults: dict[str, Any],
+    bases: tuple[type, ...] = (),
+) -> Any:
+    """A class for strawberry.type/input to decorate, made from annotations and defaults."""
     namespace = {"__annotations__": annotations, "__module__": __name__, **defaults}
-    bases = options.pop("bases", ())
     return type(name, bases, namespace)
 
 
@@ -114,6 +120,30 @@ class ItemTypeSchema:
         }
         return self.object_type(**_common(record), **values)
 
+    def mutation(self, verb: Verb, input: Any) -> Mutation:
+        """The domain mutation a create/update/delete input asks for."""
+        if verb == "create":
+            changes = self.changes_of(getattr(input, self.field_name))
+            return Mutation(
+                verb,
+                self.item_type,
+                input.tenantID,
+                input.id,
+                None,
+                changes,
+                input.clientMutationID,
+            )
+        changes = self.changes_of(input.changes) if verb == "update" else {}
+        return Mutation(
+            verb,
+            self.item_type,
+            input.tenantID,
+            input.id,
+            input.changeToken,
+            changes,
+            input.clientMutationID,
+        )
+
     def changes_of(self, partial: Any) -> dict[str, Any]:
         """The fields a client sent: absent ones stay out, explicit nulls stay in as None."""
         return {
@@ -127,7 +157,7 @@ def build_item_type_schema(item_type: ItemType) -> ItemTypeSchema:
     name = item_type.name
     field_name = _lower_first(name)
     object_type = strawberry.type(
-        _build(
+        build(
             name,
             {f.name: Optional[_graphql_type(f)] for f in item_type.fields},  # noqa: UP045
             {
@@ -139,7 +169,7 @@ def build_item_type_schema(item_type: ItemType) -> ItemTypeSchema:
         description=item_type.description,
     )
     partial = strawberry.input(
-        _build(
+        build(
             f"Update{name}Partial",
             {f.name: Optional[_graphql_type(f)] for f in item_type.fields},  # noqa: UP045
             {
@@ -154,9 +184,14 @@ def build_item_type_schema(item_type: ItemType) -> ItemTypeSchema:
         description=f"Fields of a {name}: absent fields are left as they are, null clears a field.",
     )
     create_input = strawberry.input(
-        _build(
+        build(
             f"Create{name}Input",
-            {"tenantID": strawberry.ID, "id": Optional[strawberry.ID], field_name: partial},  # noqa: UP045
+            {
+                "tenantID": strawberry.ID,
+                "id": Optional[strawberry.ID],  # noqa: UP045
+                field_name: partial,
+                "clientMutationID": Optional[str],  # noqa: UP045
+            },
             {
                 "id": strawberry.field(
                     default=None,
@@ -164,27 +199,34 @@ def build_item_type_schema(item_type: ItemType) -> ItemTypeSchema:
                         "Optional id generated on the device (UUID or ULID) so that offline "
                         "creations keep their identity."
                     ),
-                )
+                ),
+                "clientMutationID": _client_mutation_id_field(),
             },
         )
     )
     update_input = strawberry.input(
-        _build(
+        build(
             f"Update{name}Input",
             {
                 "tenantID": strawberry.ID,
                 "id": strawberry.ID,
                 "changeToken": str,
                 "changes": partial,
+                "clientMutationID": Optional[str],  # noqa: UP045
             },
-            {},
+            {"clientMutationID": _client_mutation_id_field()},
         )
     )
     delete_input = strawberry.input(
-        _build(
+        build(
             f"Delete{name}Input",
-            {"tenantID": strawberry.ID, "id": strawberry.ID, "changeToken": str},
-            {},
+            {
+                "tenantID": strawberry.ID,
+                "id": strawberry.ID,
+                "changeToken": str,
+                "clientMutationID": Optional[str],  # noqa: UP045
+            },
+            {"clientMutationID": _client_mutation_id_field()},
         )
     )
     return ItemTypeSchema(
@@ -192,17 +234,37 @@ def build_item_type_schema(item_type: ItemType) -> ItemTypeSchema:
         object_type=object_type,
         partial=partial,
         create_input=create_input,
-        create_payload=strawberry.type(
-            _build(f"Create{name}Payload", {field_name: object_type}, {})
-        ),
+        create_payload=_payload(f"Create{name}Payload", field_name, object_type),
         update_input=update_input,
-        update_payload=strawberry.type(
-            _build(f"Update{name}Payload", {field_name: object_type}, {})
-        ),
+        update_payload=_payload(f"Update{name}Payload", field_name, object_type),
         delete_input=delete_input,
-        delete_payload=strawberry.type(
-            _build(f"Delete{name}Payload", {"deletedItem": DeletedItem}, {})
+        delete_payload=_payload(f"Delete{name}Payload", "deletedItem", DeletedItem),
+    )
+
+
+def _client_mutation_id_field() -> Any:
+    return strawberry.field(
+        default=None,
+        description=(
+            "Makes the mutation idempotent: a retry with the same id, within 7 days, gets "
+            "the first result back (marked `replayed`) and writes nothing."
         ),
+    )
+
+
+def _payload(name: str, field_name: str, object_type: Any) -> Any:
+    return strawberry.type(
+        build(
+            name,
+            {field_name: object_type, "replayed": bool},
+            {
+                "replayed": strawberry.field(
+                    default=False,
+                    description="True when this is the stored result of an earlier request "
+                    "with the same clientMutationID; nothing was written this time.",
+                )
+            },
+        )
     )
 
 

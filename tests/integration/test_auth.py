@@ -124,6 +124,25 @@ def _operations() -> dict[str, tuple[str, Callable[[str, dict[str, Any]], dict[s
             )
             for n in (p, r)
         },
+        "pushChanges": (
+            "mutation($i: PushChangesInput!) { pushChanges(input: $i) "
+            "{ results { status item { id } } } }",
+            lambda t, e: {
+                "i": {
+                    "tenantID": t,
+                    "mutations": [
+                        {
+                            "updatePerson": {
+                                "tenantID": t,
+                                "id": e[p]["id"],
+                                "changeToken": e[p]["changeToken"],
+                                "changes": {},
+                            }
+                        }
+                    ],
+                }
+            },
+        ),
         **{
             f"delete{n}": (
                 f"mutation($i: Delete{n}Input!) {{ delete{n}(input: $i) {{ __typename }} }}",

@@ -1,0 +1,98 @@
+"""`pushChanges`: many queued offline mutations in one request.
+
+`PushMutation` is a @oneOf input with one field per mutation of every
+synchronized type (`createPerson`, `updatePerson`, ...), built from the same
+declarations as the single mutations. Conflicts are data here, not GraphQL
+errors, so offline clients read them directly.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import strawberry
+
+from api.domain.mutations import Mutation, Verb
+from api.graphql.types import (
+    ITEM_TYPE_SCHEMAS,
+    ItemTypeSchema,
+    SynchronizedItem,
+    build,
+    to_synchronized_item,
+)
+from api.sync import PushResult as DomainPushResult
+from api.sync import PushStatus as DomainPushStatus
+
+PushStatus = strawberry.enum(DomainPushStatus, description="What became of one pushed mutation.")
+
+# field of PushMutation -> (item type schema, verb, input type)
+_VERBS: tuple[Verb, ...] = ("create", "update", "delete")
+_ENTRIES: dict[str, tuple[ItemTypeSchema, Verb, Any]] = {
+    f"{verb}{s.item_type.name}": (s, verb, getattr(s, f"{verb}_input"))
+    for s in ITEM_TYPE_SCHEMAS
+    for verb in _VERBS
+}
+
+PushMutation = strawberry.input(
+    build(
+        "PushMutation",
+        {name: Optional[entry[2]] for name, entry in _ENTRIES.items()},  # noqa: UP045
+        {name: strawberry.field(default=strawberry.UNSET) for name in _ENTRIES},
+    ),
+    one_of=True,
+    description="One queued mutation: set exactly one field.",
+)
+
+
+@strawberry.input
+class PushChangesInput:
+    tenantID: strawberry.ID
+    mutations: list[PushMutation] = strawberry.field(  # type: ignore[valid-type]
+        description="At most 100, applied in order, each atomically on its own."
+    )
+
+
+@strawberry.type
+class PushError:
+    code: str
+    message: str
+
+
+@strawberry.type
+class PushResult:
+    clientMutationID: Optional[str]  # noqa: UP045
+    status: PushStatus  # type: ignore[valid-type]
+    item: Optional[SynchronizedItem] = strawberry.field(  # noqa: UP045
+        description="APPLIED: the entity after the write. CONFLICT: the server's current "
+        "version (a DeletedItem when deleted)."
+    )
+    error: Optional[PushError]  # noqa: UP045
+    replayed: bool = strawberry.field(
+        description="True when this is the stored result of an earlier push of the same "
+        "clientMutationID; nothing was written this time."
+    )
+
+
+@strawberry.type
+class PushChangesPayload:
+    results: list[PushResult] = strawberry.field(description="One per mutation, in order.")
+
+
+def to_mutations(input: PushChangesInput) -> list[Mutation]:
+    mutations = []
+    for entry in input.mutations:
+        name = next(n for n in _ENTRIES if getattr(entry, n) not in (None, strawberry.UNSET))
+        schema, verb, _ = _ENTRIES[name]
+        mutations.append(schema.mutation(verb, getattr(entry, name)))
+    return mutations
+
+
+def to_result(result: DomainPushResult) -> PushResult:
+    error = result.error
+    return PushResult(
+        clientMutationID=result.mutation.client_mutation_id,
+        status=result.status,
+        item=None if result.record is None else to_synchronized_item(result.record),
+        error=None if error is None else PushError(code=error.code, message=str(error)),
+        replayed=result.replayed,
+    )
