@@ -29,6 +29,7 @@ class TenantState:
     head: str | None
     entities: dict[str, dict[str, Any]]  # id -> raw item
     log: dict[str, dict[str, Any]]  # token -> raw item
+    outcomes: dict[str, dict[str, Any]]  # clientMutationID -> raw item
 
     def tokens(self) -> dict[str, str]:
         """id -> current token of every entity, live or deleted."""
@@ -38,14 +39,18 @@ class TenantState:
 def tenant_state(ddb: Any, table: str, tenant: str) -> TenantState:
     head: str | None = None
     entities: dict[str, dict[str, Any]] = {}
+    outcomes: dict[str, dict[str, Any]] = {}
     for item in _query_all(ddb, table, keys.tenant_pk(tenant)):
         sk = item["sk"]["S"]
         if sk == keys.HEAD_SK:
             head = item["tok"]["S"]
+        elif keys.is_outcome_sk(sk):
+            outcomes[sk[len(keys.outcome_sk("")) :]] = item
         else:
+            assert keys.is_entity_sk(sk), sk
             entities[item["id"]["S"]] = item
     log = {item["sk"]["S"]: item for item in _query_all(ddb, table, keys.log_pk(tenant))}
-    return TenantState(head=head, entities=entities, log=log)
+    return TenantState(head=head, entities=entities, log=log, outcomes=outcomes)
 
 
 def assert_consistent(state: TenantState) -> None:
