@@ -12,7 +12,8 @@ from tests.support.store_state import assert_consistent, tenant_state
 
 PUSH = (
     "mutation($i: PushChangesInput!) { pushChanges(input: $i) { results { "
-    f"clientMutationID status replayed error {{ code message }} item {{ {ITEM_SELECTION} }} }} }} }}"
+    "clientMutationID status replayed error { code message } "
+    f"item {{ {ITEM_SELECTION} }} }} }} }}"
 )
 
 
