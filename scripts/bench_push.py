@@ -29,7 +29,10 @@ BATCH = 100
 SECRET = "bench-secret-" + "x" * 40
 UPDATE = "mutation($i: UpdatePersonInput!) { updatePerson(input: $i) { person { changeToken } } }"
 PUSH = "mutation($i: PushChangesInput!) { pushChanges(input: $i) { results { status } } }"
-CREATE = "mutation($i: PushChangesInput!) { pushChanges(input: $i) { results { status item { id changeToken } } } }"
+CREATE = (
+    "mutation($i: PushChangesInput!) { pushChanges(input: $i) "
+    "{ results { status item { id changeToken } } } }"
+)
 
 
 def _post(client: httpx2.Client, query: str, variables: dict[str, Any]) -> dict[str, Any]:
