@@ -1,0 +1,222 @@
+"""Production deployment, checked offline: the packaged template, cfn-lint, the handler."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from starlette.testclient import TestClient
+
+from api.settings import PROJECT_ROOT, Settings
+from api.storage.table import definition
+from tests.support.gql import bearer
+
+SERVERLESS_VERSION = "3.40.0"
+SERVERLESS_DIR = PROJECT_ROOT / ".cache" / "serverless"
+EVENTS = Path(__file__).with_name("events")
+TABLE_ACTIONS = {
+    "dynamodb:GetItem",
+    "dynamodb:Query",
+    "dynamodb:PutItem",
+    "dynamodb:UpdateItem",
+    "dynamodb:DeleteItem",
+    "dynamodb:ConditionCheckItem",
+}
+
+
+def _run(args: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run(args, capture_output=True, text=True, timeout=600, **kwargs)
+    assert result.returncode == 0, (
+        f"{args[0]} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    )
+    return result
+
+
+@pytest.fixture(scope="session")
+def serverless_bin() -> Path:
+    """The Serverless Framework v3 from npm, pinned, installed once into .cache/."""
+    binary = SERVERLESS_DIR / "node_modules" / ".bin" / "serverless"
+    version_file = SERVERLESS_DIR / ".version"
+    if (
+        not binary.exists()
+        or not version_file.exists()
+        or (version_file.read_text().strip() != SERVERLESS_VERSION)
+    ):
+        npm = shutil.which("npm")
+        assert npm, "npm is required to install the Serverless Framework"
+        SERVERLESS_DIR.mkdir(parents=True, exist_ok=True)
+        _run(
+            [
+                npm,
+                "install",
+                "--silent",
+                "--no-audit",
+                "--no-fund",
+                "--no-save",
+                "--prefix",
+                str(SERVERLESS_DIR),
+                f"serverless@{SERVERLESS_VERSION}",
+            ]
+        )
+        version_file.write_text(SERVERLESS_VERSION)
+    return binary
+
+
+@pytest.fixture(scope="session")
+def packaged(serverless_bin: Path) -> dict[str, Any]:
+    """Build the Lambda artifact and run `serverless package`; the CloudFormation template."""
+    _run([str(PROJECT_ROOT / "scripts" / "package-lambda")], cwd=PROJECT_ROOT)
+    env = {
+        **os.environ,
+        "SLS_TELEMETRY_DISABLED": "1",
+        "SLS_NOTIFICATIONS_MODE": "off",
+        # Packaging talks to no AWS service; the SDK only wants credentials to exist.
+        "AWS_ACCESS_KEY_ID": "offline",
+        "AWS_SECRET_ACCESS_KEY": "offline",
+    }
+    _run(
+        [str(serverless_bin), "package", "--stage", "ci", "--region", "eu-west-1"],
+        cwd=PROJECT_ROOT,
+        env=env,
+    )
+    template_path = PROJECT_ROOT / ".serverless" / "cloudformation-template-update-stack.json"
+    template: dict[str, Any] = json.loads(template_path.read_text())
+    template["_path"] = str(template_path)
+    return template
+
+
+def _resources(template: dict[str, Any], kind: str) -> dict[str, dict[str, Any]]:
+    return {k: v for k, v in template["Resources"].items() if v["Type"] == kind}
+
+
+def test_cfn_lint_finds_no_errors(packaged: dict[str, Any]) -> None:
+    result = subprocess.run(
+        [str(Path(sys.executable).with_name("cfn-lint")), "--format", "json", packaged["_path"]],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    findings = json.loads(result.stdout or "[]")
+    errors = [f for f in findings if f["Level"] == "Error"]
+    assert errors == [], errors
+
+
+def test_the_table_is_the_one_the_local_scripts_create(packaged: dict[str, Any]) -> None:
+    table = packaged["Resources"]["SyncTable"]
+    assert table["DeletionPolicy"] == "Retain"
+    properties = table["Properties"]
+    for key, value in definition().items():
+        assert properties[key] == value, key
+    assert properties["TableName"] == "offline-sync-api-ci"
+    assert properties["PointInTimeRecoverySpecification"] == {"PointInTimeRecoveryEnabled": True}
+    assert properties["DeletionProtectionEnabled"] is True
+    assert properties["SSESpecification"] == {"SSEEnabled": True}
+    assert properties["TimeToLiveSpecification"]["AttributeName"] == "exp"
+
+
+def test_the_role_may_only_use_the_table_as_the_code_does(packaged: dict[str, Any]) -> None:
+    roles = _resources(packaged, "AWS::IAM::Role")
+    statements = [
+        s
+        for role in roles.values()
+        for policy in role["Properties"].get("Policies", [])
+        for s in policy["PolicyDocument"]["Statement"]
+    ]
+    dynamodb = [s for s in statements if any(a.startswith("dynamodb:") for a in s["Action"])]
+    assert len(dynamodb) == 1
+    assert set(dynamodb[0]["Action"]) == TABLE_ACTIONS
+    assert dynamodb[0]["Resource"] == [{"Fn::GetAtt": ["SyncTable", "Arn"]}]
+    for statement in statements:
+        assert statement["Action"] != "*" and statement["Action"] != ["*"]
+
+
+def test_the_function_and_its_http_api(packaged: dict[str, Any]) -> None:
+    (function,) = _resources(packaged, "AWS::Lambda::Function").values()
+    properties = function["Properties"]
+    assert properties["Runtime"] == "python3.11"
+    assert properties["Architectures"] == ["arm64"]
+    assert properties["Handler"] == "api/lambda_handler.handler"
+    env = properties["Environment"]["Variables"]
+    assert env["TABLE_NAME"] == "offline-sync-api-ci"
+    assert env["GRAPHIQL"] == "false" and env["INTROSPECTION"] == "false"
+    assert env["JWT_ISSUER"].startswith("https://cognito-idp.eu-west-1.amazonaws.com/")
+    assert env["JWT_JWKS_URL"] == env["JWT_ISSUER"] + "/.well-known/jwks.json"
+    assert env["CURSOR_SECRET"].startswith("{{resolve:ssm:")
+    routes = {
+        r["Properties"]["RouteKey"]
+        for r in _resources(packaged, "AWS::ApiGatewayV2::Route").values()
+    }
+    assert routes == {"POST /graphql", "GET /graphql", "GET /healthz"}
+    (stage,) = _resources(packaged, "AWS::ApiGatewayV2::Stage").values()
+    throttle = stage["Properties"]["DefaultRouteSettings"]
+    assert throttle["ThrottlingRateLimit"] > 0 and throttle["ThrottlingBurstLimit"] > 0
+    (logs,) = _resources(packaged, "AWS::Logs::LogGroup").values()
+    assert logs["Properties"]["RetentionInDays"] == 30
+
+
+def test_the_artifact_holds_the_code_and_its_arm64_dependencies(packaged: dict[str, Any]) -> None:
+    with zipfile.ZipFile(PROJECT_ROOT / ".build" / "lambda.zip") as artifact:
+        names = set(artifact.namelist())
+        (wheel,) = [n for n in names if n.startswith("cryptography-") and n.endswith("/WHEEL")]
+        native_tags = artifact.read(wheel).decode()
+    assert "api/lambda_handler.py" in names and "api/storage/table.json" in names
+    for package in ("mangum/", "strawberry/", "pynamodb/", "jwt/", "ulid/"):
+        assert any(n.startswith(package) for n in names), package
+    assert "manylinux2014_aarch64" in native_tags  # built for Lambda's arm64, not this machine
+    assert not any(n.startswith(("tests/", ".venv/", "scripts/")) for n in names)
+
+
+def _event(name: str, tenant: str, token: str) -> dict[str, Any]:
+    text = (EVENTS / f"{name}.json").read_text()
+    event: dict[str, Any] = json.loads(
+        text.replace("{{tenant}}", tenant).replace("{{token}}", token)
+    )
+    return event
+
+
+def _local(app_client: TestClient, event: dict[str, Any]) -> tuple[int, Any]:
+    headers = {k: v for k, v in event["headers"].items() if k in ("authorization", "content-type")}
+    response = app_client.post("/graphql", content=event["body"], headers=headers)
+    return response.status_code, response.json()
+
+
+def test_the_lambda_handler_answers_like_the_local_server(
+    settings: Settings, app_client: TestClient, tenant: str
+) -> None:
+    from api.lambda_handler import handler  # reads the environment the tests set
+
+    context = SimpleNamespace(aws_request_id="lambda-test", function_name="api")
+    token = bearer([tenant])["Authorization"].split()[1]
+
+    created = handler(_event("mutation", tenant, token), context)
+    assert created["statusCode"] == 200
+    body = json.loads(created["body"])
+    assert body == {
+        "data": {
+            "createPerson": {
+                "person": {"id": "from-lambda", "givenName": "Ann", "relationship": "PARENT"},
+                "replayed": False,
+            }
+        }
+    }
+    assert "x-request-id" in {k.lower() for k in created["headers"]}
+    # The same request to the local server is a replay of the Lambda's write: one store.
+    status, local = _local(app_client, _event("mutation", tenant, token))
+    assert status == 200 and local["data"]["createPerson"]["replayed"] is True
+
+    for name in ("query", "bad_token"):
+        response = handler(_event(name, tenant, token), context)
+        status, local = _local(app_client, _event(name, tenant, token))
+        assert (response["statusCode"], json.loads(response["body"])) == (status, local), name
+    bad = json.loads(handler(_event("bad_token", tenant, token), context)["body"])
+    assert bad["errors"][0]["extensions"]["code"] == "UNAUTHENTICATED"
+    query = json.loads(handler(_event("query", tenant, token), context)["body"])
+    assert [i["id"] for i in query["data"]["changes"]["items"]] == ["from-lambda"]
