@@ -15,11 +15,14 @@ import strawberry
 from graphql import GraphQLError
 from starlette.concurrency import run_in_threadpool
 from strawberry.extensions import (
+    AddValidationRules,
     DisableIntrospection,
     MaxAliasesLimiter,
     MaxTokensLimiter,
+    ParserCache,
     QueryDepthLimiter,
     SchemaExtension,
+    ValidationCache,
 )
 from strawberry.schema.config import StrawberryConfig
 from strawberry.types.execution import ExecutionContext
@@ -200,12 +203,21 @@ class _RecordOperation(SchemaExtension):
 
 def make_schema(settings: Settings) -> SyncSchema:
     """The served schema: the same types whatever the settings, with the request limits."""
+    # The limit rules are made once: the validation cache is keyed by the rule
+    # classes too, and the limiters make new ones on every instantiation.
+    limit_rules = [
+        *QueryDepthLimiter(max_depth=settings.max_query_depth).validation_rules,
+        *MaxAliasesLimiter(max_alias_count=settings.max_aliases).validation_rules,
+    ]
     extensions: list[Any] = [
         ErrorCodes,
         _RecordOperation,
         lambda: MaxTokensLimiter(max_token_count=settings.max_query_tokens),
-        lambda: QueryDepthLimiter(max_depth=settings.max_query_depth),
-        lambda: MaxAliasesLimiter(max_alias_count=settings.max_aliases),
+        lambda: AddValidationRules(limit_rules),
+        # Apps send the same few operations again and again: parse and validate
+        # each distinct document once (validation was most of a small request's time).
+        lambda: ParserCache(maxsize=256),
+        lambda: ValidationCache(maxsize=256),
     ]
     if not settings.introspection:
         extensions.append(DisableIntrospection)

@@ -72,11 +72,17 @@ MODELS: tuple[type[Model], ...] = (HeadItem, RecordItem, OutcomeItem)
 
 
 def bind(settings: Settings) -> None:
-    """Point the models at the configured table and engine."""
+    """Point the models at the configured table and engine, through one shared client.
+
+    One client for all models (they share the table and its keys) means one
+    connection pool, and one place for hooks such as the capacity counter.
+    """
+    target = (settings.table_name, settings.aws_region, settings.dynamodb_endpoint)
+    meta = RecordItem.Meta
+    if (meta.table_name, meta.region, meta.host) != target:
+        for model in MODELS:
+            model.Meta.table_name, model.Meta.region, model.Meta.host = target
+            model._connection = None
+    shared = RecordItem._get_connection()
     for model in MODELS:
-        meta = model.Meta
-        target = (settings.table_name, settings.aws_region, settings.dynamodb_endpoint)
-        if (meta.table_name, meta.region, meta.host) == target:
-            continue  # keep the connection, and the hooks registered on its client
-        meta.table_name, meta.region, meta.host = target
-        model._connection = None
+        model._connection = shared

@@ -96,6 +96,24 @@ class DynamoStore:
             )
         return [_to_record(tenant_id, item) for item in items[:limit]], len(items) > limit
 
+    def bulk_load(self, tenant_id: str, records: list[Record]) -> None:
+        """Load records of one tenant (an import, or benchmark data) with BatchWriteItem.
+
+        Not transactional and not for a tenant that is being written: each record's
+        entity item and log entry and the head are written as in a normal write.
+        """
+        if not records:
+            return
+        with _translated(), RecordItem.batch_write() as batch:
+            for record in records:
+                batch.save(_entity_item(record))
+                batch.save(_log_item(record))
+        head = max(r.change_token for r in records)
+        with _translated():
+            HeadItem(keys.tenant_pk(tenant_id), keys.HEAD_SK, token=head).save(
+                condition=HeadItem.token.does_not_exist() | (HeadItem.token < head)
+            )
+
     def get_outcome(self, tenant_id: str, client_mutation_id: str) -> StoredOutcome | None:
         with _translated():
             try:
