@@ -80,13 +80,21 @@ def realistic_person(rng: random.Random, n: int) -> dict[str, Any]:
     return {
         "givenName": f"{given} {n}",
         "familyName": family,
-        "dateOfBirth": f"{rng.randint(1940, 2020)}-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}",
+        "dateOfBirth": f"{rng.randint(1940, 2020)}-{rng.randint(1, 12):02d}-"
+        f"{rng.randint(1, 28):02d}",
         "relationship": rng.choice(RELATIONSHIPS),
         "phoneNumber": f"+1 415 555 {rng.randint(1000, 9999)}",
         "emailAddress": f"{given.lower()}.{family.lower()}{n}@example.com",
         "profileColor": f"#{rng.randint(0, 0xFFFFFF):06X}",
-        "occupation": rng.choice(["Software engineer", "Pediatric nurse", "Retired teacher",
-                                  "Student", "Architect and urban planner"]),
+        "occupation": rng.choice(
+            [
+                "Software engineer",
+                "Pediatric nurse",
+                "Retired teacher",
+                "Student",
+                "Architect and urban planner",
+            ]
+        ),
     }
 
 
@@ -142,10 +150,19 @@ class Bench:
         for i in range(n):
             token = next_token(int(time.time() * 1000) - 60_000, token)
             at = token_time(token)
-            records.append(Record(PERSON, tenant, f"p{i:06d}", token, at, at,
-                                  fields=PERSON.normalize_changes(realistic_person(self.rng, i))))
+            records.append(
+                Record(
+                    PERSON,
+                    tenant,
+                    f"p{i:06d}",
+                    token,
+                    at,
+                    at,
+                    fields=PERSON.normalize_changes(realistic_person(self.rng, i)),
+                )
+            )
         for start in range(0, n, 5000):
-            DynamoStore().bulk_load(tenant, records[start:start + 5000])
+            DynamoStore().bulk_load(tenant, records[start : start + 5000])
         return records
 
     # --- calls ------------------------------------------------------------------
@@ -161,45 +178,74 @@ class Bench:
     def capacity(self, query: str, variables: dict[str, Any]) -> float:
         """Capacity the API consumed for one request (from its request log line)."""
         self.captured.clear()
-        response = self.local.post("/graphql", json={"query": query, "variables": variables},
-                                   headers=self.headers)
+        response = self.local.post(
+            "/graphql", json={"query": query, "variables": variables}, headers=self.headers
+        )
         assert "errors" not in response.json(), response.text
         return float(self.captured[-1]["capacityUnits"])
 
-    def read_units(self, minimum: float, query: str, variables: dict[str, Any],
-                   raw: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    def read_units(
+        self,
+        minimum: float,
+        query: str,
+        variables: dict[str, Any],
+        raw: Callable[[], dict[str, Any]],
+    ) -> dict[str, Any]:
         """For a read, DynamoDB Local's report follows AWS's rules: use it."""
         api = self.capacity(query, variables)
         consumed = raw().get("ConsumedCapacity") or {}
-        return self.units(min_read=minimum, read=api, local_api=api,
-                          local_raw=float(consumed.get("CapacityUnits", 0)))
+        return self.units(
+            min_read=minimum,
+            read=api,
+            local_api=api,
+            local_raw=float(consumed.get("CapacityUnits", 0)),
+        )
 
     # --- rows -------------------------------------------------------------------
 
-    def row(self, name: str, product: Callable[[int, int], None],
-            raw: Callable[[int, int], None], units: dict[str, float]) -> None:
+    def row(
+        self,
+        name: str,
+        product: Callable[[int, int], None],
+        raw: Callable[[int, int], None],
+        units: dict[str, float],
+    ) -> None:
         for clients in (1, 8):
             iterations = self.iterations if clients == 1 else max(10, self.iterations // 4)
             p = measure(product, clients, iterations)
             r = measure(raw, clients, iterations)
-            self.rows.append({
-                "operation": name, "clients": clients,
-                "p50_ms": p.p50, "p95_ms": p.p95, "p99_ms": p.p99, "rps": p.rps,
-                "raw_p50_ms": r.p50, "raw_rps": r.rps, "ratio_p50": p.p50 / r.p50,
-                **units,
-            })
-            print(f"  {name:<34} x{clients}: p50 {p.p50:6.2f} ms (raw {r.p50:6.2f}, "
-                  f"ratio {p.p50 / r.p50:4.2f}), {p.rps:7.1f} req/s", flush=True)
+            self.rows.append(
+                {
+                    "operation": name,
+                    "clients": clients,
+                    "p50_ms": p.p50,
+                    "p95_ms": p.p95,
+                    "p99_ms": p.p99,
+                    "rps": p.rps,
+                    "raw_p50_ms": r.p50,
+                    "raw_rps": r.rps,
+                    "ratio_p50": p.p50 / r.p50,
+                    **units,
+                }
+            )
+            print(
+                f"  {name:<34} x{clients}: p50 {p.p50:6.2f} ms (raw {r.p50:6.2f}, "
+                f"ratio {p.p50 / r.p50:4.2f}), {p.rps:7.1f} req/s",
+                flush=True,
+            )
 
     def run(self) -> dict[str, Any]:
         with LocalEngine(free_port(), None) as engine:
             settings = dataclasses.replace(
-                Settings.from_env({}), dynamodb_endpoint=engine.endpoint, auth_secret=SECRET,
+                Settings.from_env({}),
+                dynamodb_endpoint=engine.endpoint,
+                auth_secret=SECRET,
                 table_name="bench",
             )
             settings.apply_local_credentials()
-            self.ddb = boto3.client("dynamodb", endpoint_url=engine.endpoint,
-                                    region_name="us-east-1")
+            self.ddb = boto3.client(
+                "dynamodb", endpoint_url=engine.endpoint, region_name="us-east-1"
+            )
             ensure_table(self.ddb, "bench")
             models.bind(settings)
             logging.getLogger("api").setLevel(logging.WARNING)
@@ -222,13 +268,17 @@ class Bench:
             self.small = self.seed("small", 1000)
             self.large_records = self.seed("large", self.large)
             self.bulk = self.seed("bulk", 10_000)
-            print(f"    {1000 + 1000 + self.large + 10_000} items in "
-                  f"{time.perf_counter() - started:.0f} s", flush=True)
+            print(
+                f"    {1000 + 1000 + self.large + 10_000} items in "
+                f"{time.perf_counter() - started:.0f} s",
+                flush=True,
+            )
             with api_server(settings) as url, TestClient(create_app(settings)) as local:
                 self.local = local
                 self.server_pid = _pid_listening(url)
-                clients = [httpx2.Client(base_url=url, headers=self.headers, timeout=60)
-                           for _ in range(8)]
+                clients = [
+                    httpx2.Client(base_url=url, headers=self.headers, timeout=60) for _ in range(8)
+                ]
                 try:
                     self.measure_all(clients)
                 finally:
@@ -248,17 +298,26 @@ class Bench:
             values = {":p": {"S": keys.log_pk("page")}}
             if after:
                 values[":a"] = {"S": after}
-            return self.ddb.query(TableName=table, KeyConditionExpression=cond,
-                                  ExpressionAttributeValues=values, Limit=limit,
-                                  ConsistentRead=True, ReturnConsumedCapacity="TOTAL")
+            return self.ddb.query(
+                TableName=table,
+                KeyConditionExpression=cond,
+                ExpressionAttributeValues=values,
+                Limit=limit,
+                ConsistentRead=True,
+                ReturnConsumedCapacity="TOTAL",
+            )
 
         # 1. A bulk page of 100 people.
         self.row(
-            "changes: page of 100 Person", 
+            "changes: page of 100 Person",
             lambda c, i: self.post(clients[c], CHANGES, {"t": "page", "l": 100}),
             lambda c, i: query_page(100),
-            self.read_units(math.ceil(page_bytes / 4096), CHANGES, {"t": "page", "l": 100},
-                            lambda: query_page(100)),
+            self.read_units(
+                math.ceil(page_bytes / 4096),
+                CHANGES,
+                {"t": "page", "l": 100},
+                lambda: query_page(100),
+            ),
         )
 
         # 2. A poll with no changes.
@@ -266,10 +325,20 @@ class Bench:
         self.row(
             "changes: poll, no changes",
             lambda c, i: self.post(clients[c], CHANGES, {"t": "page", "s": head}),
-            lambda c, i: self.ddb.get_item(TableName=table, ConsistentRead=True, Key=_head_key("page")),
-            self.read_units(1, CHANGES, {"t": "page", "s": head}, lambda: self.ddb.get_item(
-                TableName=table, ConsistentRead=True, Key=_head_key("page"),
-                ReturnConsumedCapacity="TOTAL")),
+            lambda c, i: self.ddb.get_item(
+                TableName=table, ConsistentRead=True, Key=_head_key("page")
+            ),
+            self.read_units(
+                1,
+                CHANGES,
+                {"t": "page", "s": head},
+                lambda: self.ddb.get_item(
+                    TableName=table,
+                    ConsistentRead=True,
+                    Key=_head_key("page"),
+                    ReturnConsumedCapacity="TOTAL",
+                ),
+            ),
         )
 
         # 3. An incremental sync of 10 changes.
@@ -279,8 +348,12 @@ class Bench:
             "changes: incremental, 10 changes",
             lambda c, i: self.post(clients[c], CHANGES, {"t": "page", "s": since}),
             lambda c, i: query_page(100, since),
-            self.read_units(math.ceil(ten_bytes / 4096), CHANGES, {"t": "page", "s": since},
-                            lambda: query_page(100, since)),
+            self.read_units(
+                math.ceil(ten_bytes / 4096),
+                CHANGES,
+                {"t": "page", "s": since},
+                lambda: query_page(100, since),
+            ),
         )
 
         # 4. createPerson, each client on its own tenant (no contention).
@@ -296,50 +369,88 @@ class Bench:
             create,
             lambda c, i: raw_create.create(f"raw{c}", f"r{next(counter)}"),
             self.units(
-                min_write=1, write=_transaction_units([avg_item, avg_item, HEAD_BYTES]),
+                min_write=1,
+                write=_transaction_units([avg_item, avg_item, HEAD_BYTES]),
                 local_api=self.capacity(CREATE, {"i": {"tenantID": "w0", "person": person}}),
                 local_raw=raw_create.create("raw-cap", "r-cap"),
             ),
         )
 
         # 5. updatePerson, each client on its own entity.
-        owned = [self.post(clients[c], CREATE, {"i": {"tenantID": f"w{c}", "person": person}})
-                 ["createPerson"]["person"] for c in range(8)]
+        owned = [
+            self.post(clients[c], CREATE, {"i": {"tenantID": f"w{c}", "person": person}})[
+                "createPerson"
+            ]["person"]
+            for c in range(8)
+        ]
 
         def update(c: int, i: int) -> None:
             mine = owned[c]
-            data = self.post(clients[c], UPDATE, {"i": {
-                "tenantID": f"w{c}", "id": mine["id"], "changeToken": mine["changeToken"],
-                "changes": {"occupation": f"job {i}"}}})
+            data = self.post(
+                clients[c],
+                UPDATE,
+                {
+                    "i": {
+                        "tenantID": f"w{c}",
+                        "id": mine["id"],
+                        "changeToken": mine["changeToken"],
+                        "changes": {"occupation": f"job {i}"},
+                    }
+                },
+            )
             owned[c] = data["updatePerson"]["person"]
 
         for c in range(8):
             raw_create.create(f"rawu{c}", "u")
         cap_target = self.post(clients[0], CREATE, {"i": {"tenantID": "w0", "person": person}})[
-            "createPerson"]["person"]
+            "createPerson"
+        ]["person"]
         self.row(
             "updatePerson",
             update,
             lambda c, i: raw_create.update(f"rawu{c}", "u"),
             self.units(
-                min_write=1, read=1,
+                min_write=1,
+                read=1,
                 write=_transaction_units([avg_item, avg_item, avg_item, HEAD_BYTES]),
-                local_api=self.capacity(UPDATE, {"i": {
-                    "tenantID": "w0", "id": cap_target["id"],
-                    "changeToken": cap_target["changeToken"], "changes": {"occupation": "x"}}}),
+                local_api=self.capacity(
+                    UPDATE,
+                    {
+                        "i": {
+                            "tenantID": "w0",
+                            "id": cap_target["id"],
+                            "changeToken": cap_target["changeToken"],
+                            "changes": {"occupation": "x"},
+                        }
+                    },
+                ),
                 local_raw=raw_create.update("rawu0", "u"),
             ),
         )
 
         # 6. pushChanges of 100 updates.
-        batches = {c: [self.post(clients[c], CREATE, {"i": {"tenantID": f"w{c}", "person": person}})
-                       ["createPerson"]["person"] for _ in range(100)] for c in range(8)}
+        batches = {
+            c: [
+                self.post(clients[c], CREATE, {"i": {"tenantID": f"w{c}", "person": person}})[
+                    "createPerson"
+                ]["person"]
+                for _ in range(100)
+            ]
+            for c in range(8)
+        }
 
         def push(c: int, i: int) -> None:
-            entries = [{"updatePerson": {"tenantID": f"w{c}", "id": p["id"],
-                                         "changeToken": p["changeToken"],
-                                         "changes": {"occupation": f"push {i}"}}}
-                       for p in batches[c]]
+            entries = [
+                {
+                    "updatePerson": {
+                        "tenantID": f"w{c}",
+                        "id": p["id"],
+                        "changeToken": p["changeToken"],
+                        "changes": {"occupation": f"push {i}"},
+                    }
+                }
+                for p in batches[c]
+            ]
             data = self.post(clients[c], PUSH, {"i": {"tenantID": f"w{c}", "mutations": entries}})
             batches[c] = [r["item"] for r in data["pushChanges"]["results"]]
 
@@ -349,19 +460,34 @@ class Bench:
         iterations_push = max(5, self.iterations // 10)
         for clients_n in (1, 8):
             p = measure(push, clients_n, iterations_push if clients_n == 1 else 3)
-            r = measure(lambda c, i: [raw_create.update(f"rawp{c}", f"p{n}") for n in range(100)],
-                        clients_n, iterations_push if clients_n == 1 else 3)
-            self.rows.append({
-                "operation": "pushChanges: 100 updates", "clients": clients_n,
-                "p50_ms": p.p50, "p95_ms": p.p95, "p99_ms": p.p99, "rps": p.rps,
-                "raw_p50_ms": r.p50, "raw_rps": r.rps, "ratio_p50": p.p50 / r.p50,
-                **self.units(
-                    min_write=100, read=100,
-                    write=100 * _transaction_units([avg_item, avg_item, avg_item, HEAD_BYTES]),
-                ),
-            })
-            print(f"  {'pushChanges: 100 updates':<34} x{clients_n}: p50 {p.p50:6.1f} ms "
-                  f"(raw {r.p50:6.1f}, ratio {p.p50 / r.p50:4.2f})", flush=True)
+            r = measure(
+                lambda c, i: [raw_create.update(f"rawp{c}", f"p{n}") for n in range(100)],
+                clients_n,
+                iterations_push if clients_n == 1 else 3,
+            )
+            self.rows.append(
+                {
+                    "operation": "pushChanges: 100 updates",
+                    "clients": clients_n,
+                    "p50_ms": p.p50,
+                    "p95_ms": p.p95,
+                    "p99_ms": p.p99,
+                    "rps": p.rps,
+                    "raw_p50_ms": r.p50,
+                    "raw_rps": r.rps,
+                    "ratio_p50": p.p50 / r.p50,
+                    **self.units(
+                        min_write=100,
+                        read=100,
+                        write=100 * _transaction_units([avg_item, avg_item, avg_item, HEAD_BYTES]),
+                    ),
+                }
+            )
+            print(
+                f"  {'pushChanges: 100 updates':<34} x{clients_n}: p50 {p.p50:6.1f} ms "
+                f"(raw {r.p50:6.1f}, ratio {p.p50 / r.p50:4.2f})",
+                flush=True,
+            )
 
         self.scale(clients[0])
         self.contention(clients)
@@ -369,17 +495,27 @@ class Bench:
     def touch(self, tenant: str, n: int) -> str:
         """Update the n oldest entities of a tenant through the API; the token before them."""
         first = self.post_local(CHANGES, {"t": tenant, "l": n})["changes"]
-        since = self.ddb.get_item(TableName="bench", ConsistentRead=True,
-                                  Key=_head_key(tenant))["Item"]["tok"]["S"]
+        since = self.ddb.get_item(TableName="bench", ConsistentRead=True, Key=_head_key(tenant))[
+            "Item"
+        ]["tok"]["S"]
         for item in first["items"]:
-            self.post_local(UPDATE, {"i": {
-                "tenantID": tenant, "id": item["id"], "changeToken": item["changeToken"],
-                "changes": {"occupation": "changed"}}})
+            self.post_local(
+                UPDATE,
+                {
+                    "i": {
+                        "tenantID": tenant,
+                        "id": item["id"],
+                        "changeToken": item["changeToken"],
+                        "changes": {"occupation": "changed"},
+                    }
+                },
+            )
         return str(since)
 
     def post_local(self, query: str, variables: dict[str, Any]) -> dict[str, Any]:
-        response = self.local.post("/graphql", json={"query": query, "variables": variables},
-                                   headers=self.headers)
+        response = self.local.post(
+            "/graphql", json={"query": query, "variables": variables}, headers=self.headers
+        )
         body: dict[str, Any] = response.json()
         assert "errors" not in body, body
         return body["data"]
@@ -389,14 +525,21 @@ class Bench:
         results = {}
         for tenant, size in (("small", 1000), ("large", self.large)):
             since = self.touch(tenant, 10)
-            head = self.ddb.get_item(TableName="bench", ConsistentRead=True,
-                                     Key=_head_key(tenant))["Item"]["tok"]["S"]
-            sync = measure(lambda c, i: self.post(client, CHANGES, {"t": tenant, "s": since}),
-                           1, self.iterations)
-            poll = measure(lambda c, i: self.post(client, CHANGES, {"t": tenant, "s": head}),
-                           1, self.iterations)
+            head = self.ddb.get_item(TableName="bench", ConsistentRead=True, Key=_head_key(tenant))[
+                "Item"
+            ]["tok"]["S"]
+            sync_vars = {"t": tenant, "s": since}
+            poll_vars = {"t": tenant, "s": head}
+            sync = measure(
+                lambda c, i, v=sync_vars: self.post(client, CHANGES, v), 1, self.iterations
+            )
+            poll = measure(
+                lambda c, i, v=poll_vars: self.post(client, CHANGES, v), 1, self.iterations
+            )
             results[tenant] = {
-                "size": size, "sync_p50_ms": sync.p50, "poll_p50_ms": poll.p50,
+                "size": size,
+                "sync_p50_ms": sync.p50,
+                "poll_p50_ms": poll.p50,
                 "sync_units": self.capacity(CHANGES, {"t": tenant, "s": since}),
                 "poll_units": self.capacity(CHANGES, {"t": tenant, "s": head}),
             }
@@ -418,18 +561,23 @@ class Bench:
         cursor = None
         while True:  # the same sync in process, for the capacity of each page
             self.captured.clear()
-            cursor = self.post_local(CHANGES, {"t": "bulk", "l": 1000, "c": cursor})[
-                "changes"]["cursor"]
+            cursor = self.post_local(CHANGES, {"t": "bulk", "l": 1000, "c": cursor})["changes"][
+                "cursor"
+            ]
             units += float(self.captured[-1]["capacityUnits"])
             if cursor is None:
                 break
-        self.bulk_row = {"items": 10_000, "pages": pages, "seconds": elapsed,
-                         "read_units": units,
-                         "min_read_units": math.ceil(sum(
-                             _item_size(self.ddb, "bench", r) for r in self.bulk[:200])
-                             / 200 * 10_000 / 4096),
-                         "server_peak_rss_mb_before": before / 1024,
-                         "server_peak_rss_mb_after": _peak_rss_kb(self.server_pid) / 1024}
+        self.bulk_row = {
+            "items": 10_000,
+            "pages": pages,
+            "seconds": elapsed,
+            "read_units": units,
+            "min_read_units": math.ceil(
+                sum(_item_size(self.ddb, "bench", r) for r in self.bulk[:200]) / 200 * 10_000 / 4096
+            ),
+            "server_peak_rss_mb_before": before / 1024,
+            "server_peak_rss_mb_after": _peak_rss_kb(self.server_pid) / 1024,
+        }
         print(f"  bulk sync 10,000: {elapsed:.2f} s, {pages} pages", flush=True)
 
     def contention(self, clients: list[httpx2.Client]) -> None:
@@ -437,16 +585,32 @@ class Bench:
         person = realistic_person(self.rng, 1)
         seconds = 5 if self.fast else 20
         out = {}
-        for label, tenant_of in (("8 writers, 1 tenant", lambda c: "hot"),
-                                 ("8 writers, 8 tenants", lambda c: f"w{c}")):
+        for label, tenant_of in (
+            ("8 writers, 1 tenant", lambda c: "hot"),
+            ("8 writers, 8 tenants", lambda c: f"w{c}"),
+        ):
             done = [0] * 8
             failed = [0] * 8
-            stop = time.monotonic() + seconds
 
-            def writer(c: int) -> None:
+            def writer(
+                c: int,
+                stop: float = time.monotonic() + seconds,
+                tenant_of: Callable[[int], str] = tenant_of,
+                done: list[int] = done,
+                failed: list[int] = failed,
+            ) -> None:
                 while time.monotonic() < stop:
-                    body = clients[c].post("/graphql", json={"query": CREATE, "variables": {
-                        "i": {"tenantID": tenant_of(c), "person": person}}}).json()
+                    body = (
+                        clients[c]
+                        .post(
+                            "/graphql",
+                            json={
+                                "query": CREATE,
+                                "variables": {"i": {"tenantID": tenant_of(c), "person": person}},
+                            },
+                        )
+                        .json()
+                    )
                     if body.get("errors"):
                         failed[c] += 1
                     else:
@@ -458,55 +622,80 @@ class Bench:
             for t in threads:
                 t.join()
             out[label] = {"writes_per_s": sum(done) / seconds, "failed": sum(failed)}
-            print(f"  {label}: {sum(done) / seconds:.0f} writes/s, {sum(failed)} failed",
-                  flush=True)
+            print(
+                f"  {label}: {sum(done) / seconds:.0f} writes/s, {sum(failed)} failed", flush=True
+            )
         self.contention_rows = out
 
     @staticmethod
-    def units(*, min_read: float = 0, min_write: float = 0, read: float = 0, write: float = 0,
-              local_api: float | None = None, local_raw: float | None = None) -> dict[str, Any]:
+    def units(
+        *,
+        min_read: float = 0,
+        min_write: float = 0,
+        read: float = 0,
+        write: float = 0,
+        local_api: float | None = None,
+        local_raw: float | None = None,
+    ) -> dict[str, Any]:
         """Units per operation: the minimum, this design's (by AWS's rules), Local's report."""
         return {
-            "min_read_units": min_read, "min_write_units": min_write,
-            "read_units": read, "write_units": write,
-            "local_api_units": local_api, "local_raw_units": local_raw,
+            "min_read_units": min_read,
+            "min_write_units": min_write,
+            "read_units": read,
+            "write_units": write,
+            "local_api_units": local_api,
+            "local_raw_units": local_raw,
             "cost_per_million_usd": round(read * RCU_PRICE + write * WCU_PRICE, 2),
         }
 
     def report(self) -> dict[str, Any]:
-        header = (f"{'operation':<34}{'cl':>3}{'p50':>8}{'p95':>8}{'p99':>8}{'req/s':>8}"
-                  f"{'raw p50':>9}{'ratio':>7}{'units':>11}{'minimum':>11}{'$/M ops':>8}")
+        header = (
+            f"{'operation':<34}{'cl':>3}{'p50':>8}{'p95':>8}{'p99':>8}{'req/s':>8}"
+            f"{'raw p50':>9}{'ratio':>7}{'units':>11}{'minimum':>11}{'$/M ops':>8}"
+        )
         print()
         print(header)
         print("-" * len(header))
         for r in self.rows:
             units = f"{r['read_units']:g}r+{r['write_units']:g}w"
             minimum = f"{r['min_read_units']:g}r+{r['min_write_units']:g}w"
-            print(f"{r['operation']:<34}{r['clients']:>3}{r['p50_ms']:>8.2f}{r['p95_ms']:>8.2f}"
-                  f"{r['p99_ms']:>8.2f}{r['rps']:>8.0f}{r['raw_p50_ms']:>9.2f}"
-                  f"{r['ratio_p50']:>7.2f}{units:>11}{minimum:>11}"
-                  f"{r['cost_per_million_usd']:>8.2f}")
+            print(
+                f"{r['operation']:<34}{r['clients']:>3}{r['p50_ms']:>8.2f}{r['p95_ms']:>8.2f}"
+                f"{r['p99_ms']:>8.2f}{r['rps']:>8.0f}{r['raw_p50_ms']:>9.2f}"
+                f"{r['ratio_p50']:>7.2f}{units:>11}{minimum:>11}"
+                f"{r['cost_per_million_usd']:>8.2f}"
+            )
         print()
         small, large = self.scale_rows["small"], self.scale_rows["large"]
         print(f"{'scale':<34}{'1,000':>10}{f'{self.large:,}':>10}{'ratio':>8}")
-        for key, label in (("sync_p50_ms", "incremental sync (10) p50 ms"),
-                           ("poll_p50_ms", "poll p50 ms"),
-                           ("sync_units", "incremental sync read units"),
-                           ("poll_units", "poll read units")):
+        for key, label in (
+            ("sync_p50_ms", "incremental sync (10) p50 ms"),
+            ("poll_p50_ms", "poll p50 ms"),
+            ("sync_units", "incremental sync read units"),
+            ("poll_units", "poll read units"),
+        ):
             ratio = large[key] / small[key] if small[key] else float("nan")
             print(f"{label:<34}{small[key]:>10.2f}{large[key]:>10.2f}{ratio:>8.2f}")
         b = self.bulk_row
-        print(f"bulk sync of 10,000 items: {b['seconds']:.2f} s, {b['pages']} pages, "
-              f"{b['read_units']:.0f} read units (minimum {b['min_read_units']}), server peak "
-              f"RSS {b['server_peak_rss_mb_after']:.0f} MB")
+        print(
+            f"bulk sync of 10,000 items: {b['seconds']:.2f} s, {b['pages']} pages, "
+            f"{b['read_units']:.0f} read units (minimum {b['min_read_units']}), server peak "
+            f"RSS {b['server_peak_rss_mb_after']:.0f} MB"
+        )
         for label, c in self.contention_rows.items():
             print(f"{label}: {c['writes_per_s']:.0f} creates/s, {c['failed']} failed")
         return {
             "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-            "machine": {"node": platform.node(), "cpus": os.cpu_count(),
-                        "python": platform.python_version(), "platform": platform.platform()},
+            "machine": {
+                "node": platform.node(),
+                "cpus": os.cpu_count(),
+                "python": platform.python_version(),
+                "platform": platform.platform(),
+            },
             "mode": "fast" if self.fast else "full",
-            "rows": self.rows, "scale": self.scale_rows, "bulk_sync": self.bulk_row,
+            "rows": self.rows,
+            "scale": self.scale_rows,
+            "bulk_sync": self.bulk_row,
             "write_throughput": self.contention_rows,
         }
 
@@ -528,38 +717,86 @@ class _RawWrites:
             return token
 
     def _record(self, tenant: str, entity_id: str, token: str, pk: str, sk: str) -> dict[str, Any]:
-        return {"pk": {"S": pk}, "sk": {"S": sk}, "ty": {"S": "PERSON"}, "id": {"S": entity_id},
-                "tok": {"S": token}, "ca": {"N": "1795300000000"}, "f": {"M": self.fields}}
+        return {
+            "pk": {"S": pk},
+            "sk": {"S": sk},
+            "ty": {"S": "PERSON"},
+            "id": {"S": entity_id},
+            "tok": {"S": token},
+            "ca": {"N": "1795300000000"},
+            "f": {"M": self.fields},
+        }
 
     def create(self, tenant: str, entity_id: str) -> float:
         token = self._token(tenant)
-        response = self.ddb.transact_write_items(ReturnConsumedCapacity="TOTAL", TransactItems=[
-            {"Put": {"TableName": self.table, "ConditionExpression": "attribute_not_exists(pk)",
-                     "Item": self._record(tenant, entity_id, token, keys.tenant_pk(tenant),
-                                          keys.entity_sk(entity_id))}},
-            {"Put": {"TableName": self.table,
-                     "Item": self._record(tenant, entity_id, token, keys.log_pk(tenant), token)}},
-            _head_update(self.table, tenant, token),
-        ])
+        response = self.ddb.transact_write_items(
+            ReturnConsumedCapacity="TOTAL",
+            TransactItems=[
+                {
+                    "Put": {
+                        "TableName": self.table,
+                        "ConditionExpression": "attribute_not_exists(pk)",
+                        "Item": self._record(
+                            tenant,
+                            entity_id,
+                            token,
+                            keys.tenant_pk(tenant),
+                            keys.entity_sk(entity_id),
+                        ),
+                    }
+                },
+                {
+                    "Put": {
+                        "TableName": self.table,
+                        "Item": self._record(tenant, entity_id, token, keys.log_pk(tenant), token),
+                    }
+                },
+                _head_update(self.table, tenant, token),
+            ],
+        )
         self.tokens[(tenant, entity_id)] = token
         return sum(float(e["CapacityUnits"]) for e in response.get("ConsumedCapacity", []))
 
     def update(self, tenant: str, entity_id: str) -> float:
-        self.ddb.get_item(TableName=self.table, ConsistentRead=True, Key={
-            "pk": {"S": keys.tenant_pk(tenant)}, "sk": {"S": keys.entity_sk(entity_id)}})
+        self.ddb.get_item(
+            TableName=self.table,
+            ConsistentRead=True,
+            Key={"pk": {"S": keys.tenant_pk(tenant)}, "sk": {"S": keys.entity_sk(entity_id)}},
+        )
         old = self.tokens[(tenant, entity_id)]
         token = self._token(tenant)
-        response = self.ddb.transact_write_items(ReturnConsumedCapacity="TOTAL", TransactItems=[
-            {"Put": {"TableName": self.table, "ConditionExpression": "tok = :old",
-                     "ExpressionAttributeValues": {":old": {"S": old}},
-                     "Item": self._record(tenant, entity_id, token, keys.tenant_pk(tenant),
-                                          keys.entity_sk(entity_id))}},
-            {"Delete": {"TableName": self.table,
-                        "Key": {"pk": {"S": keys.log_pk(tenant)}, "sk": {"S": old}}}},
-            {"Put": {"TableName": self.table,
-                     "Item": self._record(tenant, entity_id, token, keys.log_pk(tenant), token)}},
-            _head_update(self.table, tenant, token),
-        ])
+        response = self.ddb.transact_write_items(
+            ReturnConsumedCapacity="TOTAL",
+            TransactItems=[
+                {
+                    "Put": {
+                        "TableName": self.table,
+                        "ConditionExpression": "tok = :old",
+                        "ExpressionAttributeValues": {":old": {"S": old}},
+                        "Item": self._record(
+                            tenant,
+                            entity_id,
+                            token,
+                            keys.tenant_pk(tenant),
+                            keys.entity_sk(entity_id),
+                        ),
+                    }
+                },
+                {
+                    "Delete": {
+                        "TableName": self.table,
+                        "Key": {"pk": {"S": keys.log_pk(tenant)}, "sk": {"S": old}},
+                    }
+                },
+                {
+                    "Put": {
+                        "TableName": self.table,
+                        "Item": self._record(tenant, entity_id, token, keys.log_pk(tenant), token),
+                    }
+                },
+                _head_update(self.table, tenant, token),
+            ],
+        )
         self.tokens[(tenant, entity_id)] = token
         return sum(float(e["CapacityUnits"]) for e in response.get("ConsumedCapacity", []))
 
@@ -574,16 +811,23 @@ def _head_key(tenant: str) -> dict[str, Any]:
 
 
 def _head_update(table: str, tenant: str, token: str) -> dict[str, Any]:
-    return {"Update": {"TableName": table, "Key": _head_key(tenant),
-                       "UpdateExpression": "SET tok = :t",
-                       "ConditionExpression": "attribute_not_exists(tok) OR tok < :t",
-                       "ExpressionAttributeValues": {":t": {"S": token}}}}
+    return {
+        "Update": {
+            "TableName": table,
+            "Key": _head_key(tenant),
+            "UpdateExpression": "SET tok = :t",
+            "ConditionExpression": "attribute_not_exists(tok) OR tok < :t",
+            "ExpressionAttributeValues": {":t": {"S": token}},
+        }
+    }
 
 
 def _item_size(ddb: Any, table: str, record: Record) -> int:
     """DynamoDB's size of an item: attribute names plus values, in bytes."""
-    item = ddb.get_item(TableName=table, Key={"pk": {"S": keys.log_pk(record.tenant_id)},
-                                              "sk": {"S": record.change_token}})["Item"]
+    item = ddb.get_item(
+        TableName=table,
+        Key={"pk": {"S": keys.log_pk(record.tenant_id)}, "sk": {"S": record.change_token}},
+    )["Item"]
     return _size(item)
 
 
@@ -591,7 +835,7 @@ def _size(value: Any) -> int:
     total = 0
     for name, typed in value.items():
         total += len(name.encode())
-        (kind, inner), = typed.items()
+        ((kind, inner),) = typed.items()
         if kind == "S":
             total += len(inner.encode())
         elif kind == "N":

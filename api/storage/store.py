@@ -84,17 +84,24 @@ class DynamoStore:
             if after is None
             else RecordItem.sk.between(token_after(after), upper)
         )
+        raw_items: list[dict[str, Any]] = []
+        start_key = None
         with _translated():
-            items = list(
-                RecordItem.query(
+            # One Query, unless DynamoDB's 1 MB page limit cuts it short.
+            while len(raw_items) <= limit:
+                page = RecordItem._get_connection().query(
                     keys.log_pk(tenant_id),
-                    condition,
+                    range_key_condition=condition,
                     consistent_read=True,
-                    limit=limit + 1,
-                    page_size=limit + 1,
+                    exclusive_start_key=start_key,
+                    limit=limit + 1 - len(raw_items),
                 )
-            )
-        return [_to_record(tenant_id, item) for item in items[:limit]], len(items) > limit
+                raw_items += page.get("Items", [])
+                start_key = page.get("LastEvaluatedKey")
+                if start_key is None:
+                    break
+        records = [_record_from_raw(tenant_id, raw) for raw in raw_items[: limit + 1]]
+        return records[:limit], len(records) > limit
 
     def bulk_load(self, tenant_id: str, records: list[Record]) -> None:
         """Load records of one tenant (an import, or benchmark data) with BatchWriteItem.
@@ -294,6 +301,28 @@ def _item(pk: str, sk: str, record: Record) -> RecordItem:
         deleted=True if record.deleted else None,
         fields=dict(record.fields) or None,
     )
+
+
+def _record_from_raw(tenant_id: str, raw: dict[str, Any]) -> Record:
+    """A record straight from DynamoDB's JSON: a page of changes skips model objects."""
+    token = raw["tok"]["S"]
+    fields = raw.get("f", {}).get("M", {})
+    return Record(
+        item_type=catalog.BY_DELETED_TYPE[raw["ty"]["S"]],
+        tenant_id=tenant_id,
+        id=raw["id"]["S"],
+        change_token=token,
+        created_at=datetime.fromtimestamp(int(raw["ca"]["N"]) / 1000, tz=UTC),
+        updated_at=token_time(token),
+        deleted=raw.get("del", {}).get("BOOL", False),
+        fields={name: _plain(value) for name, value in fields.items()},
+    )
+
+
+def _plain(value: dict[str, Any]) -> Any:
+    # Field values are strings or booleans (see api.domain.item_types).
+    (kind, inner), = value.items()
+    return inner if kind in ("S", "BOOL") else None
 
 
 def _to_record(tenant_id: str, item: RecordItem) -> Record:

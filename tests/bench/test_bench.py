@@ -1,0 +1,49 @@
+"""`scripts/bench --fast` runs and produces a well-formed table (timings are not asserted)."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+from api.settings import PROJECT_ROOT
+
+OPERATIONS = {
+    "changes: page of 100 Person",
+    "changes: poll, no changes",
+    "changes: incremental, 10 changes",
+    "createPerson",
+    "updatePerson",
+    "pushChanges: 100 updates",
+}
+
+
+def test_bench_fast_prints_and_saves_a_complete_table(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "scripts/bench.py", "--fast", "--out", str(tmp_path)],
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = result.stdout
+    assert "operation" in out and "raw p50" in out and "ratio" in out
+    for operation in OPERATIONS:
+        assert operation in out
+    (saved,) = tmp_path.glob("*-fast.json")
+    data = json.loads(saved.read_text())
+    assert data["machine"]["cpus"] and data["date"]
+    rows = {(r["operation"], r["clients"]): r for r in data["rows"]}
+    assert set(rows) == {(op, c) for op in OPERATIONS for c in (1, 8)}
+    for row in rows.values():
+        for key in ("p50_ms", "p95_ms", "p99_ms", "rps", "raw_p50_ms", "ratio_p50"):
+            assert math.isfinite(row[key]) and row[key] > 0, (row["operation"], key)
+        assert row["p50_ms"] <= row["p95_ms"] <= row["p99_ms"]
+        assert row["read_units"] + row["write_units"] > 0
+    assert set(data["scale"]) == {"small", "large"}
+    assert data["scale"]["large"]["size"] > data["scale"]["small"]["size"]
+    assert data["bulk_sync"]["items"] == 10_000 and data["bulk_sync"]["pages"] >= 10
+    assert set(data["write_throughput"]) == {"8 writers, 1 tenant", "8 writers, 8 tenants"}
