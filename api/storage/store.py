@@ -321,7 +321,7 @@ def _record_from_raw(tenant_id: str, raw: dict[str, Any]) -> Record:
 
 def _plain(value: dict[str, Any]) -> Any:
     # Field values are strings or booleans (see api.domain.item_types).
-    (kind, inner), = value.items()
+    ((kind, inner),) = value.items()
     return inner if kind in ("S", "BOOL") else None
 
 

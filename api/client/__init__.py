@@ -1,0 +1,14 @@
+"""A reference offline sync client: the algorithm a mobile app should implement.
+
+    from api.client import SyncClient, HttpTransport
+    client = SyncClient("device.sqlite3", "family1", HttpTransport(url, token))
+    person_id = client.create("Person", {"givenName": "Ann"})   # offline: local + outbox
+    client.sync()                                               # push, then pull
+
+Not used by the server. See README, "The recommended client algorithm".
+"""
+
+from api.client.sync_client import SyncClient, SyncReport
+from api.client.transport import HttpTransport, Transport, TransportError
+
+__all__ = ["HttpTransport", "SyncClient", "SyncReport", "Transport", "TransportError"]

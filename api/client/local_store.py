@@ -1,0 +1,168 @@
+"""The device's SQLite file: server versions, the outbox, and the sync position.
+
+Everything the client knows lives here, so a client rebuilt from the file after
+a crash carries on where the last committed transaction left it.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from api.client.outbox import Entry
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS base (
+    id TEXT PRIMARY KEY, type TEXT NOT NULL, token TEXT NOT NULL,
+    deleted INTEGER NOT NULL, fields TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS outbox (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL, type TEXT NOT NULL,
+    op TEXT NOT NULL, changes TEXT NOT NULL, base_token TEXT, base_fields TEXT NOT NULL,
+    cmid TEXT, sent INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS outbox_by_id ON outbox (id, seq);
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
+"""
+
+
+@dataclass(frozen=True)
+class ServerVersion:
+    """The latest version of an entity this device has seen from the server."""
+
+    entity_id: str
+    type_name: str  # Person, Reminder, ...; for a deleted entity, its type before
+    token: str
+    deleted: bool
+    fields: dict[str, Any]
+
+
+class LocalStore:
+    def __init__(self, path: str | Path) -> None:
+        self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.executescript(_SCHEMA)
+
+    def close(self) -> None:
+        self._db.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+
+    # --- server versions ---------------------------------------------------
+
+    def server_version(self, entity_id: str) -> ServerVersion | None:
+        row = self._db.execute(
+            "SELECT id, type, token, deleted, fields FROM base WHERE id = ?", (entity_id,)
+        ).fetchone()
+        return None if row is None else _version(row)
+
+    def server_versions(self) -> list[ServerVersion]:
+        rows = self._db.execute("SELECT id, type, token, deleted, fields FROM base ORDER BY id")
+        return [_version(row) for row in rows]
+
+    def remember(self, version: ServerVersion) -> None:
+        """Keep a server version unless a newer one is already known."""
+        self._db.execute(
+            "INSERT INTO base (id, type, token, deleted, fields) VALUES (?, ?, ?, ?, ?) "
+            "ON CONFLICT (id) DO UPDATE SET type = excluded.type, token = excluded.token, "
+            "deleted = excluded.deleted, fields = excluded.fields "
+            "WHERE excluded.token > base.token",
+            (
+                version.entity_id,
+                version.type_name,
+                version.token,
+                int(version.deleted),
+                json.dumps(version.fields, sort_keys=True),
+            ),
+        )
+
+    # --- outbox ------------------------------------------------------------
+
+    def entries(self) -> list[Entry]:
+        rows = self._db.execute(
+            "SELECT seq, id, type, op, changes, base_token, base_fields, cmid, sent "
+            "FROM outbox ORDER BY seq"
+        )
+        return [_entry(row) for row in rows]
+
+    def entries_for(self, entity_id: str) -> list[Entry]:
+        rows = self._db.execute(
+            "SELECT seq, id, type, op, changes, base_token, base_fields, cmid, sent "
+            "FROM outbox WHERE id = ? ORDER BY seq",
+            (entity_id,),
+        )
+        return [_entry(row) for row in rows]
+
+    def append(self, entry: Entry) -> None:
+        self._db.execute(
+            "INSERT INTO outbox (id, type, op, changes, base_token, base_fields, cmid, sent) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            _entry_values(entry),
+        )
+
+    def save(self, entry: Entry) -> None:
+        self._db.execute(
+            "UPDATE outbox SET id = ?, type = ?, op = ?, changes = ?, base_token = ?, "
+            "base_fields = ?, cmid = ?, sent = ? WHERE seq = ?",
+            (*_entry_values(entry), entry.seq),
+        )
+
+    def remove(self, seq: int) -> None:
+        self._db.execute("DELETE FROM outbox WHERE seq = ?", (seq,))
+
+    # --- sync position -----------------------------------------------------
+
+    def since(self) -> str | None:
+        row = self._db.execute("SELECT value FROM meta WHERE key = 'since'").fetchone()
+        return None if row is None else str(row[0])
+
+    def set_since(self, token: str) -> None:
+        self._db.execute(
+            "INSERT INTO meta (key, value) VALUES ('since', ?) "
+            "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            (token,),
+        )
+
+
+def _version(row: tuple[Any, ...]) -> ServerVersion:
+    return ServerVersion(row[0], row[1], row[2], bool(row[3]), json.loads(row[4]))
+
+
+def _entry(row: tuple[Any, ...]) -> Entry:
+    return Entry(
+        seq=row[0],
+        entity_id=row[1],
+        type_name=row[2],
+        op=row[3],
+        changes=json.loads(row[4]),
+        base_token=row[5],
+        base_fields=json.loads(row[6]),
+        client_mutation_id=row[7],
+        sent=bool(row[8]),
+    )
+
+
+def _entry_values(entry: Entry) -> tuple[Any, ...]:
+    return (
+        entry.entity_id,
+        entry.type_name,
+        entry.op,
+        json.dumps(entry.changes),
+        entry.base_token,
+        json.dumps(entry.base_fields),
+        entry.client_mutation_id,
+        int(entry.sent),
+    )

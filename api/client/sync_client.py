@@ -1,0 +1,311 @@
+"""The reference sync client: local edits, push through `pushChanges`, pull through `changes`."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from ulid import ULID
+
+from api.client.local_store import LocalStore, ServerVersion
+from api.client.outbox import Entry, Op, squash
+from api.client.rebase import rebase
+from api.client.transport import Transport, TransportError
+from api.domain.catalog import ITEM_TYPES
+
+PUSH_BATCH = 100
+PULL_LIMIT = 100
+_COMMON = "__typename id changeToken createdAt updatedAt"
+_FIELDS = {t.name: t.field_names for t in ITEM_TYPES}
+_SELECTION = (
+    _COMMON
+    + "".join(f" ... on {name} {{ {' '.join(fields)} }}" for name, fields in _FIELDS.items())
+    + " ... on DeletedItem { type }"
+)
+_DELETED_TYPES = {t.deleted_type: t.name for t in ITEM_TYPES}
+PUSH = (
+    "mutation Push($input: PushChangesInput!) { pushChanges(input: $input) { results {"
+    f" clientMutationID status replayed error {{ code message }} item {{ {_SELECTION} }} }} }} }}"
+)
+PULL = (
+    "query Pull($t: ID!, $since: ID, $cursor: String, $limit: Int) {"
+    " changes(tenantID: $t, since: $since, cursor: $cursor, limit: $limit) {"
+    f" items {{ {_SELECTION} }} cursor changeToken }} }}"
+)
+
+
+class SyncFailed(Exception):
+    """The server answered with an error for the whole request; retry later."""
+
+    def __init__(self, errors: list[dict[str, Any]]) -> None:
+        super().__init__(errors[0].get("message", "sync failed"))
+        self.errors = errors
+
+
+@dataclass
+class SyncReport:
+    applied: int = 0
+    conflicts: int = 0
+    rejected: list[dict[str, Any]] = field(default_factory=list)
+    pulled: int = 0
+    pages: int = 0
+
+
+@dataclass(frozen=True)
+class PushOutcome:
+    """One push result as the device saw it (for logs, tests and the checker)."""
+
+    entry: Entry
+    status: str
+    replayed: bool
+    item: dict[str, Any] | None
+    error: dict[str, Any] | None
+
+
+class SyncClient:
+    def __init__(
+        self,
+        path: str | Path,
+        tenant_id: str,
+        transport: Transport,
+        *,
+        deletion_wins: bool = True,
+        on_push_result: Callable[[PushOutcome], None] | None = None,
+    ) -> None:
+        self.tenant_id = tenant_id
+        self.transport = transport
+        self.store = LocalStore(path)
+        self.deletion_wins = deletion_wins
+        self.on_push_result = on_push_result
+
+    def close(self) -> None:
+        self.store.close()
+
+    # --- the local copy --------------------------------------------------------
+
+    def items(self) -> dict[str, dict[str, Any]]:
+        """What the app shows: server versions with pending local edits applied."""
+        view: dict[str, dict[str, Any]] = {}
+        for version in self.store.server_versions():
+            if not version.deleted:
+                view[version.entity_id] = {"__typename": version.type_name, **version.fields}
+        for entry in self.store.entries():
+            if entry.op == "delete":
+                view.pop(entry.entity_id, None)
+            elif entry.op == "create":
+                view[entry.entity_id] = {"__typename": entry.type_name, **_set(entry.changes)}
+            elif entry.entity_id in view:
+                merged = {**view[entry.entity_id], **entry.changes}
+                view[entry.entity_id] = _set(merged)
+        return view
+
+    def get(self, entity_id: str) -> dict[str, Any] | None:
+        return self.items().get(entity_id)
+
+    def pending(self) -> int:
+        return len(self.store.entries())
+
+    # --- local edits (work offline) --------------------------------------------
+
+    def create(self, type_name: str, fields: dict[str, Any], entity_id: str | None = None) -> str:
+        entity_id = entity_id or str(ULID())
+        with self.store.transaction():
+            self.store.append(Entry(0, entity_id, type_name, "create", dict(fields)))
+        return entity_id
+
+    def update(self, entity_id: str, changes: dict[str, Any]) -> None:
+        self._edit(entity_id, "update", dict(changes))
+
+    def delete(self, entity_id: str) -> None:
+        self._edit(entity_id, "delete", {})
+
+    def _edit(self, entity_id: str, op: Op, changes: dict[str, Any]) -> None:
+        current = self.get(entity_id)
+        if current is None:
+            raise KeyError(f"{entity_id} is not in the local copy")
+        with self.store.transaction():
+            queued = self.store.entries_for(entity_id)
+            last = queued[-1] if queued else None
+            folded, absorbed = squash(last, op, changes)
+            if absorbed:
+                assert last is not None
+                if folded is None:
+                    self.store.remove(last.seq)
+                else:
+                    self.store.save(folded)
+                return
+            # Behind an entry in flight, the base is that entry's result: resolved at push.
+            version = None if queued else self.store.server_version(entity_id)
+            self.store.append(
+                Entry(
+                    0,
+                    entity_id,
+                    current["__typename"],
+                    op,
+                    changes,
+                    base_token=None if version is None else version.token,
+                    base_fields={} if version is None else version.fields,
+                )
+            )
+
+    # --- sync --------------------------------------------------------------------
+
+    def sync(self) -> SyncReport:
+        """Push the outbox (until it is empty or blocked), then pull to the end."""
+        report = SyncReport()
+        for _ in range(10):  # rebased conflicts are pushed again at once
+            if not self.push(report):
+                break
+        self.pull(report)
+        return report
+
+    def push(self, report: SyncReport | None = None) -> bool:
+        """Push one batch; False when there was nothing to push."""
+        report = report or SyncReport()
+        batch = self._next_batch()
+        if not batch:
+            return False
+        variables = {
+            "input": {"tenantID": self.tenant_id, "mutations": [self._mutation(e) for e in batch]}
+        }
+        body = self.transport.execute(PUSH, variables)
+        if body.get("errors"):
+            raise SyncFailed(body["errors"])
+        results = body["data"]["pushChanges"]["results"]
+        for entry, result in zip(batch, results, strict=True):
+            with self.store.transaction():
+                self._apply_result(entry, result, report)
+            if self.on_push_result is not None:
+                self.on_push_result(
+                    PushOutcome(
+                        entry, result["status"], result["replayed"], result["item"], result["error"]
+                    )
+                )
+        return True
+
+    def pull(self, report: SyncReport | None = None) -> None:
+        """Pull every change since the persisted token, page by page."""
+        report = report or SyncReport()
+        cursor: str | None = None
+        since = self.store.since()
+        while True:
+            body = self.transport.execute(
+                PULL, {"t": self.tenant_id, "since": since, "cursor": cursor, "limit": PULL_LIMIT}
+            )
+            if body.get("errors"):
+                raise SyncFailed(body["errors"])
+            page = body["data"]["changes"]
+            # The page and its token in one local transaction: a crash before the
+            # commit repeats the page, never skips it.
+            with self.store.transaction():
+                for item in page["items"]:
+                    self.store.remember(_version(item))
+                if page["changeToken"] is not None:
+                    self.store.set_since(page["changeToken"])
+            report.pulled += len(page["items"])
+            report.pages += 1
+            cursor = page["cursor"]
+            if cursor is None:
+                return
+
+    def _next_batch(self) -> list[Entry]:
+        """The oldest entries, one per entity, with ids and bases fixed before sending."""
+        batch: list[Entry] = []
+        seen: set[str] = set()
+        with self.store.transaction():
+            for entry in self.store.entries():
+                if entry.entity_id in seen:
+                    continue  # its base is the result of the one already in the batch
+                seen.add(entry.entity_id)
+                if entry.op != "create" and entry.base_token is None:
+                    version = self.store.server_version(entry.entity_id)
+                    if version is None:
+                        continue  # its create is not acknowledged yet
+                    entry = replace(entry, base_token=version.token, base_fields=version.fields)
+                if not entry.sent:
+                    # Persisted before sending: a retry after a lost response, even
+                    # from a restarted app, repeats this exact mutation.
+                    entry = replace(entry, client_mutation_id=str(uuid.uuid4()), sent=True)
+                self.store.save(entry)
+                batch.append(entry)
+                if len(batch) == PUSH_BATCH:
+                    break
+        return batch
+
+    def _mutation(self, entry: Entry) -> dict[str, Any]:
+        key = entry.type_name[0].lower() + entry.type_name[1:]
+        common = {"tenantID": self.tenant_id, "clientMutationID": entry.client_mutation_id}
+        if entry.op == "create":
+            return {
+                f"create{entry.type_name}": {**common, "id": entry.entity_id, key: entry.changes}
+            }
+        target = {**common, "id": entry.entity_id, "changeToken": entry.base_token}
+        if entry.op == "update":
+            return {f"update{entry.type_name}": {**target, "changes": entry.changes}}
+        return {f"delete{entry.type_name}": target}
+
+    def _apply_result(self, entry: Entry, result: dict[str, Any], report: SyncReport) -> None:
+        status, item, error = result["status"], result["item"], result["error"]
+        if status == "APPLIED":
+            self.store.remember(_version(item))
+            self.store.remove(entry.seq)
+            report.applied += 1
+            return
+        if status == "CONFLICT":
+            report.conflicts += 1
+            current = _version(item)
+            self.store.remember(current)
+            self._rebase(entry, current)
+            return
+        if error and error["code"] == "UNAVAILABLE":
+            return  # retry later, unchanged
+        report.rejected.append({"entry": entry, "error": error})
+        self.store.remove(entry.seq)
+
+    def _rebase(self, entry: Entry, current: ServerVersion) -> None:
+        """Turn a conflicting entry into one based on the server's current version."""
+        fresh = replace(
+            entry,
+            base_token=current.token,
+            base_fields=current.fields,
+            client_mutation_id=None,
+            sent=False,
+        )
+        if current.deleted:
+            if entry.op == "delete" or self.deletion_wins:
+                self.store.remove(entry.seq)
+                return
+            # Configured to keep edits: they survive as a new entity.
+            fields = {**entry.base_fields, **entry.changes}
+            self.store.remove(entry.seq)
+            self.store.append(Entry(0, str(ULID()), entry.type_name, "create", _set(fields)))
+            return
+        if entry.op == "delete":
+            self.store.save(replace(fresh, op="delete"))  # the deletion wins over edits
+            return
+        # An update, or a create whose id was taken: keep what the server did not change.
+        base = entry.base_fields if entry.op == "update" else {}
+        changes = rebase(base, current.fields, entry.changes)
+        if changes:
+            self.store.save(replace(fresh, op="update", changes=changes))
+        else:
+            self.store.remove(entry.seq)
+
+
+def _set(fields: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in fields.items() if v is not None}
+
+
+def _version(item: dict[str, Any]) -> ServerVersion:
+    if item["__typename"] == "DeletedItem":
+        return ServerVersion(
+            item["id"], _DELETED_TYPES[item["type"]], item["changeToken"], True, {}
+        )
+    fields = {name: item.get(name) for name in _FIELDS[item["__typename"]]}
+    return ServerVersion(item["id"], item["__typename"], item["changeToken"], False, _set(fields))
+
+
+__all__ = ["PushOutcome", "SyncClient", "SyncFailed", "SyncReport", "TransportError"]

@@ -1,0 +1,351 @@
+"""A randomized convergence checker: many devices, one tenant, faults everywhere.
+
+Devices edit at random, go offline and online, crash (losing memory, keeping
+their SQLite file), and lose requests and responses; at the end all sync and
+the checker asserts that every device equals the server, that every
+acknowledged write is in the final state or superseded by a later one, that no
+write was applied twice and that no deletion was lost. A failure names the seed
+and prints the history of the entity that diverged.
+
+    scripts/converge --devices 8 --ops 2000 --seed 1 [--seeds 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import random
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import boto3
+
+from api.auth import make_local_token
+from api.client import HttpTransport, SyncClient, TransportError
+from api.client.sync_client import PushOutcome, SyncFailed
+from api.local_engine import LocalEngine, free_port
+from api.settings import Settings
+from api.storage import keys
+from api.storage.table import ensure_table
+from tests.convergence.faults import DeviceCrash, FaultyTransport
+from tests.support.servers import api_server
+
+SECRET = "converge-secret-" + "x" * 40
+RATES = {"lost_request": 0.05, "lost_response": 0.08, "crash_after_send": 0.03}
+ACTIONS = ["edit"] * 6 + ["sync", "sync", "push", "pull", "offline", "crash"]
+WORDS = ["red", "green", "blue", "north", "south", "apple", "pear", "plum", "oak", "elm"]
+
+
+class Divergence(AssertionError):
+    pass
+
+
+@dataclass
+class Event:
+    step: int
+    device: int
+    what: str
+    entity: str | None = None
+    detail: str = ""
+
+    def __str__(self) -> str:
+        return f"  step {self.step:>5} device {self.device}: {self.what} {self.detail}"
+
+
+@dataclass
+class Device:
+    index: int
+    path: Path
+    transport: FaultyTransport
+    acks: list[PushOutcome]
+    client: SyncClient | None = None
+
+    def open(self, tenant: str) -> SyncClient:
+        self.client = SyncClient(self.path, tenant, self.transport, on_push_result=self.acks.append)
+        return self.client
+
+
+@dataclass
+class Run:
+    seed: int
+    devices: int
+    ops: int
+    events: list[Event] = field(default_factory=list)
+    stats: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+
+
+def _random_changes(rng: random.Random, type_name: str) -> dict[str, Any]:
+    if type_name == "Person":
+        names = ["givenName", "familyName", "occupation", "phoneNumber"]
+        chosen = rng.sample(names, rng.randint(1, 2))
+        return {
+            n: (None if rng.random() < 0.1 else f"{rng.choice(WORDS)}{rng.randint(0, 99)}")
+            for n in chosen
+        }
+    return {"title": f"{rng.choice(WORDS)} {rng.randint(0, 99)}", "completed": rng.random() < 0.5}
+
+
+def run_once(seed: int, devices: int, ops: int, url: str, ddb: Any, table: str) -> Run:
+    """One seeded run against a running server; raises Divergence with the seed on failure."""
+    rng = random.Random(seed)
+    tenant = f"conv-{seed}-{int(time.time() * 1000) % 10**9}"
+    token = make_local_token(SECRET, "checker", [tenant], 3600)
+    run = Run(seed, devices, ops)
+    with tempfile.TemporaryDirectory() as tmp:
+        fleet = []
+        for i in range(devices):
+            transport = FaultyTransport(
+                HttpTransport(url, token), random.Random(seed * 1000 + i), RATES
+            )
+            device = Device(i, Path(tmp) / f"device{i}.sqlite3", transport, [])
+            device.open(tenant)
+            fleet.append(device)
+        for step in range(ops):
+            device = rng.choice(fleet)
+            _act(run, step, rng, device, tenant)
+        _settle(run, fleet, tenant)
+        _check(run, fleet, url, token, tenant, ddb, table)
+        for device in fleet:
+            assert device.client is not None
+            device.client.close()
+    return run
+
+
+def _act(run: Run, step: int, rng: random.Random, device: Device, tenant: str) -> None:
+    client = device.client
+    assert client is not None
+    action = rng.choice(ACTIONS)
+    run.stats[action] += 1
+    try:
+        if action == "edit":
+            _edit(run, step, rng, device, client)
+        elif action in ("sync", "push", "pull"):
+            report = client.sync() if action == "sync" else None
+            if action == "push":
+                client.push()
+            elif action == "pull":
+                client.pull()
+            if report is not None and report.conflicts:
+                run.stats["conflicts"] += report.conflicts
+        elif action == "offline":
+            device.transport.online = not device.transport.online
+            run.events.append(
+                Event(step, device.index, "online" if device.transport.online else "offline")
+            )
+        elif action == "crash":
+            raise DeviceCrash("killed between operations")
+    except (TransportError, SyncFailed) as exc:
+        run.events.append(Event(step, device.index, f"{action} failed", detail=str(exc)[:60]))
+    except DeviceCrash as exc:
+        run.stats["crashes"] += 1
+        run.events.append(Event(step, device.index, "crash", detail=str(exc)))
+        client.close()
+        device.open(tenant)
+
+
+def _edit(run: Run, step: int, rng: random.Random, device: Device, client: SyncClient) -> None:
+    visible = client.items()
+    roll = rng.random()
+    if not visible or roll < 0.3:
+        type_name = rng.choice(["Person", "Reminder"])
+        entity_id = client.create(type_name, _random_changes(rng, type_name))
+        run.events.append(Event(step, device.index, "create", entity_id, type_name))
+        return
+    entity_id = rng.choice(sorted(visible))
+    if roll < 0.4:
+        client.delete(entity_id)
+        run.events.append(Event(step, device.index, "delete", entity_id))
+        return
+    changes = _random_changes(rng, visible[entity_id]["__typename"])
+    client.update(entity_id, changes)
+    run.events.append(Event(step, device.index, "update", entity_id, str(changes)))
+
+
+def _settle(run: Run, fleet: list[Device], tenant: str) -> None:
+    """Faults off, everyone online; sync until every outbox is empty, then pull once more."""
+    for device in fleet:
+        device.transport.online = True
+        device.transport.enabled = False
+    for _ in range(20):
+        for device in fleet:
+            assert device.client is not None
+            device.client.sync()
+        if all(d.client is not None and d.client.pending() == 0 for d in fleet):
+            break
+    for device in fleet:
+        assert device.client is not None
+        device.client.pull()
+
+
+def _server_state(url: str, token: str, tenant: str) -> dict[str, dict[str, Any]]:
+    observer = HttpTransport(url, token)
+    from api.client.sync_client import PULL
+
+    state: dict[str, dict[str, Any]] = {}
+    cursor = None
+    while True:
+        body = observer.execute(PULL, {"t": tenant, "since": None, "cursor": cursor, "limit": 1000})
+        page = body["data"]["changes"]
+        for item in page["items"]:
+            state[item["id"]] = item
+        cursor = page["cursor"]
+        if cursor is None:
+            return state
+
+
+def _check(
+    run: Run, fleet: list[Device], url: str, token: str, tenant: str, ddb: Any, table: str
+) -> None:
+    server = _server_state(url, token, tenant)
+    live = {i: item for i, item in server.items() if item["__typename"] != "DeletedItem"}
+
+    def fail(message: str, entity: str | None) -> None:
+        history = "\n".join(str(e) for e in run.events if entity is None or e.entity == entity)
+        acks = [
+            f"  ack device? {a.entry.op} {a.status} replayed={a.replayed} "
+            f"token={(a.item or {}).get('changeToken')} cmid={a.entry.client_mutation_id}"
+            for d in fleet
+            for a in d.acks
+            if a.entry.entity_id == entity
+        ]
+        raise Divergence(
+            f"seed {run.seed} ({run.devices} devices, {run.ops} ops): {message}\n"
+            f"history of {entity}:\n{history}\nacknowledgements:\n"
+            + "\n".join(acks)
+            + f"\nserver: {server.get(entity) if entity else ''}"
+        )
+
+    for device in fleet:
+        client = device.client
+        assert client is not None
+        if client.pending():
+            fail(f"device {device.index} still has {client.pending()} pending edits", None)
+        view = client.items()
+        for entity_id in set(view) | set(live):
+            expected = live.get(entity_id)
+            mine = view.get(entity_id)
+            expected_fields = (
+                None
+                if expected is None
+                else {
+                    k: v
+                    for k, v in expected.items()
+                    if k not in ("id", "changeToken", "createdAt", "updatedAt") and v is not None
+                }
+            )
+            if mine != expected_fields:
+                fail(f"device {device.index} has {mine}, server has {expected_fields}", entity_id)
+        versions = {v.entity_id: v.token for v in client.store.server_versions()}
+        for entity_id, item in server.items():
+            if versions.get(entity_id) != item["changeToken"]:
+                fail(
+                    f"device {device.index} holds token {versions.get(entity_id)}, "
+                    f"server {item['changeToken']}",
+                    entity_id,
+                )
+
+    applied: dict[str, list[PushOutcome]] = defaultdict(list)
+    by_cmid: dict[str, set[str]] = defaultdict(set)
+    for device in fleet:
+        for ack in device.acks:
+            if ack.status == "APPLIED" and ack.item is not None:
+                applied[ack.entry.entity_id].append(ack)
+                by_cmid[str(ack.entry.client_mutation_id)].add(ack.item["changeToken"])
+    for cmid, tokens in by_cmid.items():
+        if len(tokens) != 1:
+            fail(f"clientMutationID {cmid} was applied more than once: {tokens}", None)
+    all_tokens = [next(iter(t)) for t in by_cmid.values()]
+    if len(all_tokens) != len(set(all_tokens)):
+        fail("two mutations were acknowledged with the same token", None)
+    for entity_id, acks in applied.items():
+        final = server.get(entity_id)
+        if final is None:
+            fail("an acknowledged write is missing from the server", entity_id)
+        assert final is not None
+        newest = max(a.item["changeToken"] for a in acks if a.item)
+        if final["changeToken"] != newest:
+            fail(
+                f"final token {final['changeToken']} is not the newest acknowledged write {newest}",
+                entity_id,
+            )
+        if any(a.entry.op == "delete" for a in acks) and final["__typename"] != "DeletedItem":
+            fail("an acknowledged deletion was lost", entity_id)
+    for entity_id in server:
+        if entity_id not in applied:
+            fail("the server holds an entity no device was told about", entity_id)
+    # Each acknowledged clientMutationID has exactly one stored outcome, with that token.
+    for cmid, tokens in by_cmid.items():
+        item = ddb.get_item(
+            TableName=table,
+            ConsistentRead=True,
+            Key={"pk": {"S": keys.tenant_pk(tenant)}, "sk": {"S": keys.outcome_sk(cmid)}},
+        ).get("Item")
+        if item is None or next(iter(tokens)) not in item["out"]["S"]:
+            fail(f"the stored outcome of {cmid} does not match its acknowledgement", None)
+    run.stats["entities"] = len(server)
+    run.stats["acknowledged"] = sum(len(a) for a in applied.values())
+    for device in fleet:
+        for key, count in device.transport.counts.items():
+            run.stats[f"transport {key}"] += count
+
+
+@contextmanager
+def environment(settings: Settings | None = None) -> Iterator[tuple[str, Any, str]]:
+    """A server (and, without settings, its own DynamoDB Local); yields url, ddb, table."""
+    with contextlib_engine(settings) as settings:
+        ddb = boto3.client(
+            "dynamodb", endpoint_url=settings.dynamodb_endpoint, region_name=settings.aws_region
+        )
+        ensure_table(ddb, settings.table_name)
+        with api_server(dataclasses.replace(settings, auth_secret=SECRET)) as url:
+            yield url, ddb, settings.table_name
+
+
+@contextmanager
+def contextlib_engine(settings: Settings | None) -> Iterator[Settings]:
+    if settings is not None:
+        yield settings
+        return
+    with LocalEngine(free_port(), None) as engine:
+        local = dataclasses.replace(
+            Settings.from_env({}), dynamodb_endpoint=engine.endpoint, table_name="converge"
+        )
+        local.apply_local_credentials()
+        yield local
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Randomized convergence checker.")
+    parser.add_argument("--devices", type=int, default=8)
+    parser.add_argument("--ops", type=int, default=2000)
+    parser.add_argument("--seed", type=int, default=1, help="first seed")
+    parser.add_argument("--seeds", type=int, default=1, help="how many seeds from --seed")
+    args = parser.parse_args(argv)
+    failures = 0
+    with environment() as (url, ddb, table):
+        for seed in range(args.seed, args.seed + args.seeds):
+            started = time.perf_counter()
+            try:
+                run = run_once(seed, args.devices, args.ops, url, ddb, table)
+            except Divergence as exc:
+                failures += 1
+                print(f"DIVERGED {exc}", flush=True)
+                continue
+            stats = ", ".join(f"{k} {v}" for k, v in sorted(run.stats.items()))
+            print(
+                f"seed {seed}: converged in {time.perf_counter() - started:.1f} s ({stats})",
+                flush=True,
+            )
+    print(f"{args.seeds - failures} passed, {failures} failed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
