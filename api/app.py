@@ -8,17 +8,22 @@ from typing import Any
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
+from starlette_compress import CompressMiddleware
 from strawberry.asgi import GraphQL
+from strawberry.http import GraphQLHTTPResponse
+from strawberry.types import ExecutionResult
 
-from api import request_log
+from api import graphiql, request_log
 from api.auth import Authenticator
 from api.domain.cursor import CursorCodec
 from api.domain.errors import SyncError
+from api.graphql.errors import with_codes
 from api.graphql.schema import Context, make_schema
-from api.http import RequestMiddleware
+from api.http import GraphQLResponseMediaType, RequestMiddleware
 from api.ordering import wall_clock_ms
 from api.settings import Settings
 from api.storage import models
@@ -37,6 +42,14 @@ class _GraphQL(GraphQL[Context, None]):
         )
         self._service = service
         self._authenticator = Authenticator(settings)
+
+    async def process_result(self, request: Any, result: ExecutionResult) -> GraphQLHTTPResponse:
+        if result.errors:
+            result.errors = with_codes(result.errors)
+        return await super().process_result(request, result)
+
+    async def render_graphql_ide(self, request: Request) -> Response:
+        return HTMLResponse(graphiql.page_html())
 
     async def get_context(self, request: Any, response: Any) -> Context:
         return Context(request=request, service=self._service, authenticator=self._authenticator)
@@ -78,10 +91,29 @@ def create_app(settings: Settings | None = None) -> Starlette:
             return JSONResponse({"status": "error", "table": settings.table_name}, status_code=503)
         return JSONResponse({"status": "ok", "table": settings.table_name, "reachable": True})
 
-    return Starlette(
-        routes=[
-            Route("/graphql", _GraphQL(settings, service), methods=["GET", "POST"]),
-            Route("/healthz", healthz, methods=["GET"]),
-        ],
-        middleware=[Middleware(RequestMiddleware, max_body_bytes=settings.max_body_bytes)],
-    )
+    routes = [
+        Route(
+            "/graphql",
+            GraphQLResponseMediaType(_GraphQL(settings, service)),
+            methods=["GET", "POST"],
+        ),
+        Route("/healthz", healthz, methods=["GET"]),
+    ]
+    if settings.graphiql:
+        routes.append(Route("/graphiql/assets/{name}", graphiql.asset, methods=["GET"]))
+    middleware = [
+        Middleware(RequestMiddleware, max_body_bytes=settings.max_body_bytes),
+        Middleware(CompressMiddleware, minimum_size=settings.compress_min_bytes),
+    ]
+    if settings.cors_origins:
+        middleware.append(
+            Middleware(
+                CORSMiddleware,
+                allow_origins=list(settings.cors_origins),
+                allow_methods=["GET", "POST"],
+                allow_headers=["authorization", "content-type", "x-request-id"],
+                expose_headers=["x-request-id"],
+                max_age=600,
+            )
+        )
+    return Starlette(routes=routes, middleware=middleware)

@@ -48,6 +48,10 @@ class Settings:
     max_query_depth: int = 10
     max_aliases: int = 30
     max_query_tokens: int = 5000
+    # Browser origins allowed to call the API (CORS); none by default.
+    cors_origins: tuple[str, ...] = ()
+    # Responses at least this large are compressed (zstd, brotli or gzip, as accepted).
+    compress_min_bytes: int = 1024
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -78,6 +82,10 @@ class Settings:
             max_query_depth=int(env.get("MAX_QUERY_DEPTH", cls.max_query_depth)),
             max_aliases=int(env.get("MAX_ALIASES", cls.max_aliases)),
             max_query_tokens=int(env.get("MAX_QUERY_TOKENS", cls.max_query_tokens)),
+            cors_origins=tuple(
+                o.strip() for o in env.get("CORS_ORIGINS", "").split(",") if o.strip()
+            ),
+            compress_min_bytes=int(env.get("COMPRESS_MIN_BYTES", cls.compress_min_bytes)),
         )
 
     def check(self) -> list[str]:

@@ -55,14 +55,28 @@ def to_graphql_error(error: GraphQLError) -> GraphQLError:
     )
 
 
+def with_codes(errors: list[GraphQLError]) -> list[GraphQLError]:
+    """Map every error that has no code yet, and note the codes in the request log."""
+    mapped = []
+    for error in errors:
+        if "code" not in (error.extensions or {}):
+            error = to_graphql_error(error)
+            log = request_log.current()
+            if log is not None:
+                log.codes.append(str((error.extensions or {}).get("code")))
+        mapped.append(error)
+    return mapped
+
+
 class ErrorCodes(SchemaExtension):
-    """Applies `to_graphql_error` to every error of every operation."""
+    """Applies `to_graphql_error` to every error of an executed operation.
+
+    Errors raised before execution can bypass schema extensions; the HTTP view
+    applies `with_codes` to those too (`api.app`).
+    """
 
     def on_operation(self) -> Iterator[None]:
         yield
         result = self.execution_context.result
         if result is not None and result.errors:
-            result.errors = [to_graphql_error(e) for e in result.errors]
-            log = request_log.current()
-            if log is not None:
-                log.codes.extend(str((e.extensions or {}).get("code")) for e in result.errors)
+            result.errors = with_codes(result.errors)
