@@ -68,8 +68,9 @@ _PAGE = """<!doctype html>
       React.createElement(GraphiQL, {{
         fetcher,
         defaultQuery: {query},
+        variables: {variables},
+        headers: {headers},
         defaultEditorToolsVisibility: true,
-        defaultTabs: [{{ query: {query}, variables: {variables}, headers: {headers} }}],
         isHeadersEditorEnabled: true,
         shouldPersistHeaders: true,
       }})

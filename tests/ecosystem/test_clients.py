@@ -1,0 +1,122 @@
+"""The API through the tools its users have: Apollo Client, GraphQL codegen, a browser."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from api.settings import PROJECT_ROOT, Settings
+from tests.support.gql import TEST_AUTH_SECRET, GraphQLClient, bearer
+from tests.support.servers import api_server
+
+JS = Path(__file__).with_name("js")
+NODE_DEPS = PROJECT_ROOT / ".cache" / "node-tests"
+ARTIFACTS = PROJECT_ROOT / "tests" / "artifacts"
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+
+
+def _run(args: list[str], cwd: Path, timeout: int = 300) -> str:
+    result = subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    assert result.returncode == 0, f"{args}\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    return result.stdout
+
+
+@pytest.fixture(scope="session")
+def node_deps() -> Path:
+    """The pinned npm packages of js/package.json, installed once into .cache/."""
+    wanted = (JS / "package.json").read_text()
+    installed = NODE_DEPS / "package.json"
+    if (
+        not installed.exists()
+        or installed.read_text() != wanted
+        or not (NODE_DEPS / "node_modules").exists()
+    ):
+        NODE_DEPS.mkdir(parents=True, exist_ok=True)
+        installed.write_text(wanted)
+        npm = shutil.which("npm")
+        assert npm, "npm is required for the ecosystem tests"
+        _run([npm, "install", "--no-audit", "--no-fund", "--loglevel=error"], NODE_DEPS, 600)
+    for name in ("*.mjs", "*.yml", "*.graphql"):
+        for script in JS.glob(name):
+            shutil.copy(script, NODE_DEPS / script.name)  # packages resolve from there
+    return NODE_DEPS
+
+
+@pytest.fixture(scope="module")
+def server_url(settings: Settings) -> Iterator[str]:
+    with api_server(settings) as url:
+        yield url
+
+
+def _token(tenant: str) -> str:
+    return bearer([tenant], secret=TEST_AUTH_SECRET)["Authorization"].split()[1]
+
+
+def test_apollo_client_creates_conflicts_deletes_and_syncs(
+    node_deps: Path, server_url: str, tenant: str
+) -> None:
+    node = shutil.which("node")
+    assert node
+    out = _run(
+        [node, "apollo_sync.mjs", f"{server_url}/graphql", _token(tenant), tenant], node_deps
+    )
+    report: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
+    assert report["conflictCode"] == "CONFLICT"
+    assert report["conflictCurrentToken"] == report["updatedToken"]
+    assert report["conflictCurrent"]["__typename"] == "Person"
+    assert report["conflictCurrent"]["familyName"] == "Lovelace"
+    assert report["deleted"]["type"] == "PERSON"
+    sync = report["sync"]
+    assert sync["pages"] == 2  # three entities, pages of two
+    assert sorted(i["__typename"] for i in sync["items"]) == ["DeletedItem", "Person", "Person"]
+    tokens = [i["changeToken"] for i in sync["items"]]
+    assert tokens == sorted(tokens) and sync["changeToken"] == tokens[-1]
+
+
+def test_codegen_validates_the_schema_and_generates_typescript(node_deps: Path) -> None:
+    out_file = node_deps / "out" / "graphql.ts"
+    out_file.unlink(missing_ok=True)
+    _run(
+        [str(node_deps / "node_modules" / ".bin" / "graphql-codegen"), "--config", "codegen.yml"],
+        node_deps,
+    )
+    generated = out_file.read_text()
+    for expected in (
+        "export type Person = SynchronizedItem",
+        "export type SyncQuery",
+        "export type PushMutation",
+        "DeletedItemType",
+    ):
+        assert expected in generated, expected
+
+
+@pytest.mark.skipif(
+    not Path(CHROMIUM).exists(),
+    reason="Debian's chromium is not installed "
+    "(scripts/test installs it when run as root: apt-get install chromium)",
+)
+def test_graphiql_in_a_browser_runs_a_sync_offline(
+    node_deps: Path, server_url: str, tenant: str, app_client: Any
+) -> None:
+    gql = GraphQLClient(app_client)
+    gql.create(tenant, "Person", {"givenName": "Ada", "profileColor": "#3366CC"})
+    gql.create(tenant, "Reminder", {"title": "Dentist", "dueAt": "2026-12-01T09:30:00Z"})
+    ARTIFACTS.mkdir(exist_ok=True)
+    screenshot = ARTIFACTS / "graphiql-sync.png"
+    node = shutil.which("node")
+    assert node
+    out = _run(
+        [node, "browser.mjs", server_url, _token(tenant), tenant, str(screenshot)],
+        node_deps,
+        timeout=180,
+    )
+    report = json.loads(out.strip().splitlines()[-1])
+    assert '"givenName": "Ada"' in report["result"] and '"title": "Dentist"' in report["result"]
+    assert report["failedRequests"] == []  # every asset came from the API itself
+    assert screenshot.stat().st_size > 10_000
