@@ -220,3 +220,33 @@ def test_the_lambda_handler_answers_like_the_local_server(
     assert bad["errors"][0]["extensions"]["code"] == "UNAUTHENTICATED"
     query = json.loads(handler(_event("query", tenant, token), context)["body"])
     assert [i["id"] for i in query["data"]["changes"]["items"]] == ["from-lambda"]
+
+
+def test_the_lambda_handler_returns_compressed_pages_base64_encoded(
+    settings: Settings, app_client: TestClient, tenant: str
+) -> None:
+    import base64
+    import gzip
+
+    import brotli
+
+    from api.lambda_handler import handler
+
+    token = bearer([tenant])["Authorization"].split()[1]
+    for i in range(30):
+        body = {
+            "query": "mutation($i: CreatePersonInput!) { createPerson(input: $i) "
+            "{ person { id } } }",
+            "variables": {"i": {"tenantID": tenant, "person": {"givenName": f"P{i}"}}},
+        }
+        assert app_client.post("/graphql", json=body, headers=bearer([tenant])).status_code == 200
+    for encoding, decompress in (("gzip", gzip.decompress), ("br", brotli.decompress)):
+        event = _event("query", tenant, token)
+        event["headers"]["accept-encoding"] = encoding
+        event["body"] = event["body"].replace("limit: 10", "limit: 100")
+        response = handler(event, SimpleNamespace(aws_request_id="gz", function_name="api"))
+        assert response["statusCode"] == 200
+        assert response["headers"]["content-encoding"] == encoding
+        assert response["isBase64Encoded"] is True
+        page = json.loads(decompress(base64.b64decode(response["body"])))
+        assert len(page["data"]["changes"]["items"]) == 30
