@@ -15,6 +15,7 @@ could pay for the same data.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import datetime as dt
 import json
@@ -27,7 +28,7 @@ import statistics
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,7 @@ from starlette.testclient import TestClient  # noqa: E402
 
 from api.app import create_app  # noqa: E402
 from api.auth import make_local_token  # noqa: E402
+from api.devserver import dynamodb_client  # noqa: E402
 from api.domain.catalog import PERSON  # noqa: E402
 from api.domain.records import Record  # noqa: E402
 from api.domain.tokens import next_token, token_time  # noqa: E402
@@ -96,6 +98,21 @@ def realistic_person(rng: random.Random, n: int) -> dict[str, Any]:
             ]
         ),
     }
+
+
+@contextlib.contextmanager
+def local_engine_settings() -> Iterator[Settings]:
+    """An in-memory DynamoDB Local with the bench table, and settings pointing at it."""
+    with LocalEngine(free_port(), None) as engine:
+        settings = dataclasses.replace(
+            Settings.from_env({}),
+            dynamodb_endpoint=engine.endpoint,
+            auth_secret=SECRET,
+            table_name="bench",
+        )
+        settings.apply_local_credentials()
+        ensure_table(dynamodb_client(settings), settings.table_name)
+        yield settings
 
 
 @dataclasses.dataclass
@@ -235,18 +252,10 @@ class Bench:
             )
 
     def run(self) -> dict[str, Any]:
-        with LocalEngine(free_port(), None) as engine:
-            settings = dataclasses.replace(
-                Settings.from_env({}),
-                dynamodb_endpoint=engine.endpoint,
-                auth_secret=SECRET,
-                table_name="bench",
-            )
-            settings.apply_local_credentials()
+        with local_engine_settings() as settings:
             self.ddb = boto3.client(
-                "dynamodb", endpoint_url=engine.endpoint, region_name="us-east-1"
+                "dynamodb", endpoint_url=settings.dynamodb_endpoint, region_name="us-east-1"
             )
-            ensure_table(self.ddb, "bench")
             models.bind(settings)
             logging.getLogger("api").setLevel(logging.WARNING)
             token = make_local_token(SECRET, "bench", TENANTS, 24 * 3600)
@@ -728,34 +737,7 @@ class _RawWrites:
         }
 
     def create(self, tenant: str, entity_id: str) -> float:
-        token = self._token(tenant)
-        response = self.ddb.transact_write_items(
-            ReturnConsumedCapacity="TOTAL",
-            TransactItems=[
-                {
-                    "Put": {
-                        "TableName": self.table,
-                        "ConditionExpression": "attribute_not_exists(pk)",
-                        "Item": self._record(
-                            tenant,
-                            entity_id,
-                            token,
-                            keys.tenant_pk(tenant),
-                            keys.entity_sk(entity_id),
-                        ),
-                    }
-                },
-                {
-                    "Put": {
-                        "TableName": self.table,
-                        "Item": self._record(tenant, entity_id, token, keys.log_pk(tenant), token),
-                    }
-                },
-                _head_update(self.table, tenant, token),
-            ],
-        )
-        self.tokens[(tenant, entity_id)] = token
-        return sum(float(e["CapacityUnits"]) for e in response.get("ConsumedCapacity", []))
+        return self._write(tenant, entity_id, "attribute_not_exists(pk)", {}, None)
 
     def update(self, tenant: str, entity_id: str) -> float:
         self.ddb.get_item(
@@ -764,38 +746,46 @@ class _RawWrites:
             Key={"pk": {"S": keys.tenant_pk(tenant)}, "sk": {"S": keys.entity_sk(entity_id)}},
         )
         old = self.tokens[(tenant, entity_id)]
+        return self._write(tenant, entity_id, "tok = :old", {":old": {"S": old}}, old)
+
+    def _write(
+        self, tenant: str, entity_id: str, condition: str, values: dict[str, Any], old: str | None
+    ) -> float:
+        """The API's TransactWriteItems: entity, old log entry, new log entry, head."""
         token = self._token(tenant)
-        response = self.ddb.transact_write_items(
-            ReturnConsumedCapacity="TOTAL",
-            TransactItems=[
-                {
-                    "Put": {
-                        "TableName": self.table,
-                        "ConditionExpression": "tok = :old",
-                        "ExpressionAttributeValues": {":old": {"S": old}},
-                        "Item": self._record(
-                            tenant,
-                            entity_id,
-                            token,
-                            keys.tenant_pk(tenant),
-                            keys.entity_sk(entity_id),
-                        ),
-                    }
-                },
+        entity = self._record(
+            tenant, entity_id, token, keys.tenant_pk(tenant), keys.entity_sk(entity_id)
+        )
+        items: list[dict[str, Any]] = [
+            {
+                "Put": {
+                    "TableName": self.table,
+                    "ConditionExpression": condition,
+                    "Item": entity,
+                    **({"ExpressionAttributeValues": values} if values else {}),
+                }
+            }
+        ]
+        if old is not None:
+            items.append(
                 {
                     "Delete": {
                         "TableName": self.table,
                         "Key": {"pk": {"S": keys.log_pk(tenant)}, "sk": {"S": old}},
                     }
-                },
-                {
-                    "Put": {
-                        "TableName": self.table,
-                        "Item": self._record(tenant, entity_id, token, keys.log_pk(tenant), token),
-                    }
-                },
-                _head_update(self.table, tenant, token),
-            ],
+                }
+            )
+        items.append(
+            {
+                "Put": {
+                    "TableName": self.table,
+                    "Item": self._record(tenant, entity_id, token, keys.log_pk(tenant), token),
+                }
+            }
+        )
+        items.append(_head_update(self.table, tenant, token))
+        response = self.ddb.transact_write_items(
+            ReturnConsumedCapacity="TOTAL", TransactItems=items
         )
         self.tokens[(tenant, entity_id)] = token
         return sum(float(e["CapacityUnits"]) for e in response.get("ConsumedCapacity", []))

@@ -6,8 +6,6 @@ Run with scripts/bench-push.
 
 from __future__ import annotations
 
-import dataclasses
-import os
 import sys
 import time
 from pathlib import Path
@@ -18,15 +16,11 @@ import httpx2
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from api.auth import make_local_token  # noqa: E402
-from api.devserver import dynamodb_client  # noqa: E402
-from api.local_engine import LocalEngine, free_port  # noqa: E402
-from api.settings import Settings  # noqa: E402
-from api.storage.table import ensure_table  # noqa: E402
+from scripts.bench import SECRET, local_engine_settings  # noqa: E402
 from tests.support.servers import api_server  # noqa: E402
 
 EDITS = 500
 BATCH = 100
-SECRET = "bench-secret-" + "x" * 40
 UPDATE = "mutation($i: UpdatePersonInput!) { updatePerson(input: $i) { person { changeToken } } }"
 PUSH = "mutation($i: PushChangesInput!) { pushChanges(input: $i) { results { status } } }"
 CREATE = (
@@ -71,38 +65,28 @@ def _edit(person: dict[str, Any], tenant: str, n: int) -> dict[str, Any]:
 
 
 def main() -> int:
-    with LocalEngine(free_port(), None) as engine:
-        settings = dataclasses.replace(
-            Settings.from_env({}),
-            dynamodb_endpoint=engine.endpoint,
-            auth_secret=SECRET,
-            table_name="bench",
-        )
-        settings.apply_local_credentials()
-        ensure_table(dynamodb_client(settings), settings.table_name)
-        os.environ.setdefault("AWS_ACCESS_KEY_ID", "local")
-        with api_server(settings) as url:
-            token = make_local_token(SECRET, "bench", ["one", "batch"], 3600)
-            headers = {"Authorization": f"Bearer {token}"}
-            with httpx2.Client(base_url=url, headers=headers, timeout=60) as client:
-                one_people = _seed(client, "one")
-                batch_people = _seed(client, "batch")
+    with local_engine_settings() as settings, api_server(settings) as url:
+        token = make_local_token(SECRET, "bench", ["one", "batch"], 3600)
+        headers = {"Authorization": f"Bearer {token}"}
+        with httpx2.Client(base_url=url, headers=headers, timeout=60) as client:
+            one_people = _seed(client, "one")
+            batch_people = _seed(client, "batch")
 
-                started = time.perf_counter()
-                for n, person in enumerate(one_people):
-                    _post(client, UPDATE, {"i": _edit(person, "one", n)})
-                one_by_one = time.perf_counter() - started
+            started = time.perf_counter()
+            for n, person in enumerate(one_people):
+                _post(client, UPDATE, {"i": _edit(person, "one", n)})
+            one_by_one = time.perf_counter() - started
 
-                started = time.perf_counter()
-                for start in range(0, EDITS, BATCH):
-                    entries = [
-                        {"updatePerson": _edit(p, "batch", start + i)}
-                        for i, p in enumerate(batch_people[start : start + BATCH])
-                    ]
-                    body = _post(client, PUSH, {"i": {"tenantID": "batch", "mutations": entries}})
-                    statuses = {r["status"] for r in body["data"]["pushChanges"]["results"]}
-                    assert statuses == {"APPLIED"}, statuses
-                batched = time.perf_counter() - started
+            started = time.perf_counter()
+            for start in range(0, EDITS, BATCH):
+                entries = [
+                    {"updatePerson": _edit(p, "batch", start + i)}
+                    for i, p in enumerate(batch_people[start : start + BATCH])
+                ]
+                body = _post(client, PUSH, {"i": {"tenantID": "batch", "mutations": entries}})
+                statuses = {r["status"] for r in body["data"]["pushChanges"]["results"]}
+                assert statuses == {"APPLIED"}, statuses
+            batched = time.perf_counter() - started
 
     print(f"{'mode':<28}{'requests':>10}{'seconds':>10}{'edits/s':>10}{'ratio':>8}")
     print(

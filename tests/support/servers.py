@@ -11,7 +11,7 @@ from contextlib import contextmanager
 
 import httpx2
 
-from api.local_engine import free_port
+from api.local_engine import free_port, stop_process
 from api.settings import PROJECT_ROOT, Settings
 
 
@@ -61,9 +61,4 @@ def api_server(
             time.sleep(0.1)
         yield base
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop_process(process)
