@@ -29,7 +29,7 @@ from strawberry.types.execution import ExecutionContext
 
 from api import request_log
 from api.auth import Authenticator, Principal
-from api.domain.errors import SyncError, Unauthenticated
+from api.domain.errors import Unauthenticated
 from api.domain.mutations import Verb
 from api.graphql.directives import authenticated
 from api.graphql.errors import ErrorCodes
@@ -182,12 +182,11 @@ class SyncSchema(strawberry.Schema):
     def process_errors(
         self, errors: list[GraphQLError], execution_context: ExecutionContext | None = None
     ) -> None:
-        # Expected errors (conflicts, bad input, auth) are one log line, not a traceback;
+        # Strawberry logs a traceback for every error. Expected errors (conflicts, bad
+        # input, auth) are already in the request's log line with their code, and
         # unexpected ones were logged with their traceback by ErrorCodes.
         for error in errors:
-            code = (error.extensions or {}).get("code")
-            if isinstance(error.original_error, SyncError) or code != "INTERNAL_SERVER_ERROR":
-                logger.info("graphql error %s at %s: %s", code, error.path, error.message)
+            logger.debug("graphql error at %s: %s", error.path, error.message)
 
 
 class _RecordOperation(SchemaExtension):
