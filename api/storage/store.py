@@ -58,12 +58,15 @@ class DynamoStore:
         )
 
     def head(self, tenant_id: str) -> str | None:
+        # Every sync starts here: read the raw item, no model object.
         with _translated():
-            try:
-                item = HeadItem.get(keys.tenant_pk(tenant_id), keys.HEAD_SK, consistent_read=True)
-            except DoesNotExist:
-                return None
-        return item.token
+            item = _connection().get_item(
+                RecordItem.Meta.table_name,
+                keys.tenant_pk(tenant_id),
+                range_key=keys.HEAD_SK,
+                consistent_read=True,
+            ).get("Item")
+        return None if item is None else str(item["tok"]["S"])
 
     def get(self, tenant_id: str, entity_id: str) -> Record | None:
         with _translated():
