@@ -60,12 +60,16 @@ class DynamoStore:
     def head(self, tenant_id: str) -> str | None:
         # Every sync starts here: read the raw item, no model object.
         with _translated():
-            item = _connection().get_item(
-                RecordItem.Meta.table_name,
-                keys.tenant_pk(tenant_id),
-                range_key=keys.HEAD_SK,
-                consistent_read=True,
-            ).get("Item")
+            item = (
+                _connection()
+                .get_item(
+                    RecordItem.Meta.table_name,
+                    keys.tenant_pk(tenant_id),
+                    range_key=keys.HEAD_SK,
+                    consistent_read=True,
+                )
+                .get("Item")
+            )
         return None if item is None else str(item["tok"]["S"])
 
     def get(self, tenant_id: str, entity_id: str) -> Record | None:
