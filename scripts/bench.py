@@ -224,13 +224,16 @@ class Bench:
         self,
         name: str,
         product: Callable[[int, int], None],
-        raw: Callable[[int, int], None],
-        units: dict[str, float],
+        raw: Callable[[int, int], Any],
+        units: dict[str, Any],
+        iterations: dict[int, int] | None = None,
     ) -> None:
+        """Measure `product` and `raw` with 1 and 8 clients; one table row each."""
+        counts = iterations or {1: self.iterations, 8: max(10, self.iterations // 4)}
         for clients in (1, 8):
-            iterations = self.iterations if clients == 1 else max(10, self.iterations // 4)
-            p = measure(product, clients, iterations)
-            r = measure(raw, clients, iterations)
+            iterations_n = counts[clients]
+            p = measure(product, clients, iterations_n)
+            r = measure(raw, clients, iterations_n)
             self.rows.append(
                 {
                     "operation": name,
@@ -467,36 +470,17 @@ class Bench:
             for n in range(100):
                 raw_create.create(f"rawp{c}", f"p{n}")
         iterations_push = max(5, self.iterations // 10)
-        for clients_n in (1, 8):
-            p = measure(push, clients_n, iterations_push if clients_n == 1 else 3)
-            r = measure(
-                lambda c, i: [raw_create.update(f"rawp{c}", f"p{n}") for n in range(100)],
-                clients_n,
-                iterations_push if clients_n == 1 else 3,
-            )
-            self.rows.append(
-                {
-                    "operation": "pushChanges: 100 updates",
-                    "clients": clients_n,
-                    "p50_ms": p.p50,
-                    "p95_ms": p.p95,
-                    "p99_ms": p.p99,
-                    "rps": p.rps,
-                    "raw_p50_ms": r.p50,
-                    "raw_rps": r.rps,
-                    "ratio_p50": p.p50 / r.p50,
-                    **self.units(
-                        min_write=100,
-                        read=100,
-                        write=100 * _transaction_units([avg_item, avg_item, avg_item, HEAD_BYTES]),
-                    ),
-                }
-            )
-            print(
-                f"  {'pushChanges: 100 updates':<34} x{clients_n}: p50 {p.p50:6.1f} ms "
-                f"(raw {r.p50:6.1f}, ratio {p.p50 / r.p50:4.2f})",
-                flush=True,
-            )
+        self.row(
+            "pushChanges: 100 updates",
+            push,
+            lambda c, i: [raw_create.update(f"rawp{c}", f"p{n}") for n in range(100)],
+            self.units(
+                min_write=100,
+                read=100,
+                write=100 * _transaction_units([avg_item, avg_item, avg_item, HEAD_BYTES]),
+            ),
+            iterations={1: iterations_push, 8: 3},
+        )
 
         self.scale(clients[0])
         self.contention(clients)
