@@ -33,6 +33,7 @@ from api.domain.errors import Unauthenticated
 from api.domain.mutations import Verb
 from api.graphql.directives import authenticated
 from api.graphql.errors import ErrorCodes
+from api.graphql.execution import PlainRecordExecutionContext, plain_record_fields
 from api.graphql.push import PushChangesInput, PushChangesPayload, to_mutations, to_result
 from api.graphql.scalars import SCALAR_MAP
 from api.graphql.types import (
@@ -220,13 +221,18 @@ def make_schema(settings: Settings) -> SyncSchema:
     ]
     if not settings.introspection:
         extensions.append(DisableIntrospection)
-    return SyncSchema(
+    context_class: Any = type("RecordExecutionContext", (PlainRecordExecutionContext,), {})
+    schema = SyncSchema(
         query=Query,
         mutation=Mutation,
         types=[s.object_type for s in ITEM_TYPE_SCHEMAS],
         extensions=extensions,
         config=StrawberryConfig(scalar_map=SCALAR_MAP),
+        execution_context_class=context_class,
     )
+    record_types = [s.item_type.name for s in ITEM_TYPE_SCHEMAS] + ["DeletedItem"]
+    context_class.plain_fields = plain_record_fields(schema, record_types)
+    return schema
 
 
 # What `scripts/export-schema` prints into schema.graphql.

@@ -1,0 +1,93 @@
+"""The plain-record fast path answers exactly what graphql-core's own execution does."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from strawberry.schema.schema import StrawberryGraphQLCoreExecutionContext
+
+from api.auth import Authenticator
+from api.domain.cursor import CursorCodec
+from api.graphql import schema as schema_module
+from api.graphql.schema import Context, make_schema
+from api.settings import Settings
+from api.storage.store import DynamoStore
+from api.sync import SyncService
+from tests.support.gql import GraphQLClient, bearer
+
+QUERY = """
+query($t: ID!, $limit: Int) {
+  changes(tenantID: $t, limit: $limit) {
+    items {
+      __typename
+      kind: __typename
+      id
+      ... on SynchronizedItem { changeToken createdAt }
+      ... on Person { givenName name: givenName dateOfBirth relationship profileColor
+                      updatedAt occupation }
+      ... on Reminder { title dueAt completed personID notes @include(if: false) }
+      ... on DeletedItem { type tenantID }
+    }
+    cursor
+    changeToken
+  }
+}
+"""
+
+
+def _execute(schema: Any, settings: Settings, tenant: str) -> dict[str, Any]:
+    headers = {k.lower(): v for k, v in bearer([tenant]).items()}
+    request = type("Request", (), {"headers": headers})()
+    service = SyncService(DynamoStore(), CursorCodec(settings.cursor_secret))
+    context = Context(request=request, service=service, authenticator=Authenticator(settings))
+    result = asyncio.run(
+        schema.execute(QUERY, variable_values={"t": tenant, "limit": 50}, context_value=context)
+    )
+    return {"data": result.data, "errors": [e.formatted for e in result.errors or []]}
+
+
+def test_fast_path_and_graphql_core_agree(
+    gql: GraphQLClient, tenant: str, settings: Settings, monkeypatch: Any
+) -> None:
+    ann = gql.create(
+        tenant,
+        "Person",
+        {
+            "givenName": "Ann",
+            "dateOfBirth": "1990-04-01",
+            "relationship": "CHILD",
+            "profileColor": "#A0B1C2",
+        },
+    )
+    gql.create(tenant, "Person", {})  # every optional field null
+    gql.create(
+        tenant,
+        "Reminder",
+        {
+            "title": "Dentist",
+            "dueAt": "2026-12-01T09:30:00+01:00",
+            "completed": False,
+            "personID": ann["id"],
+        },
+    )
+    gone = gql.create(tenant, "Reminder", {"title": "x"})
+    gql.delete(tenant, "Reminder", gone["id"], gone["changeToken"])
+
+    fast_schema = make_schema(settings)
+    assert fast_schema.execution_context_class.plain_fields  # the fast path is on
+    fast = _execute(fast_schema, settings, tenant)
+
+    monkeypatch.setattr(
+        schema_module, "PlainRecordExecutionContext", StrawberryGraphQLCoreExecutionContext
+    )
+    monkeypatch.setattr(schema_module, "plain_record_fields", lambda *a: {})
+    slow = _execute(make_schema(settings), settings, tenant)
+
+    assert fast["errors"] == [] and slow["errors"] == []
+    assert json.dumps(fast, sort_keys=True) == json.dumps(slow, sort_keys=True)
+    items = fast["data"]["changes"]["items"]
+    assert [i["kind"] for i in items] == ["Person", "Person", "Reminder", "DeletedItem"]
+    assert items[0]["name"] == "Ann" and items[0]["relationship"] == "CHILD"
+    assert items[2]["dueAt"] == "2026-12-01T08:30:00.000Z" and "notes" not in items[2]
