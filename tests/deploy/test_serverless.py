@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
 import subprocess
 import sys
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -172,6 +174,20 @@ def test_the_artifact_holds_the_code_and_its_arm64_dependencies(packaged: dict[s
         assert any(n.startswith(package) for n in names), package
     assert "manylinux2014_aarch64" in native_tags  # built for Lambda's arm64, not this machine
     assert not any(n.startswith(("tests/", ".venv/", "scripts/")) for n in names)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _close_mangums_event_loop() -> Iterator[None]:
+    """Mangum makes the thread's event loop on first call and keeps it, as a Lambda
+    process should; a test process closes it, or whoever drops it later warns."""
+    yield
+    try:
+        loop = asyncio.get_event_loop_policy().get_event_loop()
+    except RuntimeError:
+        return
+    if not loop.is_running():
+        loop.close()
+    asyncio.set_event_loop(None)
 
 
 def _event(name: str, tenant: str, token: str) -> dict[str, Any]:
