@@ -58,29 +58,12 @@ class DynamoStore:
         )
 
     def head(self, tenant_id: str) -> str | None:
-        # Every sync starts here: read the raw item, no model object.
-        with _translated():
-            item = (
-                _connection()
-                .get_item(
-                    RecordItem.Meta.table_name,
-                    keys.tenant_pk(tenant_id),
-                    range_key=keys.HEAD_SK,
-                    consistent_read=True,
-                )
-                .get("Item")
-            )
+        item = _get_raw(keys.tenant_pk(tenant_id), keys.HEAD_SK)
         return None if item is None else str(item["tok"]["S"])
 
     def get(self, tenant_id: str, entity_id: str) -> Record | None:
-        with _translated():
-            try:
-                item = RecordItem.get(
-                    keys.tenant_pk(tenant_id), keys.entity_sk(entity_id), consistent_read=True
-                )
-            except DoesNotExist:
-                return None
-        return _to_record(tenant_id, item)
+        item = _get_raw(keys.tenant_pk(tenant_id), keys.entity_sk(entity_id))
+        return None if item is None else _record_from_raw(tenant_id, item)
 
     def changes(
         self, tenant_id: str, after: str | None, upper: str, limit: int
@@ -212,6 +195,18 @@ def _connection() -> Connection:
     return RecordItem._get_connection().connection
 
 
+def _get_raw(pk: str, sk: str) -> dict[str, Any] | None:
+    """One item as DynamoDB's JSON, strongly consistent; reads on every request skip
+    model objects."""
+    with _translated():
+        item: dict[str, Any] | None = (
+            _connection()
+            .get_item(RecordItem.Meta.table_name, pk, range_key=sk, consistent_read=True)
+            .get("Item")
+        )
+    return item
+
+
 def _cancellation_error(
     exc: TransactWriteError, record: Record, expected_token: str | None
 ) -> Exception:
@@ -239,7 +234,7 @@ def _cancellation_error(
             # last two only fail when they exist: anything else is the entity.
             entity_failed = True
             if raw:
-                current = _to_record(record.tenant_id, RecordItem.from_raw_data(raw))
+                current = _record_from_raw(record.tenant_id, raw)
     if outcome_exists:  # first: a racing twin already did this very mutation
         return OutcomeRecorded()
     if entity_failed:
@@ -311,7 +306,7 @@ def _item(pk: str, sk: str, record: Record) -> RecordItem:
 
 
 def _record_from_raw(tenant_id: str, raw: dict[str, Any]) -> Record:
-    """A record straight from DynamoDB's JSON: a page of changes skips model objects."""
+    """A record from DynamoDB's JSON (a GetItem, a Query page, a cancellation reason)."""
     token = raw["tok"]["S"]
     fields = raw.get("f", {}).get("M", {})
     return Record(
@@ -330,20 +325,6 @@ def _plain(value: dict[str, Any]) -> Any:
     # Field values are strings or booleans (see api.domain.item_types).
     ((kind, inner),) = value.items()
     return inner if kind in ("S", "BOOL") else None
-
-
-def _to_record(tenant_id: str, item: RecordItem) -> Record:
-    fields: dict[str, Any] = item.fields.as_dict() if item.fields is not None else {}
-    return Record(
-        item_type=catalog.BY_DELETED_TYPE[item.type],
-        tenant_id=tenant_id,
-        id=item.id,
-        change_token=item.token,
-        created_at=datetime.fromtimestamp(int(item.created_ms) / 1000, tz=UTC),
-        updated_at=token_time(item.token),
-        deleted=bool(item.deleted),
-        fields=fields,
-    )
 
 
 def _outcome_absent() -> Any:
