@@ -16,6 +16,7 @@ from pynamodb.attributes import (
 from pynamodb.models import Model
 
 from api.settings import Settings
+from api.storage import json_items
 from api.storage.keys import TTL_ATTRIBUTE
 
 
@@ -86,3 +87,4 @@ def bind(settings: Settings) -> None:
     shared = RecordItem._get_connection()
     for model in MODELS:
         model._connection = shared
+    json_items.install(shared.connection.client)
