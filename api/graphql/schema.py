@@ -33,7 +33,11 @@ from api.domain.errors import Unauthenticated
 from api.domain.mutations import Verb
 from api.graphql.directives import authenticated
 from api.graphql.errors import ErrorCodes
-from api.graphql.execution import PlainRecordExecutionContext, plain_record_fields
+from api.graphql.execution import (
+    PlainRecordExecutionContext,
+    plain_record_classes,
+    plain_record_fields,
+)
 from api.graphql.push import PushChangesInput, PushChangesPayload, to_mutations, to_result
 from api.graphql.scalars import SCALAR_MAP
 from api.graphql.types import (
@@ -232,6 +236,7 @@ def make_schema(settings: Settings) -> SyncSchema:
     )
     record_types = [s.item_type.name for s in ITEM_TYPE_SCHEMAS] + ["DeletedItem"]
     context_class.plain_fields = plain_record_fields(schema, record_types)
+    context_class.plain_classes = plain_record_classes(schema, context_class.plain_fields)
     return schema
 
 
