@@ -11,6 +11,7 @@ from strawberry.schema.schema import StrawberryGraphQLCoreExecutionContext
 from api.auth import Authenticator
 from api.domain.cursor import CursorCodec
 from api.graphql import schema as schema_module
+from api.graphql.execution import PlainRecordExecutionContext
 from api.graphql.schema import Context, make_schema
 from api.settings import Settings
 from api.storage.store import DynamoStore
@@ -77,7 +78,17 @@ def test_fast_path_and_graphql_core_agree(
 
     fast_schema = make_schema(settings)
     assert fast_schema.execution_context_class.plain_fields  # the fast path is on
+    lists_taken: list[bool] = []
+    complete_list = PlainRecordExecutionContext._complete_plain_list
+
+    def spy(self: Any, *args: Any) -> Any:
+        completed = complete_list(self, *args)
+        lists_taken.append(completed is not None)
+        return completed
+
+    monkeypatch.setattr(PlainRecordExecutionContext, "_complete_plain_list", spy)
     fast = _execute(fast_schema, settings, tenant)
+    assert lists_taken == [True]  # the page's items went the list path
 
     monkeypatch.setattr(
         schema_module, "PlainRecordExecutionContext", StrawberryGraphQLCoreExecutionContext
