@@ -26,3 +26,18 @@ class Record:
     updated_at: datetime
     deleted: bool = False
     fields: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class LogTail:
+    """The newest end of a tenant's change log, read together with its head.
+
+    `records` are ascending, above the `after` that was asked for and at most
+    `head`. When `complete`, they are every record in (after, head]; otherwise the
+    rest lies below `lowest`, the lowest token the read reached.
+    """
+
+    head: str | None  # None: the tenant has no change yet
+    records: list[Record]
+    complete: bool
+    lowest: str | None = None

@@ -54,6 +54,11 @@ def token_after(token: str) -> str:
     return str(ULID.from_int(int(ULID.from_str(token)) + 1))
 
 
+def token_before(token: str) -> str:
+    """The greatest token smaller than `token`."""
+    return str(ULID.from_int(int(ULID.from_str(token)) - 1))
+
+
 def new_entity_id() -> str:
     """A server-made entity id: a ULID of its own, unrelated to any change token."""
     return str(ULID())

@@ -4,15 +4,18 @@ Items (all in one table, `pk` hash key, `sk` range key, both strings):
 
     item      pk                 sk            attributes
     -------   ----------------   -----------   ----------------------------------------
-    head      T#<tenant>         HEAD          tok: the tenant's latest change token
     entity    T#<tenant>         I#<id>        ty, id, tok, ca, del, f (the record)
     log       T#<tenant>#LOG     <token>       same record as the entity item
+    head      T#<tenant>#LOG     ~HEAD         tok: the tenant's latest change token
     outcome   T#<tenant>         M#<cmid>      fp (fingerprint), out (JSON), exp (TTL)
 
 Access patterns:
 
     read one entity        GetItem entity (consistent)
-    start a sync           GetItem head (consistent): the sync's upper bound
+    start a sync           Query pk=T#<tenant>#LOG, sk > since, descending,
+                           consistent, Limit 1 + 10: the head (the sync's upper
+                           bound) and the newest log entries, which are the whole
+                           sync when it has at most 10 changes
     a page of `changes`    Query pk=T#<tenant>#LOG, after < sk <= upper, ascending,
                            consistent; returns full records, no second read
     any write              TransactWriteItems of: entity (conditioned on its token),
@@ -28,11 +31,18 @@ greater token. Why no change is missed: the log holds exactly one entry per
 entity, at its latest token; a sync reads the head first and pages up to it, and
 any write committed after that read lands above the head, where the next sync
 starts. An entry can only leave the paged range by moving above it.
+
+Why the head sorts above the log, in the log's partition: a descending Query
+reads it first (DynamoDB documents that it "reads the results in reverse order
+by sort key value"), so one Query gives the head and then every entry at or
+below it that committed before it, all from one partition. A poll or a small
+sync costs one Query, with no separate read of the head.
 """
 
 from __future__ import annotations
 
-HEAD_SK = "HEAD"
+# Above every change token (ULIDs use 0-9 and A-Z): the top of the log partition.
+HEAD_SK = "~HEAD"
 _ENTITY_PREFIX = "I#"
 _OUTCOME_PREFIX = "M#"
 # DynamoDB's TTL deletes items whose `exp` (epoch seconds) has passed.

@@ -30,7 +30,7 @@ from api.domain.errors import (
     Unavailable,
 )
 from api.domain.mutations import StoredOutcome
-from api.domain.records import Record
+from api.domain.records import LogTail, Record
 from api.domain.tokens import token_after, token_time
 from api.storage import keys
 from api.storage.models import HeadItem, OutcomeItem, RecordItem
@@ -58,8 +58,35 @@ class DynamoStore:
         )
 
     def head(self, tenant_id: str) -> str | None:
-        item = _get_raw(keys.tenant_pk(tenant_id), keys.HEAD_SK)
+        item = _get_raw(keys.log_pk(tenant_id), keys.HEAD_SK)
         return None if item is None else str(item["tok"]["S"])
+
+    def log_tail(self, tenant_id: str, after: str | None, count: int) -> LogTail:
+        """The head and up to `count` of the newest log entries above `after`: one
+        descending Query, which reads the head first (it sorts above every token)."""
+        with _translated():
+            page = RecordItem._get_connection().query(
+                keys.log_pk(tenant_id),
+                range_key_condition=None if after is None else RecordItem.sk > after,
+                scan_index_forward=False,
+                consistent_read=True,
+                limit=count + 1,
+            )
+        raw_items: list[dict[str, Any]] = page.get("Items", [])
+        if not raw_items or raw_items[0]["sk"]["S"] != keys.HEAD_SK:
+            return LogTail(head=None, records=[], complete=True)
+        head = str(raw_items[0]["tok"]["S"])
+        entries = raw_items[1:]
+        # Entries above the head committed after it was read: the next sync's.
+        records = [
+            _record_from_raw(tenant_id, raw) for raw in reversed(entries) if raw["sk"]["S"] <= head
+        ]
+        return LogTail(
+            head=head,
+            records=records,
+            complete="LastEvaluatedKey" not in page,
+            lowest=entries[-1]["sk"]["S"] if entries else None,
+        )
 
     def get(self, tenant_id: str, entity_id: str) -> Record | None:
         item = _get_raw(keys.tenant_pk(tenant_id), keys.entity_sk(entity_id))
@@ -107,7 +134,7 @@ class DynamoStore:
                 batch.save(_log_item(record))
         head = max(r.change_token for r in records)
         with _translated():
-            HeadItem(keys.tenant_pk(tenant_id), keys.HEAD_SK, token=head).save(
+            HeadItem(keys.log_pk(tenant_id), keys.HEAD_SK, token=head).save(
                 condition=HeadItem.token.does_not_exist() | (HeadItem.token < head)
             )
 
@@ -166,7 +193,7 @@ class DynamoStore:
     ) -> Iterator[TransactWrite]:
         """One TransactWriteItems: the caller's entity writes, the log entry, the head,
         and the mutation's outcome when it has a clientMutationID."""
-        head = HeadItem(keys.tenant_pk(record.tenant_id), keys.HEAD_SK)
+        head = HeadItem(keys.log_pk(record.tenant_id), keys.HEAD_SK)
         try:
             with (
                 _translated(),

@@ -37,19 +37,18 @@ class TenantState:
 
 
 def tenant_state(ddb: Any, table: str, tenant: str) -> TenantState:
-    head: str | None = None
     entities: dict[str, dict[str, Any]] = {}
     outcomes: dict[str, dict[str, Any]] = {}
     for item in _query_all(ddb, table, keys.tenant_pk(tenant)):
         sk = item["sk"]["S"]
-        if sk == keys.HEAD_SK:
-            head = item["tok"]["S"]
-        elif keys.is_outcome_sk(sk):
+        if keys.is_outcome_sk(sk):
             outcomes[sk[len(keys.outcome_sk("")) :]] = item
         else:
             assert keys.is_entity_sk(sk), sk
             entities[item["id"]["S"]] = item
     log = {item["sk"]["S"]: item for item in _query_all(ddb, table, keys.log_pk(tenant))}
+    head_item = log.pop(keys.HEAD_SK, None)
+    head = None if head_item is None else head_item["tok"]["S"]
     return TenantState(head=head, entities=entities, log=log, outcomes=outcomes)
 
 

@@ -5,7 +5,14 @@ from __future__ import annotations
 import pytest
 
 from api.domain.errors import BadUserInput
-from api.domain.tokens import check_token, is_token, next_token, token_after, token_time
+from api.domain.tokens import (
+    check_token,
+    is_token,
+    next_token,
+    token_after,
+    token_before,
+    token_time,
+)
 
 NOW_MS = 1_795_300_000_000
 
@@ -44,6 +51,13 @@ def test_a_clock_ahead_of_the_head_uses_the_clock() -> None:
     head = next_token(NOW_MS, None)
     token = next_token(NOW_MS + 5, head)
     assert int(token_time(token).timestamp() * 1000) == NOW_MS + 5
+
+
+def test_token_before_is_the_immediate_predecessor() -> None:
+    assert token_before("01M806P8YE0JNMW7TSMJ956FTF") == "01M806P8YE0JNMW7TSMJ956FTE"
+    assert token_before("01M806P8YE0JNMW7TSMJ956FV0") == "01M806P8YE0JNMW7TSMJ956FTZ"
+    token = "01M806P8YE0JNMW7TSMJ956FTE"
+    assert token_before(token_after(token)) == token == token_after(token_before(token))
 
 
 def test_token_after_is_the_immediate_successor() -> None:
