@@ -35,10 +35,12 @@ from api.ordering import TokenOrdering, wall_clock_ms
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
 MAX_PUSH = 100
-# The first read of a sync takes the head and this many of the newest changes in
-# one Query: a sync of that many changes or fewer is complete after it. Ten
-# people of ~300-400 bytes fit one read unit, what a separate head read cost.
-TAIL_ITEMS = 10
+# The first read of a sync takes the head and up to this many of the newest
+# changes in one Query. A sync of at most TAIL_ITEMS - 1 changes always ends
+# with that read: DynamoDB returns a LastEvaluatedKey whenever the Limit is
+# reached, even at the end of the range, so the Limit leaves room for one more.
+# Eleven people of ~300-370 bytes fit one read unit, what a separate head read cost.
+TAIL_ITEMS = 11
 # Outcomes of client mutation ids are kept at least this long (then DynamoDB TTL).
 OUTCOME_RETENTION_S = 8 * 24 * 3600
 

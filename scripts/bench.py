@@ -57,7 +57,9 @@ RESULTS = Path(__file__).resolve().parent / "bench-results"
 SECRET = "bench-secret-" + "x" * 40
 WCU_PRICE = 1.25  # $ per million write request units, on demand
 RCU_PRICE = 0.25  # $ per million read request units
-TENANTS = ["page"] + [f"w{i}" for i in range(8)] + ["small", "large", "bulk", "hot"]
+TENANTS = ["page"] + [f"w{i}" for i in range(8)] + ["small", "large", "bulk", "hot", "sweep"]
+# Incremental syncs of this many changes, for their read units against the minimum.
+SWEEP_CHANGES = (1, 5, 10, 11, 20, 40, 100, 300)
 CHANGES = (
     "query($t: ID!, $s: ID, $c: String, $l: Int) { changes(tenantID: $t, since: $s, cursor: $c,"
     " limit: $l) { items { __typename id changeToken createdAt updatedAt ... on Person {"
@@ -281,8 +283,9 @@ class Bench:
             self.small = self.seed("small", 1000)
             self.large_records = self.seed("large", self.large)
             self.bulk = self.seed("bulk", 10_000)
+            self.seed("sweep", 1000)
             print(
-                f"    {1000 + 1000 + self.large + 10_000} items in "
+                f"    {1000 + 1000 + self.large + 10_000 + 1000} items in "
                 f"{time.perf_counter() - started:.0f} s",
                 flush=True,
             )
@@ -538,6 +541,7 @@ class Bench:
                 "poll_units": self.capacity(CHANGES, {"t": tenant, "s": head}),
             }
         self.scale_rows = results
+        self.sweep_rows = [self.sync_units("sweep", k) for k in SWEEP_CHANGES]
         # A full bulk sync of 10,000 items, as a new device does.
         before = _peak_rss_kb(self.server_pid)
         started = time.perf_counter()
@@ -573,6 +577,33 @@ class Bench:
             "server_peak_rss_mb_after": _peak_rss_kb(self.server_pid) / 1024,
         }
         print(f"  bulk sync 10,000: {elapsed:.2f} s, {pages} pages", flush=True)
+
+    def sync_units(self, tenant: str, k: int) -> dict[str, Any]:
+        """Read units of a whole incremental sync of k changes, against the minimum: its
+        changed items' bytes in 4 KB units."""
+        since = self.touch(tenant, k)
+        units, pages, cursor = 0.0, 0, None
+        while True:
+            self.captured.clear()
+            variables = {"t": tenant, "s": None if cursor else since, "c": cursor}
+            cursor = self.post_local(CHANGES, variables)["changes"]["cursor"]
+            units += float(self.captured[-1]["capacityUnits"])
+            pages += 1
+            if cursor is None:
+                break
+        changed = self.ddb.query(
+            TableName="bench",
+            KeyConditionExpression="pk = :p AND sk BETWEEN :a AND :h",
+            ExpressionAttributeValues={
+                ":p": {"S": keys.log_pk(tenant)},
+                ":a": {"S": since},
+                ":h": {"S": keys.HEAD_SK},
+            },
+            ConsistentRead=True,
+        )["Items"]
+        size = sum(_size(i) for i in changed if i["sk"]["S"] not in (since, keys.HEAD_SK))
+        minimum = math.ceil(size / 4096)
+        return {"changes": k, "pages": pages, "read_units": units, "min_read_units": minimum}
 
     def contention(self, clients: list[httpx2.Client]) -> None:
         print("==> write throughput", flush=True)
@@ -670,6 +701,13 @@ class Bench:
         ):
             ratio = large[key] / small[key] if small[key] else float("nan")
             print(f"{label:<34}{small[key]:>10.2f}{large[key]:>10.2f}{ratio:>8.2f}")
+        print(f"{'incremental sync of k changes':<34}{'units':>10}{'minimum':>10}{'ratio':>8}")
+        for w in self.sweep_rows:
+            label = f"  k = {w['changes']} ({w['pages']} page{'s' if w['pages'] > 1 else ''})"
+            print(
+                f"{label:<34}{w['read_units']:>10g}{w['min_read_units']:>10}"
+                f"{w['read_units'] / w['min_read_units']:>8.2f}"
+            )
         b = self.bulk_row
         print(
             f"bulk sync of 10,000 items: {b['seconds']:.2f} s, {b['pages']} pages, "
@@ -689,6 +727,7 @@ class Bench:
             "mode": "fast" if self.fast else "full",
             "rows": self.rows,
             "scale": self.scale_rows,
+            "incremental_sync_units": self.sweep_rows,
             "bulk_sync": self.bulk_row,
             "write_throughput": self.contention_rows,
         }

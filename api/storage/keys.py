@@ -13,7 +13,7 @@ Access patterns:
 
     read one entity        GetItem entity (consistent)
     start a sync           Query pk=T#<tenant>#LOG, sk > since, descending,
-                           consistent, Limit 1 + 10: the head (the sync's upper
+                           consistent, Limit 1 + 11: the head (the sync's upper
                            bound) and the newest log entries, which are the whole
                            sync when it has at most 10 changes
     a page of `changes`    Query pk=T#<tenant>#LOG, after < sk <= upper, ascending,

@@ -47,3 +47,8 @@ def test_bench_fast_prints_and_saves_a_complete_table(tmp_path: Path) -> None:
     assert data["scale"]["large"]["size"] > data["scale"]["small"]["size"]
     assert data["bulk_sync"]["items"] == 10_000 and data["bulk_sync"]["pages"] >= 10
     assert set(data["write_throughput"]) == {"8 writers, 1 tenant", "8 writers, 8 tenants"}
+    sweep = data["incremental_sync_units"]
+    assert [w["changes"] for w in sweep] == [1, 5, 10, 11, 20, 40, 100, 300]
+    for w in sweep:
+        assert w["read_units"] >= w["min_read_units"] >= 1, w
+        assert w["pages"] == math.ceil(w["changes"] / 100), w
