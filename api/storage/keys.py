@@ -1,5 +1,9 @@
 """The key design of the single table. Persisted contract: never change a prefix.
 
+(Changed once, before the first release: the head moved from T#<tenant>/HEAD to
+the top of the log partition. A local data directory written before that has
+no head where it is now looked for; delete it and sync again.)
+
 Items (all in one table, `pk` hash key, `sk` range key, both strings):
 
     item      pk                 sk            attributes
