@@ -125,6 +125,10 @@ class SyncService:
             items, more = self._store.changes(tenant_id, position.after, position.upper, limit)
             return self._page(tenant_id, items, more, position.upper)
         after = None if since is None else check_token(since, "since")
+        return self._first_page(tenant_id, after, limit)
+
+    def _first_page(self, tenant_id: str, after: str | None, limit: int) -> Page:
+        """The first page of a sync: its upper bound is the head, read with the tail."""
         tail = self._store.log_tail(tenant_id, after, min(limit, TAIL_ITEMS))
         head = tail.head
         if head is None:
