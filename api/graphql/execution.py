@@ -94,28 +94,44 @@ class PlainRecordExecutionContext(StrawberryGraphQLCoreExecutionContext):
         if self.get_stream_usage(field_details_list, path) is not None:
             return None
         expected = get_nullable_type(item_type)
+        # Per Python class: its type name, field specs and sub-selection, found once.
+        plans: dict[type, tuple[str, Any, Any] | None] = {}
         completed = []
         for item in items:
-            name = self.plain_classes.get(type(item))
-            if name is None:
+            cls = type(item)
+            if cls not in plans:
+                plans[cls] = self._plain_plan(cls, expected, field_details_list)
+            plan = plans[cls]
+            if plan is None:
                 return None
-            runtime_type = self.schema.get_type(name)
-            if not isinstance(runtime_type, GraphQLObjectType):
-                return None
-            if runtime_type is not expected and not (
-                is_abstract_type(expected) and self.schema.is_sub_type(expected, runtime_type)
-            ):
-                return None
-            grouped_field_set, new_defer_usages, _ = self.collect_subfields(
-                runtime_type, field_details_list
-            )
-            if new_defer_usages:
-                return None
-            result = _complete_plain(self.plain_fields[name], name, item, grouped_field_set)
+            name, fields, grouped_field_set = plan
+            result = _complete_plain(fields, name, item, grouped_field_set)
             if result is None:
                 return None
             completed.append(result)
         return completed
+
+    def _plain_plan(
+        self, cls: type, expected: Any, field_details_list: Any
+    ) -> tuple[str, Any, Any] | None:
+        """How to complete items of `cls` in this list, or None if it is not a plain
+        record type valid here (or its selection defers)."""
+        name = self.plain_classes.get(cls)
+        if name is None:
+            return None
+        runtime_type = self.schema.get_type(name)
+        if not isinstance(runtime_type, GraphQLObjectType):
+            return None
+        if runtime_type is not expected and not (
+            is_abstract_type(expected) and self.schema.is_sub_type(expected, runtime_type)
+        ):
+            return None
+        grouped_field_set, new_defer_usages, _ = self.collect_subfields(
+            runtime_type, field_details_list
+        )
+        if new_defer_usages:
+            return None
+        return name, self.plain_fields[name], grouped_field_set
 
     def execute_fields(
         self,
