@@ -547,7 +547,6 @@ class Bench:
         started = time.perf_counter()
         pages = 0
         cursor = None
-        units = 0.0
         while True:
             variables = {"t": "bulk", "l": 1000, "c": cursor}
             data = self.post(client, CHANGES, variables)["changes"]
@@ -556,15 +555,8 @@ class Bench:
             if cursor is None:
                 break
         elapsed = time.perf_counter() - started
-        cursor = None
-        while True:  # the same sync in process, for the capacity of each page
-            self.captured.clear()
-            cursor = self.post_local(CHANGES, {"t": "bulk", "l": 1000, "c": cursor})["changes"][
-                "cursor"
-            ]
-            units += float(self.captured[-1]["capacityUnits"])
-            if cursor is None:
-                break
+        # The same sync in process, for the capacity of each page.
+        units, _ = self.sync_in_process({"t": "bulk", "l": 1000})
         self.bulk_row = {
             "items": 10_000,
             "pages": pages,
@@ -578,19 +570,24 @@ class Bench:
         }
         print(f"  bulk sync 10,000: {elapsed:.2f} s, {pages} pages", flush=True)
 
+    def sync_in_process(self, variables: dict[str, Any]) -> tuple[float, int]:
+        """Read units and pages of one whole sync through the in-process app, following
+        cursors from the first page's `variables`."""
+        units, pages, cursor = 0.0, 0, None
+        while True:
+            self.captured.clear()
+            page_vars = variables if cursor is None else {**variables, "s": None, "c": cursor}
+            cursor = self.post_local(CHANGES, page_vars)["changes"]["cursor"]
+            units += float(self.captured[-1]["capacityUnits"])
+            pages += 1
+            if cursor is None:
+                return units, pages
+
     def sync_units(self, tenant: str, k: int) -> dict[str, Any]:
         """Read units of a whole incremental sync of k changes, against the minimum: its
         changed items' bytes in 4 KB units."""
         since = self.touch(tenant, k)
-        units, pages, cursor = 0.0, 0, None
-        while True:
-            self.captured.clear()
-            variables = {"t": tenant, "s": None if cursor else since, "c": cursor}
-            cursor = self.post_local(CHANGES, variables)["changes"]["cursor"]
-            units += float(self.captured[-1]["capacityUnits"])
-            pages += 1
-            if cursor is None:
-                break
+        units, pages = self.sync_in_process({"t": tenant, "s": since})
         changed = self.ddb.query(
             TableName="bench",
             KeyConditionExpression="pk = :p AND sk BETWEEN :a AND :h",
