@@ -22,6 +22,7 @@ from api.settings import Settings
 from api.storage import models
 from api.storage.table import ensure_table
 from tests.support.gql import TEST_AUTH_SECRET, GraphQLClient
+from tests.support.torn import TornEngine
 
 
 @pytest.fixture(scope="session")
@@ -88,3 +89,12 @@ def inject(settings: Settings) -> Iterator[Callable[[str, Callable[..., Any]], N
     yield register
     for event, handler in registered:
         events.unregister(event, handler)
+
+
+@pytest.fixture(scope="session")
+def torn(engine: LocalEngine) -> Iterator[TornEngine]:
+    """The torn-commit engine (tests/support/torn.py) in front of the session's DynamoDB
+    Local: transactions applied item by item, with pauses and rare long stalls."""
+    seed = int(os.environ.get("TORN_SEED", "1"))
+    with TornEngine(engine.endpoint, seed=seed) as running:
+        yield running

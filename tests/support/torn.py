@@ -1,0 +1,389 @@
+"""A torn-commit DynamoDB for tests: a proxy in front of DynamoDB Local.
+
+DynamoDB Local runs each transaction alone and atomically. Amazon DynamoDB does
+not (see docs/ordering.md): a `TransactWriteItems` first prepares every item
+(checks its condition and marks it as part of an ongoing transaction), then
+commits each item on its own storage node, so a Query running meanwhile can see
+some items in their new state and others in their old one, and a stalled
+transaction stays half applied until DynamoDB's recovery finishes it.
+
+This proxy forwards every request unchanged except these:
+
+- `TransactWriteItems`, run the way the transactions paper (Idziorek et al.,
+  USENIX ATC 2023) describes:
+  1. prepare: if any of its items is marked by a transaction still committing,
+     the transaction is cancelled with `TransactionConflict` at that position;
+     otherwise all its items are marked;
+  2. all conditions are checked atomically, by DynamoDB Local running the same
+     transaction with every action turned into a `ConditionCheck` (cancellation
+     reasons come back unchanged, in position);
+  3. commit: each item is applied as a separate single-item write, in random
+     order, after a random pause and, rarely, a long stall; each item's mark is
+     released as soon as its own write is applied. Reads pass straight through
+     and see the transaction half applied. The response comes after the last item.
+- `PutItem`, `UpdateItem`, `DeleteItem` on a marked item: `TransactionConflictException`.
+
+`BatchWriteItem` and every read pass through unchanged. Randomness is seeded.
+Tests can also hold chosen items of the next transactions (`hold`) to force an
+interleaving: held items are applied last, once the test releases them.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import urllib3
+
+_TARGET_PREFIX = "DynamoDB_20120810."
+_PLAIN_WRITES = {"PutItem", "UpdateItem", "DeleteItem"}
+_PLACEHOLDER = re.compile(r"[#:][A-Za-z0-9_]+")
+_FORWARDED_HEADERS = ("Content-Type", "X-Amz-Target", "Authorization", "X-Amz-Date")
+
+Key = tuple[str, str]  # (table, canonical JSON of the item's key)
+
+
+@dataclass(eq=False)
+class Action:
+    """One action of a transaction: its kind (Put, Update, Delete, ConditionCheck)."""
+
+    kind: str
+    body: dict[str, Any]
+    key: Key
+    key_attributes: dict[str, Any]
+
+
+@dataclass
+class Hold:
+    """Items matching `match` are applied only after `release()`."""
+
+    match: Callable[[Action], bool]
+    released: threading.Event = field(default_factory=threading.Event)
+    reached: threading.Event = field(default_factory=threading.Event)
+    times: int = 1
+
+    def release(self) -> None:
+        self.released.set()
+
+
+@dataclass
+class TornStats:
+    transactions: int = 0
+    committed: int = 0
+    conflicts: int = 0  # cancelled at prepare: an item was part of an ongoing transaction
+    condition_failures: int = 0
+    plain_write_conflicts: int = 0
+    stalls: int = 0
+
+
+class TornEngine:
+    """The proxy; use as a context manager. `endpoint` replaces DynamoDB Local's."""
+
+    def __init__(
+        self,
+        upstream: str,
+        seed: int = 0,
+        max_pause_ms: float = 3.0,
+        stall_rate: float = 0.002,
+        stall_seconds: tuple[float, float] = (0.5, 2.0),
+    ) -> None:
+        self.upstream = upstream.rstrip("/")
+        self.max_pause_ms = max_pause_ms
+        self.stall_rate = stall_rate
+        self.stall_seconds = stall_seconds
+        self.stats = TornStats()
+        self._rng = random.Random(seed)
+        self._rng_lock = threading.Lock()
+        self._marks: dict[Key, int] = {}
+        self._marks_lock = threading.Lock()
+        self._next_tx = 0
+        self._holds: list[Hold] = []
+        self._key_schemas: dict[str, list[str]] = {}
+        self._http = urllib3.PoolManager(maxsize=64, retries=False)
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # --- lifecycle -----------------------------------------------------------
+
+    @property
+    def endpoint(self) -> str:
+        assert self._server is not None, "start() the engine first"
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def start(self) -> None:
+        engine = self
+
+        class Handler(_Handler):
+            torn = engine
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+    def __enter__(self) -> TornEngine:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @contextmanager
+    def hold(self, match: Callable[[Action], bool], times: int = 1) -> Iterator[Hold]:
+        """Hold the matching item of the next `times` transactions until released."""
+        hold = Hold(match, times=times)
+        with self._marks_lock:
+            self._holds.append(hold)
+        try:
+            yield hold
+        finally:
+            hold.release()
+            with self._marks_lock:
+                if hold in self._holds:
+                    self._holds.remove(hold)
+
+    # --- requests ------------------------------------------------------------
+
+    def handle(self, target: str, headers: dict[str, str], body: bytes) -> tuple[int, bytes]:
+        operation = target.removeprefix(_TARGET_PREFIX)
+        if operation == "TransactWriteItems":
+            return self._transact_write(headers, json.loads(body))
+        if operation in _PLAIN_WRITES:
+            request = json.loads(body)
+            item = request.get("Key") or request.get("Item")
+            key = self._key_of(request["TableName"], item, headers)
+            with self._marks_lock:
+                if key in self._marks:
+                    self.stats.plain_write_conflicts += 1
+                    return _error(
+                        "TransactionConflictException",
+                        "Transaction is ongoing for the item",
+                    )
+        return self._forward(target, headers, body)
+
+    def _forward(self, target: str, headers: dict[str, str], body: bytes) -> tuple[int, bytes]:
+        sent = {name: headers[name] for name in _FORWARDED_HEADERS if name in headers}
+        sent["X-Amz-Target"] = target
+        response = self._http.request("POST", self.upstream + "/", body=body, headers=sent)
+        return response.status, response.data
+
+    def _call(self, headers: dict[str, str], operation: str, request: dict[str, Any]) -> Any:
+        status, data = self._forward(
+            _TARGET_PREFIX + operation, headers, json.dumps(request).encode()
+        )
+        if status != 200:
+            raise RuntimeError(f"torn engine: {operation} failed upstream: {data[:300]!r}")
+        return json.loads(data)
+
+    def _transact_write(self, headers: dict[str, str], request: dict[str, Any]) -> tuple[int, bytes]:
+        actions = [self._action(entry, headers) for entry in request["TransactItems"]]
+        with self._marks_lock:
+            self.stats.transactions += 1
+            busy = [action.key in self._marks for action in actions]
+            if any(busy):
+                self.stats.conflicts += 1
+                return _cancelled(busy)
+            self._next_tx += 1
+            tx = self._next_tx
+            for action in actions:
+                self._marks[action.key] = tx
+        try:
+            status, data = self._forward(
+                _TARGET_PREFIX + "TransactWriteItems",
+                headers,
+                json.dumps({"TransactItems": [_as_check(a) for a in actions]}).encode(),
+            )
+        except BaseException:
+            self._unmark(actions, tx)
+            raise
+        if status != 200:
+            self._unmark(actions, tx)
+            self.stats.condition_failures += 1
+            return status, data
+        units = self._commit(headers, actions, tx)
+        self.stats.committed += 1
+        response: dict[str, Any] = {}
+        if request.get("ReturnConsumedCapacity") in ("TOTAL", "INDEXES"):
+            response["ConsumedCapacity"] = [
+                {"TableName": table, "CapacityUnits": total} for table, total in units.items()
+            ]
+        return 200, json.dumps(response).encode()
+
+    def _commit(self, headers: dict[str, str], actions: list[Action], tx: int) -> dict[str, float]:
+        with self._rng_lock:
+            order = self._rng.sample(actions, len(actions))
+            pauses = [self._rng.uniform(0, self.max_pause_ms) / 1000 for _ in order]
+            stalls = [
+                self._rng.uniform(*self.stall_seconds) if self._rng.random() < self.stall_rate else 0
+                for _ in order
+            ]
+        held = self._claim_holds(actions)
+        order = [a for a in order if a not in held] + [a for a in order if a in held]
+        units: dict[str, float] = {}
+        for action, pause, stall in zip(order, pauses, stalls, strict=True):
+            if action in held:
+                hold = held[action]
+                hold.reached.set()
+                hold.released.wait()
+            time.sleep(pause)
+            if stall:
+                self.stats.stalls += 1
+                time.sleep(stall)
+            consumed = self._apply(headers, action)
+            table = action.key[0]
+            units[table] = units.get(table, 0.0) + 2 * consumed  # transactional: 2x
+            with self._marks_lock:
+                if self._marks.get(action.key) == tx:
+                    del self._marks[action.key]
+        return units
+
+    def _apply(self, headers: dict[str, str], action: Action) -> float:
+        body, table = action.body, action.key[0]
+        common = {"TableName": table, "ReturnConsumedCapacity": "TOTAL"}
+        if action.kind == "ConditionCheck":
+            return 0.0
+        if action.kind == "Put":
+            result = self._call(headers, "PutItem", {**common, "Item": body["Item"]})
+        elif action.kind == "Delete":
+            result = self._call(headers, "DeleteItem", {**common, "Key": body["Key"]})
+        else:
+            expression = body["UpdateExpression"]
+            update = {**common, "Key": body["Key"], "UpdateExpression": expression}
+            update.update(_placeholders(body, expression))
+            result = self._call(headers, "UpdateItem", update)
+        return float(result.get("ConsumedCapacity", {}).get("CapacityUnits", 0.0))
+
+    def _claim_holds(self, actions: list[Action]) -> dict[Action, Hold]:
+        held: dict[Action, Hold] = {}
+        with self._marks_lock:
+            for hold in list(self._holds):
+                for action in actions:
+                    if hold.times > 0 and hold.match(action) and action not in held:
+                        held[action] = hold
+                        hold.times -= 1
+        return held
+
+    def _unmark(self, actions: list[Action], tx: int) -> None:
+        with self._marks_lock:
+            for action in actions:
+                if self._marks.get(action.key) == tx:
+                    del self._marks[action.key]
+
+    def _action(self, entry: dict[str, Any], headers: dict[str, str]) -> Action:
+        ((kind, body),) = entry.items()
+        table = body["TableName"]
+        item = body.get("Key") or body["Item"]
+        names = self._key_names(table, headers)
+        return Action(
+            kind, body, self._key_of(table, item, headers), {n: item[n] for n in names}
+        )
+
+    def _key_names(self, table: str, headers: dict[str, str] | None) -> list[str]:
+        names = self._key_schemas.get(table)
+        if names is None:
+            described = self._call(headers or {}, "DescribeTable", {"TableName": table})
+            names = [k["AttributeName"] for k in described["Table"]["KeySchema"]]
+            self._key_schemas[table] = names
+        return names
+
+    def _key_of(
+        self, table: str, item: dict[str, Any], headers: dict[str, str] | None = None
+    ) -> Key:
+        names = self._key_names(table, headers)
+        return table, json.dumps([item[name] for name in names], sort_keys=True)
+
+
+def _as_check(action: Action) -> dict[str, Any]:
+    """The action as a ConditionCheck with the same condition (a tautology if none)."""
+    body, key = action.body, action.key_attributes
+    check: dict[str, Any] = {"TableName": action.key[0], "Key": key}
+    condition = body.get("ConditionExpression")
+    if condition is None:
+        name = next(iter(key))
+        check["ConditionExpression"] = "attribute_exists(#k) OR attribute_not_exists(#k)"
+        check["ExpressionAttributeNames"] = {"#k": name}
+    else:
+        check["ConditionExpression"] = condition
+        check.update(_placeholders(body, condition))
+        if "ReturnValuesOnConditionCheckFailure" in body:
+            check["ReturnValuesOnConditionCheckFailure"] = body[
+                "ReturnValuesOnConditionCheckFailure"
+            ]
+    return {"ConditionCheck": check}
+
+
+def _placeholders(body: dict[str, Any], expression: str) -> dict[str, Any]:
+    """The expression attribute names and values that `expression` uses (DynamoDB
+    rejects unused ones)."""
+    used = set(_PLACEHOLDER.findall(expression))
+    out: dict[str, Any] = {}
+    names = {k: v for k, v in body.get("ExpressionAttributeNames", {}).items() if k in used}
+    values = {k: v for k, v in body.get("ExpressionAttributeValues", {}).items() if k in used}
+    if names:
+        out["ExpressionAttributeNames"] = names
+    if values:
+        out["ExpressionAttributeValues"] = values
+    return out
+
+
+def _error(code: str, message: str, **extra: Any) -> tuple[int, bytes]:
+    body = {"__type": f"com.amazonaws.dynamodb.v20120810#{code}", "message": message, **extra}
+    return 400, json.dumps(body).encode()
+
+
+def _cancelled(busy: list[bool]) -> tuple[int, bytes]:
+    reasons = [
+        {"Code": "TransactionConflict", "Message": "Transaction is ongoing for the item"}
+        if b
+        else {"Code": "None"}
+        for b in busy
+    ]
+    codes = ", ".join(r["Code"] for r in reasons)
+    return _error(
+        "TransactionCanceledException",
+        f"Transaction cancelled, please refer cancellation reasons for specific reasons [{codes}]",
+        CancellationReasons=reasons,
+    )
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    torn: TornEngine
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+        length = int(self.headers.get("Content-Length", 0))
+        body = self.rfile.read(length)
+        headers = {name: value for name, value in self.headers.items()}
+        target = self.headers.get("X-Amz-Target", "")
+        try:
+            status, data = self.torn.handle(target, headers, body)
+        except Exception as exc:  # surfaced to the client as a 500, like a broken engine
+            status, data = 500, json.dumps({"message": f"torn engine: {exc}"}).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/x-amz-json-1.0")
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("x-amzn-RequestId", "torn")
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self) -> None:  # noqa: N802 - DynamoDB answers a bare GET with 400
+        self.send_response(400)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+        pass
