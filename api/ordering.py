@@ -1,8 +1,11 @@
 """Getting a write's token accepted: proposals, lost races, retries.
 
-The store accepts a write only if its token is above the tenant's head (see
-`api.storage.keys`); this module proposes tokens and retries the writes that
-lose a race. Clocks only propose; the store decides.
+A write commits only as the next link of its tenant's chain: the store checks
+that the head still holds the token the write expects, and that the log entry
+at that token exists (see `api.storage.keys` and docs/ordering.md). This module
+knows each tenant's head (from its own writes and its lost races, or by reading
+it once), proposes a token past it, and retries writes that lose a race. Clocks
+only propose; the store decides.
 """
 
 from __future__ import annotations
@@ -18,16 +21,21 @@ from tenacity import (
     RetryCallState,
     Retrying,
     retry_if_exception_type,
-    stop_after_attempt,
+    stop_after_delay,
     wait_random_exponential,
 )
 
 from api.domain.errors import StaleHead, TransactionConflict, Unavailable, WriteContention
 from api.domain.tokens import next_token, token_ms
 
-# A stale head costs one retry with a later token; a busy store costs a short,
-# jittered wait. Past this many attempts the client is told to retry later.
-MAX_WRITE_ATTEMPTS = 10
+# A write keeps retrying lost races for this long, then the client is told to
+# retry later. Seconds, not attempts: a transaction DynamoDB is still committing
+# blocks the tenant's next write until its recovery finishes it, which has no
+# documented bound; the torn engine's stalls last up to 2 s.
+WRITE_BUDGET_S = 8.0
+# A writer waits at most this long for its process's turn on a tenant, then
+# races anyway: the store orders writes, the turn only saves wasted transactions.
+TURN_WAIT_S = 0.2
 # A write that lost a race proposes its next token up to RETRY_LEAD_MS ahead of
 # the head it lost to, doubling with each loss (capped).
 RETRY_LEAD_MS = 10
@@ -36,8 +44,11 @@ MAX_RETRY_LEAD_MS = 1000
 SKEW_THRESHOLD_MS = 1000
 MAX_SKEW_MS = 10 * 60 * 1000
 _T = TypeVar("_T")
-_conflict_wait = wait_random_exponential(multiplier=0.01, max=0.25)
+# A transaction conflict means another write of the tenant is still committing:
+# wait (5 ms doubling, jittered, at most 200 ms) rather than hammer its items.
+_conflict_wait = wait_random_exponential(multiplier=0.005, max=0.2)
 _stale_head_wait = wait_random_exponential(multiplier=0.002, max=0.05)
+_UNKNOWN = object()
 
 
 def wall_clock_ms() -> int:
@@ -45,16 +56,16 @@ def wall_clock_ms() -> int:
 
 
 def _contention_wait(state: RetryCallState) -> float:
-    # A stale head is retried at once with a later token, and with a little
-    # jitter once it keeps losing, so that busy writers stop colliding; a
-    # transaction conflict (another writer on the same item) waits longer.
+    # A stale head is retried at once with the head it lost to (the loser now
+    # knows it exactly), with a little jitter once it keeps losing, so that busy
+    # writers stop colliding.
     outcome = state.outcome
     if outcome is not None and isinstance(outcome.exception(), TransactionConflict):
         return float(_conflict_wait(state))
     return float(_stale_head_wait(state)) if state.attempt_number > 2 else 0.0
 
 
-class _TenantLocks:
+class _TenantTurns:
     """One lock per tenant, forgotten when no writer holds or waits for it."""
 
     def __init__(self) -> None:
@@ -62,14 +73,17 @@ class _TenantLocks:
         self._locks: dict[str, tuple[threading.Lock, int]] = {}
 
     @contextmanager
-    def hold(self, tenant_id: str) -> Iterator[None]:
+    def take(self, tenant_id: str, timeout: float) -> Iterator[None]:
+        """The tenant's turn, or after `timeout` seconds none (the caller goes anyway)."""
         with self._guard:
             lock, users = self._locks.get(tenant_id, (threading.Lock(), 0))
             self._locks[tenant_id] = (lock, users + 1)
+        acquired = lock.acquire(timeout=timeout)
         try:
-            with lock:
-                yield
+            yield
         finally:
+            if acquired:
+                lock.release()
             with self._guard:
                 lock, users = self._locks[tenant_id]
                 if users == 1:
@@ -79,48 +93,64 @@ class _TenantLocks:
 
 
 class TokenOrdering:
-    def __init__(self, clock_ms: Callable[[], int] = wall_clock_ms) -> None:
+    def __init__(
+        self,
+        read_head: Callable[[str], str | None],
+        clock_ms: Callable[[], int] = wall_clock_ms,
+    ) -> None:
+        self._read_head = read_head
         self._clock_ms = clock_ms
-        # Latest head seen per tenant, so a token can be proposed without a read.
-        # Only a hint: the store's condition on the head is what orders writes.
-        self._heads: dict[str, str] = {}
+        # The head last seen per tenant (None: the tenant has none). A hint: when it
+        # is stale the store refuses the write and says what the head is.
+        self._heads: dict[str, str | None] = {}
         self._skew_ms = 0
-        # Writers of one tenant in this process take turns: the store orders them
-        # anyway, and a write that is bound to lose a race still costs capacity.
-        self._tenant_locks = _TenantLocks()
+        # Writers of one tenant in this process take turns: a write bound to lose
+        # a race still costs a transaction.
+        self._turns = _TenantTurns()
 
     def write(
         self,
         tenant_id: str,
         floor: str | None,
-        attempt: Callable[[str], _T],
+        attempt: Callable[[str, str | None], _T],
         token_of: Callable[[_T], str],
     ) -> _T:
-        """Run `attempt(token)` until the store accepts its token, retrying lost races.
+        """Run `attempt(token, head)` until the store accepts `token` as the link
+        after `head`, retrying lost races for up to WRITE_BUDGET_S.
 
         `floor` is a token known to exist (the one an update is based on): the new
         token must exceed it.
         """
         retrying = Retrying(
             retry=retry_if_exception_type(WriteContention),
-            stop=stop_after_attempt(MAX_WRITE_ATTEMPTS),
+            stop=stop_after_delay(WRITE_BUDGET_S),
             wait=_contention_wait,
             before_sleep=lambda state: self._learn_from_loss(tenant_id, state),
             reraise=True,
         )
         try:
-            with self._tenant_locks.hold(tenant_id):
-                for try_ in retrying:
-                    with try_:
-                        number = try_.retry_state.attempt_number
-                        result = attempt(self._propose(tenant_id, floor, number))
+            for try_ in retrying:
+                with try_, self._turns.take(tenant_id, TURN_WAIT_S):
+                    head = self._head(tenant_id)
+                    number = try_.retry_state.attempt_number
+                    result = attempt(self._propose(head, floor, number), head)
         except WriteContention as exc:
             raise Unavailable("too many concurrent writes to this tenant; retry") from exc
         self._remember_head(tenant_id, token_of(result))
         return result
 
-    def _propose(self, tenant_id: str, floor: str | None, attempt_number: int) -> str:
-        """A token past the last head seen here and past `floor`.
+    def _head(self, tenant_id: str) -> str | None:
+        head = self._heads.get(tenant_id, _UNKNOWN)
+        if head is _UNKNOWN:
+            # A cold process reads the head once (1 read unit) rather than lose a
+            # transaction to learn it (a cancelled transaction is paid for too).
+            head = self._read_head(tenant_id)
+            self._remember_head(tenant_id, head)
+        assert head is None or isinstance(head, str)
+        return head
+
+    def _propose(self, head: str | None, floor: str | None, attempt_number: int) -> str:
+        """A token past the head and past `floor`.
 
         Bumping past the floor matters: another server may have bumped past the
         same stale head to exactly that entity's current token, and a write reusing
@@ -129,7 +159,7 @@ class TokenOrdering:
         their clocks meanwhile; otherwise a server whose clock is behind, which can
         only propose "last head + 1", would lose every race to them.
         """
-        after = max(filter(None, (self._heads.get(tenant_id), floor)), default=None)
+        after = max(filter(None, (head, floor)), default=None)
         now = self._clock_ms() + self._skew_ms
         if after is not None and attempt_number > 1:
             reach = min(RETRY_LEAD_MS * 2 ** (attempt_number - 2), MAX_RETRY_LEAD_MS)
@@ -140,15 +170,17 @@ class TokenOrdering:
         exc = state.outcome.exception() if state.outcome else None
         if not isinstance(exc, StaleHead):
             return
-        # A clock far behind the tenant's head is wrong; follow the head's time.
-        # Small gaps are left alone: they are in-flight writes, not a bad clock.
-        behind_ms = token_ms(exc.head) - (self._clock_ms() + self._skew_ms)
-        if behind_ms > SKEW_THRESHOLD_MS:
-            self._skew_ms = min(self._skew_ms + behind_ms, MAX_SKEW_MS)
-        self._remember_head(tenant_id, exc.head)
+        if exc.head is not None:
+            # A clock far behind the tenant's head is wrong; follow the head's time.
+            # Small gaps are left alone: they are in-flight writes, not a bad clock.
+            behind_ms = token_ms(exc.head) - (self._clock_ms() + self._skew_ms)
+            if behind_ms > SKEW_THRESHOLD_MS:
+                self._skew_ms = min(self._skew_ms + behind_ms, MAX_SKEW_MS)
+        self._heads[tenant_id] = exc.head  # exactly what the store holds
 
-    def _remember_head(self, tenant_id: str, head: str) -> None:
+    def _remember_head(self, tenant_id: str, head: str | None) -> None:
         if len(self._heads) > 10_000:
             self._heads.clear()
-        if head > self._heads.get(tenant_id, ""):
+        known = self._heads.get(tenant_id)
+        if tenant_id not in self._heads or (head is not None and (known or "") < head):
             self._heads[tenant_id] = head

@@ -35,10 +35,10 @@ from api.ordering import TokenOrdering, wall_clock_ms
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
 MAX_PUSH = 100
-# The first read of a sync takes the head and up to this many of the newest
-# changes in one Query. A sync of at most TAIL_ITEMS - 1 changes always ends
-# with that read: DynamoDB returns a LastEvaluatedKey whenever the Limit is
-# reached, even at the end of the range, so the Limit leaves room for one more.
+# The first read of a sync takes the head and up to this many of the newest log
+# entries in one Query. A sync of at most TAIL_ITEMS - 1 changes ends with that
+# read when its entries are linked (`api.domain.chain`): the Limit leaves room
+# for one entry above the head, of a write whose head is not yet applied.
 # Eleven people of ~300-370 bytes fit one read unit, what a separate head read cost.
 TAIL_ITEMS = 11
 # Outcomes of client mutation ids are kept at least this long (then DynamoDB TTL).
@@ -46,14 +46,21 @@ OUTCOME_RETENTION_S = 8 * 24 * 3600
 
 
 class Store(Protocol):
+    def head(self, tenant_id: str) -> str | None: ...
     def log_tail(self, tenant_id: str, after: str | None, count: int) -> LogTail: ...
     def get(self, tenant_id: str, entity_id: str) -> Record | None: ...
     def changes(
         self, tenant_id: str, after: str | None, upper: str, limit: int
     ) -> tuple[list[Record], bool]: ...
-    def create(self, record: Record, outcome: StoredOutcome | None = None) -> None: ...
+    def create(
+        self, record: Record, head: str | None, outcome: StoredOutcome | None = None
+    ) -> None: ...
     def replace(
-        self, record: Record, expected_token: str, outcome: StoredOutcome | None = None
+        self,
+        record: Record,
+        expected_token: str,
+        head: str | None,
+        outcome: StoredOutcome | None = None,
     ) -> None: ...
     def get_outcome(self, tenant_id: str, client_mutation_id: str) -> StoredOutcome | None: ...
     def put_outcome(self, tenant_id: str, outcome: StoredOutcome) -> None: ...
@@ -96,7 +103,7 @@ class SyncService:
     ) -> None:
         self._store = store
         self._cursors = cursors
-        self._ordering = TokenOrdering(clock_ms)
+        self._ordering = TokenOrdering(store.head, clock_ms)
 
     # --- reads -------------------------------------------------------------
 
@@ -128,30 +135,34 @@ class SyncService:
         return self._first_page(tenant_id, after, limit)
 
     def _first_page(self, tenant_id: str, after: str | None, limit: int) -> Page:
-        """The first page of a sync: its upper bound is the head, read with the tail."""
+        """The first page of a sync: one read of the head and the newest entries gives
+        the sync's upper bound, and often every change below it (`api.domain.chain`)."""
         tail = self._store.log_tail(tenant_id, after, min(limit, TAIL_ITEMS))
-        head = tail.head
-        if head is None:
+        if tail.head is None:
             if after is not None:
                 raise BadUserInput("since is not a change token of this tenant")
+            # No write has made the head yet (or the first is still being applied).
             return Page(items=[], cursor=None, change_token=None)
-        if after is not None and after > head:
+        if after is not None and after > tail.head:
             raise BadUserInput(
                 "since is newer than every change of this tenant; sync again with since: null"
             )
+        bound = tail.bound
+        if bound is None or (after is not None and bound <= after):
+            # Nothing past `after` is provably complete yet (a write is still being
+            # applied): the device keeps its token and gets the change next time.
+            return Page(items=[], cursor=None, change_token=after)
         if tail.complete:
-            return Page(items=tail.records, cursor=None, change_token=head)
-        # More changes than the tail: page up from `after`, to just below the tail.
-        upper = head if tail.lowest is None else min(head, token_before(tail.lowest))
-        if after is not None and upper <= after:
-            return Page(items=tail.records, cursor=None, change_token=head)
+            return Page(items=tail.records, cursor=None, change_token=bound)
+        # Below the linked entries, page up from `after`, then append them.
+        upper = bound if tail.lowest is None else token_before(tail.lowest)
         items, more = self._store.changes(tenant_id, after, upper, limit)
         if not more:
-            # Those and the tail are all of (after, head], in order.
+            # Those and the linked entries are all of (after, bound], in order.
             items += tail.records
             more = len(items) > limit
             items = items[:limit]
-        return self._page(tenant_id, items, more, head)
+        return self._page(tenant_id, items, more, bound)
 
     def _page(self, tenant_id: str, items: list[Record], more: bool, upper: str) -> Page:
         """A page of `items`; with `more`, its cursor continues above the last up to `upper`."""
@@ -261,10 +272,10 @@ class SyncService:
             check_size(fields)
             new_id = mutation.entity_id or new_entity_id()
 
-            def create(token: str) -> Record:
+            def create(token: str, head: str | None) -> Record:
                 at = token_time(token)
                 record = Record(item_type, tenant_id, new_id, token, at, at, fields=fields)
-                self._store.create(record, outcome(record))
+                self._store.create(record, head, outcome(record))
                 return record
 
             return self._ordering.write(tenant_id, None, create, _token_of)
@@ -278,20 +289,20 @@ class SyncService:
             fields = apply_changes(current.fields, changes)
             check_size(fields)
 
-            def update(token: str) -> Record:
+            def update(token: str, head: str | None) -> Record:
                 record = replace(
                     current, change_token=token, updated_at=token_time(token), fields=fields
                 )
-                self._store.replace(record, expected, outcome(record))
+                self._store.replace(record, expected, head, outcome(record))
                 return record
 
             return self._ordering.write(tenant_id, expected, update, _token_of)
 
-        def delete(token: str) -> Record:
+        def delete(token: str, head: str | None) -> Record:
             at = token_time(token)
             record = Record(item_type, tenant_id, entity_id, token, at, at, deleted=True)
             # The store checks the expected token and the type in the transaction itself.
-            self._store.replace(record, expected, outcome(record))
+            self._store.replace(record, expected, head, outcome(record))
             return record
 
         return self._ordering.write(tenant_id, expected, delete, _token_of)

@@ -76,9 +76,10 @@ class WriteContention(Exception):
 
 
 class StaleHead(WriteContention):
-    """The tenant's head moved past the proposed token; retry with a later token."""
+    """The tenant's head is not the one the write expected; retry after the real one
+    (None: the tenant has no head yet)."""
 
-    def __init__(self, head: str) -> None:
+    def __init__(self, head: str | None) -> None:
         super().__init__(f"head is at {head}")
         self.head = head
 

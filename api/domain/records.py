@@ -30,14 +30,20 @@ class Record:
 
 @dataclass(frozen=True)
 class LogTail:
-    """The newest end of a tenant's change log, read together with its head.
+    """The newest end of a tenant's change log, read together with its head, and
+    what that read proves (`api.domain.chain`).
 
     `records` are ascending, above the `after` that was asked for and at most
-    `head`. When `complete`, they are every record in (after, head]; otherwise the
-    rest lies below `lowest`, the lowest token the read reached.
+    `bound`, and linked: no change lies between two of them. When `complete`, they
+    are every change in (after, bound]; otherwise the rest lies below `lowest`
+    (the first of them), or below `bound` when there are none.
     """
 
-    head: str | None  # None: the tenant has no change yet
+    head: str | None  # the head's token; None: the read met no head
+    bound: str | None  # how far a sync may go; None: no change is provably complete
     records: list[Record]
     complete: bool
-    lowest: str | None = None
+
+    @property
+    def lowest(self) -> str | None:
+        return self.records[0].change_token if self.records else None

@@ -30,7 +30,7 @@ class _TableMeta:
 
 
 class HeadItem(Model):
-    """Per tenant: the latest change token. Every write moves it forward."""
+    """Per tenant: the latest change token and the one before it (the chain's end)."""
 
     class Meta(_TableMeta):
         pass
@@ -38,6 +38,7 @@ class HeadItem(Model):
     pk = UnicodeAttribute(hash_key=True)
     sk = UnicodeAttribute(range_key=True)
     token = UnicodeAttribute(attr_name="tok")
+    prev = UnicodeAttribute(attr_name="pv", null=True)  # absent after a tenant's first write
 
 
 class RecordItem(Model):
@@ -54,6 +55,8 @@ class RecordItem(Model):
     created_ms = NumberAttribute(attr_name="ca")
     deleted = BooleanAttribute(attr_name="del", null=True)
     fields = MapAttribute(attr_name="f", null=True)  # type: ignore[var-annotated]
+    # Log entries only: the head's token this write replaced (its link in the chain).
+    prev = UnicodeAttribute(attr_name="pv", null=True)
 
 
 class OutcomeItem(Model):

@@ -20,6 +20,7 @@ from pynamodb.exceptions import DoesNotExist, PutError, PynamoDBException, Trans
 from pynamodb.transactions import TransactWrite
 
 from api.domain import catalog
+from api.domain.chain import prove_tail
 from api.domain.errors import (
     AlreadyExists,
     Conflict,
@@ -62,8 +63,9 @@ class DynamoStore:
         return None if item is None else str(item["tok"]["S"])
 
     def log_tail(self, tenant_id: str, after: str | None, count: int) -> LogTail:
-        """The head and up to `count` of the newest log entries above `after`: one
-        descending Query, which reads the head first (it sorts above every token)."""
+        """The head and up to `count` of the newest log entries above `after`, in one
+        descending Query (the head sorts above every token), and what they prove
+        (`api.domain.chain`): the sync's bound and the linked entries below it."""
         with _translated():
             page = RecordItem._get_connection().query(
                 keys.log_pk(tenant_id),
@@ -73,19 +75,18 @@ class DynamoStore:
                 limit=count + 1,
             )
         raw_items: list[dict[str, Any]] = page.get("Items", [])
-        if not raw_items or raw_items[0]["sk"]["S"] != keys.HEAD_SK:
-            return LogTail(head=None, records=[], complete=True)
-        head = str(raw_items[0]["tok"]["S"])
-        entries = raw_items[1:]
-        # Entries above the head committed after it was read: the next sync's.
-        records = [
-            _record_from_raw(tenant_id, raw) for raw in reversed(entries) if raw["sk"]["S"] <= head
-        ]
+        head = head_prev = None
+        if raw_items and raw_items[0]["sk"]["S"] == keys.HEAD_SK:
+            head_item, raw_items = raw_items[0], raw_items[1:]
+            head = str(head_item["tok"]["S"])
+            head_prev = _prev_of(head_item)
+        entries = {raw["sk"]["S"]: raw for raw in raw_items}
+        proof = prove_tail(head, head_prev, {t: _prev_of(r) for t, r in entries.items()}, after)
         return LogTail(
             head=head,
-            records=records,
-            complete="LastEvaluatedKey" not in page,
-            lowest=entries[-1]["sk"]["S"] if entries else None,
+            bound=proof.bound,
+            records=[_record_from_raw(tenant_id, entries[t]) for t in proof.linked],
+            complete=proof.complete,
         )
 
     def get(self, tenant_id: str, entity_id: str) -> Record | None:
@@ -123,20 +124,30 @@ class DynamoStore:
     def bulk_load(self, tenant_id: str, records: list[Record]) -> None:
         """Load records of one tenant (an import, or benchmark data) with BatchWriteItem.
 
-        Not transactional and not for a tenant that is being written: each record's
-        entity item and log entry and the head are written as in a normal write.
+        Not transactional and not for a tenant that is being written. The records
+        extend the tenant's chain in token order, and the head moves only after
+        every entry is written, so a sync never bounds itself above a missing one.
         """
         if not records:
             return
+        head = self.head(tenant_id)
+        ordered = sorted(records, key=lambda r: r.change_token)
+        if head is not None and ordered[0].change_token <= head:
+            raise ValueError("bulk_load: every record must be newer than the tenant's head")
+        prev = head
         with _translated(), RecordItem.batch_write() as batch:
-            for record in records:
+            for record in ordered:
                 batch.save(_entity_item(record))
-                batch.save(_log_item(record))
-        head = max(r.change_token for r in records)
+                batch.save(_log_item(record, prev))
+                prev = record.change_token
+        new_head = HeadItem(
+            keys.log_pk(tenant_id),
+            keys.HEAD_SK,
+            token=ordered[-1].change_token,
+            prev=ordered[-2].change_token if len(ordered) > 1 else head,
+        )
         with _translated():
-            HeadItem(keys.log_pk(tenant_id), keys.HEAD_SK, token=head).save(
-                condition=HeadItem.token.does_not_exist() | (HeadItem.token < head)
-            )
+            new_head.save(condition=_head_is(head))
 
     def get_outcome(self, tenant_id: str, client_mutation_id: str) -> StoredOutcome | None:
         with _translated():
@@ -164,9 +175,12 @@ class DynamoStore:
         except BotoCoreError as exc:
             raise _translate(exc) from exc
 
-    def create(self, record: Record, outcome: StoredOutcome | None = None) -> None:
-        """Write a new entity; AlreadyExists when its id is taken (live or deleted)."""
-        with self._transaction(record, None, outcome) as tx:
+    def create(
+        self, record: Record, head: str | None, outcome: StoredOutcome | None = None
+    ) -> None:
+        """Write a new entity as the link after `head`; AlreadyExists when its id is
+        taken (live or deleted)."""
+        with self._transaction(record, None, head, outcome) as tx:
             tx.save(
                 _entity_item(record),
                 condition=RecordItem.pk.does_not_exist(),
@@ -174,10 +188,15 @@ class DynamoStore:
             )
 
     def replace(
-        self, record: Record, expected_token: str, outcome: StoredOutcome | None = None
+        self,
+        record: Record,
+        expected_token: str,
+        head: str | None,
+        outcome: StoredOutcome | None = None,
     ) -> None:
-        """Write a new version of an entity whose current token is `expected_token`."""
-        with self._transaction(record, expected_token, outcome) as tx:
+        """Write a new version of an entity whose current token is `expected_token`,
+        as the link after `head`."""
+        with self._transaction(record, expected_token, head, outcome) as tx:
             tx.save(
                 _entity_item(record),
                 condition=(RecordItem.token == expected_token)
@@ -185,37 +204,58 @@ class DynamoStore:
                 & RecordItem.deleted.does_not_exist(),
                 return_values=ALL_OLD,
             )
-            tx.delete(RecordItem(keys.log_pk(record.tenant_id), expected_token))
+            old_entry = RecordItem(keys.log_pk(record.tenant_id), expected_token)
+            # The entry at the head is the chain's check (below); one action per item.
+            if expected_token == head:
+                tx.delete(old_entry, condition=RecordItem.sk.exists())
+            else:
+                tx.delete(old_entry)
 
     @contextmanager
     def _transaction(
-        self, record: Record, expected_token: str | None, outcome: StoredOutcome | None
+        self,
+        record: Record,
+        expected_token: str | None,
+        head: str | None,
+        outcome: StoredOutcome | None,
     ) -> Iterator[TransactWrite]:
         """One TransactWriteItems: the caller's entity writes, the log entry, the head,
-        and the mutation's outcome when it has a clientMutationID."""
-        head = HeadItem(keys.log_pk(record.tenant_id), keys.HEAD_SK)
+        the chain's check, and the mutation's outcome when it has a clientMutationID.
+
+        The write is the next link of the tenant's chain (docs/ordering.md): the head
+        must still hold `head`, and the log entry at `head` must exist, so this write
+        cannot prepare before the previous write's entry is applied.
+        """
+        tenant_id = record.tenant_id
+        chain_checked = head is not None
         try:
             with (
                 _translated(),
                 TransactWrite(connection=_connection(), return_consumed_capacity="TOTAL") as tx,
             ):
+                if head is not None and head != expected_token:
+                    tx.condition_check(
+                        RecordItem, keys.log_pk(tenant_id), head, condition=RecordItem.sk.exists()
+                    )
                 yield tx
-                tx.save(_log_item(record))
+                tx.save(_log_item(record, head))
                 if outcome is not None:
                     tx.save(
-                        _outcome_item(record.tenant_id, outcome),
+                        _outcome_item(tenant_id, outcome),
                         condition=_outcome_absent(),
                         return_values=ALL_OLD,
                     )
                 tx.update(
-                    head,
-                    actions=[HeadItem.token.set(record.change_token)],
-                    condition=HeadItem.token.does_not_exist()
-                    | (HeadItem.token < record.change_token),
+                    HeadItem(keys.log_pk(tenant_id), keys.HEAD_SK),
+                    actions=[
+                        HeadItem.token.set(record.change_token),
+                        HeadItem.prev.remove() if head is None else HeadItem.prev.set(head),
+                    ],
+                    condition=_head_is(head),
                     return_values=ALL_OLD,
                 )
         except TransactWriteError as exc:
-            raise _cancellation_error(exc, record, expected_token) from exc
+            raise _cancellation_error(exc, record, expected_token, chain_checked) from exc
 
 
 def _connection() -> Connection:
@@ -235,14 +275,16 @@ def _get_raw(pk: str, sk: str) -> dict[str, Any] | None:
 
 
 def _cancellation_error(
-    exc: TransactWriteError, record: Record, expected_token: str | None
+    exc: TransactWriteError, record: Record, expected_token: str | None, chain_checked: bool
 ) -> Exception:
-    """Name the item whose condition failed, by its key: PynamoDB reorders items."""
+    """Name the item whose condition failed: by position for the chain's check (first
+    in PynamoDB's order: condition checks, deletes, puts, updates), by key otherwise."""
     if _error_code(exc) != "TransactionCanceledException":
         return _translate(exc)
     current: Record | None = None
-    entity_failed = stale_head = outcome_exists = False
-    for reason in exc.cancellation_reasons:
+    entity_failed = stale_head = outcome_exists = chain_unready = False
+    head_token: str | None = None
+    for position, reason in enumerate(exc.cancellation_reasons):
         if reason is None:
             continue
         if reason.code == "TransactionConflict":
@@ -251,14 +293,17 @@ def _cancellation_error(
             continue
         raw = reason.raw_item or {}
         sk = raw.get("sk", {}).get("S", "")
-        if sk == keys.HEAD_SK:
+        if chain_checked and position == 0:
+            chain_unready = True
+        elif sk == keys.HEAD_SK or (not raw and position == len(exc.cancellation_reasons) - 1):
+            # The head is the last item; it is absent when no write has made it yet.
             stale_head = True
-            head_token = raw["tok"]["S"]
+            head_token = raw["tok"]["S"] if raw else None
         elif keys.is_outcome_sk(sk):
             outcome_exists = True
         else:
-            # Only the entity, the head and the outcome carry conditions, and the
-            # last two only fail when they exist: anything else is the entity.
+            # Only the entity, the head, the chain's check and the outcome carry
+            # conditions, and the outcome's only fails when it exists.
             entity_failed = True
             if raw:
                 current = _record_from_raw(record.tenant_id, raw)
@@ -268,6 +313,11 @@ def _cancellation_error(
         return _entity_error(record, expected_token, current)
     if stale_head:
         return StaleHead(head_token)
+    if chain_unready:
+        # The head holds the token we expected but its entry is not there: by
+        # DynamoDB's documented semantics an entry being committed is reported as
+        # TransactionConflict instead; either way, wait and retry.
+        return TransactionConflict("the previous write's log entry is not yet applied")
     return Unavailable("the write was cancelled by the data store")
 
 
@@ -315,8 +365,20 @@ def _entity_item(record: Record) -> RecordItem:
     return _item(keys.tenant_pk(record.tenant_id), keys.entity_sk(record.id), record)
 
 
-def _log_item(record: Record) -> RecordItem:
-    return _item(keys.log_pk(record.tenant_id), record.change_token, record)
+def _log_item(record: Record, prev: str | None) -> RecordItem:
+    item = _item(keys.log_pk(record.tenant_id), record.change_token, record)
+    item.prev = prev
+    return item
+
+
+def _prev_of(raw: dict[str, Any]) -> str | None:
+    prev = raw.get("pv")
+    return None if prev is None else str(prev["S"])
+
+
+def _head_is(head: str | None) -> Any:
+    """The head holds `head` (absent: the tenant has no write yet)."""
+    return HeadItem.token.does_not_exist() if head is None else HeadItem.token == head
 
 
 def _item(pk: str, sk: str, record: Record) -> RecordItem:

@@ -65,9 +65,7 @@ def test_a_read_sees_a_transaction_half_applied(
         assert refused.value.response["Error"]["Code"] == "TransactionConflictException"
         # A transaction touching it is cancelled with TransactionConflict, in position.
         with pytest.raises(ClientError) as cancelled:
-            through.transact_write_items(
-                TransactItems=[_put(table, pk, "c"), _put(table, pk, "b")]
-            )
+            through.transact_write_items(TransactItems=[_put(table, pk, "c"), _put(table, pk, "b")])
         reasons = cancelled.value.response["CancellationReasons"]
         assert [r["Code"] for r in reasons] == ["None", "TransactionConflict"]
         hold.release()
@@ -132,7 +130,10 @@ def test_conditions_hold_exactly_one_of_two_conflicting_transactions_wins(
         results: list[str] = []
 
         def create(
-            own: str, pk: str = pk, barrier: threading.Barrier = barrier, results: list[str] = results
+            own: str,
+            pk: str = pk,
+            barrier: threading.Barrier = barrier,
+            results: list[str] = results,
         ) -> None:
             absent = {"ConditionExpression": "attribute_not_exists(pk)"}
             barrier.wait()

@@ -27,6 +27,7 @@ def _query_all(ddb: Any, table: str, pk: str) -> list[dict[str, Any]]:
 @dataclass
 class TenantState:
     head: str | None
+    head_prev: str | None
     entities: dict[str, dict[str, Any]]  # id -> raw item
     log: dict[str, dict[str, Any]]  # token -> raw item
     outcomes: dict[str, dict[str, Any]]  # clientMutationID -> raw item
@@ -49,15 +50,24 @@ def tenant_state(ddb: Any, table: str, tenant: str) -> TenantState:
     log = {item["sk"]["S"]: item for item in _query_all(ddb, table, keys.log_pk(tenant))}
     head_item = log.pop(keys.HEAD_SK, None)
     head = None if head_item is None else head_item["tok"]["S"]
-    return TenantState(head=head, entities=entities, log=log, outcomes=outcomes)
+    head_prev = None if head_item is None else head_item.get("pv", {}).get("S")
+    return TenantState(
+        head=head, head_prev=head_prev, entities=entities, log=log, outcomes=outcomes
+    )
 
 
 def assert_consistent(state: TenantState) -> None:
-    """Exactly one log entry per entity, at its token, equal to it; head = greatest token."""
+    """Exactly one log entry per entity, at its token, equal to it; head = greatest
+    token; every link of the chain points below itself."""
     assert sorted(state.log) == sorted(state.tokens().values()), "log and entities disagree"
     for item in state.entities.values():
         entry = state.log[item["tok"]["S"]]
-        assert {k: v for k, v in entry.items() if k not in ("pk", "sk")} == {
+        assert {k: v for k, v in entry.items() if k not in ("pk", "sk", "pv")} == {
             k: v for k, v in item.items() if k not in ("pk", "sk")
         }
     assert state.head == (max(state.log) if state.log else None)
+    for token, entry in state.log.items():
+        prev = entry.get("pv", {}).get("S")
+        assert prev is None or prev < token, f"entry {token} links to {prev}"
+    if state.head is not None:
+        assert state.log[state.head].get("pv", {}).get("S") == state.head_prev

@@ -189,7 +189,9 @@ class TornEngine:
             raise RuntimeError(f"torn engine: {operation} failed upstream: {data[:300]!r}")
         return json.loads(data)
 
-    def _transact_write(self, headers: dict[str, str], request: dict[str, Any]) -> tuple[int, bytes]:
+    def _transact_write(
+        self, headers: dict[str, str], request: dict[str, Any]
+    ) -> tuple[int, bytes]:
         actions = [self._action(entry, headers) for entry in request["TransactItems"]]
         with self._marks_lock:
             self.stats.transactions += 1
@@ -228,7 +230,9 @@ class TornEngine:
             order = self._rng.sample(actions, len(actions))
             pauses = [self._rng.uniform(0, self.max_pause_ms) / 1000 for _ in order]
             stalls = [
-                self._rng.uniform(*self.stall_seconds) if self._rng.random() < self.stall_rate else 0
+                self._rng.uniform(*self.stall_seconds)
+                if self._rng.random() < self.stall_rate
+                else 0
                 for _ in order
             ]
         held = self._claim_holds(actions)
@@ -288,9 +292,7 @@ class TornEngine:
         table = body["TableName"]
         item = body.get("Key") or body["Item"]
         names = self._key_names(table, headers)
-        return Action(
-            kind, body, self._key_of(table, item, headers), {n: item[n] for n in names}
-        )
+        return Action(kind, body, self._key_of(table, item, headers), {n: item[n] for n in names})
 
     def _key_names(self, table: str, headers: dict[str, str] | None) -> list[str]:
         names = self._key_schemas.get(table)
