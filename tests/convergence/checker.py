@@ -7,7 +7,7 @@ acknowledged write is in the final state or superseded by a later one, that no
 write was applied twice and that no deletion was lost. A failure names the seed
 and prints the history of the entity that diverged.
 
-    scripts/converge --devices 8 --ops 2000 --seed 1 [--seeds 20]
+    scripts/converge --devices 8 --ops 2000 --seed 1 [--seeds 20] [--torn] [--servers N]
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,6 +36,7 @@ from api.storage import keys
 from api.storage.table import ensure_table
 from tests.convergence.faults import DeviceCrash, FaultyTransport
 from tests.support.servers import api_server
+from tests.support.torn import TornEngine
 
 SECRET = "converge-secret-" + "x" * 40
 RATES = {"lost_request": 0.05, "lost_response": 0.08, "crash_after_send": 0.03}
@@ -92,8 +93,9 @@ def _random_changes(rng: random.Random, type_name: str) -> dict[str, Any]:
     return {"title": f"{rng.choice(WORDS)} {rng.randint(0, 99)}", "completed": rng.random() < 0.5}
 
 
-def run_once(seed: int, devices: int, ops: int, url: str, ddb: Any, table: str) -> Run:
-    """One seeded run against a running server; raises Divergence with the seed on failure."""
+def run_once(seed: int, devices: int, ops: int, urls: list[str], ddb: Any, table: str) -> Run:
+    """One seeded run against running servers (device i talks to server i mod n);
+    raises Divergence with the seed on failure."""
     rng = random.Random(seed)
     tenant = f"conv-{seed}-{int(time.time() * 1000) % 10**9}"
     token = make_local_token(SECRET, "checker", [tenant], 3600)
@@ -102,7 +104,7 @@ def run_once(seed: int, devices: int, ops: int, url: str, ddb: Any, table: str) 
         fleet = []
         for i in range(devices):
             transport = FaultyTransport(
-                HttpTransport(url, token), random.Random(seed * 1000 + i), RATES
+                HttpTransport(urls[i % len(urls)], token), random.Random(seed * 1000 + i), RATES
             )
             device = Device(i, Path(tmp) / f"device{i}.sqlite3", transport, [])
             device.open(tenant)
@@ -111,7 +113,7 @@ def run_once(seed: int, devices: int, ops: int, url: str, ddb: Any, table: str) 
             device = rng.choice(fleet)
             _act(run, step, rng, device, tenant)
         _settle(run, fleet, tenant)
-        _check(run, fleet, url, token, tenant, ddb, table)
+        _check(run, fleet, urls[0], token, tenant, ddb, table)
         for device in fleet:
             assert device.client is not None
             device.client.close()
@@ -297,15 +299,26 @@ def _check(
 
 
 @contextmanager
-def environment(settings: Settings | None = None) -> Iterator[tuple[str, Any, str]]:
-    """A server (and, without settings, its own DynamoDB Local); yields url, ddb, table."""
-    with contextlib_engine(settings) as settings:
+def environment(
+    settings: Settings | None = None, servers: int = 1, torn_seed: int | None = None
+) -> Iterator[tuple[list[str], Any, str]]:
+    """Servers (and, without settings, their own DynamoDB Local), with `torn_seed`
+    through the torn-commit engine; yields their urls, a direct ddb client, the table."""
+    with contextlib_engine(settings) as settings, ExitStack() as stack:
         ddb = boto3.client(
             "dynamodb", endpoint_url=settings.dynamodb_endpoint, region_name=settings.aws_region
         )
         ensure_table(ddb, settings.table_name)
-        with api_server(dataclasses.replace(settings, auth_secret=SECRET)) as url:
-            yield url, ddb, settings.table_name
+        env = {}
+        if torn_seed is not None:
+            assert settings.dynamodb_endpoint is not None
+            torn = stack.enter_context(TornEngine(settings.dynamodb_endpoint, seed=torn_seed))
+            env["DYNAMODB_ENDPOINT"] = torn.endpoint
+        server_settings = dataclasses.replace(settings, auth_secret=SECRET)
+        urls = [
+            stack.enter_context(api_server(server_settings, extra_env=env)) for _ in range(servers)
+        ]
+        yield urls, ddb, settings.table_name
 
 
 @contextmanager
@@ -327,13 +340,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ops", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=1, help="first seed")
     parser.add_argument("--seeds", type=int, default=1, help="how many seeds from --seed")
+    parser.add_argument(
+        "--torn",
+        action="store_true",
+        help="through the torn-commit engine: transactions applied item by item, with stalls",
+    )
+    parser.add_argument("--servers", type=int, default=None, help="default 1, 2 with --torn")
     args = parser.parse_args(argv)
+    servers = args.servers or (2 if args.torn else 1)
     failures = 0
-    with environment() as (url, ddb, table):
+    torn_seed = args.seed if args.torn else None
+    with environment(servers=servers, torn_seed=torn_seed) as (urls, ddb, table):
+        print(f"{servers} server(s){', torn-commit engine' if args.torn else ''}", flush=True)
         for seed in range(args.seed, args.seed + args.seeds):
             started = time.perf_counter()
             try:
-                run = run_once(seed, args.devices, args.ops, url, ddb, table)
+                run = run_once(seed, args.devices, args.ops, urls, ddb, table)
             except Divergence as exc:
                 failures += 1
                 print(f"DIVERGED {exc}", flush=True)

@@ -18,7 +18,7 @@ from tests.support.gql import bearer
 
 @pytest.fixture(scope="module")
 def url(settings: Settings) -> Iterator[str]:
-    with environment(settings) as (server_url, _, _):
+    with environment(settings) as ([server_url], _, _):
         yield server_url
 
 

@@ -2,7 +2,8 @@
 
 Writers go through two independent server processes sharing the table, one with
 its clock 5 s behind, so neither an in-process lock nor an in-process ULID
-generator can hide an ordering bug. Readers sync incrementally with small pages
+generator can hide an ordering bug; on DynamoDB Local and on the torn-commit
+engine. Readers sync incrementally with small pages
 the whole time, the way devices do.
 """
 
@@ -23,9 +24,17 @@ from tests.support.servers import api_server
 from tests.support.store_state import assert_consistent, tenant_state
 
 
-@pytest.fixture(scope="module")
-def server_urls(settings: Settings) -> Iterator[list[str]]:
-    with api_server(settings) as on_time, api_server(settings, clock_offset_ms=-5000) as behind:
+@pytest.fixture(scope="module", params=["atomic", "torn"])
+def server_urls(settings: Settings, request: pytest.FixtureRequest) -> Iterator[list[str]]:
+    """Two servers on DynamoDB Local directly (atomic transactions), or through the
+    torn-commit engine (transactions applied item by item, as DynamoDB does)."""
+    env = {}
+    if request.param == "torn":
+        env["DYNAMODB_ENDPOINT"] = request.getfixturevalue("torn").endpoint
+    with (
+        api_server(settings, extra_env=env) as on_time,
+        api_server(settings, clock_offset_ms=-5000, extra_env=env) as behind,
+    ):
         yield [on_time, behind]
 
 
