@@ -1,4 +1,4 @@
-"""JWT bearer authentication and tenant membership (SPEC 6), with PyJWT.
+"""JWT bearer authentication and tenant membership (contract 6), with PyJWT.
 
 Two modes, chosen by the settings:
 - production (`JWT_JWKS_URL` set): RS256/ES256 tokens verified against the

@@ -25,6 +25,7 @@ class RequestLog:
     tenant: str | None = None
     codes: list[str] = field(default_factory=list)
     capacity_units: float = 0.0
+    dynamodb_calls: int = 0
 
     def line(self, status: int, duration_ms: float) -> str:
         return json.dumps(
@@ -37,6 +38,7 @@ class RequestLog:
                 "result": ",".join(sorted(set(self.codes))) or "OK",
                 "durationMs": round(duration_ms, 1),
                 "capacityUnits": round(self.capacity_units, 2),
+                "dynamodbCalls": self.dynamodb_calls,
             },
             separators=(",", ":"),
         )
@@ -56,9 +58,13 @@ def finish(reset_token: Any) -> None:
 
 
 def record_consumed_capacity(parsed: dict[str, Any] | None = None, **_: Any) -> None:
-    """botocore `after-call.dynamodb` hook: add the call's ConsumedCapacity to the request."""
+    """botocore `after-call.dynamodb` hook: count the call and add its ConsumedCapacity
+    to the request."""
     log = _current.get()
-    if log is None or not parsed:
+    if log is None:
+        return
+    log.dynamodb_calls += 1
+    if not parsed:
         return
     consumed = parsed.get("ConsumedCapacity")
     entries = consumed if isinstance(consumed, list) else [consumed] if consumed else []

@@ -74,7 +74,7 @@ UPDATE = (
 )
 PUSH = "mutation($i: PushChangesInput!) { pushChanges(input: $i) { results { status item { id changeToken } } } }"  # noqa: E501
 
-HEAD_BYTES = 40  # the head item: pk, sk and one token
+HEAD_BYTES = 70  # the head item: pk, sk, its token and the one before (prev)
 RELATIONSHIPS = ["SELF", "PARTNER", "CHILD", "PARENT", "SIBLING", "FRIEND", "COLLEAGUE"]
 
 
@@ -386,7 +386,8 @@ class Bench:
             lambda c, i: raw_create.create(f"raw{c}", f"r{next(counter)}"),
             self.units(
                 min_write=1,
-                write=_transaction_units([avg_item, avg_item, HEAD_BYTES]),
+                # entity, log entry, head, and the chain's check of the previous entry
+                write=_transaction_units([avg_item, avg_item, HEAD_BYTES, avg_item]),
                 local_api=self.capacity(CREATE, {"i": {"tenantID": "w0", "person": person}}),
                 local_raw=raw_create.create("raw-cap", "r-cap"),
             ),
@@ -428,7 +429,9 @@ class Bench:
             self.units(
                 min_write=1,
                 read=1,
-                write=_transaction_units([avg_item, avg_item, avg_item, HEAD_BYTES]),
+                # entity, old entry (delete), new entry, head, the chain's check; the
+                # check rides on the delete when the entity wrote the head (-2)
+                write=_transaction_units([avg_item, avg_item, avg_item, HEAD_BYTES, avg_item]),
                 local_api=self.capacity(
                     UPDATE,
                     {
@@ -481,7 +484,8 @@ class Bench:
             self.units(
                 min_write=100,
                 read=100,
-                write=100 * _transaction_units([avg_item, avg_item, avg_item, HEAD_BYTES]),
+                write=100
+                * _transaction_units([avg_item, avg_item, avg_item, HEAD_BYTES, avg_item]),
             ),
             iterations={1: iterations_push, 8: 3},
         )
@@ -556,7 +560,7 @@ class Bench:
                 break
         elapsed = time.perf_counter() - started
         # The same sync in process, for the capacity of each page.
-        units, _ = self.sync_in_process({"t": "bulk", "l": 1000})
+        units, _, _ = self.sync_in_process({"t": "bulk", "l": 1000})
         self.bulk_row = {
             "items": 10_000,
             "pages": pages,
@@ -570,24 +574,25 @@ class Bench:
         }
         print(f"  bulk sync 10,000: {elapsed:.2f} s, {pages} pages", flush=True)
 
-    def sync_in_process(self, variables: dict[str, Any]) -> tuple[float, int]:
-        """Read units and pages of one whole sync through the in-process app, following
-        cursors from the first page's `variables`."""
-        units, pages, cursor = 0.0, 0, None
+    def sync_in_process(self, variables: dict[str, Any]) -> tuple[float, int, int]:
+        """Read units, pages and DynamoDB calls of one whole sync through the in-process
+        app, following cursors from the first page's `variables`."""
+        units, pages, calls, cursor = 0.0, 0, 0, None
         while True:
             self.captured.clear()
             page_vars = variables if cursor is None else {**variables, "s": None, "c": cursor}
             cursor = self.post_local(CHANGES, page_vars)["changes"]["cursor"]
             units += float(self.captured[-1]["capacityUnits"])
+            calls += int(self.captured[-1]["dynamodbCalls"])
             pages += 1
             if cursor is None:
-                return units, pages
+                return units, pages, calls
 
     def sync_units(self, tenant: str, k: int) -> dict[str, Any]:
         """Read units of a whole incremental sync of k changes, against the minimum: its
         changed items' bytes in 4 KB units."""
         since = self.touch(tenant, k)
-        units, pages = self.sync_in_process({"t": tenant, "s": since})
+        units, pages, calls = self.sync_in_process({"t": tenant, "s": since})
         changed = self.ddb.query(
             TableName="bench",
             KeyConditionExpression="pk = :p AND sk BETWEEN :a AND :h",
@@ -600,7 +605,13 @@ class Bench:
         )["Items"]
         size = sum(_size(i) for i in changed if i["sk"]["S"] not in (since, keys.HEAD_SK))
         minimum = math.ceil(size / 4096)
-        return {"changes": k, "pages": pages, "read_units": units, "min_read_units": minimum}
+        return {
+            "changes": k,
+            "pages": pages,
+            "queries": calls,
+            "read_units": units,
+            "min_read_units": minimum,
+        }
 
     def contention(self, clients: list[httpx2.Client]) -> None:
         print("==> write throughput", flush=True)
@@ -698,12 +709,15 @@ class Bench:
         ):
             ratio = large[key] / small[key] if small[key] else float("nan")
             print(f"{label:<34}{small[key]:>10.2f}{large[key]:>10.2f}{ratio:>8.2f}")
-        print(f"{'incremental sync of k changes':<34}{'units':>10}{'minimum':>10}{'ratio':>8}")
+        print(
+            f"{'incremental sync of k changes':<34}{'units':>10}{'minimum':>10}{'ratio':>8}"
+            f"{'Queries':>9}"
+        )
         for w in self.sweep_rows:
             label = f"  k = {w['changes']} ({w['pages']} page{'s' if w['pages'] > 1 else ''})"
             print(
                 f"{label:<34}{w['read_units']:>10g}{w['min_read_units']:>10}"
-                f"{w['read_units'] / w['min_read_units']:>8.2f}"
+                f"{w['read_units'] / w['min_read_units']:>8.2f}{w['queries']:>9}"
             )
         b = self.bulk_row
         print(
@@ -772,11 +786,15 @@ class _RawWrites:
     def _write(
         self, tenant: str, entity_id: str, condition: str, values: dict[str, Any], old: str | None
     ) -> float:
-        """The API's TransactWriteItems: entity, old log entry, new log entry, head."""
+        """The API's TransactWriteItems: entity, old log entry, new log entry, head, and
+        the chain's check that the entry at the previous head exists."""
+        with self.lock:
+            head = self.last.get(tenant)
         token = self._token(tenant)
         entity = self._record(
             tenant, entity_id, token, keys.tenant_pk(tenant), keys.entity_sk(entity_id)
         )
+        exists = {"ConditionExpression": "attribute_exists(sk)"}
         items: list[dict[str, Any]] = [
             {
                 "Put": {
@@ -787,24 +805,19 @@ class _RawWrites:
                 }
             }
         ]
+        if head is not None and head != old:
+            items.append({"ConditionCheck": {"TableName": self.table, **_log_key(tenant, head)}})
+            items[-1]["ConditionCheck"].update(exists)
         if old is not None:
-            items.append(
-                {
-                    "Delete": {
-                        "TableName": self.table,
-                        "Key": {"pk": {"S": keys.log_pk(tenant)}, "sk": {"S": old}},
-                    }
-                }
-            )
-        items.append(
-            {
-                "Put": {
-                    "TableName": self.table,
-                    "Item": self._record(tenant, entity_id, token, keys.log_pk(tenant), token),
-                }
-            }
-        )
-        items.append(_head_update(self.table, tenant, token))
+            delete: dict[str, Any] = {"TableName": self.table, **_log_key(tenant, old)}
+            if old == head:
+                delete.update(exists)
+            items.append({"Delete": delete})
+        entry = self._record(tenant, entity_id, token, keys.log_pk(tenant), token)
+        if head is not None:
+            entry["pv"] = {"S": head}
+        items.append({"Put": {"TableName": self.table, "Item": entry}})
+        items.append(_head_update(self.table, tenant, token, head))
         response = self.ddb.transact_write_items(
             ReturnConsumedCapacity="TOTAL", TransactItems=items
         )
@@ -821,14 +834,29 @@ def _head_key(tenant: str) -> dict[str, Any]:
     return {"pk": {"S": keys.log_pk(tenant)}, "sk": {"S": keys.HEAD_SK}}
 
 
-def _head_update(table: str, tenant: str, token: str) -> dict[str, Any]:
+def _log_key(tenant: str, token: str) -> dict[str, Any]:
+    return {"Key": {"pk": {"S": keys.log_pk(tenant)}, "sk": {"S": token}}}
+
+
+def _head_update(table: str, tenant: str, token: str, head: str | None) -> dict[str, Any]:
+    """The head moves from `head` to `token`, remembering `head` as its prev."""
+    if head is None:
+        return {
+            "Update": {
+                "TableName": table,
+                "Key": _head_key(tenant),
+                "UpdateExpression": "SET tok = :t",
+                "ConditionExpression": "attribute_not_exists(tok)",
+                "ExpressionAttributeValues": {":t": {"S": token}},
+            }
+        }
     return {
         "Update": {
             "TableName": table,
             "Key": _head_key(tenant),
-            "UpdateExpression": "SET tok = :t",
-            "ConditionExpression": "attribute_not_exists(tok) OR tok < :t",
-            "ExpressionAttributeValues": {":t": {"S": token}},
+            "UpdateExpression": "SET tok = :t, pv = :p",
+            "ConditionExpression": "tok = :p",
+            "ExpressionAttributeValues": {":t": {"S": token}, ":p": {"S": head}},
         }
     }
 

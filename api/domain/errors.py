@@ -1,4 +1,4 @@
-"""Domain errors, each with the error code of SPEC 3.5.
+"""Domain errors, each with the error code of contract 3.5.
 
     SyncError                       code
      +-- Unauthenticated            UNAUTHENTICATED

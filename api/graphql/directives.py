@@ -1,4 +1,4 @@
-"""Schema directives of SPEC 2, and the permission that enforces `@isAuthenticated`."""
+"""Schema directives of contract 2, and the permission that enforces `@isAuthenticated`."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Domain errors to GraphQL errors, in one place (SPEC 3.5).
+"""Domain errors to GraphQL errors, in one place (contract 3.5).
 
 A `SyncError` keeps its message and gets `extensions.code` (plus the current
 version for CONFLICT and ALREADY_EXISTS, `retryable` for UNAVAILABLE). A parse or

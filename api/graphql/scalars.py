@@ -1,4 +1,4 @@
-"""The `Time` and `Date` scalars of SPEC 2, over the formats of `api.domain.timestamps`."""
+"""The `Time` and `Date` scalars of contract 2, over the formats of `api.domain.timestamps`."""
 
 from __future__ import annotations
 

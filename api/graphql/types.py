@@ -1,4 +1,4 @@
-"""GraphQL types: the fixed ones of SPEC 2, and those built from each `ItemType`.
+"""GraphQL types: the fixed ones of contract 2, and those built from each `ItemType`.
 
 For an item type `Person` this builds `Person`, `UpdatePersonPartial`,
 `CreatePersonInput`, `UpdatePersonInput`, `DeletePersonInput` and their payloads.

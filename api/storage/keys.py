@@ -9,38 +9,44 @@ Items (all in one table, `pk` hash key, `sk` range key, both strings):
     item      pk                 sk            attributes
     -------   ----------------   -----------   ----------------------------------------
     entity    T#<tenant>         I#<id>        ty, id, tok, ca, del, f (the record)
-    log       T#<tenant>#LOG     <token>       same record as the entity item
-    head      T#<tenant>#LOG     ~HEAD         tok: the tenant's latest change token
+    log       T#<tenant>#LOG     <token>       same record as the entity item, and
+                                               pv: the token of the write before it
+    head      T#<tenant>#LOG     ~HEAD         tok: the tenant's latest change token,
+                                               pv: the one before (absent after the first)
     outcome   T#<tenant>         M#<cmid>      fp (fingerprint), out (JSON), exp (TTL)
+
+(Log entries and the head gained `pv` before the first release; a local data
+directory written before that has log entries without it: delete it.)
 
 Access patterns:
 
     read one entity        GetItem entity (consistent)
+    read the head          GetItem head (consistent): a process's first write to a tenant
     start a sync           Query pk=T#<tenant>#LOG, sk > since, descending,
-                           consistent, Limit 1 + 11: the head (the sync's upper
-                           bound) and the newest log entries, which are the whole
-                           sync when it has at most 10 changes
+                           consistent, Limit 1 + 11: the head and the newest log
+                           entries, which are the whole sync when it has at most
+                           10 changes and their `pv` links are unbroken
     a page of `changes`    Query pk=T#<tenant>#LOG, after < sk <= upper, ascending,
                            consistent; returns full records, no second read
     any write              TransactWriteItems of: entity (conditioned on its token),
-                           old log entry (delete), new log entry (put), head (update
-                           conditioned on tok < new token), and with a
+                           old log entry (delete), new log entry (put, pv = h),
+                           head (update tok := new, pv := h, conditioned on tok = h),
+                           a ConditionCheck that the log entry at h exists (on the
+                           delete instead when the old entry is at h), and with a
                            clientMutationID its outcome (put, if absent or expired)
     replay a mutation      GetItem outcome (consistent)
 
-Why commit order equals token order: every write of a tenant updates the head
-under the condition `tok < newToken` in the same transaction as its log entry,
-so writes of one tenant serialize on the head and a later commit always holds a
-greater token. Why no change is missed: the log holds exactly one entry per
-entity, at its latest token; a sync reads the head first and pages up to it, and
-any write committed after that read lands above the head, where the next sync
-starts. An entry can only leave the paged range by moving above it.
+The writes of a tenant form a chain: each commits only as the link after the
+head it expects, and only once that head's log entry is applied. Amazon DynamoDB
+applies a transaction's items one by one and a Query may see one half applied,
+so a sync bounds itself by what its first read proves (`api.domain.chain`).
+docs/ordering.md proves from DynamoDB's documented guarantees that commit order
+equals token order and that no change is missed.
 
 Why the head sorts above the log, in the log's partition: a descending Query
-reads it first (DynamoDB documents that it "reads the results in reverse order
-by sort key value"), so one Query gives the head and then every entry at or
-below it that committed before it, all from one partition. A poll or a small
-sync costs one Query, with no separate read of the head.
+returns it first, so one Query gives the head and the newest entries, all from
+one partition. A poll or a small sync costs one Query, with no separate read of
+the head.
 """
 
 from __future__ import annotations

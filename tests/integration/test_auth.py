@@ -1,4 +1,4 @@
-"""Authentication and tenant isolation: every operation x every kind of bad token (SPEC 6)."""
+"""Authentication and tenant isolation: every operation x every kind of bad token (contract 6)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The read path: `changes` (SPEC 3.4)."""
+"""The read path: `changes` (contract 3.4)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""No missed changes and commit-ordered tokens under concurrency (SPEC 3.1, 3.4).
+"""No missed changes and commit-ordered tokens under concurrency (contract 3.1, 3.4).
 
 Writers go through two independent server processes sharing the table, one with
 its clock 5 s behind, so neither an in-process lock nor an in-process ULID

@@ -1,4 +1,4 @@
-"""Atomicity and error mapping under injected store failures (SPEC 3.2, 3.5)."""
+"""Atomicity and error mapping under injected store failures (contract 3.2, 3.5)."""
 
 from __future__ import annotations
 

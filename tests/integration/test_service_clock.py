@@ -1,4 +1,4 @@
-"""Token order against the real store when the clock misbehaves (SPEC 3.1)."""
+"""Token order against the real store when the clock misbehaves (contract 3.1)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The write path through the API: SPEC 3.1-3.3 and the second item type."""
+"""The write path through the API: contract 3.1-3.3 and the second item type."""
 
 from __future__ import annotations
 
