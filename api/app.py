@@ -6,21 +6,26 @@ import json
 import logging
 from typing import Any
 
+from cross_web import HTTPException  # what Strawberry 0.341 raises for HTTP errors
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
 from starlette_compress import CompressMiddleware
 from strawberry.asgi import GraphQL
 from strawberry.http import GraphQLHTTPResponse
+from strawberry.schema.exceptions import InvalidOperationTypeError
 from strawberry.types import ExecutionResult
 
 from api import graphiql, request_log
-from api.auth import Authenticator
+from api.auth import Authenticator, Principal
 from api.domain.cursor import CursorCodec
-from api.domain.errors import SyncError
+from api.domain.errors import SyncError, Unauthenticated, Unavailable
+from api.graphql.documents import too_long
 from api.graphql.errors import with_codes
 from api.graphql.schema import Context, make_schema
 from api.http import GraphQLResponseMediaType, RequestMiddleware
@@ -29,6 +34,7 @@ from api.settings import Settings
 from api.storage import models
 from api.storage.store import DynamoStore
 from api.sync import SyncService
+from api.tenant_gate import TenantGate
 
 logger = logging.getLogger("api")
 
@@ -42,6 +48,7 @@ class _GraphQL(GraphQL[Context, None]):
         )
         self._service = service
         self._authenticator = Authenticator(settings)
+        self._writes = TenantGate()
 
     async def process_result(self, request: Any, result: ExecutionResult) -> GraphQLHTTPResponse:
         if result.errors:
@@ -49,18 +56,85 @@ class _GraphQL(GraphQL[Context, None]):
         return await super().process_result(request, result)
 
     async def render_graphql_ide(self, request: Request) -> Response:
-        return HTMLResponse(graphiql.page_html())
+        return HTMLResponse(graphiql.page_html(), headers=graphiql.SECURITY_HEADERS)
 
     async def get_context(self, request: Any, response: Any) -> Context:
-        return Context(request=request, service=self._service, authenticator=self._authenticator)
+        # Strawberry asks for the context before it parses the document: who is
+        # calling is known before any work is spent on what they sent.
+        principal, error = await self._authenticate(request.headers.get("authorization"))
+        log = request_log.current()
+        if log is not None and principal is not None:
+            log.sub = principal.sub
+        return Context(
+            request=request,
+            service=self._service,
+            authenticator=self._authenticator,
+            principal=principal,
+            auth_error=error,
+            writes=self._writes,
+        )
+
+    async def _authenticate(self, header: str | None) -> tuple[Principal | None, SyncError | None]:
+        try:
+            if self._authenticator.fetches_keys:
+                # A key-set fetch may take seconds: never on the event loop.
+                return await run_in_threadpool(self._authenticator.authenticate, header), None
+            return self._authenticator.authenticate(header), None
+        except (Unauthenticated, Unavailable) as exc:
+            return None, exc
+
+    async def execute_single(  # noqa: PLR0917 - Strawberry's signature
+        self,
+        request: Any,
+        request_adapter: Any,
+        sub_response: Any,
+        context: Context,
+        root_value: Any,
+        request_data: Any,
+    ) -> ExecutionResult:
+        refused = too_long(request_data.query or "", context.principal is not None)
+        if refused is not None:
+            return ExecutionResult(data=None, errors=[refused])
+        return await super().execute_single(
+            request, request_adapter, sub_response, context, root_value, request_data
+        )
 
     def decode_json(self, data: str | bytes) -> object:
         # Hostile bodies (nested a hundred thousand levels deep, or not UTF-8) are a
-        # 400 like any other unparsable JSON, not a 500.
+        # 400 like any other unparsable JSON, not a 500; so is JSON that is not an
+        # object (a batch, a list, is refused by Strawberry itself).
         try:
-            return json.loads(data)
+            decoded = json.loads(data)
         except (RecursionError, ValueError) as exc:
             raise json.JSONDecodeError(f"invalid JSON body: {type(exc).__name__}", "", 0) from None
+        if not isinstance(decoded, dict | list):
+            raise json.JSONDecodeError("the body must be a JSON object", "", 0)
+        return decoded
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await super().__call__(scope, receive, send)
+            return
+        request = Request(scope=scope, receive=receive)
+        try:
+            response = await self.run(request)
+        except HTTPException as exc:
+            # Strawberry answers these in plain text; clients read extensions.code.
+            response = _coded_http_error(exc, request.method)
+        await response(scope, receive, send)
+
+
+def _coded_http_error(exc: HTTPException, method: str) -> Response:
+    status, message = exc.status_code, exc.reason
+    headers = {}
+    if method == "GET" and isinstance(exc.__cause__, InvalidOperationTypeError):
+        status, message = 405, "mutations are only allowed over POST"
+        headers["Allow"] = "POST"
+    log = request_log.current()
+    if log is not None:
+        log.codes.append("BAD_USER_INPUT")
+    body = {"errors": [{"message": message, "extensions": {"code": "BAD_USER_INPUT"}}]}
+    return JSONResponse(body, status_code=status, headers=headers)
 
 
 def create_app(settings: Settings | None = None) -> Starlette:

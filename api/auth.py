@@ -22,7 +22,7 @@ import jwt
 from jwt.types import Options
 from jwt.warnings import InsecureKeyLengthWarning
 
-from api.domain.errors import Forbidden, Unauthenticated
+from api.domain.errors import Forbidden, Unauthenticated, Unavailable
 from api.settings import Settings
 
 # The spec's default development secret is shorter than RFC 7518 asks for HS256;
@@ -60,6 +60,14 @@ class Authenticator:
             if settings.jwt_jwks_url
             else None
         )
+        # PyJWKClient starts its cooldown only after a successful fetch: after a
+        # failed one, every unknown `kid` would wait for another slow fetch.
+        self._fetch_retry_at = 0.0
+
+    @property
+    def fetches_keys(self) -> bool:
+        """Whether authenticating may fetch the issuer's key set over the network."""
+        return self._jwks is not None
 
     def authenticate(self, authorization: str | None) -> Principal:
         """The principal of an `Authorization: Bearer <JWT>` header; Unauthenticated otherwise."""
@@ -69,8 +77,19 @@ class Authenticator:
             raise Unauthenticated("send Authorization: Bearer <token>")
         try:
             claims = self._decode(token)
+        except jwt.PyJWKClientConnectionError:
+            raise Unavailable(
+                "cannot verify tokens right now (key set unreachable); retry"
+            ) from None
         except jwt.PyJWTError as exc:
             raise Unauthenticated(f"invalid token: {_reason(exc)}") from None
+        for name in ("exp", "nbf", "iat"):
+            # RFC 7519: NumericDate. PyJWT also accepts a numeric string.
+            value = claims.get(name)
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int | float)
+            ):
+                raise Unauthenticated(f"invalid token: {name} must be a number")
         sub = claims.get("sub")
         if not isinstance(sub, str) or not sub:
             raise Unauthenticated("invalid token: no subject")
@@ -88,7 +107,7 @@ class Authenticator:
                 leeway=settings.jwt_leeway_seconds,
             )
             return claims
-        key = self._jwks.get_signing_key_from_jwt(token)
+        key = self._signing_key(token)
         claims = jwt.decode(
             token,
             key,
@@ -100,6 +119,26 @@ class Authenticator:
         if settings.jwt_audience is not None:
             _check_audience(claims, settings.jwt_audience)
         return claims
+
+    def _signing_key(self, token: str) -> jwt.PyJWK:
+        """The token's key: from the cached key set, or fetched unless a fetch failed
+        less than `JWT_JWKS_COOLDOWN_SECONDS` ago."""
+        assert self._jwks is not None
+        if time.monotonic() < self._fetch_retry_at:
+            kid = jwt.get_unverified_header(token).get("kid")
+            cache = self._jwks.jwk_set_cache
+            cached = cache.get() if cache is not None else None
+            if cached is not None and isinstance(kid, str):
+                try:
+                    return cached[kid]
+                except KeyError:
+                    pass
+            raise jwt.PyJWKClientConnectionError("key set fetch failed recently")
+        try:
+            return self._jwks.get_signing_key_from_jwt(token)
+        except jwt.PyJWKClientConnectionError:
+            self._fetch_retry_at = time.monotonic() + self._settings.jwt_jwks_cooldown_seconds
+            raise
 
 
 def _check_audience(claims: dict[str, Any], audience: str) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import time
@@ -13,6 +14,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from api import request_log
 
 REQUEST_ID_HEADER = "x-request-id"
+# A client that has not sent its whole body by then is cut off: a slow body holds
+# a connection and its buffer for as long as the client likes.
+BODY_TIMEOUT_S = 30.0
 _SAFE_REQUEST_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
 
 
@@ -43,10 +47,19 @@ class RequestMiddleware:
             await send(message)
 
         try:
-            body = await self._read_body(headers, receive)
+            try:
+                body = await asyncio.wait_for(self._read_body(headers, receive), BODY_TIMEOUT_S)
+            except TimeoutError:
+                log.codes.append("BAD_USER_INPUT")
+                await _send_error(
+                    send_with_id, 408, f"request body not received in {BODY_TIMEOUT_S:.0f} s"
+                )
+                return
             if body is None:
                 log.codes.append("BAD_USER_INPUT")
-                await _too_large(send_with_id, self.max_body_bytes)
+                await _send_error(
+                    send_with_id, 413, f"request body is larger than {self.max_body_bytes} bytes"
+                )
                 return
             await self.app(scope, _replay(body, receive), send_with_id)
         finally:
@@ -89,20 +102,15 @@ def _replay(body: bytes, receive: Receive) -> Receive:
     return replay
 
 
-async def _too_large(send: Send, limit: int) -> None:
+async def _send_error(send: Send, status: int, message: str) -> None:
     payload: dict[str, Any] = {
-        "errors": [
-            {
-                "message": f"request body is larger than {limit} bytes",
-                "extensions": {"code": "BAD_USER_INPUT"},
-            }
-        ]
+        "errors": [{"message": message, "extensions": {"code": "BAD_USER_INPUT"}}]
     }
     body = json.dumps(payload).encode()
     await send(
         {
             "type": "http.response.start",
-            "status": 413,
+            "status": status,
             "headers": [
                 (b"content-type", b"application/json"),
                 (b"content-length", str(len(body)).encode()),

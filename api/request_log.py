@@ -28,20 +28,31 @@ class RequestLog:
     dynamodb_calls: int = 0
 
     def line(self, status: int, duration_ms: float) -> str:
+        failed = "INTERNAL_SERVER_ERROR" if status >= 500 else "OK"
         return json.dumps(
             {
                 "requestId": self.request_id,
-                "operation": self.operation,
-                "sub": self.sub,
-                "tenant": self.tenant,
+                "operation": _bounded(self.operation),
+                "sub": _bounded(self.sub),
+                "tenant": _bounded(self.tenant),
                 "status": status,
-                "result": ",".join(sorted(set(self.codes))) or "OK",
+                "result": ",".join(sorted(set(self.codes))) or failed,
                 "durationMs": round(duration_ms, 1),
                 "capacityUnits": round(self.capacity_units, 2),
                 "dynamodbCalls": self.dynamodb_calls,
             },
             separators=(",", ":"),
         )
+
+
+# Fields that come from the request (an operation name can be 500 KB) are cut here.
+MAX_FIELD_CHARS = 128
+
+
+def _bounded(value: str | None) -> str | None:
+    if value is None or len(value) <= MAX_FIELD_CHARS:
+        return value
+    return value[:MAX_FIELD_CHARS] + f"...({len(value)} chars)"
 
 
 def current() -> RequestLog | None:

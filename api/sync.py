@@ -7,6 +7,7 @@ Orchestrates the domain rules (validation, tokens, cursors, idempotency) and a
 from __future__ import annotations
 
 import enum
+import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
@@ -17,6 +18,7 @@ from api.domain.errors import (
     BadUserInput,
     Conflict,
     CurrentVersionError,
+    InternalError,
     NotFound,
     OutcomeRecorded,
     SyncError,
@@ -31,6 +33,8 @@ from api.domain.mutations import (
 from api.domain.records import LogTail, Record
 from api.domain.tokens import check_token, new_entity_id, token_before, token_time
 from api.ordering import TokenOrdering, wall_clock_ms
+
+logger = logging.getLogger("api.sync")
 
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
@@ -223,6 +227,15 @@ class SyncService:
             )
         except SyncError as exc:
             return PushResult(mutation, PushStatus.REJECTED, error=exc, replayed=exc.replayed)
+        except Exception:
+            # A bug must cost one entry, never the push: an outbox holding a poisoned
+            # entry would otherwise be stuck behind it on every resend.
+            logger.exception("push entry failed (%s %s)", mutation.verb, mutation.item_type.name)
+            failed = InternalError(
+                "internal server error in this entry; resend it (with its clientMutationID a "
+                "resend never applies it twice)"
+            )
+            return PushResult(mutation, PushStatus.REJECTED, error=failed)
         return PushResult(
             mutation, PushStatus.APPLIED, record=written.record, replayed=written.replayed
         )

@@ -6,6 +6,7 @@
      +-- BadUserInput               BAD_USER_INPUT
      +-- NotFound                   NOT_FOUND
      +-- InvalidCursor              INVALID_CURSOR
+     +-- InternalError              INTERNAL_SERVER_ERROR (one push entry that failed)
      +-- Unavailable                UNAVAILABLE (retryable)
      +-- CurrentVersionError        (carries the server's current version)
           +-- Conflict              CONFLICT
@@ -48,6 +49,12 @@ class NotFound(SyncError):
 
 class InvalidCursor(SyncError):
     code = "INVALID_CURSOR"
+
+
+class InternalError(SyncError):
+    """An unexpected failure, reported without detail (the log has the traceback)."""
+
+    code = "INTERNAL_SERVER_ERROR"
 
 
 class Unavailable(SyncError):

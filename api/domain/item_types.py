@@ -22,6 +22,9 @@ from api.domain.timestamps import format_time, parse_date, parse_time
 MAX_ITEM_BYTES = 16 * 1024
 _IDENTIFIER_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
 _HEX_COLOR_RE = re.compile(r"^#[0-9A-Fa-f]{6}$")
+# C0 controls except tab, newline and carriage return, and DEL: never meaningful in
+# a name, a title or a note, and a source of broken displays and logs.
+_CONTROL_RE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 
 class FieldKind(enum.Enum):
@@ -55,6 +58,19 @@ def _string(spec: Field, value: Any) -> str:
         raise TypeError("must be a string")
     if len(value) > spec.max_length:
         raise ValueError(f"must be at most {spec.max_length} characters")
+    return check_text(value)
+
+
+def check_text(value: str) -> str:
+    """Text that can be stored and sent back: valid Unicode (JSON can carry an
+    unpaired surrogate, UTF-8 cannot) without control characters."""
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError("must be valid Unicode text (it has an unpaired surrogate)") from None
+    if _CONTROL_RE.search(value):
+        raise ValueError("must not contain control characters")
     return value
 
 
@@ -143,6 +159,7 @@ def apply_changes(fields: Mapping[str, Any], changes: Mapping[str, Any]) -> dict
 
 
 def check_size(fields: Mapping[str, Any]) -> None:
+    # Values were normalized (check_text), so encoding cannot fail here.
     size = sum(len(k) + len(str(v).encode()) for k, v in fields.items())
     if size > MAX_ITEM_BYTES:
         raise BadUserInput(f"item is too large: {size} bytes of fields, at most {MAX_ITEM_BYTES}")

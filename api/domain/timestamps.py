@@ -22,11 +22,20 @@ def parse_time(value: str) -> datetime:
         raise ValueError(
             "Time must be an RFC 3339 timestamp with offset, e.g. 2026-11-21T23:02:38.123Z"
         )
-    return datetime.fromisoformat(value.replace("Z", "+00:00")).astimezone(UTC)
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00")).astimezone(UTC)
+    except (ValueError, OverflowError):
+        # Python's own message names its internals (datetime.timedelta, ...).
+        raise ValueError(
+            "Time must be a real instant between years 1 and 9999 with an offset within ±23:59"
+        ) from None
 
 
 def parse_date(value: str) -> date:
     """Parse an ISO 8601 calendar date (YYYY-MM-DD); ValueError otherwise."""
     if not isinstance(value, str) or not _DATE_RE.fullmatch(value):
         raise ValueError("Date must be an ISO 8601 calendar date, e.g. 1990-04-01")
-    return date.fromisoformat(value)
+    try:
+        return date.fromisoformat(value)
+    except ValueError:
+        raise ValueError("Date must be a real calendar date, e.g. 1990-04-01") from None

@@ -16,6 +16,11 @@ from ulid import ULID
 from api.domain.errors import BadUserInput
 
 _ULID_RE = re.compile(r"^[0-7][0-9A-HJKMNP-TV-Z]{25}$")
+# The latest token time a client may send: 9999-12-31T23:00Z, an hour before the
+# last instant a datetime can hold (a write proposes past the token it is based
+# on, by at most a second per retry). ULIDs reach year 10889; a token the server
+# hands out never comes near either, so a token above this is bad input.
+MAX_TOKEN_MS = 253_402_300_799_999 - 3_600_000
 
 
 def next_token(now_ms: int, after: str | None) -> str:
@@ -36,6 +41,8 @@ def check_token(value: str, what: str) -> str:
     """Validate a client-supplied change token."""
     if not isinstance(value, str) or not is_token(value):
         raise BadUserInput(f"{what} must be a change token (a 26-character ULID)")
+    if token_ms(value) > MAX_TOKEN_MS:
+        raise BadUserInput(f"{what} is not a change token of this server (its time is after 9999)")
     return value
 
 

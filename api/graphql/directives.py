@@ -8,7 +8,7 @@ import strawberry
 from strawberry.permission import BasePermission
 from strawberry.schema_directive import Location
 
-from api import request_log
+from api.domain.errors import Unauthenticated
 
 
 @strawberry.schema_directive(
@@ -30,17 +30,13 @@ class HexColorDirective:
 
 
 class RequireValidToken(BasePermission):
-    """Enforces `@isAuthenticated`: a valid bearer JWT, verified once per request."""
+    """Enforces `@isAuthenticated`: the request's bearer JWT, verified once per request
+    before its document was even parsed (`api.app`), must have been valid."""
 
     def has_permission(self, source: Any, info: strawberry.Info, **kwargs: Any) -> bool:
         context = info.context
         if context.principal is None:
-            context.principal = context.authenticator.authenticate(
-                context.request.headers.get("authorization")
-            )
-            log = request_log.current()
-            if log is not None:
-                log.sub = context.principal.sub
+            raise context.auth_error or Unauthenticated("send Authorization: Bearer <token>")
         return True
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Optional, TypeVar
 
 import strawberry
@@ -19,19 +19,18 @@ from strawberry.extensions import (
     DisableIntrospection,
     MaxAliasesLimiter,
     MaxTokensLimiter,
-    ParserCache,
     QueryDepthLimiter,
     SchemaExtension,
-    ValidationCache,
 )
 from strawberry.schema.config import StrawberryConfig
 from strawberry.types.execution import ExecutionContext
 
 from api import request_log
 from api.auth import Authenticator, Principal
-from api.domain.errors import Unauthenticated
+from api.domain.errors import BadUserInput, SyncError, Unauthenticated
 from api.domain.mutations import Verb
 from api.graphql.directives import authenticated
+from api.graphql.documents import BoundedDocuments, ValidDocuments
 from api.graphql.errors import ErrorCodes
 from api.graphql.execution import (
     PlainRecordExecutionContext,
@@ -48,10 +47,30 @@ from api.graphql.types import (
     to_synchronized_item,
 )
 from api.settings import Settings
-from api.sync import SyncService, Written
+from api.sync import DEFAULT_LIMIT, MAX_LIMIT, MAX_PUSH, SyncService, Written
+from api.tenant_gate import TenantGate
 
 logger = logging.getLogger("api.graphql")
 _T = TypeVar("_T")
+
+
+@dataclass
+class RequestBudget:
+    """What one HTTP request may ask for in total, however many aliases it uses:
+    the limits of one `pushChanges` and of one `changes` page."""
+
+    writes: int = MAX_PUSH
+    items: int = MAX_LIMIT
+
+    def spend_writes(self, count: int) -> None:
+        if count > self.writes:
+            raise BadUserInput(f"at most {MAX_PUSH} writes per request, aliases included")
+        self.writes -= count
+
+    def spend_items(self, count: int) -> None:
+        if count > self.items:
+            raise BadUserInput(f"at most {MAX_LIMIT} changes items per request, aliases included")
+        self.items -= count
 
 
 @dataclass
@@ -60,12 +79,17 @@ class Context:
     service: SyncService
     authenticator: Authenticator
     principal: Principal | None = None
+    # Why there is no principal: reported by every @isAuthenticated field.
+    auth_error: SyncError | None = None
+    budget: RequestBudget = field(default_factory=RequestBudget)
+    writes: TenantGate = field(default_factory=TenantGate)  # the process's, from the view
 
 
 async def _for_tenant(
-    info: strawberry.Info, tenant_id: str, work: Callable[[SyncService], _T]
+    info: strawberry.Info, tenant_id: str, work: Callable[[SyncService], _T], writes: bool = False
 ) -> _T:
-    """Run `work` for `tenant_id`, once the caller is known to belong to it."""
+    """Run `work` for `tenant_id`, once the caller is known to belong to it; writes
+    pass the tenant's gate first (`api.tenant_gate`)."""
     context: Context = info.context
     if context.principal is None:  # only reachable if a field lacks @isAuthenticated
         raise Unauthenticated("send Authorization: Bearer <token>")
@@ -73,7 +97,10 @@ async def _for_tenant(
     log = request_log.current()
     if log is not None:
         log.tenant = tenant_id
-    return await run_in_threadpool(work, context.service)
+    if not writes:
+        return await run_in_threadpool(work, context.service)
+    async with context.writes.enter(tenant_id):
+        return await run_in_threadpool(work, context.service)
 
 
 def _given(value: Any) -> Any:
@@ -87,6 +114,9 @@ async def changes(
     cursor: Optional[str] = strawberry.UNSET,  # noqa: UP045
     limit: Optional[int] = strawberry.UNSET,  # noqa: UP045
 ) -> SynchronizedItemList:
+    requested = _given(limit)
+    if requested is None or 1 <= requested <= MAX_LIMIT:  # else the service says why
+        info.context.budget.spend_items(DEFAULT_LIMIT if requested is None else requested)
     page = await _for_tenant(
         info,
         tenantID,
@@ -119,8 +149,11 @@ def _mutation_fields(s: ItemTypeSchema) -> dict[str, Any]:
     name, field_name = s.item_type.name, s.field_name
 
     async def _apply(info: strawberry.Info, verb: Verb, input: Any) -> Written:
+        info.context.budget.spend_writes(1)
         mutation = s.mutation(verb, input)
-        return await _for_tenant(info, mutation.tenant_id, lambda svc: svc.apply(mutation))
+        return await _for_tenant(
+            info, mutation.tenant_id, lambda svc: svc.apply(mutation), writes=True
+        )
 
     async def create(info: strawberry.Info, input: Any) -> Any:
         written = await _apply(info, "create", input)
@@ -152,8 +185,12 @@ def _mutation_fields(s: ItemTypeSchema) -> dict[str, Any]:
 
 
 async def push_changes(info: strawberry.Info, input: PushChangesInput) -> PushChangesPayload:
+    if len(input.mutations) <= MAX_PUSH:  # else the service says why
+        info.context.budget.spend_writes(len(input.mutations))
     mutations = to_mutations(input)
-    results = await _for_tenant(info, input.tenantID, lambda s: s.push(input.tenantID, mutations))
+    results = await _for_tenant(
+        info, input.tenantID, lambda s: s.push(input.tenantID, mutations), writes=True
+    )
     return PushChangesPayload(results=[to_result(r) for r in results])
 
 
@@ -184,6 +221,8 @@ Mutation = _root(
 
 
 class SyncSchema(strawberry.Schema):
+    documents: ValidDocuments  # the parsed documents this schema keeps (bounded)
+
     def process_errors(
         self, errors: list[GraphQLError], execution_context: ExecutionContext | None = None
     ) -> None:
@@ -209,6 +248,7 @@ def make_schema(settings: Settings) -> SyncSchema:
     """The served schema: the same types whatever the settings, with the request limits."""
     # The limit rules are made once: the validation cache is keyed by the rule
     # classes too, and the limiters make new ones on every instantiation.
+    documents = ValidDocuments()
     limit_rules = [
         *QueryDepthLimiter(max_depth=settings.max_query_depth).validation_rules,
         *MaxAliasesLimiter(max_alias_count=settings.max_aliases).validation_rules,
@@ -219,9 +259,9 @@ def make_schema(settings: Settings) -> SyncSchema:
         lambda: MaxTokensLimiter(max_token_count=settings.max_query_tokens),
         lambda: AddValidationRules(limit_rules),
         # Apps send the same few operations again and again: parse and validate
-        # each distinct document once (validation was most of a small request's time).
-        lambda: ParserCache(maxsize=256),
-        lambda: ValidationCache(maxsize=256),
+        # each distinct document once (validation was most of a small request's
+        # time), within bounds (`api.graphql.documents`).
+        lambda: BoundedDocuments(cache=documents),
     ]
     if not settings.introspection:
         extensions.append(DisableIntrospection)
@@ -234,6 +274,7 @@ def make_schema(settings: Settings) -> SyncSchema:
         config=StrawberryConfig(scalar_map=SCALAR_MAP),
         execution_context_class=context_class,
     )
+    schema.documents = documents
     record_types = [s.item_type.name for s in ITEM_TYPE_SCHEMAS] + ["DeletedItem"]
     context_class.plain_fields = plain_record_fields(schema, record_types)
     context_class.plain_classes = plain_record_classes(schema, context_class.plain_fields)

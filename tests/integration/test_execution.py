@@ -42,7 +42,13 @@ def _execute(schema: Any, settings: Settings, tenant: str) -> dict[str, Any]:
     headers = {k.lower(): v for k, v in bearer([tenant]).items()}
     request = type("Request", (), {"headers": headers})()
     service = SyncService(DynamoStore(), CursorCodec(settings.cursor_secret))
-    context = Context(request=request, service=service, authenticator=Authenticator(settings))
+    authenticator = Authenticator(settings)
+    context = Context(
+        request=request,
+        service=service,
+        authenticator=authenticator,
+        principal=authenticator.authenticate(headers["authorization"]),
+    )
     result = asyncio.run(
         schema.execute(QUERY, variable_values={"t": tenant, "limit": 50}, context_value=context)
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -63,8 +64,13 @@ class GraphQLClient:
         if headers is None:
             tenant = tenant or _tenant_of(variables or {})
             headers = bearer([tenant] if tenant else [])
+        # ASCII-escaped JSON, as many clients send it: it can carry any string,
+        # even one that is not valid Unicode (an unpaired surrogate).
+        body = json.dumps({"query": query, "variables": variables or {}}).encode()
         response = self.http.post(
-            self.path, json={"query": query, "variables": variables or {}}, headers=headers
+            self.path,
+            content=body,
+            headers={**headers, "content-type": "application/json"},
         )
         assert response.status_code == 200, response.text
         body: dict[str, Any] = response.json()
