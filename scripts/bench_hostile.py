@@ -1,0 +1,157 @@
+"""What cheap hostile requests cost one API server (uvicorn), and another tenant.
+
+1. Memory: server RSS before and after 210 different ~1 MB documents that fail
+   validation, sent without a token.
+2. CPU: a normal read's latency (p50, max) alone, then while two clients without
+   a token send a 19.6 KB query with 550 fragment spreads, each time under a new
+   operation name.
+3. Fairness: the same read of another tenant while 45 clients each push 30
+   creates to one tenant at once.
+
+Starts its own DynamoDB Local and server; prints one table. Run with scripts/bench-hostile.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx2
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from api.auth import make_local_token  # noqa: E402
+from scripts.bench import SECRET, _pid_listening, local_engine_settings  # noqa: E402
+from tests.support.servers import api_server  # noqa: E402
+
+READ = 'query { changes(tenantID: "calm", limit: 10) { changeToken items { id } } }'
+PUSH = "mutation($i: PushChangesInput!) { pushChanges(input: $i) { results { status } } }"
+
+
+def _rss_mb(pid: int | None) -> float:
+    assert pid is not None
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return float(line.split()[1]) / 1024
+    return float("nan")
+
+
+def _fragments(n: int, name: str) -> str:
+    fragments = "\n".join(f"fragment F{i} on Person {{ id givenName }}" for i in range(n))
+    spreads = " ".join(f"...F{i}" for i in range(n))
+    return f'query {name} {{ person(tenantID: "t", id: "x") {{ {spreads} }} }}\n{fragments}'
+
+
+def _reads(http: httpx2.Client, headers: dict[str, str], n: int) -> tuple[float, float]:
+    times = []
+    for _ in range(n):
+        started = time.perf_counter()
+        body = http.post("/graphql", json={"query": READ}, headers=headers).json()
+        assert "errors" not in body, body
+        times.append((time.perf_counter() - started) * 1000)
+    return statistics.median(times), max(times)
+
+
+def _during(
+    attack: Callable[[threading.Event], None],
+    clients: int,
+    measure: Callable[[], tuple[float, float]],
+) -> tuple[float, float]:
+    stop = threading.Event()
+    threads = [threading.Thread(target=attack, args=(stop,)) for _ in range(clients)]
+    for t in threads:
+        t.start()
+    time.sleep(1.0)
+    try:
+        return measure()
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+
+
+def main() -> int:
+    rows: list[tuple[str, str]] = []
+    with local_engine_settings() as settings, api_server(settings) as url:
+        pid = _pid_listening(url)
+        calm = {"Authorization": f"Bearer {make_local_token(SECRET, 'calm', ['calm'], 3600)}"}
+        flood = {"Authorization": f"Bearer {make_local_token(SECRET, 'flood', ['flood'], 3600)}"}
+        with httpx2.Client(base_url=url, timeout=120) as http:
+            for i in range(10):
+                person = {"tenantID": "calm", "person": {"givenName": f"p{i}"}}
+                create = {"tenantID": "calm", "mutations": [{"createPerson": person}]}
+                http.post(
+                    "/graphql", json={"query": PUSH, "variables": {"i": create}}, headers=calm
+                )
+            _reads(http, calm, 20)  # warm up
+            base = _reads(http, calm, 50)
+            rows.append(("read alone: p50 / max ms", f"{base[0]:.1f} / {base[1]:.1f}"))
+
+            # 1. memory
+            before = _rss_mb(pid)
+            field = "f" * 200
+            for i in range(210):
+                fields = " ".join(f"{field}{i}x{j}" for j in range(4500))
+                document = f"query Q{i} {{ {fields} }}"
+                http.post("/graphql", json={"query": document})
+            after = _rss_mb(pid)
+            rows.append(
+                (
+                    "RSS before / after 210 x 1 MB invalid documents, MB",
+                    f"{before:.0f} / {after:.0f}",
+                )
+            )
+
+            # 2. CPU
+            counter = iter(range(10**9))
+
+            def fragments(stop: threading.Event) -> None:
+                with httpx2.Client(base_url=url, timeout=120) as own:
+                    while not stop.is_set():
+                        own.post("/graphql", json={"query": _fragments(550, f"Q{next(counter)}")})
+
+            under = _during(fragments, 2, lambda: _reads(http, calm, 20))
+            rows.append(
+                (
+                    "read during the fragment attack: p50 / max ms",
+                    f"{under[0]:.1f} / {under[1]:.1f}",
+                )
+            )
+
+            # 3. fairness
+            entries = [
+                {"createPerson": {"tenantID": "flood", "person": {"givenName": f"g{i}"}}}
+                for i in range(30)
+            ]
+
+            def push(stop: threading.Event) -> None:
+                with httpx2.Client(base_url=url, timeout=300) as own:
+                    while not stop.is_set():
+                        own.post(
+                            "/graphql",
+                            json={
+                                "query": PUSH,
+                                "variables": {"i": {"tenantID": "flood", "mutations": entries}},
+                            },
+                            headers=flood,
+                        )
+
+            flooded = _during(push, 45, lambda: _reads(http, calm, 20))
+            rows.append(
+                (
+                    "other tenant's read during 45 x 30-entry pushes: p50 / max ms",
+                    f"{flooded[0]:.1f} / {flooded[1]:.1f}",
+                )
+            )
+    width = max(len(k) for k, _ in rows)
+    for key, value in rows:
+        print(f"{key:<{width}}  {value}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
