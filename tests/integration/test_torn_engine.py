@@ -36,6 +36,17 @@ def _get(client: Any, table: str, pk: str, sk: str) -> dict[str, Any] | None:
     return item
 
 
+def _partition(client: Any, table: str, pk: str) -> list[dict[str, Any]]:
+    """Every item of partition `pk`, by one consistent Query."""
+    items: list[dict[str, Any]] = client.query(
+        TableName=table,
+        KeyConditionExpression="pk = :pk",
+        ExpressionAttributeValues={":pk": {"S": pk}},
+        ConsistentRead=True,
+    )["Items"]
+    return items
+
+
 def _is(sk: str) -> Any:
     return lambda action: action.key_attributes["sk"]["S"] == sk
 
@@ -52,13 +63,7 @@ def test_a_read_sees_a_transaction_half_applied(
         writer.start()
         assert hold.reached.wait(10)
         # "a" is applied, "b" is not: a consistent Query sees the transaction torn.
-        seen = through.query(
-            TableName=table,
-            KeyConditionExpression="pk = :pk",
-            ExpressionAttributeValues={":pk": {"S": pk}},
-            ConsistentRead=True,
-        )["Items"]
-        assert [item["sk"]["S"] for item in seen] == ["a"]
+        assert [item["sk"]["S"] for item in _partition(through, table, pk)] == ["a"]
         # A plain write to the item still being committed is refused, like DynamoDB's.
         with pytest.raises(ClientError) as refused:
             through.put_item(TableName=table, Item={"pk": {"S": pk}, "sk": {"S": "b"}})
@@ -87,13 +92,7 @@ def test_random_commits_tear_for_concurrent_readers(settings: Settings, engine: 
         def read() -> None:
             nonlocal torn_reads
             while not done.is_set():
-                seen = client.query(
-                    TableName=table,
-                    KeyConditionExpression="pk = :pk",
-                    ExpressionAttributeValues={":pk": {"S": pk}},
-                    ConsistentRead=True,
-                )["Items"]
-                versions = {item["v"]["S"] for item in seen}
+                versions = {item["v"]["S"] for item in _partition(client, table, pk)}
                 if len(versions) > 1:
                     torn_reads += 1
 
