@@ -22,8 +22,14 @@ This proxy forwards every request unchanged except these:
      released as soon as its own write is applied. Reads pass straight through
      and see the transaction half applied. The response comes after the last item.
 - `PutItem`, `UpdateItem`, `DeleteItem` on a marked item: `TransactionConflictException`.
+- `Query`, read-committed item by item and not one snapshot: the proxy reads the
+  key range twice, a random pause apart, and answers each item as one of the two
+  reads saw it (present, absent, old or new), chosen at random per item, then
+  applies the order, `Limit` and `LastEvaluatedKey` itself. Nothing documents
+  that a Query reads its items in key order or at one instant, so a sync must
+  not depend on it.
 
-`BatchWriteItem` and every read pass through unchanged. Randomness is seeded.
+`BatchWriteItem` and every other read pass through unchanged. Randomness is seeded.
 Tests can also hold chosen items of the next transactions (`hold`) to force an
 interleaving: held items are applied last, once the test releases them.
 """
@@ -94,11 +100,13 @@ class TornEngine:
         max_pause_ms: float = 3.0,
         stall_rate: float = 0.002,
         stall_seconds: tuple[float, float] = (0.5, 2.0),
+        max_query_spread_ms: float = 10.0,
     ) -> None:
         self.upstream = upstream.rstrip("/")
         self.max_pause_ms = max_pause_ms
         self.stall_rate = stall_rate
         self.stall_seconds = stall_seconds
+        self.max_query_spread_ms = max_query_spread_ms
         self.stats = TornStats()
         self._rng = random.Random(seed)
         self._rng_lock = threading.Lock()
@@ -162,6 +170,8 @@ class TornEngine:
         operation = target.removeprefix(_TARGET_PREFIX)
         if operation == "TransactWriteItems":
             return self._transact_write(headers, json.loads(body))
+        if operation == "Query" and self.max_query_spread_ms > 0:
+            return self._spread_query(headers, json.loads(body))
         if operation in _PLAIN_WRITES:
             request = json.loads(body)
             item = request.get("Key") or request.get("Item")
@@ -224,6 +234,61 @@ class TornEngine:
                 {"TableName": table, "CapacityUnits": total} for table, total in units.items()
             ]
         return 200, json.dumps(response).encode()
+
+    def _spread_query(self, headers: dict[str, str], request: dict[str, Any]) -> tuple[int, bytes]:
+        """A Query whose items are each read at some instant of its run (see above)."""
+        table = request["TableName"]
+        names = self._key_names(table, headers)
+        unlimited = {k: v for k, v in request.items() if k != "Limit"}
+        with self._rng_lock:
+            spread = self._rng.uniform(0, self.max_query_spread_ms) / 1000
+        early = self._query_all(headers, unlimited)
+        time.sleep(spread)
+        late = self._query_all(headers, unlimited)
+        if early is None or late is None:  # an error: let DynamoDB Local say it
+            return self._forward(_TARGET_PREFIX + "Query", headers, json.dumps(request).encode())
+        seen: dict[str, list[dict[str, Any] | None]] = {}
+        for item in early:
+            seen[self._key_of(table, item)[1]] = [item, None]
+        for item in late:
+            seen.setdefault(self._key_of(table, item)[1], [None, None])[1] = item
+        with self._rng_lock:
+            chosen = [pair[self._rng.randrange(2)] for pair in seen.values()]
+        items = [item for item in chosen if item is not None]
+        sort_key = names[1] if len(names) > 1 else names[0]
+        items.sort(
+            key=lambda item: next(iter(item[sort_key].values())),
+            reverse=request.get("ScanIndexForward", True) is False,
+        )
+        response: dict[str, Any] = {}
+        limit = request.get("Limit")
+        if limit is not None and len(items) >= limit:
+            # DynamoDB returns a LastEvaluatedKey whenever it stops at the Limit.
+            items = items[:limit]
+            response["LastEvaluatedKey"] = {name: items[-1][name] for name in names}
+        response.update(Items=items, Count=len(items), ScannedCount=len(items))
+        if request.get("ReturnConsumedCapacity") in ("TOTAL", "INDEXES"):
+            size = sum(len(json.dumps(item)) for item in items)
+            units = max(1, -(-size // 4096)) * (1.0 if request.get("ConsistentRead") else 0.5)
+            response["ConsumedCapacity"] = {"TableName": table, "CapacityUnits": units}
+        return 200, json.dumps(response).encode()
+
+    def _query_all(
+        self, headers: dict[str, str], request: dict[str, Any]
+    ) -> list[dict[str, Any]] | None:
+        items: list[dict[str, Any]] = []
+        page = dict(request)
+        while True:
+            status, data = self._forward(
+                _TARGET_PREFIX + "Query", headers, json.dumps(page).encode()
+            )
+            if status != 200:
+                return None
+            result = json.loads(data)
+            items += result.get("Items", [])
+            if "LastEvaluatedKey" not in result:
+                return items
+            page["ExclusiveStartKey"] = result["LastEvaluatedKey"]
 
     def _commit(self, headers: dict[str, str], actions: list[Action], tx: int) -> dict[str, float]:
         with self._rng_lock:
