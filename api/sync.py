@@ -25,6 +25,7 @@ from api.domain.errors import (
 )
 from api.domain.item_types import ItemType, apply_changes, check_identifier, check_size
 from api.domain.mutations import (
+    OUTCOME_RETENTION_S,
     Mutation,
     StoredOutcome,
     check_client_mutation_id,
@@ -45,8 +46,6 @@ MAX_PUSH = 100
 # for one entry above the head, of a write whose head is not yet applied.
 # Eleven people of ~300-370 bytes fit one read unit, what a separate head read cost.
 TAIL_ITEMS = 11
-# Outcomes of client mutation ids are kept at least this long (then DynamoDB TTL).
-OUTCOME_RETENTION_S = 8 * 24 * 3600
 
 
 class Store(Protocol):

@@ -31,6 +31,9 @@ from api.domain.records import Record
 from api.domain.tokens import token_time
 
 Verb = Literal["create", "update", "delete"]
+# Outcomes of client mutation ids are kept at least this long (then DynamoDB TTL
+# removes them); the schema promises replays for this many days.
+OUTCOME_RETENTION_S = 8 * 24 * 3600
 _CLIENT_MUTATION_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}")
 # Errors that depend on the server's state when the mutation ran: a retry must
 # see the same answer, so they are stored. Bad input is rejected again anyway,

@@ -212,8 +212,8 @@ Mutation = _root(
         **{k: v for s in ITEM_TYPE_SCHEMAS for k, v in _mutation_fields(s).items()},
         "pushChanges": strawberry.mutation(
             resolver=push_changes,
-            description="Up to 100 queued mutations of any type, applied in order, each "
-            "atomically on its own; one result per mutation.",
+            description=f"Up to {MAX_PUSH} queued mutations of any type, applied in order, "
+            "each atomically on its own; one result per mutation.",
             **authenticated(),
         ),
     },

@@ -15,7 +15,7 @@ import strawberry
 
 from api.domain import catalog
 from api.domain.item_types import Field, FieldKind, ItemType
-from api.domain.mutations import Mutation, Verb
+from api.domain.mutations import OUTCOME_RETENTION_S, Mutation, Verb
 from api.domain.records import Record
 from api.domain.timestamps import format_time
 from api.graphql.directives import HexColorDirective
@@ -246,8 +246,9 @@ def _client_mutation_id_field() -> Any:
     return strawberry.field(
         default=None,
         description=(
-            "Makes the mutation idempotent: a retry with the same id, within 7 days, gets "
-            "the first result back (marked `replayed`) and writes nothing."
+            "Makes the mutation idempotent: a retry with the same id, within "
+            f"{OUTCOME_RETENTION_S // 86400} days, gets the first result back (marked "
+            "`replayed`) and writes nothing."
         ),
     )
 

@@ -36,6 +36,17 @@ from api.domain.tokens import token_after, token_time
 from api.storage import keys
 from api.storage.models import HeadItem, OutcomeItem, RecordItem
 
+# Attribute names as stored, from the models (reads on every request skip model objects).
+_SK = RecordItem.sk.attr_name
+_TOKEN = RecordItem.token.attr_name
+_PREV = RecordItem.prev.attr_name
+_TYPE = RecordItem.type.attr_name
+_ID = RecordItem.id.attr_name
+_CREATED_MS = RecordItem.created_ms.attr_name
+_DELETED = RecordItem.deleted.attr_name
+_FIELDS = RecordItem.fields.attr_name
+assert HeadItem.token.attr_name == _TOKEN and HeadItem.prev.attr_name == _PREV
+
 # Error codes meaning "the store is busy or briefly unwell": the client may retry.
 _RETRYABLE_CODES = frozenset(
     {
@@ -60,7 +71,7 @@ class DynamoStore:
 
     def head(self, tenant_id: str) -> str | None:
         item = _get_raw(keys.log_pk(tenant_id), keys.HEAD_SK)
-        return None if item is None else str(item["tok"]["S"])
+        return None if item is None else str(item[_TOKEN]["S"])
 
     def log_tail(self, tenant_id: str, after: str | None, count: int) -> LogTail:
         """The head and up to `count` of the newest log entries above `after`, in one
@@ -76,11 +87,11 @@ class DynamoStore:
             )
         raw_items: list[dict[str, Any]] = page.get("Items", [])
         head = head_prev = None
-        if raw_items and raw_items[0]["sk"]["S"] == keys.HEAD_SK:
+        if raw_items and raw_items[0][_SK]["S"] == keys.HEAD_SK:
             head_item, raw_items = raw_items[0], raw_items[1:]
-            head = str(head_item["tok"]["S"])
+            head = str(head_item[_TOKEN]["S"])
             head_prev = _prev_of(head_item)
-        entries = {raw["sk"]["S"]: raw for raw in raw_items}
+        entries = {raw[_SK]["S"]: raw for raw in raw_items}
         proof = prove_tail(head, head_prev, {t: _prev_of(r) for t, r in entries.items()}, after)
         return LogTail(
             head=head,
@@ -292,13 +303,13 @@ def _cancellation_error(
         if reason.code != "ConditionalCheckFailed":
             continue
         raw = reason.raw_item or {}
-        sk = raw.get("sk", {}).get("S", "")
+        sk = raw.get(_SK, {}).get("S", "")
         if chain_checked and position == 0:
             chain_unready = True
         elif sk == keys.HEAD_SK or (not raw and position == len(exc.cancellation_reasons) - 1):
             # The head is the last item; it is absent when no write has made it yet.
             stale_head = True
-            head_token = raw["tok"]["S"] if raw else None
+            head_token = raw[_TOKEN]["S"] if raw else None
         elif keys.is_outcome_sk(sk):
             outcome_exists = True
         else:
@@ -372,7 +383,7 @@ def _log_item(record: Record, prev: str | None) -> RecordItem:
 
 
 def _prev_of(raw: dict[str, Any]) -> str | None:
-    prev = raw.get("pv")
+    prev = raw.get(_PREV)
     return None if prev is None else str(prev["S"])
 
 
@@ -396,16 +407,16 @@ def _item(pk: str, sk: str, record: Record) -> RecordItem:
 
 def _record_from_raw(tenant_id: str, raw: dict[str, Any]) -> Record:
     """A record from DynamoDB's JSON (a GetItem, a Query page, a cancellation reason)."""
-    token = raw["tok"]["S"]
-    fields = raw.get("f", {}).get("M", {})
+    token = raw[_TOKEN]["S"]
+    fields = raw.get(_FIELDS, {}).get("M", {})
     return Record(
-        item_type=catalog.BY_DELETED_TYPE[raw["ty"]["S"]],
+        item_type=catalog.BY_DELETED_TYPE[raw[_TYPE]["S"]],
         tenant_id=tenant_id,
-        id=raw["id"]["S"],
+        id=raw[_ID]["S"],
         change_token=token,
-        created_at=datetime.fromtimestamp(int(raw["ca"]["N"]) / 1000, tz=UTC),
+        created_at=datetime.fromtimestamp(int(raw[_CREATED_MS]["N"]) / 1000, tz=UTC),
         updated_at=token_time(token),
-        deleted=raw.get("del", {}).get("BOOL", False),
+        deleted=raw.get(_DELETED, {}).get("BOOL", False),
         fields={name: _plain(value) for name, value in fields.items()},
     )
 
