@@ -68,7 +68,6 @@ class _GraphQL(GraphQL[Context, None]):
         return Context(
             request=request,
             service=self._service,
-            authenticator=self._authenticator,
             principal=principal,
             auth_error=error,
             writes=self._writes,

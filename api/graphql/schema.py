@@ -26,7 +26,7 @@ from strawberry.schema.config import StrawberryConfig
 from strawberry.types.execution import ExecutionContext
 
 from api import request_log
-from api.auth import Authenticator, Principal
+from api.auth import Principal
 from api.domain.errors import BadUserInput, SyncError, Unauthenticated
 from api.domain.mutations import Verb
 from api.graphql.directives import authenticated
@@ -77,7 +77,6 @@ class RequestBudget:
 class Context:
     request: Any
     service: SyncService
-    authenticator: Authenticator
     principal: Principal | None = None
     # Why there is no principal: reported by every @isAuthenticated field.
     auth_error: SyncError | None = None

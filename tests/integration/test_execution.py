@@ -46,7 +46,6 @@ def _execute(schema: Any, settings: Settings, tenant: str) -> dict[str, Any]:
     context = Context(
         request=request,
         service=service,
-        authenticator=authenticator,
         principal=authenticator.authenticate(headers["authorization"]),
     )
     result = asyncio.run(

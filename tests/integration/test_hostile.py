@@ -222,7 +222,6 @@ def test_only_valid_authenticated_documents_are_cached_within_a_byte_budget(
         context = Context(
             request=request,
             service=service,
-            authenticator=authenticator,
             principal=authenticator.authenticate(header) if signed else None,
         )
         return asyncio.run(schema.execute(query, context_value=context))
