@@ -28,7 +28,7 @@ from api.domain.errors import SyncError, Unauthenticated, Unavailable
 from api.graphql.documents import too_long
 from api.graphql.errors import with_codes
 from api.graphql.schema import Context, make_schema
-from api.http import GraphQLResponseMediaType, RequestMiddleware
+from api.http import GraphQLResponseMediaType, RequestMiddleware, bad_request_body
 from api.ordering import wall_clock_ms
 from api.settings import Settings
 from api.storage import models
@@ -132,8 +132,7 @@ def _coded_http_error(exc: HTTPException, method: str) -> Response:
     log = request_log.current()
     if log is not None:
         log.codes.append("BAD_USER_INPUT")
-    body = {"errors": [{"message": message, "extensions": {"code": "BAD_USER_INPUT"}}]}
-    return JSONResponse(body, status_code=status, headers=headers)
+    return JSONResponse(bad_request_body(message), status_code=status, headers=headers)
 
 
 def create_app(settings: Settings | None = None) -> Starlette:

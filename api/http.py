@@ -102,11 +102,13 @@ def _replay(body: bytes, receive: Receive) -> Receive:
     return replay
 
 
+def bad_request_body(message: str) -> dict[str, Any]:
+    """A GraphQL-shaped error for a request refused before GraphQL could run."""
+    return {"errors": [{"message": message, "extensions": {"code": "BAD_USER_INPUT"}}]}
+
+
 async def _send_error(send: Send, status: int, message: str) -> None:
-    payload: dict[str, Any] = {
-        "errors": [{"message": message, "extensions": {"code": "BAD_USER_INPUT"}}]
-    }
-    body = json.dumps(payload).encode()
+    body = json.dumps(bad_request_body(message)).encode()
     await send(
         {
             "type": "http.response.start",
