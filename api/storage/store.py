@@ -288,13 +288,16 @@ def _get_raw(pk: str, sk: str) -> dict[str, Any] | None:
 def _cancellation_error(
     exc: TransactWriteError, record: Record, expected_token: str | None, chain_checked: bool
 ) -> Exception:
-    """Name the item whose condition failed: by position for the chain's check (first
-    in PynamoDB's order: condition checks, deletes, puts, updates), by key otherwise."""
+    """Name the item whose condition failed. PynamoDB orders a transaction's actions
+    as condition checks, deletes, puts, updates: the chain's check (a ConditionCheck,
+    or the Delete of the entry at the head) is first and the head update, the only
+    update, is last; these two are named by position, the puts by key."""
     if _error_code(exc) != "TransactionCanceledException":
         return _translate(exc)
     current: Record | None = None
     entity_failed = stale_head = outcome_exists = chain_unready = False
     head_token: str | None = None
+    last = len(exc.cancellation_reasons) - 1
     for position, reason in enumerate(exc.cancellation_reasons):
         if reason is None:
             continue
@@ -306,8 +309,8 @@ def _cancellation_error(
         sk = raw.get(_SK, {}).get("S", "")
         if chain_checked and position == 0:
             chain_unready = True
-        elif sk == keys.HEAD_SK or (not raw and position == len(exc.cancellation_reasons) - 1):
-            # The head is the last item; it is absent when no write has made it yet.
+        elif position == last:
+            # ALL_OLD is empty when the head does not exist yet.
             stale_head = True
             head_token = raw[_TOKEN]["S"] if raw else None
         elif keys.is_outcome_sk(sk):
