@@ -16,10 +16,8 @@ from typing import Any, Protocol
 from api.domain.cursor import CursorCodec, Position
 from api.domain.errors import (
     BadUserInput,
-    Conflict,
     CurrentVersionError,
     InternalError,
-    NotFound,
     OutcomeRecorded,
     SyncError,
 )
@@ -31,7 +29,7 @@ from api.domain.mutations import (
     check_client_mutation_id,
     is_stored_error,
 )
-from api.domain.records import LogTail, Record
+from api.domain.records import LogTail, Record, write_refusal
 from api.domain.tokens import check_token, new_entity_id, token_before, token_time
 from api.ordering import TokenOrdering, wall_clock_ms
 
@@ -324,16 +322,10 @@ class SyncService:
     ) -> Record:
         """The entity an update is based on; Conflict/NotFound without writing anything."""
         current = self._store.get(tenant_id, entity_id)
-        if current is None or current.item_type is not item_type:
-            raise NotFound(f"{item_type.name} {entity_id} does not exist")
-        if current.deleted:
-            raise Conflict(f"{item_type.name} {entity_id} was deleted", current)
-        if current.change_token != expected_token:
-            raise Conflict(
-                f"{item_type.name} {entity_id} changed: its change token is "
-                f"{current.change_token}, not {expected_token}",
-                current,
-            )
+        refusal = write_refusal(item_type, entity_id, expected_token, current)
+        if refusal is not None:
+            raise refusal
+        assert current is not None  # an update expecting a token found its entity
         return current
 
 

@@ -34,24 +34,20 @@ from typing import Any
 
 import boto3
 import httpx2
+from starlette.testclient import TestClient
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from starlette.testclient import TestClient  # noqa: E402
-
-from api.app import create_app  # noqa: E402
-from api.auth import make_local_token  # noqa: E402
-from api.devserver import dynamodb_client  # noqa: E402
-from api.domain.catalog import PERSON  # noqa: E402
-from api.domain.records import Record  # noqa: E402
-from api.domain.tokens import next_token, token_time  # noqa: E402
-from api.local_engine import LocalEngine, free_port  # noqa: E402
-from api.settings import Settings  # noqa: E402
-from api.storage import keys, models  # noqa: E402
-from api.storage.store import DynamoStore  # noqa: E402
-from api.storage.table import ensure_table  # noqa: E402
-from api.sync import TAIL_ITEMS  # noqa: E402
-from tests.support.servers import api_server  # noqa: E402
+from api.app import create_app
+from api.auth import make_local_token
+from api.domain.catalog import PERSON
+from api.domain.records import Record
+from api.domain.tokens import next_token, token_time
+from api.settings import Settings
+from api.storage import keys, models
+from api.storage.store import DynamoStore
+from api.storage.table import ensure_table
+from api.sync import TAIL_ITEMS
+from scripts.local_engine import LocalEngine, dynamodb_client, free_port
+from tests.support.servers import api_server
 
 RESULTS = Path(__file__).resolve().parent / "bench-results"
 SECRET = "bench-secret-" + "x" * 40
@@ -126,7 +122,7 @@ class Timing:
     rps: float
 
 
-def measure(fn: Callable[[int, int], None], clients: int, iterations: int) -> Timing:
+def measure(fn: Callable[[int, int], object], clients: int, iterations: int) -> Timing:
     """`fn(client, i)` from `clients` threads, `iterations` times each."""
     latencies: list[float] = []
     lock = threading.Lock()
@@ -195,6 +191,12 @@ class Bench:
             raise RuntimeError(body["errors"])
         return body["data"]
 
+    def _poster(
+        self, client: httpx2.Client, variables: dict[str, Any]
+    ) -> Callable[[int, int], object]:
+        """A `measure` function posting the changes query with these variables."""
+        return lambda _client, _i: self.post(client, CHANGES, variables)
+
     def capacity(self, query: str, variables: dict[str, Any]) -> float:
         """Capacity the API consumed for one request (from its request log line)."""
         self.captured.clear()
@@ -226,7 +228,7 @@ class Bench:
     def row(
         self,
         name: str,
-        product: Callable[[int, int], None],
+        product: Callable[[int, int], object],
         raw: Callable[[int, int], Any],
         units: dict[str, Any],
         iterations: dict[int, int] | None = None,
@@ -531,12 +533,8 @@ class Bench:
             ]["tok"]["S"]
             sync_vars = {"t": tenant, "s": since}
             poll_vars = {"t": tenant, "s": head}
-            sync = measure(
-                lambda c, i, v=sync_vars: self.post(client, CHANGES, v), 1, self.iterations
-            )
-            poll = measure(
-                lambda c, i, v=poll_vars: self.post(client, CHANGES, v), 1, self.iterations
-            )
+            sync = measure(self._poster(client, sync_vars), 1, self.iterations)
+            poll = measure(self._poster(client, poll_vars), 1, self.iterations)
             results[tenant] = {
                 "size": size,
                 "sync_p50_ms": sync.p50,

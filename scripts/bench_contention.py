@@ -16,17 +16,14 @@ import threading
 import time
 from collections import Counter
 from contextlib import ExitStack
-from pathlib import Path
 from typing import Any
 
 import httpx2
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from api.auth import make_local_token  # noqa: E402
-from scripts.bench import SECRET, local_engine_settings  # noqa: E402
-from tests.support.servers import api_server  # noqa: E402
-from tests.support.torn import TornEngine  # noqa: E402
+from api.auth import make_local_token
+from scripts.bench import SECRET, local_engine_settings
+from tests.support.servers import api_server
+from tests.support.torn import TornEngine
 
 CREATE = (
     "mutation($i: CreatePersonInput!) { createPerson(input: $i) { person { id changeToken } } }"

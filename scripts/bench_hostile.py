@@ -22,11 +22,9 @@ from pathlib import Path
 
 import httpx2
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from api.auth import make_local_token  # noqa: E402
-from scripts.bench import SECRET, _pid_listening, local_engine_settings  # noqa: E402
-from tests.support.servers import api_server  # noqa: E402
+from api.auth import make_local_token
+from scripts.bench import SECRET, _pid_listening, local_engine_settings
+from tests.support.servers import api_server
 
 READ = 'query { changes(tenantID: "calm", limit: 10) { changeToken items { id } } }'
 PUSH = "mutation($i: PushChangesInput!) { pushChanges(input: $i) { results { status } } }"

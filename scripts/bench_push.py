@@ -8,16 +8,13 @@ from __future__ import annotations
 
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import httpx2
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from api.auth import make_local_token  # noqa: E402
-from scripts.bench import SECRET, local_engine_settings  # noqa: E402
-from tests.support.servers import api_server  # noqa: E402
+from api.auth import make_local_token
+from scripts.bench import SECRET, local_engine_settings
+from tests.support.servers import api_server
 
 EDITS = 500
 BATCH = 100

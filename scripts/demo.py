@@ -16,14 +16,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from sync_client import HttpTransport, SyncClient
+from sync_client.client import PushOutcome
 
-from api.auth import make_local_token  # noqa: E402
-from api.client import HttpTransport, SyncClient  # noqa: E402
-from api.client.sync_client import PushOutcome  # noqa: E402
-from api.local_engine import LocalEngine, free_port  # noqa: E402
-from api.settings import Settings  # noqa: E402
-from api.storage.table import ensure_table  # noqa: E402
+from api.auth import make_local_token
+from api.settings import Settings
+from api.storage.table import ensure_table
+from scripts.local_engine import LocalEngine, free_port
 
 
 def say(text: str) -> None:
@@ -42,7 +41,7 @@ def server() -> Iterator[tuple[str, str]]:
     except OSError:
         pass
     say("No server on that port: starting a throwaway DynamoDB Local and API server.")
-    from api.devserver import dynamodb_client
+    from scripts.local_engine import dynamodb_client
     from tests.support.servers import api_server
 
     with LocalEngine(free_port(), None) as engine:

@@ -16,11 +16,10 @@ import pytest
 from starlette.testclient import TestClient
 
 from api.app import create_app
-from api.devserver import dynamodb_client
-from api.local_engine import LocalEngine, free_port
 from api.settings import Settings
 from api.storage import models
 from api.storage.table import ensure_table
+from scripts.local_engine import LocalEngine, dynamodb_client, free_port
 from tests.support.gql import TEST_AUTH_SECRET, GraphQLClient
 from tests.support.torn import TornEngine
 

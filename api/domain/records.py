@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from api.domain.errors import AlreadyExists, Conflict, NotFound, SyncError
 from api.domain.item_types import ItemType
 
 
@@ -47,3 +48,26 @@ class LogTail:
     @property
     def lowest(self) -> str | None:
         return self.records[0].change_token if self.records else None
+
+
+def write_refusal(
+    item_type: ItemType, entity_id: str, expected_token: str | None, current: Record | None
+) -> SyncError | None:
+    """Why a write of `entity_id` expecting `expected_token` (None: a create) cannot
+    apply while the server holds `current` (None: nothing); None when it can."""
+    kind = item_type.name
+    if expected_token is None:
+        if current is None:
+            return None
+        return AlreadyExists(f"{kind} {entity_id} already exists", current)
+    if current is None or current.item_type is not item_type:
+        return NotFound(f"{kind} {entity_id} does not exist")
+    if current.deleted:
+        return Conflict(f"{kind} {entity_id} was deleted", current)
+    if current.change_token != expected_token:
+        return Conflict(
+            f"{kind} {entity_id} changed: its change token is {current.change_token}, "
+            f"not {expected_token}",
+            current,
+        )
+    return None

@@ -22,16 +22,13 @@ from pynamodb.transactions import TransactWrite
 from api.domain import catalog
 from api.domain.chain import prove_tail
 from api.domain.errors import (
-    AlreadyExists,
-    Conflict,
-    NotFound,
     OutcomeRecorded,
     StaleHead,
     TransactionConflict,
     Unavailable,
 )
 from api.domain.mutations import StoredOutcome
-from api.domain.records import LogTail, Record
+from api.domain.records import LogTail, Record, write_refusal
 from api.domain.tokens import token_after, token_time
 from api.storage import keys
 from api.storage.models import HeadItem, OutcomeItem, RecordItem
@@ -336,18 +333,9 @@ def _cancellation_error(
 
 
 def _entity_error(record: Record, expected_token: str | None, current: Record | None) -> Exception:
-    kind = record.item_type.name
-    if expected_token is None and current is not None:
-        return AlreadyExists(f"{kind} {record.id} already exists", current)
-    if current is None or current.item_type is not record.item_type:
-        return NotFound(f"{kind} {record.id} does not exist")
-    if current.deleted:
-        return Conflict(f"{kind} {record.id} was deleted", current)
-    return Conflict(
-        f"{kind} {record.id} changed: its change token is {current.change_token}, "
-        f"not {expected_token}",
-        current,
-    )
+    refusal = write_refusal(record.item_type, record.id, expected_token, current)
+    # The entity's condition failed, so ALL_OLD returned what refused it.
+    return refusal or Unavailable("the write was cancelled by the data store")
 
 
 @contextmanager

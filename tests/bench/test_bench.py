@@ -22,7 +22,7 @@ OPERATIONS = {
 
 def test_bench_fast_prints_and_saves_a_complete_table(tmp_path: Path) -> None:
     result = subprocess.run(
-        [sys.executable, "scripts/bench.py", "--fast", "--out", str(tmp_path)],
+        [sys.executable, "-m", "scripts.bench", "--fast", "--out", str(tmp_path)],
         cwd=PROJECT_ROOT,
         capture_output=True,
         text=True,

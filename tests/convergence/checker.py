@@ -26,14 +26,14 @@ from pathlib import Path
 from typing import Any
 
 import boto3
+from sync_client import HttpTransport, SyncClient, TransportError
+from sync_client.client import PushOutcome, SyncFailed
 
 from api.auth import make_local_token
-from api.client import HttpTransport, SyncClient, TransportError
-from api.client.sync_client import PushOutcome, SyncFailed
-from api.local_engine import LocalEngine, free_port
 from api.settings import Settings
 from api.storage import keys
 from api.storage.table import ensure_table
+from scripts.local_engine import LocalEngine, free_port
 from tests.convergence.faults import DeviceCrash, FaultyTransport
 from tests.support.servers import api_server
 from tests.support.torn import TornEngine
@@ -188,7 +188,7 @@ def _settle(run: Run, fleet: list[Device], tenant: str) -> None:
 
 def _server_state(url: str, token: str, tenant: str) -> dict[str, dict[str, Any]]:
     observer = HttpTransport(url, token)
-    from api.client.sync_client import PULL
+    from sync_client.client import PULL
 
     state: dict[str, dict[str, Any]] = {}
     cursor = None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from api.client.transport import Transport, TransportError
+from sync_client.transport import Transport, TransportError
 
 
 class DeviceCrash(Exception):

@@ -173,7 +173,9 @@ def test_the_artifact_holds_the_code_and_its_arm64_dependencies(packaged: dict[s
     for package in ("mangum/", "strawberry/", "pynamodb/", "jwt/", "ulid/"):
         assert any(n.startswith(package) for n in names), package
     assert "manylinux2014_aarch64" in native_tags  # built for Lambda's arm64, not this machine
-    assert not any(n.startswith(("tests/", ".venv/", "scripts/")) for n in names)
+    # Only what production runs: no dev tools, no reference client, no dev server.
+    assert not any(n.startswith(("tests/", ".venv/", "scripts/", "sync_client/")) for n in names)
+    assert not any(n.startswith(("uvicorn/", "uvloop/", "watchfiles/")) for n in names)
 
 
 @pytest.fixture(autouse=True, scope="module")

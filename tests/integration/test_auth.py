@@ -106,14 +106,14 @@ def _operations() -> dict[str, tuple[str, Callable[[str, dict[str, Any]], dict[s
         **{
             f"create{n}": (
                 f"mutation($i: Create{n}Input!) {{ create{n}(input: $i) {{ __typename }} }}",
-                lambda t, e, n=n: {"i": {"tenantID": t, n[0].lower() + n[1:]: {}}},
+                lambda t, e, n=n: {"i": {"tenantID": t, n[0].lower() + n[1:]: {}}},  # type: ignore[misc]
             )
             for n in (p, r)
         },
         **{
             f"update{n}": (
                 f"mutation($i: Update{n}Input!) {{ update{n}(input: $i) {{ __typename }} }}",
-                lambda t, e, n=n: {
+                lambda t, e, n=n: {  # type: ignore[misc]
                     "i": {
                         "tenantID": t,
                         "id": e[n]["id"],
@@ -146,7 +146,7 @@ def _operations() -> dict[str, tuple[str, Callable[[str, dict[str, Any]], dict[s
         **{
             f"delete{n}": (
                 f"mutation($i: Delete{n}Input!) {{ delete{n}(input: $i) {{ __typename }} }}",
-                lambda t, e, n=n: {
+                lambda t, e, n=n: {  # type: ignore[misc]
                     "i": {"tenantID": t, "id": e[n]["id"], "changeToken": e[n]["changeToken"]}
                 },
             )

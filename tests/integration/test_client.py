@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sync_client import HttpTransport, SyncClient, TransportError
 
-from api.client import HttpTransport, SyncClient, TransportError
 from api.settings import Settings
 from tests.convergence.checker import SECRET, environment
 from tests.convergence.faults import FaultyTransport
@@ -100,6 +100,7 @@ def test_edits_squash_per_entity_before_sending(url: str, tmp_path: Path, tenant
     assert device.get(kept) == {"__typename": "Person", "givenName": "b", "familyName": "c"}
 
 
+@pytest.mark.slow
 def test_a_pull_resumes_from_the_last_applied_page(url: str, tmp_path: Path, tenant: str) -> None:
     writer = _device(url, tmp_path, "writer", tenant)
     for i in range(250):

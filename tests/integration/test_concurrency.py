@@ -54,6 +54,7 @@ def _close_clients() -> Iterator[None]:
         _open_clients.pop().close()
 
 
+@pytest.mark.slow
 def test_sixteen_concurrent_updates_from_one_token_exactly_one_wins(
     server_urls: list[str], tenant: str
 ) -> None:
@@ -173,6 +174,7 @@ def _writer(
                 known[item["id"]] = item
 
 
+@pytest.mark.slow
 def test_concurrent_writers_and_paging_readers_converge_without_missed_changes(
     server_urls: list[str], tenant: str, ddb: Any, settings: Settings
 ) -> None:

@@ -6,15 +6,18 @@ import os
 import subprocess
 import sys
 
-from api.local_engine import free_port
+import pytest
+
 from api.settings import PROJECT_ROOT
+from scripts.local_engine import free_port
 
 
+@pytest.mark.slow
 def test_the_demo_runs_to_convergence() -> None:
     env = {**os.environ, "PORT": str(free_port())}  # nothing there: it starts its own server
     env.pop("DYNAMODB_ENDPOINT", None)
     result = subprocess.run(
-        [sys.executable, "scripts/demo.py"],
+        [sys.executable, "-m", "scripts.demo"],
         cwd=PROJECT_ROOT,
         env=env,
         capture_output=True,

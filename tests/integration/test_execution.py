@@ -82,7 +82,9 @@ def test_fast_path_and_graphql_core_agree(
     gql.delete(tenant, "Reminder", gone["id"], gone["changeToken"])
 
     fast_schema = make_schema(settings)
-    assert fast_schema.execution_context_class.plain_fields  # the fast path is on
+    context_class: Any = fast_schema.execution_context_class
+    assert issubclass(context_class, PlainRecordExecutionContext)
+    assert context_class.plain_fields  # the fast path is on
     lists_taken: list[bool] = []
     complete_list = PlainRecordExecutionContext._complete_plain_list
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import pytest
+
 from api.settings import Settings
 from tests.support.faults import (
     Fault,
@@ -48,6 +50,7 @@ def test_transaction_conflicts_are_retried_until_the_write_goes_through(
     assert state.tokens()[person["id"]] == body["data"]["updatePerson"]["person"]["changeToken"]
 
 
+@pytest.mark.slow
 def test_endless_transaction_conflicts_give_unavailable_and_write_nothing(
     gql: GraphQLClient, tenant: str, inject: Inject, ddb: Any, settings: Settings
 ) -> None:
@@ -60,6 +63,7 @@ def test_endless_transaction_conflicts_give_unavailable_and_write_nothing(
     assert tenant_state(ddb, settings.table_name, tenant) == before
 
 
+@pytest.mark.slow
 def test_throttling_gives_unavailable_retryable(
     gql: GraphQLClient, tenant: str, inject: Inject
 ) -> None:

@@ -48,6 +48,7 @@ FUZZ = settings(
 )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", [Mode.POSITIVE, Mode.NEGATIVE], ids=["valid", "invalid"])
 def test_generated_operations_never_fail_internally(app_client: TestClient, mode: Mode) -> None:
     @FUZZ

@@ -7,6 +7,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import pytest
+
 from api.settings import Settings
 from api.storage import keys
 from tests.support.faults import Fault, LoseResponse, transaction_conflict
@@ -146,6 +148,7 @@ def test_a_replayed_failure_returns_the_same_error(
     assert replay["errors"][0]["extensions"] == {"code": "NOT_FOUND", "replayed": True}
 
 
+@pytest.mark.slow
 def test_a_cancelled_transaction_leaves_neither_the_write_nor_its_record(
     gql: GraphQLClient, tenant: str, ddb: Any, settings: Settings, inject: Inject
 ) -> None:

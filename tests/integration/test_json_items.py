@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from api.devserver import dynamodb_client
 from api.settings import Settings
 from api.storage import json_items
+from scripts.local_engine import dynamodb_client
 
 EVERY_TYPE_BUT_BINARY = {
     "s": {"S": 'text with "quotes", \\ backslashes, "B": and "BS": inside, and ünïcödé'},

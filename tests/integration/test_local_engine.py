@@ -9,17 +9,19 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 import boto3
+import pytest
 from pynamodb.attributes import UnicodeAttribute
 from pynamodb.models import Model
 
-from api.local_engine import LocalEngine, free_port
 from api.settings import PROJECT_ROOT
 from api.storage.table import definition, ensure_table
+from scripts.local_engine import LocalEngine, free_port
 
 
-def _model_for(endpoint: str) -> type[Model]:
+def _model_for(endpoint: str) -> Any:
     class Note(Model):
         class Meta:
             table_name = "persist-check"
@@ -35,7 +37,7 @@ def _model_for(endpoint: str) -> type[Model]:
     return Note
 
 
-def _client(endpoint: str):  # type: ignore[no-untyped-def]
+def _client(endpoint: str) -> Any:
     return boto3.client(
         "dynamodb",
         endpoint_url=endpoint,
@@ -45,6 +47,7 @@ def _client(endpoint: str):  # type: ignore[no-untyped-def]
     )
 
 
+@pytest.mark.slow
 def test_data_survives_a_restart_on_the_same_data_dir(tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
     port = free_port()
@@ -78,11 +81,12 @@ def _alive(pid: int) -> bool:
     return stat.exists() and stat.read_text().split(")")[-1].split()[0] != "Z"
 
 
+@pytest.mark.slow
 def test_jvm_dies_with_a_killed_parent() -> None:
     script = textwrap.dedent(
         """
         import sys, time
-        from api.local_engine import LocalEngine, free_port
+        from scripts.local_engine import LocalEngine, free_port
         engine = LocalEngine(free_port(), None)
         engine.start()
         print(engine._process.pid, flush=True)

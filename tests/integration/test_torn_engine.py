@@ -79,6 +79,7 @@ def test_a_read_sees_a_transaction_half_applied(
     assert _get(through, table, pk, "c") is None  # the cancelled one wrote nothing
 
 
+@pytest.mark.slow
 def test_random_commits_tear_for_concurrent_readers(settings: Settings, engine: Any) -> None:
     """Without holds: pauses alone let a reader see some items new and others old."""
     table, pk = settings.table_name, f"torn-{uuid.uuid4().hex}"
@@ -161,7 +162,7 @@ def test_cancellation_reasons_come_back_unchanged_with_the_old_item(
 ) -> None:
     table, pk = settings.table_name, f"torn-{uuid.uuid4().hex}"
     through.put_item(TableName=table, Item={"pk": {"S": pk}, "sk": {"S": "a"}, "n": {"N": "1"}})
-    update = {
+    update: dict[str, Any] = {
         "Update": {
             "TableName": table,
             "Key": {"pk": {"S": pk}, "sk": {"S": "a"}},

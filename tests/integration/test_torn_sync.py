@@ -175,6 +175,7 @@ def _write(
             known[item["id"]] = item
 
 
+@pytest.mark.slow
 def test_devices_syncing_during_torn_commits_miss_no_change(
     clients: list[GraphQLClient],
     tenant: str,

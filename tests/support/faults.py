@@ -45,13 +45,13 @@ def transaction_conflict(n_items: int = 4) -> AWSResponse:
 class Fault:
     """A before-send hook answering `response` (or raising) for the first `times` calls."""
 
-    def stop(self) -> None:
-        self.times = self.calls
-
     def __init__(self, make: Callable[[], AWSResponse] | Exception, times: int = 10**9) -> None:
         self.make = make
         self.times = times
         self.calls = 0
+
+    def stop(self) -> None:
+        self.times = self.calls
 
     def __call__(self, request: Any = None, **_: Any) -> AWSResponse | None:
         if self.calls >= self.times:
@@ -69,12 +69,12 @@ def connection_refused() -> Exception:
 class LoseResponse:
     """An after-call hook: DynamoDB applied the request, then the response is lost."""
 
-    def stop(self) -> None:
-        self.times = self.calls
-
     def __init__(self, times: int = 1) -> None:
         self.times = times
         self.calls = 0
+
+    def stop(self) -> None:
+        self.times = self.calls
 
     def __call__(self, **_: Any) -> None:
         if self.calls < self.times:

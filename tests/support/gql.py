@@ -66,10 +66,10 @@ class GraphQLClient:
             headers = bearer([tenant] if tenant else [])
         # ASCII-escaped JSON, as many clients send it: it can carry any string,
         # even one that is not valid Unicode (an unpaired surrogate).
-        body = json.dumps({"query": query, "variables": variables or {}}).encode()
+        payload = json.dumps({"query": query, "variables": variables or {}}).encode()
         response = self.http.post(
             self.path,
-            content=body,
+            content=payload,
             headers={**headers, "content-type": "application/json"},
         )
         assert response.status_code == 200, response.text
@@ -92,7 +92,7 @@ class GraphQLClient:
             f"{{ {key} {{ {selection(type_name)} }} }} }}",
             {"input": {"tenantID": tenant, "id": id, key: fields}},
         )
-        return data[f"create{type_name}"][key]  # type: ignore[no-any-return]
+        return data[f"create{type_name}"][key]
 
     def update(
         self, tenant: str, type_name: str, id: str, token: str, changes: dict[str, Any]
@@ -103,7 +103,7 @@ class GraphQLClient:
             f"{{ {key} {{ {selection(type_name)} }} }} }}",
             {"input": {"tenantID": tenant, "id": id, "changeToken": token, "changes": changes}},
         )
-        return data[f"update{type_name}"][key]  # type: ignore[no-any-return]
+        return data[f"update{type_name}"][key]
 
     def delete(self, tenant: str, type_name: str, id: str, token: str) -> dict[str, Any]:
         data = self.data(
@@ -111,7 +111,7 @@ class GraphQLClient:
             f"{{ deletedItem {{ {selection('DeletedItem')} }} }} }}",
             {"input": {"tenantID": tenant, "id": id, "changeToken": token}},
         )
-        return data[f"delete{type_name}"]["deletedItem"]  # type: ignore[no-any-return]
+        return data[f"delete{type_name}"]["deletedItem"]
 
     def get(self, tenant: str, type_name: str, id: str) -> dict[str, Any] | None:
         key = type_name[0].lower() + type_name[1:]
@@ -120,7 +120,7 @@ class GraphQLClient:
             f"{{ {selection(type_name)} }} }}",
             {"t": tenant, "id": id},
         )
-        return data[key]  # type: ignore[no-any-return]
+        return data[key]
 
     def changes_page(
         self,
@@ -135,7 +135,7 @@ class GraphQLClient:
             f" items {{ {ITEM_SELECTION} }} cursor changeToken }} }}",
             {"t": tenant, "since": since, "cursor": cursor, "limit": limit},
         )
-        return data["changes"]  # type: ignore[no-any-return]
+        return data["changes"]
 
     def sync(self, tenant: str, since: str | None = None, limit: int | None = None) -> SyncResult:
         """Follow cursors to the end, as a client would."""

@@ -11,8 +11,8 @@ from contextlib import contextmanager
 
 import httpx2
 
-from api.local_engine import free_port, stop_process
 from api.settings import PROJECT_ROOT, Settings
+from scripts.local_engine import free_port, stop_process
 
 
 @contextmanager

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
-from api.client.outbox import Entry, squash
-from api.client.rebase import rebase
+from sync_client.outbox import Entry, squash
+from sync_client.rebase import rebase
 
 
 def _entry(op: str, changes: dict[str, object] | None = None, sent: bool = False) -> Entry:

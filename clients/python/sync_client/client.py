@@ -10,11 +10,11 @@ from typing import Any
 
 from ulid import ULID
 
-from api.client.local_store import LocalStore, ServerVersion
-from api.client.outbox import Entry, Op, squash
-from api.client.rebase import rebase
-from api.client.transport import Transport, TransportError
 from api.domain.catalog import ITEM_TYPES
+from sync_client.local_store import LocalStore, ServerVersion
+from sync_client.outbox import Entry, Op, squash
+from sync_client.rebase import rebase
+from sync_client.transport import Transport, TransportError
 
 PUSH_BATCH = 100
 PULL_LIMIT = 100

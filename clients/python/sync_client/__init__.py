@@ -1,6 +1,6 @@
 """A reference offline sync client: the algorithm a mobile app should implement.
 
-    from api.client import SyncClient, HttpTransport
+    from sync_client import SyncClient, HttpTransport
     client = SyncClient("device.sqlite3", "family1", HttpTransport(url, token))
     person_id = client.create("Person", {"givenName": "Ann"})   # offline: local + outbox
     client.sync()                                               # push, then pull
@@ -8,7 +8,7 @@
 Not used by the server. See README, "The recommended client algorithm".
 """
 
-from api.client.sync_client import SyncClient, SyncReport
-from api.client.transport import HttpTransport, Transport, TransportError
+from sync_client.client import SyncClient, SyncReport
+from sync_client.transport import HttpTransport, Transport, TransportError
 
 __all__ = ["HttpTransport", "SyncClient", "SyncReport", "Transport", "TransportError"]

@@ -6,22 +6,13 @@ import contextlib
 import dataclasses
 import logging
 import sys
-from typing import Any
 
-import boto3
 import uvicorn
 
 from api.app import create_app
-from api.local_engine import EngineError, LocalEngine
 from api.settings import Settings
 from api.storage.table import ensure_table
-
-
-def dynamodb_client(settings: Settings) -> Any:
-    settings.apply_local_credentials()
-    return boto3.client(
-        "dynamodb", region_name=settings.aws_region, endpoint_url=settings.dynamodb_endpoint
-    )
+from scripts.local_engine import EngineError, LocalEngine, dynamodb_client
 
 
 def main() -> int:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from api.client.outbox import Entry
+from sync_client.outbox import Entry
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS base (

@@ -1,0 +1,146 @@
+"""The service's rules over the in-memory store: conflicts, idempotency, push, paging.
+
+The same rules run against DynamoDB Local (and the torn engine) in
+tests/integration; here they run in milliseconds, for the fast loop.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from api.domain.catalog import PERSON, REMINDER
+from api.domain.cursor import CursorCodec
+from api.domain.errors import AlreadyExists, BadUserInput, Conflict, NotFound
+from api.domain.mutations import Mutation
+from api.sync import PushStatus, SyncService
+from tests.support.memory_store import MemoryStore
+
+T = "family1"
+
+
+@pytest.fixture
+def store() -> MemoryStore:
+    return MemoryStore()
+
+
+@pytest.fixture
+def service(store: MemoryStore) -> SyncService:
+    return SyncService(store, CursorCodec("unit-secret"))
+
+
+def test_an_update_from_a_stale_token_is_a_conflict_carrying_the_current_version(
+    service: SyncService, store: MemoryStore
+) -> None:
+    first = service.create(PERSON, T, None, {"givenName": "Ann"})
+    second = service.update(PERSON, T, first.id, first.change_token, {"givenName": "Anna"})
+    writes = store.writes
+    with pytest.raises(Conflict) as refused:
+        service.update(PERSON, T, first.id, first.change_token, {"givenName": "Annie"})
+    assert refused.value.current == second
+    assert store.writes == writes  # nothing written
+    assert service.get(PERSON, T, first.id) == second
+
+
+def test_deleted_missing_and_foreign_type_entities_refuse_writes(service: SyncService) -> None:
+    person = service.create(PERSON, T, "p1", {})
+    gone = service.delete(PERSON, T, "p1", person.change_token)
+    with pytest.raises(Conflict) as deleted:
+        service.update(PERSON, T, "p1", gone.change_token, {"givenName": "x"})
+    assert deleted.value.current.deleted
+    with pytest.raises(NotFound):
+        service.update(PERSON, T, "nobody", gone.change_token, {})
+    reminder = service.create(REMINDER, T, "r1", {"title": "t"})
+    with pytest.raises(NotFound):
+        service.delete(PERSON, T, "r1", reminder.change_token)
+    with pytest.raises(AlreadyExists) as taken:
+        service.create(PERSON, T, "p1", {})  # a deleted id stays taken
+    assert taken.value.current == gone
+    assert service.get(PERSON, T, "p1") is None
+
+
+def test_a_client_mutation_id_applies_once_and_replays_its_outcome(
+    service: SyncService, store: MemoryStore
+) -> None:
+    create = Mutation("create", PERSON, T, "p1", None, {"givenName": "Ann"}, "m-1")
+    applied = service.apply(create)
+    again = service.apply(create)
+    assert not applied.replayed and again.replayed and again.record == applied.record
+    assert store.writes == 1
+    with pytest.raises(BadUserInput, match="already used"):
+        service.apply(Mutation("create", PERSON, T, "p2", None, {}, "m-1"))
+    # A refused mutation's outcome is kept too: its replay is the same refusal,
+    # even after the entity moved on.
+    stale = Mutation("update", PERSON, T, "p1", "0" * 26, {"givenName": "x"}, "m-2")
+    with pytest.raises(Conflict):
+        service.apply(stale)
+    service.update(PERSON, T, "p1", applied.record.change_token, {"givenName": "Bo"})
+    with pytest.raises(Conflict) as replayed:
+        service.apply(stale)
+    assert replayed.value.replayed and replayed.value.current == applied.record
+
+
+def test_one_bad_entry_of_a_push_is_rejected_alone(service: SyncService) -> None:
+    results = service.push(
+        T,
+        [
+            Mutation("create", PERSON, T, "a", None, {"givenName": "A"}),
+            Mutation("create", PERSON, T, "b", None, {"givenName": 7}),  # not a string
+            Mutation("create", PERSON, "other", "c", None, {}),  # another tenant
+            Mutation("update", PERSON, T, "a", "0" * 26, {}),  # stale token
+            Mutation("create", PERSON, T, "d", None, {"givenName": "D"}),
+        ],
+    )
+    statuses = [r.status for r in results]
+    assert statuses == [
+        PushStatus.APPLIED,
+        PushStatus.REJECTED,
+        PushStatus.REJECTED,
+        PushStatus.CONFLICT,
+        PushStatus.APPLIED,
+    ]
+    assert results[3].record == results[0].record
+    assert [r.id for r in service.changes(T).items] == ["a", "d"]
+
+
+def test_paging_from_any_token_gives_each_latest_change_once_in_order(
+    service: SyncService,
+) -> None:
+    rng = random.Random(7)
+    tokens: dict[str, str] = {}
+    seen_tokens: list[str] = []
+    for i in range(120):
+        entity = f"p{rng.randrange(40)}"
+        if entity in tokens and rng.random() < 0.7:
+            record = service.update(PERSON, T, entity, tokens[entity], {"givenName": str(i)})
+        elif entity not in tokens:
+            record = service.create(PERSON, T, entity, {"givenName": str(i)})
+        else:
+            continue
+        tokens[entity] = record.change_token
+        seen_tokens.append(record.change_token)
+    for since in [None, *seen_tokens[::17]]:
+        expected = sorted(
+            (tok, entity) for entity, tok in tokens.items() if since is None or tok > since
+        )
+        got: list[tuple[str, str]] = []
+        page = service.changes(T, since=since, limit=7)
+        while True:
+            got += [(r.change_token, r.id) for r in page.items]
+            if page.cursor is None:
+                break
+            page = service.changes(T, cursor=page.cursor, limit=7)
+        assert got == expected
+        assert page.change_token == max(tokens.values())
+
+
+def test_a_limit_out_of_range_and_a_foreign_since_are_bad_input(service: SyncService) -> None:
+    service.create(PERSON, T, None, {})
+    for limit in (0, 1001):
+        with pytest.raises(BadUserInput):
+            service.changes(T, limit=limit)
+    with pytest.raises(BadUserInput):
+        service.changes("empty-tenant", since="0" * 26)
+    with pytest.raises(BadUserInput, match="newer than every change"):
+        service.changes(T, since="1" + "0" * 25)  # in the year 3085
