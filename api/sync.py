@@ -21,7 +21,8 @@ from api.domain.errors import (
     OutcomeRecorded,
     SyncError,
 )
-from api.domain.item_types import ItemType, apply_changes, check_identifier, check_size
+from api.domain.identifiers import check_identifier
+from api.domain.item_types import ItemType, apply_changes, check_size
 from api.domain.mutations import (
     OUTCOME_RETENTION_S,
     Mutation,

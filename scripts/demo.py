@@ -63,7 +63,7 @@ def show(name: str, client: SyncClient) -> None:
 def narrate(name: str) -> Any:
     def on_result(outcome: PushOutcome) -> None:
         entry = outcome.entry
-        what = f"{entry.op} of {entry.type_name} {entry.entity_id[-6:]}"
+        what = f"{entry.verb} of {entry.type_name} {entry.entity_id[-6:]}"
         if outcome.status == "APPLIED":
             say(
                 f"    {name}: the server applied the {what}"

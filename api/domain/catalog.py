@@ -1,7 +1,7 @@
 """The synchronized item types this product ships.
 
 Adding a type: declare an `ItemType` here and add it to `ITEM_TYPES`. Its
-`deleted_type` is persisted in every stored item; never rename it.
+`code` is persisted in every stored item; never rename it.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ class RelationshipType(enum.Enum):
 
 PERSON = ItemType(
     name="Person",
-    deleted_type="PERSON",
+    code="PERSON",
     description="A member of the tenant's family or team.",
     fields=(
         Field("givenName", max_length=200),
@@ -43,7 +43,7 @@ PERSON = ItemType(
 
 REMINDER = ItemType(
     name="Reminder",
-    deleted_type="REMINDER",
+    code="REMINDER",
     description="Something to do, optionally for one person and by a due time.",
     fields=(
         Field("title", max_length=500),
@@ -55,5 +55,4 @@ REMINDER = ItemType(
 )
 
 ITEM_TYPES: tuple[ItemType, ...] = (PERSON, REMINDER)
-BY_NAME = {t.name: t for t in ITEM_TYPES}
-BY_DELETED_TYPE = {t.deleted_type: t for t in ITEM_TYPES}
+BY_CODE = {t.code: t for t in ITEM_TYPES}

@@ -20,7 +20,6 @@ from api.domain.timestamps import format_time, parse_date, parse_time
 
 # Keeps every item far below DynamoDB's 400 KB limit, and a 100-item page small.
 MAX_ITEM_BYTES = 16 * 1024
-_IDENTIFIER_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
 _HEX_COLOR_RE = re.compile(r"^#[0-9A-Fa-f]{6}$")
 # C0 controls except tab, newline and carriage return, and DEL: never meaningful in
 # a name, a title or a note, and a source of broken displays and logs.
@@ -127,7 +126,8 @@ _NORMALIZERS = {
 @dataclass(frozen=True)
 class ItemType:
     name: str  # GraphQL object type, e.g. "Person"
-    deleted_type: str  # its value in DeletedItemType, e.g. "PERSON"; persisted, never rename
+    code: str  # e.g. "PERSON": stored in every item, live or deleted (`ty`), and its
+    # value in DeletedItemType; persisted, never rename
     fields: tuple[Field, ...]
     description: str | None = None
 
@@ -163,12 +163,3 @@ def check_size(fields: Mapping[str, Any]) -> None:
     size = sum(len(k) + len(str(v).encode()) for k, v in fields.items())
     if size > MAX_ITEM_BYTES:
         raise BadUserInput(f"item is too large: {size} bytes of fields, at most {MAX_ITEM_BYTES}")
-
-
-def check_identifier(value: str, what: str) -> str:
-    """Tenant and entity ids: 1-64 characters of [A-Za-z0-9_.:-], so keys stay unambiguous."""
-    if not isinstance(value, str) or not _IDENTIFIER_RE.fullmatch(value):
-        raise BadUserInput(
-            f"{what} must be 1-64 characters of letters, digits, '_', '.', ':' or '-'"
-        )
-    return value

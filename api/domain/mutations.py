@@ -60,7 +60,7 @@ class Mutation:
         canonical = json.dumps(
             [
                 self.verb,
-                self.item_type.deleted_type,
+                self.item_type.code,
                 self.entity_id,
                 self.expected_token,
                 dict(normalized_changes),
@@ -123,7 +123,7 @@ class StoredOutcome:
 
 def _record_to_json(record: Record) -> dict[str, Any]:
     return {
-        "type": record.item_type.deleted_type,
+        "type": record.item_type.code,
         "id": record.id,
         "token": record.change_token,
         "createdMs": int(record.created_at.timestamp() * 1000),
@@ -134,7 +134,7 @@ def _record_to_json(record: Record) -> dict[str, Any]:
 
 def _record_from_json(tenant_id: str, data: dict[str, Any]) -> Record:
     return Record(
-        item_type=catalog.BY_DELETED_TYPE[data["type"]],
+        item_type=catalog.BY_CODE[data["type"]],
         tenant_id=tenant_id,
         id=data["id"],
         change_token=data["token"],

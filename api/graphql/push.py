@@ -8,7 +8,7 @@ errors, so offline clients read them directly.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 import strawberry
 
@@ -36,7 +36,7 @@ _ENTRIES: dict[str, tuple[ItemTypeSchema, Verb, Any]] = {
 PushMutation = strawberry.input(
     build(
         "PushMutation",
-        {name: Optional[entry[2]] for name, entry in _ENTRIES.items()},  # noqa: UP045
+        {name: entry[2] | None for name, entry in _ENTRIES.items()},
         {name: strawberry.field(default=strawberry.UNSET) for name in _ENTRIES},
     ),
     one_of=True,
@@ -60,13 +60,13 @@ class PushError:
 
 @strawberry.type
 class PushResult:
-    clientMutationID: Optional[str]  # noqa: UP045
+    clientMutationID: str | None
     status: PushStatus  # type: ignore[valid-type]
-    item: Optional[SynchronizedItem] = strawberry.field(  # noqa: UP045
+    item: SynchronizedItem | None = strawberry.field(
         description="APPLIED: the entity after the write. CONFLICT: the server's current "
         "version (a DeletedItem when deleted)."
     )
-    error: Optional[PushError]  # noqa: UP045
+    error: PushError | None
     replayed: bool = strawberry.field(
         description="True when this is the stored result of an earlier push of the same "
         "clientMutationID; nothing was written this time."

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Optional, TypeVar
+from typing import Any, TypeVar
 
 import strawberry
 from graphql import GraphQLError
@@ -109,9 +109,9 @@ def _given(value: Any) -> Any:
 async def changes(
     info: strawberry.Info,
     tenantID: strawberry.ID,
-    since: Optional[strawberry.ID] = strawberry.UNSET,  # noqa: UP045
-    cursor: Optional[str] = strawberry.UNSET,  # noqa: UP045
-    limit: Optional[int] = strawberry.UNSET,  # noqa: UP045
+    since: strawberry.ID | None = strawberry.UNSET,
+    cursor: str | None = strawberry.UNSET,
+    limit: int | None = strawberry.UNSET,
 ) -> SynchronizedItemList:
     requested = _given(limit)
     if requested is None or 1 <= requested <= MAX_LIMIT:  # else the service says why
@@ -139,7 +139,7 @@ def _query_fields(s: ItemTypeSchema) -> dict[str, Any]:
         "info": strawberry.Info,
         "tenantID": strawberry.ID,
         "id": strawberry.ID,
-        "return": Optional[s.object_type],  # noqa: UP045
+        "return": s.object_type | None,
     }
     return {s.field_name: strawberry.field(resolver=get, **authenticated())}
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
 import strawberry
 
@@ -24,7 +24,7 @@ from api.graphql.scalars import Date, Time
 RelationshipType = strawberry.enum(catalog.RelationshipType)
 
 _DeletedItemTypeEnum: Any = enum.Enum(  # type: ignore[misc]  # members come from the catalog
-    "DeletedItemType", {t.deleted_type: t.deleted_type for t in catalog.ITEM_TYPES}
+    "DeletedItemType", {t.code: t.code for t in catalog.ITEM_TYPES}
 )
 DeletedItemType = strawberry.enum(
     _DeletedItemTypeEnum, description="One value per synchronized type."
@@ -50,10 +50,10 @@ class DeletedItem(SynchronizedItem):
 @strawberry.type
 class SynchronizedItemList:
     items: list[SynchronizedItem]
-    cursor: Optional[str] = strawberry.field(  # noqa: UP045 - strawberry reads the annotation
+    cursor: str | None = strawberry.field(
         description="Pass back as `cursor` to get the next page; null when there are no more pages."
     )
-    changeToken: Optional[str] = strawberry.field(  # noqa: UP045
+    changeToken: str | None = strawberry.field(
         description=(
             "The token to persist as `since` once this page is applied; "
             "null only when the tenant has no changes at all."
@@ -159,7 +159,7 @@ def build_item_type_schema(item_type: ItemType) -> ItemTypeSchema:
     object_type = strawberry.type(
         build(
             name,
-            {f.name: Optional[_graphql_type(f)] for f in item_type.fields},  # noqa: UP045
+            {f.name: _graphql_type(f) | None for f in item_type.fields},
             {
                 f.name: strawberry.field(default=None, description=f.description)
                 for f in item_type.fields
@@ -171,7 +171,7 @@ def build_item_type_schema(item_type: ItemType) -> ItemTypeSchema:
     partial = strawberry.input(
         build(
             f"Update{name}Partial",
-            {f.name: Optional[_graphql_type(f)] for f in item_type.fields},  # noqa: UP045
+            {f.name: _graphql_type(f) | None for f in item_type.fields},
             {
                 f.name: strawberry.field(
                     default=strawberry.UNSET,
@@ -188,9 +188,9 @@ def build_item_type_schema(item_type: ItemType) -> ItemTypeSchema:
             f"Create{name}Input",
             {
                 "tenantID": strawberry.ID,
-                "id": Optional[strawberry.ID],  # noqa: UP045
+                "id": strawberry.ID | None,
                 field_name: partial,
-                "clientMutationID": Optional[str],  # noqa: UP045
+                "clientMutationID": str | None,
             },
             {
                 "id": strawberry.field(
@@ -212,7 +212,7 @@ def build_item_type_schema(item_type: ItemType) -> ItemTypeSchema:
                 "id": strawberry.ID,
                 "changeToken": str,
                 "changes": partial,
-                "clientMutationID": Optional[str],  # noqa: UP045
+                "clientMutationID": str | None,
             },
             {"clientMutationID": _client_mutation_id_field()},
         )
@@ -224,7 +224,7 @@ def build_item_type_schema(item_type: ItemType) -> ItemTypeSchema:
                 "tenantID": strawberry.ID,
                 "id": strawberry.ID,
                 "changeToken": str,
-                "clientMutationID": Optional[str],  # noqa: UP045
+                "clientMutationID": str | None,
             },
             {"clientMutationID": _client_mutation_id_field()},
         )
@@ -276,7 +276,7 @@ _BY_ITEM_TYPE = {s.item_type.name: s for s in ITEM_TYPE_SCHEMAS}
 
 
 def to_deleted_item(record: Record) -> DeletedItem:
-    return DeletedItem(type=DeletedItemType[record.item_type.deleted_type], **_common(record))
+    return DeletedItem(type=DeletedItemType[record.item_type.code], **_common(record))
 
 
 def to_synchronized_item(record: Record) -> Any:
@@ -313,6 +313,6 @@ def record_json(record: Record) -> dict[str, Any]:
         "updatedAt": format_time(record.updated_at),
     }
     if record.deleted:
-        return {"__typename": "DeletedItem", **common, "type": record.item_type.deleted_type}
+        return {"__typename": "DeletedItem", **common, "type": record.item_type.code}
     fields = {name: record.fields.get(name) for name in record.item_type.field_names}
     return {"__typename": record.item_type.name, **common, **fields}

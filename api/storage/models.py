@@ -49,7 +49,7 @@ class RecordItem(Model):
 
     pk = UnicodeAttribute(hash_key=True)
     sk = UnicodeAttribute(range_key=True)
-    type = UnicodeAttribute(attr_name="ty")  # ItemType.deleted_type, e.g. PERSON
+    type = UnicodeAttribute(attr_name="ty")  # ItemType.code, e.g. PERSON
     id = UnicodeAttribute()
     token = UnicodeAttribute(attr_name="tok")
     created_ms = NumberAttribute(attr_name="ca")

@@ -208,7 +208,7 @@ class DynamoStore:
             tx.save(
                 _entity_item(record),
                 condition=(RecordItem.token == expected_token)
-                & (RecordItem.type == record.item_type.deleted_type)
+                & (RecordItem.type == record.item_type.code)
                 & RecordItem.deleted.does_not_exist(),
                 return_values=ALL_OLD,
             )
@@ -387,7 +387,7 @@ def _item(pk: str, sk: str, record: Record) -> RecordItem:
     return RecordItem(
         pk,
         sk,
-        type=record.item_type.deleted_type,
+        type=record.item_type.code,
         id=record.id,
         token=record.change_token,
         created_ms=int(record.created_at.timestamp() * 1000),
@@ -401,7 +401,7 @@ def _record_from_raw(tenant_id: str, raw: dict[str, Any]) -> Record:
     token = raw[_TOKEN]["S"]
     fields = raw.get(_FIELDS, {}).get("M", {})
     return Record(
-        item_type=catalog.BY_DELETED_TYPE[raw[_TYPE]["S"]],
+        item_type=catalog.BY_CODE[raw[_TYPE]["S"]],
         tenant_id=tenant_id,
         id=raw[_ID]["S"],
         change_token=token,

@@ -211,7 +211,7 @@ def _check(
     def fail(message: str, entity: str | None) -> None:
         history = "\n".join(str(e) for e in run.events if entity is None or e.entity == entity)
         acks = [
-            f"  ack device? {a.entry.op} {a.status} replayed={a.replayed} "
+            f"  ack device? {a.entry.verb} {a.status} replayed={a.replayed} "
             f"token={(a.item or {}).get('changeToken')} cmid={a.entry.client_mutation_id}"
             for d in fleet
             for a in d.acks
@@ -277,7 +277,7 @@ def _check(
                 f"final token {final['changeToken']} is not the newest acknowledged write {newest}",
                 entity_id,
             )
-        if any(a.entry.op == "delete" for a in acks) and final["__typename"] != "DeletedItem":
+        if any(a.entry.verb == "delete" for a in acks) and final["__typename"] != "DeletedItem":
             fail("an acknowledged deletion was lost", entity_id)
     for entity_id in server:
         if entity_id not in applied:

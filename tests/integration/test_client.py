@@ -96,7 +96,7 @@ def test_edits_squash_per_entity_before_sending(url: str, tmp_path: Path, tenant
     results: list[Any] = []
     device.on_push_result = results.append
     device.sync()
-    assert len(results) == 1 and results[0].entry.op == "create"
+    assert len(results) == 1 and results[0].entry.verb == "create"
     assert device.get(kept) == {"__typename": "Person", "givenName": "b", "familyName": "c"}
 
 

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import pytest
-from sync_client.outbox import Entry, squash
+from sync_client.outbox import Entry, Verb, squash
 from sync_client.rebase import rebase
 
 
-def _entry(op: str, changes: dict[str, object] | None = None, sent: bool = False) -> Entry:
-    return Entry(1, "p1", "Person", op, dict(changes or {}), "T1", {}, "m" if sent else None, sent)  # type: ignore[arg-type]
+def _entry(verb: Verb, changes: dict[str, object] | None = None, sent: bool = False) -> Entry:
+    return Entry(
+        1, "p1", "Person", verb, dict(changes or {}), "T1", {}, "m" if sent else None, sent
+    )
 
 
 def test_updates_fold_into_one_with_later_values_winning() -> None:
@@ -19,14 +21,14 @@ def test_updates_fold_into_one_with_later_values_winning() -> None:
 
 def test_an_update_folds_into_a_pending_create() -> None:
     folded, absorbed = squash(_entry("create", {"a": 1}), "update", {"b": 2})
-    assert absorbed and folded is not None and folded.op == "create"
+    assert absorbed and folded is not None and folded.verb == "create"
     assert folded.changes == {"a": 1, "b": 2}
 
 
 def test_a_delete_cancels_an_unsent_create_and_replaces_an_update() -> None:
     assert squash(_entry("create", {"a": 1}), "delete", {}) == (None, True)
     folded, absorbed = squash(_entry("update", {"a": 1}), "delete", {})
-    assert absorbed and folded is not None and folded.op == "delete" and folded.changes == {}
+    assert absorbed and folded is not None and folded.verb == "delete" and folded.changes == {}
 
 
 def test_a_sent_entry_is_frozen() -> None:

@@ -6,7 +6,8 @@ import pytest
 
 from api.domain.catalog import PERSON, REMINDER, RelationshipType
 from api.domain.errors import BadUserInput
-from api.domain.item_types import MAX_ITEM_BYTES, apply_changes, check_identifier, check_size
+from api.domain.identifiers import check_identifier
+from api.domain.item_types import MAX_ITEM_BYTES, apply_changes, check_size
 
 
 def test_valid_person_fields_are_normalized() -> None:

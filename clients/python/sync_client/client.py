@@ -12,7 +12,7 @@ from ulid import ULID
 
 from api.domain.catalog import ITEM_TYPES
 from sync_client.local_store import LocalStore, ServerVersion
-from sync_client.outbox import Entry, Op, squash
+from sync_client.outbox import Entry, Verb, squash
 from sync_client.rebase import rebase
 from sync_client.transport import Transport, TransportError
 
@@ -25,7 +25,7 @@ _SELECTION = (
     + "".join(f" ... on {name} {{ {' '.join(fields)} }}" for name, fields in _FIELDS.items())
     + " ... on DeletedItem { type }"
 )
-_DELETED_TYPES = {t.deleted_type: t.name for t in ITEM_TYPES}
+_NAME_BY_CODE = {t.code: t.name for t in ITEM_TYPES}
 PUSH = (
     "mutation Push($input: PushChangesInput!) { pushChanges(input: $input) { results {"
     f" clientMutationID status replayed error {{ code message }} item {{ {_SELECTION} }} }} }} }}"
@@ -93,9 +93,9 @@ class SyncClient:
             if not version.deleted:
                 view[version.entity_id] = {"__typename": version.type_name, **version.fields}
         for entry in self.store.entries():
-            if entry.op == "delete":
+            if entry.verb == "delete":
                 view.pop(entry.entity_id, None)
-            elif entry.op == "create":
+            elif entry.verb == "create":
                 view[entry.entity_id] = {"__typename": entry.type_name, **_set(entry.changes)}
             elif entry.entity_id in view:
                 merged = {**view[entry.entity_id], **entry.changes}
@@ -122,14 +122,14 @@ class SyncClient:
     def delete(self, entity_id: str) -> None:
         self._edit(entity_id, "delete", {})
 
-    def _edit(self, entity_id: str, op: Op, changes: dict[str, Any]) -> None:
+    def _edit(self, entity_id: str, verb: Verb, changes: dict[str, Any]) -> None:
         current = self.get(entity_id)
         if current is None:
             raise KeyError(f"{entity_id} is not in the local copy")
         with self.store.transaction():
             queued = self.store.entries_for(entity_id)
             last = queued[-1] if queued else None
-            folded, absorbed = squash(last, op, changes)
+            folded, absorbed = squash(last, verb, changes)
             if absorbed:
                 assert last is not None
                 if folded is None:
@@ -144,7 +144,7 @@ class SyncClient:
                     0,
                     entity_id,
                     current["__typename"],
-                    op,
+                    verb,
                     changes,
                     base_token=None if version is None else version.token,
                     base_fields={} if version is None else version.fields,
@@ -220,7 +220,7 @@ class SyncClient:
                 if entry.entity_id in seen:
                     continue  # its base is the result of the one already in the batch
                 seen.add(entry.entity_id)
-                if entry.op != "create" and entry.base_token is None:
+                if entry.verb != "create" and entry.base_token is None:
                     version = self.store.server_version(entry.entity_id)
                     if version is None:
                         continue  # its create is not acknowledged yet
@@ -238,12 +238,12 @@ class SyncClient:
     def _mutation(self, entry: Entry) -> dict[str, Any]:
         key = entry.type_name[0].lower() + entry.type_name[1:]
         common = {"tenantID": self.tenant_id, "clientMutationID": entry.client_mutation_id}
-        if entry.op == "create":
+        if entry.verb == "create":
             return {
                 f"create{entry.type_name}": {**common, "id": entry.entity_id, key: entry.changes}
             }
         target = {**common, "id": entry.entity_id, "changeToken": entry.base_token}
-        if entry.op == "update":
+        if entry.verb == "update":
             return {f"update{entry.type_name}": {**target, "changes": entry.changes}}
         return {f"delete{entry.type_name}": target}
 
@@ -275,7 +275,7 @@ class SyncClient:
             sent=False,
         )
         if current.deleted:
-            if entry.op == "delete" or self.deletion_wins:
+            if entry.verb == "delete" or self.deletion_wins:
                 self.store.remove(entry.seq)
                 return
             # Configured to keep edits: they survive as a new entity.
@@ -283,14 +283,14 @@ class SyncClient:
             self.store.remove(entry.seq)
             self.store.append(Entry(0, str(ULID()), entry.type_name, "create", _set(fields)))
             return
-        if entry.op == "delete":
-            self.store.save(replace(fresh, op="delete"))  # the deletion wins over edits
+        if entry.verb == "delete":
+            self.store.save(replace(fresh, verb="delete"))  # the deletion wins over edits
             return
         # An update, or a create whose id was taken: keep what the server did not change.
-        base = entry.base_fields if entry.op == "update" else {}
+        base = entry.base_fields if entry.verb == "update" else {}
         changes = rebase(base, current.fields, entry.changes)
         if changes:
-            self.store.save(replace(fresh, op="update", changes=changes))
+            self.store.save(replace(fresh, verb="update", changes=changes))
         else:
             self.store.remove(entry.seq)
 
@@ -301,9 +301,7 @@ def _set(fields: dict[str, Any]) -> dict[str, Any]:
 
 def _version(item: dict[str, Any]) -> ServerVersion:
     if item["__typename"] == "DeletedItem":
-        return ServerVersion(
-            item["id"], _DELETED_TYPES[item["type"]], item["changeToken"], True, {}
-        )
+        return ServerVersion(item["id"], _NAME_BY_CODE[item["type"]], item["changeToken"], True, {})
     fields = {name: item.get(name) for name in _FIELDS[item["__typename"]]}
     return ServerVersion(item["id"], item["__typename"], item["changeToken"], False, _set(fields))
 

@@ -23,7 +23,7 @@ CREATE TABLE IF NOT EXISTS base (
 );
 CREATE TABLE IF NOT EXISTS outbox (
     seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL, type TEXT NOT NULL,
-    op TEXT NOT NULL, changes TEXT NOT NULL, base_token TEXT, base_fields TEXT NOT NULL,
+    verb TEXT NOT NULL, changes TEXT NOT NULL, base_token TEXT, base_fields TEXT NOT NULL,
     cmid TEXT, sent INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS outbox_by_id ON outbox (id, seq);
@@ -93,14 +93,14 @@ class LocalStore:
 
     def entries(self) -> list[Entry]:
         rows = self._db.execute(
-            "SELECT seq, id, type, op, changes, base_token, base_fields, cmid, sent "
+            "SELECT seq, id, type, verb, changes, base_token, base_fields, cmid, sent "
             "FROM outbox ORDER BY seq"
         )
         return [_entry(row) for row in rows]
 
     def entries_for(self, entity_id: str) -> list[Entry]:
         rows = self._db.execute(
-            "SELECT seq, id, type, op, changes, base_token, base_fields, cmid, sent "
+            "SELECT seq, id, type, verb, changes, base_token, base_fields, cmid, sent "
             "FROM outbox WHERE id = ? ORDER BY seq",
             (entity_id,),
         )
@@ -108,14 +108,14 @@ class LocalStore:
 
     def append(self, entry: Entry) -> None:
         self._db.execute(
-            "INSERT INTO outbox (id, type, op, changes, base_token, base_fields, cmid, sent) "
+            "INSERT INTO outbox (id, type, verb, changes, base_token, base_fields, cmid, sent) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             _entry_values(entry),
         )
 
     def save(self, entry: Entry) -> None:
         self._db.execute(
-            "UPDATE outbox SET id = ?, type = ?, op = ?, changes = ?, base_token = ?, "
+            "UPDATE outbox SET id = ?, type = ?, verb = ?, changes = ?, base_token = ?, "
             "base_fields = ?, cmid = ?, sent = ? WHERE seq = ?",
             (*_entry_values(entry), entry.seq),
         )
@@ -146,7 +146,7 @@ def _entry(row: tuple[Any, ...]) -> Entry:
         seq=row[0],
         entity_id=row[1],
         type_name=row[2],
-        op=row[3],
+        verb=row[3],
         changes=json.loads(row[4]),
         base_token=row[5],
         base_fields=json.loads(row[6]),
@@ -159,7 +159,7 @@ def _entry_values(entry: Entry) -> tuple[Any, ...]:
     return (
         entry.entity_id,
         entry.type_name,
-        entry.op,
+        entry.verb,
         json.dumps(entry.changes),
         entry.base_token,
         json.dumps(entry.base_fields),

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-Op = Literal["create", "update", "delete"]
+Verb = Literal["create", "update", "delete"]
 
 
 @dataclass(frozen=True)
@@ -18,7 +18,7 @@ class Entry:
     seq: int
     entity_id: str
     type_name: str
-    op: Op
+    verb: Verb
     changes: dict[str, Any] = field(default_factory=dict)
     # The token the edit is based on; None for a create, or for an edit queued
     # behind an entry still in flight (it takes that entry's resulting token).
@@ -28,7 +28,7 @@ class Entry:
     sent: bool = False
 
 
-def squash(pending: Entry | None, op: Op, changes: dict[str, Any]) -> tuple[Entry | None, bool]:
+def squash(pending: Entry | None, verb: Verb, changes: dict[str, Any]) -> tuple[Entry | None, bool]:
     """Fold a new edit into the entity's last unsent entry.
 
     Returns the entry that replaces `pending` (None: both cancel out) and whether
@@ -36,10 +36,10 @@ def squash(pending: Entry | None, op: Op, changes: dict[str, Any]) -> tuple[Entr
     """
     if pending is None or pending.sent:
         return pending, False
-    if op == "delete":
-        if pending.op == "create":
+    if verb == "delete":
+        if pending.verb == "create":
             return None, True  # never reached the server: nothing to delete there
-        return replace(pending, op="delete", changes={}), True
-    if pending.op == "delete":
+        return replace(pending, verb="delete", changes={}), True
+    if pending.verb == "delete":
         raise ValueError(f"{pending.entity_id} is deleted locally")
     return replace(pending, changes={**pending.changes, **changes}), True
