@@ -16,34 +16,54 @@ memoized sub-selection lookup) cost about as much again as the fields.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any, ClassVar
 
 from graphql import (
     GraphQLLeafType,
     GraphQLNonNull,
+    GraphQLNullableType,
     GraphQLObjectType,
+    GraphQLOutputType,
+    GraphQLResolveInfo,
     get_nullable_type,
     is_abstract_type,
     is_leaf_type,
 )
-from graphql.pyutils import Path, Undefined
-from strawberry.schema.schema import StrawberryGraphQLCoreExecutionContext
+from graphql.execution.collect_fields import FieldDetailsList, GroupedFieldSet
+from graphql.pyutils import AwaitableOrValue, Path, Undefined
+from strawberry.schema.schema import Schema, StrawberryGraphQLCoreExecutionContext
 from strawberry.types.base import StrawberryObjectDefinition
+
+# The overrides below are of graphql-core 3.3's `Executor` methods, which are not
+# documented for overriding: pyproject.toml pins the graphql-core range they were
+# tested with, and tests/integration/test_execution.py proves the results equal
+# graphql-core's own for every selection of the plain types.
 
 # GraphQL type name -> {field name -> (attribute, leaf type, non-null)}
 PlainFields = dict[str, dict[str, tuple[str, GraphQLLeafType, bool]]]
 
 
-def plain_record_classes(schema: Any, plain: PlainFields) -> dict[type, str]:
+# A plain type's plan for one list: its name, field specs and sub-selection.
+_Plan = tuple[str, dict[str, tuple[str, GraphQLLeafType, bool]], GroupedFieldSet]
+
+
+def plain_record_classes(schema: Schema, plain: PlainFields) -> dict[type, str]:
     """Python class -> GraphQL type name, for the plain types."""
-    return {schema.get_type_by_name(name).origin: name for name in plain}
+    classes: dict[type, str] = {}
+    for name in plain:
+        definition = schema.get_type_by_name(name)
+        assert isinstance(definition, StrawberryObjectDefinition)
+        classes[definition.origin] = name
+    return classes
 
 
-def plain_record_fields(schema: Any, type_names: list[str]) -> PlainFields:
+def plain_record_fields(schema: Schema, type_names: list[str]) -> PlainFields:
     """The fields of the named types, if every one of them is a plain leaf attribute."""
     plain: PlainFields = {}
     for name in type_names:
         graphql_type = schema._schema.type_map[name]
+        assert isinstance(graphql_type, GraphQLObjectType)
         definition = schema.get_type_by_name(name)
         if not isinstance(definition, StrawberryObjectDefinition):
             continue
@@ -72,13 +92,13 @@ class PlainRecordExecutionContext(StrawberryGraphQLCoreExecutionContext):
 
     def complete_iterable_value(
         self,
-        item_type: Any,
-        field_details_list: Any,
-        info: Any,
+        item_type: GraphQLOutputType,
+        field_details_list: FieldDetailsList,
+        info: GraphQLResolveInfo,
         path: Path,
-        items: Any,
+        items: Iterable[Any],
         position_context: Any,
-    ) -> Any:
+    ) -> AwaitableOrValue[list[Any]]:
         if position_context is None and isinstance(items, list):
             completed = self._complete_plain_list(item_type, field_details_list, path, items)
             if completed is not None:
@@ -88,14 +108,18 @@ class PlainRecordExecutionContext(StrawberryGraphQLCoreExecutionContext):
         )
 
     def _complete_plain_list(
-        self, item_type: Any, field_details_list: Any, path: Path, items: list[Any]
+        self,
+        item_type: GraphQLOutputType,
+        field_details_list: FieldDetailsList,
+        path: Path,
+        items: list[Any],
     ) -> list[Any] | None:
         """The completed list, or None to let graphql-core do it (and report any error)."""
         if self.get_stream_usage(field_details_list, path) is not None:
             return None
         expected = get_nullable_type(item_type)
         # Per Python class: its type name, field specs and sub-selection, found once.
-        plans: dict[type, tuple[str, Any, Any] | None] = {}
+        plans: dict[type, _Plan | None] = {}
         completed = []
         for item in items:
             cls = type(item)
@@ -112,8 +136,8 @@ class PlainRecordExecutionContext(StrawberryGraphQLCoreExecutionContext):
         return completed
 
     def _plain_plan(
-        self, cls: type, expected: Any, field_details_list: Any
-    ) -> tuple[str, Any, Any] | None:
+        self, cls: type, expected: GraphQLNullableType, field_details_list: FieldDetailsList
+    ) -> _Plan | None:
         """How to complete items of `cls` in this list, or None if it is not a plain
         record type valid here (or its selection defers)."""
         name = self.plain_classes.get(cls)
@@ -135,12 +159,12 @@ class PlainRecordExecutionContext(StrawberryGraphQLCoreExecutionContext):
 
     def execute_fields(
         self,
-        parent_type: Any,
+        parent_type: GraphQLObjectType,
         source_value: Any,
         path: Path | None,
-        grouped_field_set: Any,
+        grouped_field_set: GroupedFieldSet,
         position_context: Any,
-    ) -> Any:
+    ) -> AwaitableOrValue[dict[str, Any]]:
         fields = self.plain_fields.get(parent_type.name)
         if fields is not None:
             result = _complete_plain(fields, parent_type.name, source_value, grouped_field_set)
@@ -154,8 +178,8 @@ class PlainRecordExecutionContext(StrawberryGraphQLCoreExecutionContext):
 def _complete_plain(
     fields: dict[str, tuple[str, GraphQLLeafType, bool]],
     type_name: str,
-    source: Any,
-    grouped_field_set: Any,
+    source: object,
+    grouped_field_set: GroupedFieldSet,
 ) -> dict[str, Any] | None:
     """The completed object, or None to let graphql-core do it (and report any error)."""
     result: dict[str, Any] = {}
