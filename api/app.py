@@ -28,7 +28,13 @@ from api.domain.errors import SyncError, Unauthenticated, Unavailable
 from api.graphql.documents import too_long
 from api.graphql.errors import with_codes
 from api.graphql.schema import Context, make_schema
-from api.http import GraphQLResponseMediaType, RequestMiddleware, bad_request_body
+from api.http import (
+    RequestMiddleware,
+    as_graphql_response,
+    bad_request_body,
+    wants_graphql_response,
+    was_not_executed,
+)
 from api.ordering import wall_clock_ms
 from api.settings import Settings
 from api.storage import models
@@ -53,7 +59,13 @@ class _GraphQL(GraphQL[Context, None]):
     async def process_result(self, request: Any, result: ExecutionResult) -> GraphQLHTTPResponse:
         if result.errors:
             result.errors = with_codes(result.errors)
-        return await super().process_result(request, result)
+        processed = await super().process_result(request, result)
+        if wants_graphql_response(request) and was_not_executed(result):
+            # GraphQL over HTTP: a document that was never executed has no `data`,
+            # and its response is a 400 (`__call__`).
+            request.state.not_executed = True
+            processed.pop("data", None)
+        return processed
 
     async def render_graphql_ide(self, request: Request) -> Response:
         return HTMLResponse(graphiql.page_html(), headers=graphiql.SECURITY_HEADERS)
@@ -120,6 +132,9 @@ class _GraphQL(GraphQL[Context, None]):
         except HTTPException as exc:
             # Strawberry answers these in plain text; clients read extensions.code.
             response = _coded_http_error(exc, request.method)
+        if wants_graphql_response(request):
+            not_executed = getattr(request.state, "not_executed", False)
+            response = as_graphql_response(response, not_executed)
         await response(scope, receive, send)
 
 
@@ -166,7 +181,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
     routes = [
         Route(
             "/graphql",
-            GraphQLResponseMediaType(_GraphQL(settings, service)),
+            _GraphQL(settings, service),
             methods=["GET", "POST"],
         ),
         Route("/healthz", healthz, methods=["GET"]),

@@ -1,4 +1,6 @@
-"""ASGI middleware: request id, body size limit, and the per-request log line."""
+"""HTTP around GraphQL: the middleware (request id, body size limit, the per-request
+log line), coded errors for requests refused before GraphQL runs, and the
+GraphQL-over-HTTP media type."""
 
 from __future__ import annotations
 
@@ -9,7 +11,10 @@ import time
 import uuid
 from typing import Any
 
+from starlette.requests import Request
+from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from strawberry.types import ExecutionResult
 
 from api import request_log
 
@@ -125,59 +130,27 @@ async def _send_error(send: Send, status: int, message: str) -> None:
 GRAPHQL_RESPONSE = "application/graphql-response+json"
 
 
-class GraphQLResponseMediaType:
-    """GraphQL over HTTP: `application/graphql-response+json` for clients that accept it.
+def wants_graphql_response(request: Request) -> bool:
+    """GraphQL over HTTP: the client accepts `application/graphql-response+json`.
 
     With that media type a request that could not be executed at all (unparsable,
-    invalid) is answered with 400, as the GraphQL-over-HTTP spec asks; clients that
-    accept only `application/json` keep the classic 200 for every GraphQL result.
+    invalid) is answered with 400 and no `data`, as the GraphQL-over-HTTP spec asks;
+    clients that accept only `application/json` keep the classic 200 for every
+    GraphQL result.
     """
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        accept = dict(scope.get("headers", [])).get(b"accept", b"").decode("latin-1")
-        if scope["type"] != "http" or GRAPHQL_RESPONSE not in accept:
-            await self.app(scope, receive, send)
-            return
-        start: Message | None = None
-        chunks: list[bytes] = []
-
-        async def buffer(message: Message) -> None:
-            nonlocal start
-            if message["type"] == "http.response.start":
-                start = message
-            elif message["type"] == "http.response.body":
-                chunks.append(message.get("body", b""))
-                if not message.get("more_body", False):
-                    assert start is not None
-                    await _send_negotiated(send, start, b"".join(chunks))
-            else:
-                await send(message)
-
-        await self.app(scope, receive, buffer)
+    return GRAPHQL_RESPONSE in request.headers.get("accept", "")
 
 
-async def _send_negotiated(send: Send, start: Message, body: bytes) -> None:
-    headers = [(k, v) for k, v in start.get("headers", []) if k.lower() != b"content-length"]
-    status = start["status"]
-    content_type = dict(headers).get(b"content-type", b"")
-    if content_type.startswith(b"application/json"):
-        headers = [(k, v) for k, v in headers if k.lower() != b"content-type"]
-        headers.append((b"content-type", f"{GRAPHQL_RESPONSE}; charset=utf-8".encode()))
-        if status == 200 and _not_executed(body):
-            status = 400
-    headers.append((b"content-length", str(len(body)).encode()))
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
-
-
-def _not_executed(body: bytes) -> bool:
+def was_not_executed(result: ExecutionResult) -> bool:
     """No data, and only errors from before execution (they carry no path)."""
-    try:
-        result = json.loads(body)
-    except ValueError:
-        return False
-    errors = result.get("errors") or []
-    return result.get("data") is None and bool(errors) and all("path" not in e for e in errors)
+    errors = result.errors or []
+    return result.data is None and bool(errors) and all(e.path is None for e in errors)
+
+
+def as_graphql_response(response: Response, not_executed: bool) -> Response:
+    """`response` (JSON) in the media type `application/graphql-response+json`."""
+    if response.media_type == "application/json":
+        response.headers["content-type"] = f"{GRAPHQL_RESPONSE}; charset=utf-8"
+        if response.status_code == 200 and not_executed:
+            response.status_code = 400
+    return response

@@ -120,3 +120,15 @@ def test_graphiql_in_a_browser_runs_a_sync_offline(
     assert '"givenName": "Ada"' in report["result"] and '"title": "Dentist"' in report["result"]
     assert report["failedRequests"] == []  # every asset came from the API itself
     assert screenshot.stat().st_size > 10_000
+
+
+def test_the_graphql_over_http_audit_passes_every_check(
+    node_deps: Path, server_url: str, tenant: str
+) -> None:
+    node = shutil.which("node")
+    assert node
+    out = _run([node, "audit.mjs", f"{server_url}/graphql", _token(tenant)], node_deps)
+    results: list[dict[str, Any]] = json.loads(out.strip().splitlines()[-1])
+    assert len(results) >= 61
+    not_ok = [r for r in results if r["status"] != "ok"]
+    assert not_ok == [], not_ok

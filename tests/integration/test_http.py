@@ -50,8 +50,9 @@ def test_graphql_response_json_when_asked_for(app_client: TestClient, tenant: st
     assert bad.status_code == 400
     assert bad.headers["content-type"].startswith(GRAPHQL_RESPONSE)
     assert bad.json()["errors"][0]["extensions"]["code"] == "BAD_USER_INPUT"
+    assert "data" not in bad.json()  # never executed: no data at all, not even null
     invalid = _post(app_client, tenant, "{ nope }", GRAPHQL_RESPONSE)
-    assert invalid.status_code == 400
+    assert invalid.status_code == 400 and "data" not in invalid.json()
     # ...while a field error is still a GraphQL result: 200.
     forbidden = app_client.post(
         "/graphql",
@@ -65,6 +66,7 @@ def test_graphql_response_json_when_asked_for(app_client: TestClient, tenant: st
     assert classic.status_code == 200 and classic.headers["content-type"].startswith(
         "application/json"
     )
+    assert classic.json()["data"] is None
 
 
 def test_malformed_requests_get_4xx(app_client: TestClient, tenant: str) -> None:
