@@ -8,8 +8,6 @@ import strawberry
 from strawberry.permission import BasePermission
 from strawberry.schema_directive import Location
 
-from api.domain.errors import Unauthenticated
-
 
 @strawberry.schema_directive(
     locations=[Location.FIELD_DEFINITION],
@@ -34,9 +32,7 @@ class RequireValidToken(BasePermission):
     before its document was even parsed (`api.app`), must have been valid."""
 
     def has_permission(self, source: Any, info: strawberry.Info, **kwargs: Any) -> bool:
-        context = info.context
-        if context.principal is None:
-            raise context.auth_error or Unauthenticated("send Authorization: Bearer <token>")
+        info.context.caller()  # raises the coded error when there is no caller
         return True
 
 

@@ -83,6 +83,14 @@ class Context:
     budget: RequestBudget = field(default_factory=RequestBudget)
     writes: TenantGate = field(default_factory=TenantGate)  # the process's, from the view
 
+    def caller(self) -> Principal:
+        """The verified caller; else why the request has none (UNAUTHENTICATED or
+        UNAVAILABLE). The token is verified once, before the document is parsed
+        (`api.app`), because what a document may cost depends on it."""
+        if self.principal is None:
+            raise self.auth_error or Unauthenticated("send Authorization: Bearer <token>")
+        return self.principal
+
 
 async def _for_tenant(
     info: strawberry.Info, tenant_id: str, work: Callable[[SyncService], _T], writes: bool = False
@@ -90,9 +98,7 @@ async def _for_tenant(
     """Run `work` for `tenant_id`, once the caller is known to belong to it; writes
     pass the tenant's gate first (`api.tenant_gate`)."""
     context: Context = info.context
-    if context.principal is None:  # only reachable if a field lacks @isAuthenticated
-        raise Unauthenticated("send Authorization: Bearer <token>")
-    context.principal.require_tenant(tenant_id)
+    context.caller().require_tenant(tenant_id)
     log = request_log.current()
     if log is not None:
         log.tenant = tenant_id
