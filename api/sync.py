@@ -27,7 +27,6 @@ from api.domain.mutations import (
     OUTCOME_RETENTION_S,
     Mutation,
     StoredOutcome,
-    check_client_mutation_id,
     is_stored_error,
 )
 from api.domain.records import LogTail, Record, write_refusal
@@ -178,23 +177,17 @@ class SyncService:
 
     def apply(self, mutation: Mutation) -> Written:
         """Apply one mutation, at most once per clientMutationID."""
-        check_identifier(mutation.tenant_id, "tenantID")
-        if mutation.entity_id is not None:
-            check_identifier(mutation.entity_id, "id")
-        if mutation.expected_token is not None:
-            check_token(mutation.expected_token, "changeToken")
-        normalized = mutation.item_type.normalize_changes(mutation.changes)
+        mutation = mutation.validated()
         cmid = mutation.client_mutation_id
         if cmid is None:
-            return Written(self._apply(mutation, normalized, None))
-        check_client_mutation_id(cmid)
+            return Written(self._apply(mutation, None))
         expires_at = int(time.time()) + OUTCOME_RETENTION_S
-        pending = StoredOutcome(cmid, mutation.fingerprint(normalized), expires_at=expires_at)
+        pending = StoredOutcome(cmid, mutation.fingerprint(), expires_at=expires_at)
         stored = self._store.get_outcome(mutation.tenant_id, cmid)
         if stored is not None:
             return _replay(stored, pending.fingerprint)
         try:
-            return Written(self._apply(mutation, normalized, pending))
+            return Written(self._apply(mutation, pending))
         except OutcomeRecorded:
             return self._replay_recorded(mutation.tenant_id, pending)
         except SyncError as exc:
@@ -270,10 +263,9 @@ class SyncService:
             raise OutcomeRecorded()
         return _replay(stored, pending.fingerprint)
 
-    def _apply(
-        self, mutation: Mutation, changes: Mapping[str, Any], pending: StoredOutcome | None
-    ) -> Record:
-        item_type, tenant_id = mutation.item_type, mutation.tenant_id
+    def _apply(self, mutation: Mutation, pending: StoredOutcome | None) -> Record:
+        """Apply a validated mutation."""
+        item_type, tenant_id, changes = mutation.item_type, mutation.tenant_id, mutation.changes
 
         def outcome(record: Record) -> StoredOutcome | None:
             return None if pending is None else replace(pending, record=record)
@@ -292,8 +284,7 @@ class SyncService:
             return self._ordering.write(tenant_id, None, create, _token_of)
 
         entity_id, expected = mutation.entity_id, mutation.expected_token
-        if entity_id is None or expected is None:
-            raise BadUserInput(f"{mutation.verb} needs an id and a changeToken")
+        assert entity_id is not None and expected is not None  # validated()
 
         if mutation.verb == "update":
             current = self._current(item_type, tenant_id, entity_id, expected)

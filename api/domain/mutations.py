@@ -13,7 +13,7 @@ import hashlib
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -26,9 +26,10 @@ from api.domain.errors import (
     NotFound,
     SyncError,
 )
+from api.domain.identifiers import check_identifier
 from api.domain.item_types import ItemType
 from api.domain.records import Record
-from api.domain.tokens import token_time
+from api.domain.tokens import check_token, token_time
 
 Verb = Literal["create", "update", "delete"]
 # Outcomes of client mutation ids are kept at least this long (then DynamoDB TTL
@@ -55,15 +56,31 @@ class Mutation:
     changes: Mapping[str, Any] = field(default_factory=dict)
     client_mutation_id: str | None = None
 
-    def fingerprint(self, normalized_changes: Mapping[str, Any]) -> str:
-        """Identifies what the mutation asks for, to refuse reuse of its id for another."""
+    def validated(self) -> Mutation:
+        """This mutation with its ids, token and client mutation id checked and its
+        changes normalized (`ItemType.normalize_changes`); BadUserInput otherwise.
+        Whether it can apply to what the server holds is the store's question."""
+        check_identifier(self.tenant_id, "tenantID")
+        if self.verb != "create" and (self.entity_id is None or self.expected_token is None):
+            raise BadUserInput(f"{self.verb} needs an id and a changeToken")
+        if self.entity_id is not None:
+            check_identifier(self.entity_id, "id")
+        if self.expected_token is not None:
+            check_token(self.expected_token, "changeToken")
+        if self.client_mutation_id is not None:
+            check_client_mutation_id(self.client_mutation_id)
+        return replace(self, changes=self.item_type.normalize_changes(self.changes))
+
+    def fingerprint(self) -> str:
+        """Identifies what the (validated) mutation asks for, to refuse reuse of its id
+        for another."""
         canonical = json.dumps(
             [
                 self.verb,
                 self.item_type.code,
                 self.entity_id,
                 self.expected_token,
-                dict(normalized_changes),
+                dict(self.changes),
             ],
             sort_keys=True,
             separators=(",", ":"),
