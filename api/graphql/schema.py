@@ -286,5 +286,7 @@ def make_schema(settings: Settings) -> SyncSchema:
     return schema
 
 
-# What `scripts/export-schema` prints into schema.graphql.
-schema = make_schema(Settings())
+def default_schema() -> SyncSchema:
+    """The schema with default settings: what `scripts/export-schema` prints into
+    schema.graphql (Strawberry's CLI calls it). Nothing is built at import."""
+    return make_schema(Settings())
