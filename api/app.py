@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import logging
+from collections.abc import AsyncIterator
+from datetime import timedelta
 from typing import Any
 
 from cross_web import HTTPException  # what Strawberry 0.341 raises for HTTP errors
@@ -13,13 +17,20 @@ from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
-from starlette.routing import Route
+from starlette.routing import Route, WebSocketRoute
 from starlette.types import Receive, Scope, Send
 from starlette_compress import CompressMiddleware
 from strawberry.asgi import GraphQL
+from strawberry.exceptions import ConnectionRejectionError
 from strawberry.http import GraphQLHTTPResponse
 from strawberry.schema.exceptions import InvalidOperationTypeError
+from strawberry.subscriptions import GRAPHQL_TRANSPORT_WS_PROTOCOL
+from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import (
+    BaseGraphQLTransportWSHandler,
+)
+from strawberry.subscriptions.protocols.graphql_transport_ws.types import SubscribeMessage
 from strawberry.types import ExecutionResult
+from strawberry.types.unset import UNSET, UnsetType
 
 from api import graphiql, request_log
 from api.auth import Authenticator, Principal
@@ -36,6 +47,7 @@ from api.http import (
     was_not_executed,
 )
 from api.ordering import wall_clock_ms
+from api.realtime.local import LocalRealtime, close_at
 from api.settings import Settings
 from api.storage import models
 from api.storage.store import DynamoStore
@@ -45,16 +57,44 @@ from api.tenant_gate import TenantGate
 logger = logging.getLogger("api")
 
 
+class _TransportWSHandler(BaseGraphQLTransportWSHandler[Context, None]):
+    """graphql-transport-ws with the HTTP path's bound on document size."""
+
+    async def handle_subscribe(self, message: SubscribeMessage) -> None:
+        payload = message.get("payload")
+        query = payload.get("query") if isinstance(payload, dict) else None
+        refused = too_long(query if isinstance(query, str) else "", authenticated=True)
+        if refused is not None and self.connection_acknowledged:
+            error = with_codes([refused])[0]
+            await self.send_message(
+                {"id": message["id"], "type": "error", "payload": [error.formatted]}
+            )
+            return
+        await super().handle_subscribe(message)
+
+    async def shutdown(self) -> None:
+        for task in self.context.tasks:  # the token's expiry, among others
+            task.cancel()
+        await super().shutdown()
+
+
 class _GraphQL(GraphQL[Context, None]):
-    def __init__(self, settings: Settings, service: SyncService) -> None:
+    graphql_transport_ws_handler_class = _TransportWSHandler
+
+    def __init__(self, settings: Settings, service: SyncService, realtime: LocalRealtime) -> None:
         super().__init__(
             make_schema(settings),
             graphql_ide="graphiql" if settings.graphiql else None,
             allow_queries_via_get=True,
+            # graphql-ws's protocol (Apollo Client, urql, RxDB), on /graphql.
+            subscription_protocols=(GRAPHQL_TRANSPORT_WS_PROTOCOL,),
+            connection_init_wait_timeout=timedelta(seconds=10),
+            max_subscriptions_per_connection=settings.ws_max_subscriptions_per_connection,
         )
         self._service = service
         self._authenticator = Authenticator(settings)
         self._writes = TenantGate()
+        self._realtime = realtime
 
     async def process_result(self, request: Any, result: ExecutionResult) -> GraphQLHTTPResponse:
         if result.errors:
@@ -83,7 +123,29 @@ class _GraphQL(GraphQL[Context, None]):
             principal=principal,
             auth_error=error,
             writes=self._writes,
+            feed=self._realtime.feed,
         )
+
+    async def on_ws_connect(self, context: Context) -> UnsetType | dict[str, object] | None:
+        """graphql-transport-ws `connection_init`: browsers cannot set headers on a
+        WebSocket, so the bearer token comes in its payload. A missing, bad or
+        expired token refuses the connection (close 4403); the socket is closed
+        (4403 too) when the token expires."""
+        params = context.connection_params or {}
+        header = params.get("Authorization", params.get("authorization"))
+        principal, error = await self._authenticate(header if isinstance(header, str) else None)
+        if principal is None:
+            logger.info("websocket refused: %s", error)
+            raise ConnectionRejectionError()
+        context.principal, context.auth_error = principal, None
+        if principal.expires_at is not None:
+            socket = context.request
+            context.tasks.append(
+                asyncio.create_task(
+                    close_at(principal.expires_at, lambda: socket.close(4403, "token expired"))
+                )
+            )
+        return UNSET
 
     async def _authenticate(self, header: str | None) -> tuple[Principal | None, SyncError | None]:
         try:
@@ -123,6 +185,13 @@ class _GraphQL(GraphQL[Context, None]):
         return decoded
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "websocket":
+            async with self._realtime.connection() as admitted:
+                if not admitted:  # refuse the handshake: try again later
+                    await send({"type": "websocket.close", "code": 1013})
+                    return
+                await super().__call__(scope, receive, send)
+            return
         if scope["type"] != "http":
             await super().__call__(scope, receive, send)
             return
@@ -159,11 +228,20 @@ def create_app(settings: Settings | None = None) -> Starlette:
     store = DynamoStore()
     store.on_response(request_log.record_consumed_capacity)
     offset = settings.clock_offset_ms
+    realtime: LocalRealtime | None = None
+
+    def on_commit(tenant_id: str, token: str) -> None:
+        if realtime is not None:
+            realtime.publish(tenant_id, token)
+
     service = SyncService(
         store,
         CursorCodec(settings.cursor_secret),
         clock_ms=(lambda: wall_clock_ms() + offset) if offset else wall_clock_ms,
+        on_commit=on_commit,
     )
+    realtime = LocalRealtime(settings, service.latest_change)
+    view = _GraphQL(settings, service, realtime)
 
     async def healthz(request: Request) -> Response:
         try:
@@ -179,11 +257,8 @@ def create_app(settings: Settings | None = None) -> Starlette:
         return JSONResponse({"status": "ok", "table": settings.table_name, "reachable": True})
 
     routes = [
-        Route(
-            "/graphql",
-            _GraphQL(settings, service),
-            methods=["GET", "POST"],
-        ),
+        Route("/graphql", view, methods=["GET", "POST"]),
+        WebSocketRoute("/graphql", view),
         Route("/healthz", healthz, methods=["GET"]),
     ]
     if settings.graphiql:
@@ -203,4 +278,10 @@ def create_app(settings: Settings | None = None) -> Starlette:
                 max_age=600,
             )
         )
-    return Starlette(routes=routes, middleware=middleware)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        yield
+        realtime.close()
+
+    return Starlette(routes=routes, middleware=middleware, lifespan=lifespan)

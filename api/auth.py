@@ -39,6 +39,7 @@ class Principal:
 
     sub: str
     tenants: frozenset[str]
+    expires_at: float | None = None  # the token's `exp` (epoch seconds)
 
     def require_tenant(self, tenant_id: str) -> None:
         # The message names neither the caller's tenants nor whether the tenant exists.
@@ -93,7 +94,11 @@ class Authenticator:
         sub = claims.get("sub")
         if not isinstance(sub, str) or not sub:
             raise Unauthenticated("invalid token: no subject")
-        return Principal(sub=sub, tenants=_tenants(claims.get(self._settings.jwt_tenants_claim)))
+        return Principal(
+            sub=sub,
+            tenants=_tenants(claims.get(self._settings.jwt_tenants_claim)),
+            expires_at=float(claims["exp"]),
+        )
 
     def _decode(self, token: str) -> dict[str, Any]:
         settings = self._settings

@@ -52,6 +52,14 @@ class Settings:
     cors_origins: tuple[str, ...] = ()
     # Responses at least this large are compressed (zstd, brotli or gzip, as accepted).
     compress_min_bytes: int = 1024
+    # Realtime (`changesAvailable` over WebSocket) on a long-running server: at most
+    # this many connections and subscriptions per process, and subscriptions per
+    # connection. A subscription holds one token (about 2 KB with its task).
+    ws_max_connections: int = 5000
+    ws_max_subscriptions: int = 10000
+    ws_max_subscriptions_per_connection: int = 10
+    # AWS: the API Gateway Management API of the WebSocket API (set by serverless.yml).
+    websocket_management_url: str | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -86,6 +94,14 @@ class Settings:
                 o.strip() for o in env.get("CORS_ORIGINS", "").split(",") if o.strip()
             ),
             compress_min_bytes=int(env.get("COMPRESS_MIN_BYTES", cls.compress_min_bytes)),
+            ws_max_connections=int(env.get("WS_MAX_CONNECTIONS", cls.ws_max_connections)),
+            ws_max_subscriptions=int(env.get("WS_MAX_SUBSCRIPTIONS", cls.ws_max_subscriptions)),
+            ws_max_subscriptions_per_connection=int(
+                env.get(
+                    "WS_MAX_SUBSCRIPTIONS_PER_CONNECTION", cls.ws_max_subscriptions_per_connection
+                )
+            ),
+            websocket_management_url=env.get("WEBSOCKET_MANAGEMENT_URL") or None,
         )
 
     def check(self) -> list[str]:

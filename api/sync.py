@@ -101,9 +101,12 @@ class SyncService:
         store: Store,
         cursors: CursorCodec,
         clock_ms: Callable[[], int] = wall_clock_ms,
+        on_commit: Callable[[str, str], None] | None = None,
     ) -> None:
         self._store = store
         self._cursors = cursors
+        # Called with (tenant, token) after each write this service commits.
+        self._on_commit = on_commit
         self._ordering = TokenOrdering(store.head, clock_ms)
 
     # --- reads -------------------------------------------------------------
@@ -172,6 +175,15 @@ class SyncService:
         last = items[-1].change_token
         next_cursor = self._cursors.encode(tenant_id, Position(after=last, upper=upper))
         return Page(items=items, cursor=next_cursor, change_token=last)
+
+    def latest_change(self, tenant_id: str, after: str | None) -> str | None:
+        """The newest change token a sync from `after` would reach now (None: none
+        yet): what a new `changesAvailable` subscription is told first."""
+        check_identifier(tenant_id, "tenantID")
+        if after is not None:
+            check_token(after, "since")
+        bound = self._store.log_tail(tenant_id, after, 1).bound
+        return bound if bound is not None and (after is None or bound > after) else None
 
     # --- writes ------------------------------------------------------------
 
@@ -264,7 +276,17 @@ class SyncService:
         return _replay(stored, pending.fingerprint)
 
     def _apply(self, mutation: Mutation, pending: StoredOutcome | None) -> Record:
-        """Apply a validated mutation."""
+        """Apply a validated mutation, and tell `on_commit` about it."""
+        record = self._write(mutation, pending)
+        if self._on_commit is not None:
+            try:
+                self._on_commit(record.tenant_id, record.change_token)
+            except Exception:  # a poke is a hint: never fail the committed write
+                logger.exception("on_commit failed")
+        return record
+
+    def _write(self, mutation: Mutation, pending: StoredOutcome | None) -> Record:
+        """Write a validated mutation."""
         item_type, tenant_id, changes = mutation.item_type, mutation.tenant_id, mutation.changes
 
         def outcome(record: Record) -> StoredOutcome | None:

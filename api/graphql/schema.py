@@ -6,6 +6,7 @@ one server process keeps serving other requests while DynamoDB answers.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -31,7 +32,7 @@ from api.domain.errors import BadUserInput, SyncError, Unauthenticated
 from api.domain.mutations import Verb
 from api.graphql.directives import authenticated
 from api.graphql.documents import BoundedDocuments, ValidDocuments
-from api.graphql.errors import ErrorCodes
+from api.graphql.errors import ErrorCodes, with_codes
 from api.graphql.execution import (
     PlainRecordExecutionContext,
     plain_record_classes,
@@ -39,6 +40,7 @@ from api.graphql.execution import (
 )
 from api.graphql.push import PushChangesInput, PushChangesPayload, to_mutations, to_result
 from api.graphql.scalars import SCALAR_MAP
+from api.graphql.subscription import ChangeFeed, subscription_fields
 from api.graphql.types import (
     ITEM_TYPE_SCHEMAS,
     ItemTypeSchema,
@@ -82,6 +84,11 @@ class Context:
     auth_error: SyncError | None = None
     budget: RequestBudget = field(default_factory=RequestBudget)
     writes: TenantGate = field(default_factory=TenantGate)  # the process's, from the view
+    feed: ChangeFeed | None = None  # where `changesAvailable` reads (None: not served)
+    # graphql-transport-ws: connection_init's payload (Strawberry sets it), and the
+    # connection's own tasks (its token's expiry), cancelled when it closes.
+    connection_params: dict[str, Any] | None = None
+    tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
     def caller(self) -> Principal:
         """The verified caller; else why the request has none (UNAUTHENTICATED or
@@ -224,6 +231,8 @@ Mutation = _root(
     },
 )
 
+Subscription = _root("Subscription", subscription_fields())
+
 
 class SyncSchema(strawberry.Schema):
     documents: ValidDocuments  # the parsed documents this schema keeps (bounded)
@@ -233,7 +242,9 @@ class SyncSchema(strawberry.Schema):
     ) -> None:
         # Strawberry logs a traceback for every error. Expected errors (conflicts, bad
         # input, auth) are already in the request's log line with their code, and
-        # unexpected ones were logged with their traceback by ErrorCodes.
+        # unexpected ones were logged with their traceback by ErrorCodes. Errors of
+        # a subscription (over WebSocket) get their codes here: no HTTP view sees them.
+        errors[:] = with_codes(errors)
         for error in errors:
             logger.debug("graphql error at %s: %s", error.path, error.message)
 
@@ -274,6 +285,7 @@ def make_schema(settings: Settings) -> SyncSchema:
     schema = SyncSchema(
         query=Query,
         mutation=Mutation,
+        subscription=Subscription,
         types=[s.object_type for s in ITEM_TYPE_SCHEMAS],
         extensions=extensions,
         config=StrawberryConfig(scalar_map=SCALAR_MAP),

@@ -53,6 +53,8 @@ from __future__ import annotations
 
 # Above every change token (ULIDs use 0-9 and A-Z): the top of the log partition.
 HEAD_SK = "~HEAD"
+_TENANT_PREFIX = "T#"
+_LOG_SUFFIX = "#LOG"
 _ENTITY_PREFIX = "I#"
 _OUTCOME_PREFIX = "M#"
 # DynamoDB's TTL deletes items whose `exp` (epoch seconds) has passed.
@@ -60,11 +62,11 @@ TTL_ATTRIBUTE = "exp"
 
 
 def tenant_pk(tenant_id: str) -> str:
-    return f"T#{tenant_id}"
+    return f"{_TENANT_PREFIX}{tenant_id}"
 
 
 def log_pk(tenant_id: str) -> str:
-    return f"T#{tenant_id}#LOG"
+    return f"{_TENANT_PREFIX}{tenant_id}{_LOG_SUFFIX}"
 
 
 def entity_sk(entity_id: str) -> str:
@@ -81,3 +83,10 @@ def outcome_sk(client_mutation_id: str) -> str:
 
 def is_outcome_sk(sk: str) -> bool:
     return sk.startswith(_OUTCOME_PREFIX)
+
+
+def tenant_of_head(pk: str, sk: str) -> str | None:
+    """The tenant whose head has this key, or None for any other item."""
+    if sk != HEAD_SK or not pk.startswith(_TENANT_PREFIX) or not pk.endswith(_LOG_SUFFIX):
+        return None
+    return pk[len(_TENANT_PREFIX) : -len(_LOG_SUFFIX)]

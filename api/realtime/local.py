@@ -1,0 +1,85 @@
+"""Realtime on a long-running server process: its hub, its stream follower, its limits.
+
+A write committed by this process wakes its subscribers at once (`publish`); a
+write committed by another process on the same table arrives through the
+table's stream (`api.realtime.streams.StreamFollower`), started with the first
+subscription. Connections are counted here so that one process never holds
+more than `ws_max_connections` sockets.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import boto3
+
+from api.realtime.signals import LiveFeed, TenantSignals
+from api.realtime.streams import StreamFollower
+from api.settings import Settings
+
+logger = logging.getLogger("api.realtime")
+
+
+class LocalRealtime:
+    def __init__(
+        self, settings: Settings, latest_change: Callable[[str, str | None], str | None]
+    ) -> None:
+        self._settings = settings
+        self.signals = TenantSignals(settings.ws_max_subscriptions)
+        self.feed = LiveFeed(self.signals, latest_change)
+        self.follower: StreamFollower | None = None
+        self._connections = 0
+        self._lock = threading.Lock()
+        self.signals.on_first_subscription(self._start_follower)
+
+    def publish(self, tenant_id: str, token: str) -> None:
+        """A write of this process committed (any thread)."""
+        self.signals.publish(tenant_id, token)
+
+    @property
+    def connections(self) -> int:
+        return self._connections
+
+    @contextlib.asynccontextmanager
+    async def connection(self) -> AsyncIterator[bool]:
+        """Admit one WebSocket connection if under the limit; yields whether it was."""
+        with self._lock:
+            admitted = self._connections < self._settings.ws_max_connections
+            if admitted:
+                self._connections += 1
+        try:
+            yield admitted
+        finally:
+            if admitted:
+                with self._lock:
+                    self._connections -= 1
+
+    def close(self) -> None:
+        if self.follower is not None:
+            self.follower.stop()
+
+    def _start_follower(self) -> None:
+        settings = self._settings
+        settings.apply_local_credentials()
+        clients: dict[str, Any] = {
+            name: boto3.client(
+                name, region_name=settings.aws_region, endpoint_url=settings.dynamodb_endpoint
+            )
+            for name in ("dynamodb", "dynamodbstreams")
+        }
+        self.follower = StreamFollower(
+            clients["dynamodb"], clients["dynamodbstreams"], settings.table_name, self.publish
+        )
+        self.follower.start()
+
+
+async def close_at(when: float, close: Callable[[], Awaitable[object]]) -> None:
+    """Await `close()` at epoch time `when` (a token's `exp`)."""
+    await asyncio.sleep(max(0.0, when - time.time()))
+    await close()

@@ -1,0 +1,121 @@
+"""The in-process hub of head changes, and the feed a subscription reads from it.
+
+Writers publish `(tenant, token)` from any thread (the service's commits, the
+stream follower); each subscription holds one `Slot` with the newest token not
+yet delivered. Publishing overwrites the slot instead of queueing, so a burst of
+writes is one event carrying the newest token, and a consumer that reads slowly
+or never holds one token's worth of memory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+
+from api.domain.errors import Unavailable
+
+
+@dataclass(eq=False)
+class Slot:
+    """One subscription's mailbox: the newest token published and not yet taken."""
+
+    loop: asyncio.AbstractEventLoop
+    token: str | None = None
+    ready: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def offer(self, token: str) -> None:
+        """On the slot's event loop: keep `token` if it is newer than what waits."""
+        if self.token is None or token > self.token:
+            self.token = token
+            self.ready.set()
+
+    async def take(self) -> str:
+        await self.ready.wait()
+        self.ready.clear()
+        token, self.token = self.token, None
+        assert token is not None
+        return token
+
+
+class TenantSignals:
+    """Subscriptions by tenant, at most `capacity` in this process."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self._slots: dict[str, set[Slot]] = {}
+        self._count = 0
+        self._lock = threading.Lock()
+        self._on_first: list[Callable[[], None]] = []
+
+    def on_first_subscription(self, callback: Callable[[], None]) -> None:
+        """Call `callback` when the first subscription registers (starts the stream
+        follower lazily: a process nobody subscribes to reads no stream)."""
+        self._on_first.append(callback)
+
+    @property
+    def count(self) -> int:
+        return self._count
+
+    def register(self, tenant_id: str) -> Slot:
+        slot = Slot(asyncio.get_running_loop())
+        with self._lock:
+            if self._count >= self.capacity:
+                raise Unavailable(
+                    f"this server holds its maximum of {self.capacity} subscriptions; retry later"
+                )
+            self._slots.setdefault(tenant_id, set()).add(slot)
+            self._count += 1
+            first, self._on_first = self._on_first, []
+        for callback in first:
+            callback()
+        return slot
+
+    def unregister(self, tenant_id: str, slot: Slot) -> None:
+        with self._lock:
+            slots = self._slots.get(tenant_id)
+            if slots is not None and slot in slots:
+                slots.discard(slot)
+                self._count -= 1
+                if not slots:
+                    del self._slots[tenant_id]
+
+    def publish(self, tenant_id: str, token: str) -> None:
+        """From any thread: wake the tenant's subscriptions with `token`."""
+        with self._lock:
+            slots = list(self._slots.get(tenant_id, ()))
+        for slot in slots:
+            try:
+                slot.loop.call_soon_threadsafe(slot.offer, token)
+            except RuntimeError:  # that loop is closed: its subscription is gone
+                self.unregister(tenant_id, slot)
+
+
+class LiveFeed:
+    """`ChangeFeed` of a long-running server: the first token from the table, then
+    what the hub publishes, each strictly newer than the last one delivered."""
+
+    def __init__(
+        self, signals: TenantSignals, first_bound: Callable[[str, str | None], str | None]
+    ) -> None:
+        self._signals = signals
+        self._first_bound = first_bound  # blocking: the newest complete change
+
+    async def changes(self, tenant_id: str, after: str | None) -> AsyncIterator[str]:
+        # Register before reading the table: a write committed in between is then
+        # published to this slot, so nothing slips between the read and the wait.
+        slot = self._signals.register(tenant_id)
+        try:
+            bound = await asyncio.to_thread(self._first_bound, tenant_id, after)
+            last = after
+            if bound is not None and (last is None or bound > last):
+                last = bound
+                yield bound
+            while True:
+                token = await slot.take()
+                if last is None or token > last:
+                    last = token
+                    yield token
+        finally:
+            self._signals.unregister(tenant_id, slot)

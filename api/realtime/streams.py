@@ -1,0 +1,146 @@
+"""Head changes from the table's DynamoDB stream (view type NEW_IMAGE).
+
+Every write updates its tenant's head (`api.storage.keys`), so the head's stream
+records are the tenant's commits. AWS documents that a transaction's changes
+reach the stream only after the transaction completes ("Amazon DynamoDB
+Transactions: How it works"): when a head record is read, every item of that
+write is applied, and a sync started afterwards includes it.
+
+`head_changes` reads records as both consumers get them (`GetRecords` locally,
+the Lambda event on AWS). `StreamFollower` is the local consumer: a thread that
+reads the stream of the table and publishes each head change, so a write on
+another server process wakes this one's subscribers.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from api.storage import keys
+
+logger = logging.getLogger("api.realtime")
+
+# GetRecords per shard at most this often: the latency a write on another server
+# adds before its poke (stream reads cost per call, not per subscriber).
+POLL_INTERVAL_S = 0.25
+# New shards (DynamoDB rolls them every few hours) are looked for this often.
+DESCRIBE_INTERVAL_S = 10.0
+
+
+def head_changes(records: Iterable[Mapping[str, Any]]) -> dict[str, str]:
+    """Tenant -> the newest head token among `records` (others are ignored)."""
+    newest: dict[str, str] = {}
+    for record in records:
+        if record.get("eventName") not in ("INSERT", "MODIFY"):
+            continue
+        change = record.get("dynamodb", {})
+        tenant_id = keys.tenant_of_head(
+            change.get("Keys", {}).get("pk", {}).get("S", ""),
+            change.get("Keys", {}).get("sk", {}).get("S", ""),
+        )
+        token = change.get("NewImage", {}).get("tok", {}).get("S")
+        if tenant_id is None or not isinstance(token, str):
+            continue
+        if token > newest.get(tenant_id, ""):
+            newest[tenant_id] = token
+    return newest
+
+
+class StreamFollower:
+    """Reads the table's stream from now on and calls `publish(tenant, token)` for
+    every head change, until `stop()`. Shards present at the start are read from
+    their latest record, shards that appear later from their first."""
+
+    def __init__(
+        self,
+        dynamodb: Any,
+        streams: Any,
+        table_name: str,
+        publish: Callable[[str, str], None],
+        poll_interval_s: float = POLL_INTERVAL_S,
+    ) -> None:
+        self._dynamodb = dynamodb
+        self._streams = streams
+        self._table_name = table_name
+        self._publish = publish
+        self._poll_interval_s = poll_interval_s
+        self._stopped = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.reads = 0  # GetRecords calls, for the benchmark's cost figures
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="stream-follower", daemon=True)
+            self._thread.start()
+
+    def stop(self) -> None:
+        self._stopped.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        while not self._stopped.is_set():
+            try:
+                self._follow()
+            except Exception:  # a failing stream must not end the process's pokes
+                logger.exception("reading the table's stream failed; retrying in 5 s")
+                self._stopped.wait(5)
+
+    def _follow(self) -> None:
+        described = self._dynamodb.describe_table(TableName=self._table_name)["Table"]
+        arn = described.get("LatestStreamArn")
+        if arn is None:
+            logger.warning(
+                "table %s has no stream: writes on other servers wake no subscriber here",
+                self._table_name,
+            )
+            self._stopped.wait(60)
+            return
+        iterators: dict[str, str | None] = {}
+        seen: set[str] = set()
+        first = True
+        next_describe = 0.0
+        while not self._stopped.is_set():
+            if time.monotonic() >= next_describe:
+                for shard in self._shards(arn):
+                    shard_id = shard["ShardId"]
+                    if shard_id in seen:
+                        continue
+                    seen.add(shard_id)
+                    closed = "EndingSequenceNumber" in shard.get("SequenceNumberRange", {})
+                    if first and closed:
+                        continue  # history from before this process started
+                    iterators[shard_id] = self._streams.get_shard_iterator(
+                        StreamArn=arn,
+                        ShardId=shard_id,
+                        ShardIteratorType="LATEST" if first else "TRIM_HORIZON",
+                    )["ShardIterator"]
+                first = False
+                next_describe = time.monotonic() + DESCRIBE_INTERVAL_S
+            for shard_id, iterator in list(iterators.items()):
+                if iterator is None:
+                    del iterators[shard_id]  # closed: its children come with a describe
+                    continue
+                page = self._streams.get_records(ShardIterator=iterator, Limit=1000)
+                self.reads += 1
+                iterators[shard_id] = page.get("NextShardIterator")
+                for tenant_id, token in head_changes(page.get("Records", [])).items():
+                    self._publish(tenant_id, token)
+            self._stopped.wait(self._poll_interval_s)
+
+    def _shards(self, arn: str) -> list[dict[str, Any]]:
+        shards: list[dict[str, Any]] = []
+        start: str | None = None
+        while True:
+            kwargs: dict[str, Any] = {"StreamArn": arn}
+            if start is not None:
+                kwargs["ExclusiveStartShardId"] = start
+            description = self._streams.describe_stream(**kwargs)["StreamDescription"]
+            shards += description.get("Shards", [])
+            start = description.get("LastEvaluatedShardId")
+            if start is None:
+                return shards

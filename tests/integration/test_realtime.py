@@ -1,0 +1,165 @@
+"""`changesAvailable` over graphql-transport-ws on one server process (in-process).
+
+Across server processes and with the real `graphql-ws` client: the ecosystem
+tests (tests/ecosystem/js/subscribe.mjs).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import time
+from typing import Any
+
+import pytest
+from starlette.testclient import TestClient
+from starlette.websockets import WebSocketDisconnect
+
+from api.auth import make_local_token
+from tests.support.gql import TEST_AUTH_SECRET, GraphQLClient, bearer
+
+SUBSCRIBE = (
+    "subscription($t: ID!, $s: ID) { changesAvailable(tenantID: $t, since: $s) "
+    "{ tenantID changeToken } }"
+)
+
+
+def _receive(ws: Any, timeout: float = 10.0) -> Any:
+    """The next message, or a failure instead of a hang when none comes."""
+    pool = concurrent.futures.ThreadPoolExecutor(1)
+    future = pool.submit(ws.receive_json)
+    pool.shutdown(wait=False)
+    try:
+        return future.result(timeout)
+    except concurrent.futures.TimeoutError:
+        raise AssertionError(f"no message within {timeout} s") from None
+
+
+def _connect(client: TestClient) -> Any:
+    return client.websocket_connect("/graphql", subprotocols=["graphql-transport-ws"])
+
+
+def _init(ws: Any, authorization: str | None) -> None:
+    payload = {} if authorization is None else {"Authorization": authorization}
+    ws.send_json({"type": "connection_init", "payload": payload})
+
+
+def _subscribe(ws: Any, sub_id: str, tenant: str, since: str | None = None) -> None:
+    ws.send_json(
+        {
+            "id": sub_id,
+            "type": "subscribe",
+            "payload": {"query": SUBSCRIBE, "variables": {"t": tenant, "s": since}},
+        }
+    )
+
+
+def _acked(ws: Any, tenant: str) -> None:
+    _init(ws, bearer([tenant])["Authorization"])
+    assert _receive(ws) == {"type": "connection_ack"}
+
+
+@pytest.mark.parametrize(
+    "authorization",
+    [None, "Bearer not-a-jwt", f"Bearer {make_local_token('wrong-secret-' * 4, 's', ['t'], 60)}"],
+    ids=["no token", "not a token", "bad signature"],
+)
+def test_a_connection_without_a_valid_token_is_refused(
+    app_client: TestClient, authorization: str | None
+) -> None:
+    with _connect(app_client) as ws:
+        _init(ws, authorization)
+        with pytest.raises(WebSocketDisconnect) as closed:
+            _receive(ws)
+    assert closed.value.code == 4403
+
+
+def test_an_expired_token_is_refused_and_a_token_expiring_later_closes_the_socket(
+    app_client: TestClient, tenant: str
+) -> None:
+    expired = make_local_token(TEST_AUTH_SECRET, "s", [tenant], 60, now=time.time() - 3600)
+    with _connect(app_client) as ws:
+        _init(ws, f"Bearer {expired}")
+        with pytest.raises(WebSocketDisconnect) as refused:
+            _receive(ws)
+    assert refused.value.code == 4403
+    # Valid for about two more seconds (the leeway of 10 s is on top).
+    short = make_local_token(TEST_AUTH_SECRET, "s", [tenant], 1, now=time.time() - 9)
+    with _connect(app_client) as ws:
+        _init(ws, f"Bearer {short}")
+        assert _receive(ws) == {"type": "connection_ack"}
+        started = time.monotonic()
+        with pytest.raises(WebSocketDisconnect) as closed:
+            _receive(ws)
+    assert closed.value.code == 4403 and closed.value.reason == "token expired"
+    assert time.monotonic() - started < 10
+
+
+def test_a_stale_since_gets_an_event_at_once_and_each_write_its_token(
+    app_client: TestClient, gql: GraphQLClient, tenant: str
+) -> None:
+    first = gql.create(tenant, "Person", {"givenName": "Ann"})
+    second = gql.create(tenant, "Person", {"givenName": "Bo"})
+    with _connect(app_client) as ws:
+        _acked(ws, tenant)
+        _subscribe(ws, "stale", tenant, since=first["changeToken"])
+        event = _receive(ws)
+        assert event["id"] == "stale" and event["type"] == "next"
+        assert event["payload"]["data"]["changesAvailable"] == {
+            "tenantID": tenant,
+            "changeToken": second["changeToken"],
+        }
+        # Up to date: nothing at once; the next write is the next event.
+        _subscribe(ws, "current", tenant, since=second["changeToken"])
+        third = gql.update(tenant, "Person", first["id"], first["changeToken"], {"givenName": "A"})
+        events = {_receive(ws)["id"]: None for _ in range(2)}
+        assert set(events) == {"stale", "current"}
+    assert third["changeToken"] > second["changeToken"]
+
+
+def test_the_event_carries_the_writes_token_and_null_since_means_any_change(
+    app_client: TestClient, gql: GraphQLClient, tenant: str
+) -> None:
+    with _connect(app_client) as ws:
+        _acked(ws, tenant)
+        _subscribe(ws, "s1", tenant)  # an empty tenant: no event yet
+        written = gql.create(tenant, "Reminder", {"title": "x"})
+        event = _receive(ws)
+        assert (
+            event["payload"]["data"]["changesAvailable"]["changeToken"] == (written["changeToken"])
+        )
+
+
+def test_a_foreign_tenant_is_forbidden_on_that_subscription_only(
+    app_client: TestClient, gql: GraphQLClient, tenant: str
+) -> None:
+    with _connect(app_client) as ws:
+        _acked(ws, tenant)
+        _subscribe(ws, "foreign", "someone-else")
+        refused = _receive(ws)  # graphql-transport-ws: `error` ends that operation
+        assert refused["id"] == "foreign" and refused["type"] == "error"
+        assert refused["payload"][0]["extensions"]["code"] == "FORBIDDEN"
+        _subscribe(ws, "mine", tenant)
+        written = gql.create(tenant, "Person", {})
+        event = _receive(ws)
+        assert event["id"] == "mine"
+        assert (
+            event["payload"]["data"]["changesAvailable"]["changeToken"] == (written["changeToken"])
+        )
+
+
+def test_bad_arguments_and_too_many_subscriptions_are_coded_errors(
+    app_client: TestClient, tenant: str
+) -> None:
+    with _connect(app_client) as ws:
+        _acked(ws, tenant)
+        _subscribe(ws, "bad", tenant, since="not-a-token")
+        refused = _receive(ws)
+        assert refused["type"] == "error"
+        assert refused["payload"][0]["extensions"]["code"] == "BAD_USER_INPUT"
+        for i in range(10):  # WS_MAX_SUBSCRIPTIONS_PER_CONNECTION
+            _subscribe(ws, f"s{i}", tenant)
+        _subscribe(ws, "one-too-many", tenant)
+        error = _receive(ws)
+        assert error["id"] == "one-too-many" and error["type"] == "error"
+        ws.send_json({"type": "ping"})
+        assert _receive(ws) == {"type": "pong"}
