@@ -34,7 +34,14 @@ def main() -> int:
         created = ensure_table(dynamodb_client(settings), settings.table_name)
         print(f"==> table {settings.table_name}: {'created' if created else 'exists'}")
         print(f"==> GraphQL and GraphiQL on http://127.0.0.1:{settings.port}/graphql")
-        uvicorn.run(create_app(settings), host="127.0.0.1", port=settings.port, log_level="info")
+        uvicorn.run(
+            create_app(settings),
+            host="127.0.0.1",
+            port=settings.port,
+            log_level="info",
+            # A WebSocket message is bounded like a request body (uvicorn's default: 16 MB).
+            ws_max_size=settings.max_body_bytes,
+        )
     print("==> stopped")
     return 0
 

@@ -5,12 +5,15 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import pytest
 
+from api.auth import make_local_token
 from api.settings import PROJECT_ROOT, Settings
 from tests.support.gql import TEST_AUTH_SECRET, GraphQLClient, bearer
 from tests.support.servers import api_server
@@ -132,3 +135,58 @@ def test_the_graphql_over_http_audit_passes_every_check(
     assert len(results) >= 61
     not_ok = [r for r in results if r["status"] != "ok"]
     assert not_ok == [], not_ok
+
+
+def test_graphql_ws_gets_a_poke_on_server_b_for_a_write_on_server_a(
+    node_deps: Path, server_url: str, settings: Settings, tenant: str
+) -> None:
+    gql_first = _create_person(server_url, tenant)
+    _create_person(server_url, tenant)  # so that the first token is stale
+    bad = make_local_token("not-the-secret-" * 3, "s", [tenant], 600)
+    # Valid for about nine seconds (the server allows 10 s of clock leeway).
+    short = make_local_token(TEST_AUTH_SECRET, "s", [tenant], 1, now=time.time() - 2)
+    node = shutil.which("node")
+    assert node
+    with api_server(settings) as server_b:
+        ws_b = server_b.replace("http://", "ws://") + "/graphql"
+        out = _run(
+            [
+                node,
+                "subscribe.mjs",
+                f"{server_url}/graphql",
+                ws_b,
+                _token(tenant),
+                tenant,
+                gql_first,
+                bad,
+                short,
+            ],
+            node_deps,
+            timeout=120,
+        )
+    report: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
+    stale = report["stale"]["value"]["data"]["changesAvailable"]
+    assert stale["tenantID"] == tenant and stale["changeToken"] > gql_first
+    # The write on server A reached the subscriber on server B, with its token.
+    poked = report["crossServer"]["value"]["data"]["changesAvailable"]
+    assert poked["changeToken"] == report["written"]
+    assert report["foreign"]["error"][0]["extensions"]["code"] == "FORBIDDEN"
+    assert "value" in report["afterForeign"]  # the connection kept serving
+    assert report["noToken"]["error"]["code"] == 4403
+    assert report["badToken"]["error"]["code"] == 4403
+    assert report["expiredClose"] == {"code": 4403, "reason": "token expired"}
+
+
+def _create_person(server_url: str, tenant: str) -> str:
+    """Create a person through server A; its change token."""
+    response = httpx2.post(
+        f"{server_url}/graphql",
+        json={
+            "query": "mutation($i: CreatePersonInput!) "
+            "{ createPerson(input: $i) { person { changeToken } } }",
+            "variables": {"i": {"tenantID": tenant, "person": {"givenName": "Ann"}}},
+        },
+        headers=bearer([tenant], secret=TEST_AUTH_SECRET),
+    )
+    token: str = response.json()["data"]["createPerson"]["person"]["changeToken"]
+    return token

@@ -43,6 +43,9 @@ def api_server(
             str(port),
             "--log-level",
             "warning",
+            # A WebSocket message is bounded like a request body (uvicorn's default: 16 MB).
+            "--ws-max-size",
+            str(settings.max_body_bytes),
         ],
         cwd=PROJECT_ROOT,
         env=env,
