@@ -14,6 +14,11 @@ Items (all in one table, `pk` hash key, `sk` range key, both strings):
     head      T#<tenant>#LOG     ~HEAD         tok: the tenant's latest change token,
                                                pv: the one before (absent after the first)
     outcome   T#<tenant>         M#<cmid>      fp (fingerprint), out (JSON), exp (TTL)
+    socket    C#<connection>     CONN          AWS WebSocket connection: sub, until (the
+                                               token's exp), subs (subscription id ->
+                                               tenant), exp (TTL)
+    subscr.   T#<tenant>#SUB     <conn>#<sub>  cid, sid, q (document), v (variables,
+                                               JSON), sub, until, exp (TTL)
 
 (Log entries and the head gained `pv` before the first release; a local data
 directory written before that has log entries without it: delete it.)
@@ -35,6 +40,9 @@ Access patterns:
                            delete instead when the old entry is at h), and with a
                            clientMutationID its outcome (put, if absent or expired)
     replay a mutation      GetItem outcome (consistent)
+    AWS realtime           GetItem/PutItem/UpdateItem socket per WebSocket message;
+                           Query pk=T#<tenant>#SUB per head change the stream
+                           handler fans out (api.realtime.aws)
 
 The writes of a tenant form a chain: each commits only as the link after the
 head it expects, and only once that head's log entry is applied. Amazon DynamoDB
@@ -55,6 +63,9 @@ from __future__ import annotations
 HEAD_SK = "~HEAD"
 _TENANT_PREFIX = "T#"
 _LOG_SUFFIX = "#LOG"
+_SUBSCRIPTIONS_SUFFIX = "#SUB"
+_CONNECTION_PREFIX = "C#"
+CONNECTION_SK = "CONN"
 _ENTITY_PREFIX = "I#"
 _OUTCOME_PREFIX = "M#"
 # DynamoDB's TTL deletes items whose `exp` (epoch seconds) has passed.
@@ -90,3 +101,15 @@ def tenant_of_head(pk: str, sk: str) -> str | None:
     if sk != HEAD_SK or not pk.startswith(_TENANT_PREFIX) or not pk.endswith(_LOG_SUFFIX):
         return None
     return pk[len(_TENANT_PREFIX) : -len(_LOG_SUFFIX)]
+
+
+def subscriptions_pk(tenant_id: str) -> str:
+    return f"{_TENANT_PREFIX}{tenant_id}{_SUBSCRIPTIONS_SUFFIX}"
+
+
+def subscription_sk(connection_id: str, subscription_id: str) -> str:
+    return f"{connection_id}#{subscription_id}"
+
+
+def connection_pk(connection_id: str) -> str:
+    return f"{_CONNECTION_PREFIX}{connection_id}"

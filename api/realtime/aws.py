@@ -1,0 +1,389 @@
+"""AWS Lambda: API Gateway WebSocket routes speaking graphql-transport-ws, and the
+DynamoDB stream handler that fans head changes out to the subscribers.
+
+Lambda holds no socket, so each graphql-transport-ws message is one invocation
+of `websocket_handler` and the connection's state lives in the table
+(`api.realtime.connections`). A subscription runs through the same schema and
+resolver as on a long-running server: at `subscribe` its feed registers it in
+the table and yields the tenant's newest change if it is newer than `since`; at
+fan-out its feed yields the one new token. So the payload is whatever the
+client's selection asks for, and every check (token, tenant, arguments) is the
+schema's.
+
+API Gateway cannot close a socket with a chosen code: where graphql-ws closes
+with 4400/4401/4403/4409/4429, this closes the connection (DeleteConnection)
+without one, and clients see an ordinary close.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import json
+import logging
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import boto3
+from botocore.exceptions import BotoCoreError, ClientError
+from strawberry.types.execution import PreExecutionError
+from strawberry.utils.aio import aclosing
+
+from api.auth import Authenticator, Principal
+from api.domain.cursor import CursorCodec
+from api.domain.errors import SyncError
+from api.graphql.documents import too_long
+from api.graphql.errors import with_codes
+from api.graphql.schema import Context, SyncSchema, make_schema
+from api.realtime.connections import (
+    Connection,
+    Connections,
+    Subscription,
+    SubscriptionRefused,
+)
+from api.realtime.streams import head_changes
+from api.settings import Settings
+from api.storage import models
+from api.storage.store import DynamoStore
+from api.sync import SyncService
+
+logger = logging.getLogger("api.realtime")
+
+PROTOCOL = "graphql-transport-ws"
+# PostToConnection calls in flight at once during a fan-out (each is a network
+# round trip of a few milliseconds; 1,000 subscribers in well under a second).
+FAN_OUT_CONCURRENCY = 32
+_MAX_ID_LENGTH = 128
+
+
+@dataclass
+class Runtime:
+    """What a Lambda instance builds once and reuses across invocations."""
+
+    settings: Settings
+    service: SyncService
+    schema: SyncSchema
+    authenticator: Authenticator
+    connections: Connections
+    management: Any  # boto3 apigatewaymanagementapi client
+
+    def send(self, connection_id: str, message: dict[str, Any]) -> bool:
+        """PostToConnection; False when the connection is gone (and forget it)."""
+        try:
+            self.management.post_to_connection(
+                ConnectionId=connection_id, Data=json.dumps(message).encode()
+            )
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] == "GoneException":
+                self.connections.close(connection_id)
+                return False
+            logger.warning("PostToConnection failed: %s", exc.response["Error"]["Code"])
+            return True
+        except BotoCoreError as exc:
+            logger.warning("PostToConnection failed: %s", exc)
+        return True
+
+    def hang_up(self, connection_id: str, why: str) -> None:
+        """Close the socket (graphql-ws would close with a 44xx code) and forget it."""
+        logger.info("closing websocket: %s", why)
+        with contextlib.suppress(ClientError, BotoCoreError):  # already gone
+            self.management.delete_connection(ConnectionId=connection_id)
+        self.connections.close(connection_id)
+
+
+def build_runtime(settings: Settings) -> Runtime:
+    settings.apply_local_credentials()
+    models.bind(settings)
+    service = SyncService(DynamoStore(), CursorCodec(settings.cursor_secret))
+    client = boto3.client(
+        "dynamodb", region_name=settings.aws_region, endpoint_url=settings.dynamodb_endpoint
+    )
+    management = boto3.client(
+        "apigatewaymanagementapi",
+        region_name=settings.aws_region,
+        endpoint_url=settings.websocket_management_url,
+    )
+    return Runtime(
+        settings=settings,
+        service=service,
+        schema=make_schema(settings),
+        authenticator=Authenticator(settings),
+        connections=Connections(client, settings.table_name),
+        management=management,
+    )
+
+
+@functools.cache
+def _runtime() -> Runtime:
+    return build_runtime(Settings.from_env())
+
+
+def websocket_handler(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
+    """The $connect, $disconnect and $default routes of the WebSocket API."""
+    return asyncio.run(handle_websocket(_runtime(), event))
+
+
+def stream_handler(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
+    """The table's stream (filtered to head items): poke every subscriber."""
+    sent = asyncio.run(fan_out(_runtime(), head_changes(event.get("Records", []))))
+    return {"sent": sent}
+
+
+async def handle_websocket(rt: Runtime, event: dict[str, Any]) -> dict[str, Any]:
+    request = event["requestContext"]
+    route, connection_id = request["routeKey"], request["connectionId"]
+    if route == "$connect":
+        return _connect(event)
+    if route == "$disconnect":
+        rt.connections.close(connection_id)
+        return {"statusCode": 200}
+    try:
+        message = json.loads(event.get("body") or "")
+    except ValueError:
+        message = None
+    if not isinstance(message, dict) or not isinstance(message.get("type"), str):
+        rt.hang_up(connection_id, "message must be a JSON object with a type")
+        return {"statusCode": 200}
+    kind = message["type"]
+    if kind == "connection_init":
+        _connection_init(rt, connection_id, message.get("payload"))
+    elif kind == "ping":
+        rt.send(connection_id, {"type": "pong"})
+    elif kind == "pong":
+        pass
+    elif kind == "subscribe":
+        await _subscribe(rt, connection_id, message)
+    elif kind == "complete" and isinstance(message.get("id"), str):
+        rt.connections.unsubscribe(connection_id, message["id"])
+    else:
+        rt.hang_up(connection_id, f"unknown message type {kind[:40]!r}")
+    return {"statusCode": 200}
+
+
+def _connect(event: dict[str, Any]) -> dict[str, Any]:
+    """Accept only graphql-transport-ws, and say so: browsers drop a socket whose
+    handshake does not echo the subprotocol they asked for."""
+    headers = {k.lower(): v for k, v in (event.get("headers") or {}).items()}
+    offered = [p.strip() for p in headers.get("sec-websocket-protocol", "").split(",")]
+    if PROTOCOL not in offered:
+        return {"statusCode": 400, "body": f"the subprotocol must be {PROTOCOL}"}
+    return {"statusCode": 200, "headers": {"Sec-WebSocket-Protocol": PROTOCOL}}
+
+
+def _connection_init(rt: Runtime, connection_id: str, payload: Any) -> None:
+    params = payload if isinstance(payload, dict) else {}
+    header = params.get("Authorization", params.get("authorization"))
+    try:
+        principal = rt.authenticator.authenticate(header if isinstance(header, str) else None)
+    except SyncError as exc:
+        rt.hang_up(connection_id, f"connection_init refused: {exc.code}")
+        return
+    until = principal.expires_at if principal.expires_at is not None else time.time() + 3600
+    if not rt.connections.open(connection_id, principal.sub, principal.tenants, until):
+        rt.hang_up(connection_id, "too many initialisation requests")
+        return
+    rt.send(connection_id, {"type": "connection_ack"})
+
+
+async def _subscribe(rt: Runtime, connection_id: str, message: dict[str, Any]) -> None:
+    connection = rt.connections.get(connection_id)
+    if connection is None:
+        rt.hang_up(connection_id, "subscribe before connection_ack")
+        return
+    if connection.until < time.time():
+        rt.hang_up(connection_id, "token expired")
+        return
+    subscription_id, payload = message.get("id"), message.get("payload")
+    if (
+        not isinstance(subscription_id, str)
+        or not 0 < len(subscription_id) <= _MAX_ID_LENGTH
+        or not isinstance(payload, dict)
+        or not isinstance(payload.get("query"), str)
+    ):
+        rt.hang_up(connection_id, "invalid subscribe message")
+        return
+    query: str = payload["query"]
+    variables = payload.get("variables") or {}
+    if not isinstance(variables, dict):
+        rt.hang_up(connection_id, "invalid subscribe message")
+        return
+    refused = too_long(query, authenticated=True)
+    if refused is not None:
+        _send_errors(rt, connection_id, subscription_id, [refused])
+        return
+    feed = _RegisteringFeed(rt, connection, subscription_id, query, variables)
+    principal = Principal(connection.sub, connection.tenants, connection.until)
+    sent_any = await _run(
+        rt, connection_id, subscription_id, query, variables, principal, feed, payload
+    )
+    if sent_any is not None and not feed.registered:
+        # It ended (an error, or it was refused): graphql-ws expects `complete`.
+        rt.send(connection_id, {"id": subscription_id, "type": "complete"})
+
+
+async def _run(
+    rt: Runtime,
+    connection_id: str,
+    subscription_id: str,
+    query: str,
+    variables: dict[str, Any],
+    principal: Principal,
+    feed: Any,
+    payload: dict[str, Any],
+) -> bool | None:
+    """Run the subscription with `feed` and send what it yields; None if it was
+    refused before execution (an `error` message was sent)."""
+    context = Context(request=None, service=rt.service, principal=principal, feed=feed)
+    operation_name = payload.get("operationName")
+    source = await rt.schema.subscribe(
+        query,
+        variable_values=variables,
+        context_value=context,
+        operation_name=operation_name if isinstance(operation_name, str) else None,
+    )
+    sent = False
+    async with aclosing(source):
+        async for result in source:
+            if not sent and isinstance(result, PreExecutionError):
+                _send_errors(rt, connection_id, subscription_id, result.errors or [])
+                return None
+            rt.send(connection_id, _next(subscription_id, result))
+            sent = True
+    return sent
+
+
+def _next(subscription_id: str, result: Any) -> dict[str, Any]:
+    payload: dict[str, Any] = {"data": result.data}
+    if result.errors:
+        payload["errors"] = [e.formatted for e in with_codes(result.errors)]
+    return {"id": subscription_id, "type": "next", "payload": payload}
+
+
+def _send_errors(rt: Runtime, connection_id: str, subscription_id: str, errors: list[Any]) -> None:
+    formatted = [e.formatted for e in with_codes(list(errors))]
+    rt.send(connection_id, {"id": subscription_id, "type": "error", "payload": formatted})
+
+
+class _RegisteringFeed:
+    """At `subscribe`: store the subscription, then yield the tenant's newest
+    complete change if it is newer than `since`. Registering first means a write
+    committed during the read is fanned out to it: nothing slips in between."""
+
+    def __init__(
+        self,
+        rt: Runtime,
+        connection: Connection,
+        subscription_id: str,
+        query: str,
+        variables: dict[str, Any],
+    ) -> None:
+        self._rt = rt
+        self._connection = connection
+        self._subscription = (subscription_id, query, variables)
+        self.registered = False
+
+    async def changes(self, tenant_id: str, after: str | None) -> AsyncIterator[str]:
+        subscription_id, query, variables = self._subscription
+        connection = self._connection
+        subscription = Subscription(
+            connection_id=connection.connection_id,
+            subscription_id=subscription_id,
+            tenant_id=tenant_id,
+            query=query,
+            variables=variables,
+            sub=connection.sub,
+            until=connection.until,
+        )
+        try:
+            await asyncio.to_thread(
+                self._rt.connections.subscribe,
+                connection,
+                subscription,
+                self._rt.settings.ws_max_subscriptions_per_connection,
+            )
+        except SubscriptionRefused:
+            raise _Refused("subscription id in use, or too many subscriptions") from None
+        self.registered = True
+        try:
+            latest = await asyncio.to_thread(self._rt.service.latest_change, tenant_id, after)
+        except Exception:
+            self.registered = False
+            self._rt.connections.unsubscribe(connection.connection_id, subscription_id)
+            raise
+        if latest is not None:
+            yield latest
+
+
+class _Refused(SyncError):
+    code = "BAD_USER_INPUT"
+
+
+class _OneEvent:
+    """At fan-out: the one new token, if it is newer than the subscription's `since`."""
+
+    def __init__(self, token: str) -> None:
+        self._token = token
+
+    async def changes(self, tenant_id: str, after: str | None) -> AsyncIterator[str]:
+        if after is None or self._token > after:
+            yield self._token
+
+
+async def fan_out(rt: Runtime, changes: dict[str, str]) -> int:
+    """Send each tenant's newest token to its subscribers; how many were sent."""
+    gate = asyncio.Semaphore(FAN_OUT_CONCURRENCY)
+    sent = 0
+    for tenant_id, token in changes.items():
+        sent += await _fan_out_tenant(rt, tenant_id, token, gate)
+    return sent
+
+
+async def _fan_out_tenant(rt: Runtime, tenant_id: str, token: str, gate: asyncio.Semaphore) -> int:
+    subscriptions = await asyncio.to_thread(_subscriptions_of, rt, tenant_id)
+    now = time.time()
+    # Subscribers mostly send the same document: execute each distinct one once.
+    payloads: dict[str, dict[str, Any] | None] = {}
+    messages: list[tuple[str, dict[str, Any]]] = []
+    expired: set[str] = set()
+    for subscription in subscriptions:
+        if subscription.until < now:
+            expired.add(subscription.connection_id)
+            continue
+        key = json.dumps([subscription.query, subscription.variables], sort_keys=True)
+        if key not in payloads:
+            payloads[key] = await _event(rt, subscription, token)
+        message = payloads[key]
+        if message is not None:
+            messages.append(
+                (subscription.connection_id, {**message, "id": subscription.subscription_id})
+            )
+    for connection_id in expired:
+        await asyncio.to_thread(rt.hang_up, connection_id, "token expired")
+
+    async def send(connection_id: str, message: dict[str, Any]) -> bool:
+        async with gate:
+            return await asyncio.to_thread(rt.send, connection_id, message)
+
+    return sum(await asyncio.gather(*(send(c, m) for c, m in messages)))
+
+
+def _subscriptions_of(rt: Runtime, tenant_id: str) -> list[Subscription]:
+    return list(rt.connections.subscriptions(tenant_id))
+
+
+async def _event(rt: Runtime, subscription: Subscription, token: str) -> dict[str, Any] | None:
+    """The `next` message of one subscription for `token` (None: not newer than its since)."""
+    principal = Principal(subscription.sub, frozenset({subscription.tenant_id}), subscription.until)
+    context = Context(request=None, service=rt.service, principal=principal, feed=_OneEvent(token))
+    source = await rt.schema.subscribe(
+        subscription.query, variable_values=subscription.variables, context_value=context
+    )
+    async with aclosing(source):
+        async for result in source:
+            if isinstance(result, PreExecutionError):
+                return None
+            return _next(subscription.subscription_id, result)
+    return None

@@ -1,0 +1,206 @@
+"""WebSocket connections and their subscriptions, kept in the table (AWS only).
+
+API Gateway holds the sockets and Lambda holds nothing between invocations, so
+what a connection is (its caller, its token's expiry, its subscriptions) lives
+in the table (`api.storage.keys`: the socket and subscription items). Every item
+has a TTL: API Gateway closes a connection after at most two hours, and a
+`$disconnect` that never ran leaves nothing behind for longer than that.
+
+boto3's errors are translated here into `SubscriptionRefused` or `Unavailable`.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from api.domain.errors import Unavailable
+from api.storage import keys
+
+# API Gateway closes a WebSocket after two hours; an hour more covers clock skew
+# and a late $disconnect.
+CONNECTION_TTL_S = 3 * 3600
+
+
+class SubscriptionRefused(Exception):
+    """The connection is gone, already has this subscription id, or is full."""
+
+
+@dataclass(frozen=True)
+class Connection:
+    connection_id: str
+    sub: str
+    tenants: frozenset[str]
+    until: float  # the token's exp
+    subscriptions: dict[str, str] = field(default_factory=dict)  # id -> tenant
+
+
+@dataclass(frozen=True)
+class Subscription:
+    connection_id: str
+    subscription_id: str
+    tenant_id: str
+    query: str
+    variables: dict[str, Any]
+    sub: str
+    until: float
+
+
+class Connections:
+    def __init__(self, client: Any, table_name: str) -> None:
+        self._client = client
+        self._table = table_name
+
+    def open(self, connection_id: str, sub: str, tenants: frozenset[str], until: float) -> bool:
+        """Record an initialised connection; False if it was initialised before."""
+        item = {
+            "pk": {"S": keys.connection_pk(connection_id)},
+            "sk": {"S": keys.CONNECTION_SK},
+            "sub": {"S": sub},
+            "tenants": {"L": [{"S": t} for t in sorted(tenants)]},
+            "until": {"N": str(int(until))},
+            "subs": {"M": {}},
+            keys.TTL_ATTRIBUTE: {"N": str(int(time.time()) + CONNECTION_TTL_S)},
+        }
+        try:
+            self._call(
+                "put_item",
+                TableName=self._table,
+                Item=item,
+                ConditionExpression="attribute_not_exists(pk)",
+            )
+        except SubscriptionRefused:
+            return False
+        return True
+
+    def get(self, connection_id: str) -> Connection | None:
+        item = self._call(
+            "get_item",
+            TableName=self._table,
+            Key=self._connection_key(connection_id),
+            ConsistentRead=True,
+        ).get("Item")
+        if item is None:
+            return None
+        return Connection(
+            connection_id=connection_id,
+            sub=item["sub"]["S"],
+            tenants=frozenset(t["S"] for t in item["tenants"]["L"]),
+            until=float(item["until"]["N"]),
+            subscriptions={k: v["S"] for k, v in item.get("subs", {}).get("M", {}).items()},
+        )
+
+    def subscribe(self, connection: Connection, subscription: Subscription, limit: int) -> None:
+        """Add a subscription to its connection (at most `limit` per connection)."""
+        self._call(
+            "update_item",
+            TableName=self._table,
+            Key=self._connection_key(connection.connection_id),
+            UpdateExpression="SET subs.#id = :tenant",
+            ConditionExpression="attribute_exists(pk) AND attribute_not_exists(subs.#id) "
+            "AND size(subs) < :limit",
+            ExpressionAttributeNames={"#id": subscription.subscription_id},
+            ExpressionAttributeValues={
+                ":tenant": {"S": subscription.tenant_id},
+                ":limit": {"N": str(limit)},
+            },
+        )
+        item = {
+            "pk": {"S": keys.subscriptions_pk(subscription.tenant_id)},
+            "sk": {
+                "S": keys.subscription_sk(subscription.connection_id, subscription.subscription_id)
+            },
+            "cid": {"S": subscription.connection_id},
+            "sid": {"S": subscription.subscription_id},
+            "q": {"S": subscription.query},
+            "v": {"S": json.dumps(subscription.variables, separators=(",", ":"))},
+            "sub": {"S": subscription.sub},
+            "until": {"N": str(int(subscription.until))},
+            keys.TTL_ATTRIBUTE: {"N": str(int(time.time()) + CONNECTION_TTL_S)},
+        }
+        self._call("put_item", TableName=self._table, Item=item)
+
+    def unsubscribe(self, connection_id: str, subscription_id: str) -> None:
+        try:
+            old = self._call(
+                "update_item",
+                TableName=self._table,
+                Key=self._connection_key(connection_id),
+                UpdateExpression="REMOVE subs.#id",
+                ConditionExpression="attribute_exists(subs.#id)",
+                ExpressionAttributeNames={"#id": subscription_id},
+                ReturnValues="UPDATED_OLD",
+            )
+        except SubscriptionRefused:
+            return  # never subscribed, or already gone
+        tenant_id = old["Attributes"]["subs"]["M"][subscription_id]["S"]
+        self._delete_subscription(tenant_id, connection_id, subscription_id)
+
+    def close(self, connection_id: str) -> None:
+        """Forget a connection and its subscriptions (idempotent)."""
+        old = self._call(
+            "delete_item",
+            TableName=self._table,
+            Key=self._connection_key(connection_id),
+            ReturnValues="ALL_OLD",
+        ).get("Attributes")
+        for subscription_id, tenant in (old or {}).get("subs", {}).get("M", {}).items():
+            self._delete_subscription(tenant["S"], connection_id, subscription_id)
+
+    def subscriptions(self, tenant_id: str) -> Iterator[Subscription]:
+        """Every subscription to the tenant (eventually consistent: a poke is a hint)."""
+        start: dict[str, Any] | None = None
+        while True:
+            kwargs: dict[str, Any] = {
+                "TableName": self._table,
+                "KeyConditionExpression": "pk = :pk",
+                "ExpressionAttributeValues": {":pk": {"S": keys.subscriptions_pk(tenant_id)}},
+            }
+            if start is not None:
+                kwargs["ExclusiveStartKey"] = start
+            page = self._call("query", **kwargs)
+            for item in page.get("Items", []):
+                yield Subscription(
+                    connection_id=item["cid"]["S"],
+                    subscription_id=item["sid"]["S"],
+                    tenant_id=tenant_id,
+                    query=item["q"]["S"],
+                    variables=json.loads(item["v"]["S"]),
+                    sub=item["sub"]["S"],
+                    until=float(item["until"]["N"]),
+                )
+            start = page.get("LastEvaluatedKey")
+            if start is None:
+                return
+
+    def _delete_subscription(
+        self, tenant_id: str, connection_id: str, subscription_id: str
+    ) -> None:
+        self._call(
+            "delete_item",
+            TableName=self._table,
+            Key={
+                "pk": {"S": keys.subscriptions_pk(tenant_id)},
+                "sk": {"S": keys.subscription_sk(connection_id, subscription_id)},
+            },
+        )
+
+    @staticmethod
+    def _connection_key(connection_id: str) -> dict[str, Any]:
+        return {"pk": {"S": keys.connection_pk(connection_id)}, "sk": {"S": keys.CONNECTION_SK}}
+
+    def _call(self, operation: str, **kwargs: Any) -> dict[str, Any]:
+        try:
+            result: dict[str, Any] = getattr(self._client, operation)(**kwargs)
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] == "ConditionalCheckFailedException":
+                raise SubscriptionRefused() from exc
+            raise Unavailable(f"the data store failed: {exc.response['Error']['Code']}") from exc
+        except BotoCoreError as exc:
+            raise Unavailable("the data store is unreachable") from exc
+        return result

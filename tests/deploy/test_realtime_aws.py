@@ -1,0 +1,229 @@
+"""The AWS realtime path without AWS: the WebSocket route handler and the stream
+handler run in-process through their Lambda entry points, with recorded API
+Gateway WebSocket events, stream records read from DynamoDB Local's own stream of
+the table, and the Management API answered by a local stand-in that records.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+
+from api.auth import make_local_token
+from api.realtime import aws
+from api.settings import Settings
+from api.storage import keys
+from scripts.local_engine import dynamodb_client
+from tests.support.gql import TEST_AUTH_SECRET, GraphQLClient, bearer
+from tests.support.management_api import ManagementApi
+
+EVENTS = Path(__file__).with_name("events")
+SUBSCRIBE = (
+    "subscription($t: ID!, $s: ID) { changesAvailable(tenantID: $t, since: $s) "
+    "{ tenantID changeToken } }"
+)
+
+
+@pytest.fixture(scope="module")
+def management() -> Iterator[ManagementApi]:
+    with ManagementApi().running() as api:
+        yield api
+
+
+@pytest.fixture(autouse=True)
+def _lambda_environment(
+    management: ManagementApi, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[None]:
+    """The Lambda's environment, as serverless.yml sets it (the table is the test's)."""
+    monkeypatch.setenv("WEBSOCKET_MANAGEMENT_URL", management.url)
+    aws._runtime.cache_clear()
+    yield
+    aws._runtime.cache_clear()
+
+
+def _event(name: str, connection_id: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+    text = (EVENTS / name).read_text().replace("{{connectionId}}", connection_id)
+    event: dict[str, Any] = json.loads(text)
+    if body is not None:
+        event["body"] = json.dumps(body)
+    return event
+
+
+class Device:
+    """One WebSocket connection, as API Gateway would drive the route handler."""
+
+    def __init__(self, management: ManagementApi) -> None:
+        self.id = f"c{uuid.uuid4().hex[:10]}="  # API Gateway ids are base64-like
+        self.management = management
+        response = aws.websocket_handler(_event("ws_connect.json", self.id))
+        assert response["statusCode"] == 200
+        assert response["headers"]["Sec-WebSocket-Protocol"] == "graphql-transport-ws"
+
+    def send(self, message: dict[str, Any]) -> None:
+        response = aws.websocket_handler(_event("ws_message.json", self.id, message))
+        assert response["statusCode"] == 200
+
+    def init(self, tenants: list[str], token: str | None = None) -> None:
+        token = token or bearer(tenants)["Authorization"]
+        self.send({"type": "connection_init", "payload": {"Authorization": token}})
+
+    def subscribe(self, sub_id: str, tenant: str, since: str | None = None) -> None:
+        variables = {"t": tenant, "s": since}
+        self.send(
+            {
+                "id": sub_id,
+                "type": "subscribe",
+                "payload": {"query": SUBSCRIBE, "variables": variables},
+            }
+        )
+
+    def received(self) -> list[dict[str, Any]]:
+        return self.management.messages(self.id)
+
+    def disconnect(self) -> None:
+        aws.websocket_handler(_event("ws_disconnect.json", self.id))
+
+
+class TableStream:
+    """The table's stream in DynamoDB Local, read from now on as Lambda's trigger reads it."""
+
+    def __init__(self, settings: Settings) -> None:
+        ddb = dynamodb_client(settings)
+        self.streams = boto3.client(
+            "dynamodbstreams",
+            region_name=settings.aws_region,
+            endpoint_url=settings.dynamodb_endpoint,
+        )
+        self.arn = ddb.describe_table(TableName=settings.table_name)["Table"]["LatestStreamArn"]
+        shards = self.streams.describe_stream(StreamArn=self.arn)["StreamDescription"]["Shards"]
+        self.iterators = [
+            self.streams.get_shard_iterator(
+                StreamArn=self.arn, ShardId=s["ShardId"], ShardIteratorType="LATEST"
+            )["ShardIterator"]
+            for s in shards
+            if "EndingSequenceNumber" not in s.get("SequenceNumberRange", {})
+        ]
+
+    def records_until_head_of(self, tenant: str, timeout: float = 10.0) -> list[dict[str, Any]]:
+        """Stream records from now on, until the tenant's head shows up, as Lambda's
+        event holds them (with the event source's fields)."""
+        found: list[dict[str, Any]] = []
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for i, iterator in enumerate(self.iterators):
+                page = self.streams.get_records(ShardIterator=iterator)
+                self.iterators[i] = page["NextShardIterator"]
+                found += [
+                    {**r, "eventSource": "aws:dynamodb", "eventSourceARN": self.arn}
+                    for r in page["Records"]
+                ]
+            heads = [r for r in found if r["dynamodb"]["Keys"]["pk"]["S"] == keys.log_pk(tenant)]
+            if any(r["dynamodb"]["Keys"]["sk"]["S"] == keys.HEAD_SK for r in heads):
+                return found
+            time.sleep(0.1)
+        raise AssertionError(f"no head record of {tenant} in the stream")
+
+
+def _head_filter(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What the event source mapping's filter (serverless.yml) lets through."""
+    return [r for r in records if r["dynamodb"]["Keys"]["sk"]["S"] == keys.HEAD_SK]
+
+
+def test_subscribe_then_a_write_pokes_the_subscriber_through_the_stream(
+    management: ManagementApi, settings: Settings, gql: GraphQLClient, tenant: str
+) -> None:
+    device = Device(management)
+    device.init([tenant])
+    assert device.received() == [{"type": "connection_ack"}]
+    device.subscribe("s1", tenant)  # an empty tenant: registered, no event yet
+    assert device.received() == [{"type": "connection_ack"}]
+
+    stream = TableStream(settings)
+    written = gql.create(tenant, "Person", {"givenName": "Ann"})
+    records = stream.records_until_head_of(tenant)
+    assert aws.stream_handler({"Records": _head_filter(records)}) == {"sent": 1}
+    assert device.received()[-1] == {
+        "id": "s1",
+        "type": "next",
+        "payload": {
+            "data": {
+                "changesAvailable": {"tenantID": tenant, "changeToken": written["changeToken"]}
+            }
+        },
+    }
+    # A stale since gets an event at once, carrying the newest token.
+    device.subscribe("s2", tenant, since="0" * 26)
+    assert device.received()[-1]["id"] == "s2"
+    assert (
+        device.received()[-1]["payload"]["data"]["changesAvailable"]["changeToken"]
+        == (written["changeToken"])
+    )
+    # `complete` and `$disconnect` remove what the table holds for them.
+    device.send({"id": "s1", "type": "complete"})
+    device.disconnect()
+    later = TableStream(settings)
+    gql.create(tenant, "Person", {})
+    assert aws.stream_handler({"Records": _head_filter(later.records_until_head_of(tenant))}) == {
+        "sent": 0
+    }
+
+
+def test_refusals_follow_graphql_ws(
+    management: ManagementApi, settings: Settings, tenant: str
+) -> None:
+    bad = Device(management)
+    bad.init([tenant], token="Bearer " + make_local_token("wrong-" * 8, "s", [tenant], 60))
+    assert bad.received() == [] and bad.id in management.deleted  # closed, never acked
+
+    early = Device(management)
+    early.subscribe("s1", tenant)  # before connection_init
+    assert early.id in management.deleted
+
+    device = Device(management)
+    device.init([tenant])
+    device.subscribe("foreign", "not-" + tenant)
+    refused = device.received()[-1]
+    assert refused["type"] == "error" and refused["id"] == "foreign"
+    assert refused["payload"][0]["extensions"]["code"] == "FORBIDDEN"
+    device.send({"type": "ping"})
+    assert device.received()[-1] == {"type": "pong"}
+    device.init([tenant])  # a second connection_init closes the socket
+    assert device.id in management.deleted
+
+    wrong = aws.websocket_handler({**_event("ws_connect.json", "x="), "headers": {}})
+    assert wrong["statusCode"] == 400  # not graphql-transport-ws
+
+
+def test_fan_out_forgets_gone_connections_and_closes_expired_ones(
+    management: ManagementApi, settings: Settings, gql: GraphQLClient, tenant: str
+) -> None:
+    gone, expiring, fine = (Device(management) for _ in range(3))
+    gone.init([tenant])
+    fine.init([tenant])
+    # Expires one to two seconds from now: before the write below.
+    short = make_local_token(TEST_AUTH_SECRET, "s", [tenant], 2)
+    expiring.init([tenant], token=f"Bearer {short}")
+    for device in (gone, expiring, fine):
+        device.subscribe("s", tenant)
+    management.gone.add(gone.id)  # the device went away without a $disconnect
+    time.sleep(2.5)
+    stream = TableStream(settings)
+    gql.create(tenant, "Person", {})
+    records = _head_filter(stream.records_until_head_of(tenant))
+    assert aws.stream_handler({"Records": records}) == {"sent": 1}
+    assert fine.received()[-1]["type"] == "next"
+    assert expiring.id in management.deleted
+    # The gone connection's subscription was removed: the next write skips it.
+    stream = TableStream(settings)
+    gql.create(tenant, "Person", {})
+    records = _head_filter(stream.records_until_head_of(tenant))
+    management.gone.discard(gone.id)
+    assert aws.stream_handler({"Records": records}) == {"sent": 1}
+    assert gone.received() == [{"type": "connection_ack"}]
