@@ -32,6 +32,12 @@ TABLE_ACTIONS = {
     "dynamodb:DeleteItem",
     "dynamodb:ConditionCheckItem",
 }
+STREAM_ACTIONS = {
+    "dynamodb:GetRecords",
+    "dynamodb:GetShardIterator",
+    "dynamodb:DescribeStream",
+    "dynamodb:ListStreams",
+}
 
 
 def _run(args: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
@@ -124,28 +130,67 @@ def test_the_table_is_the_one_the_local_scripts_create(packaged: dict[str, Any])
     assert properties["TimeToLiveSpecification"]["AttributeName"] == "exp"
 
 
-def test_the_role_may_only_use_the_table_as_the_code_does(packaged: dict[str, Any]) -> None:
+def _statements(packaged: dict[str, Any], role: str) -> list[dict[str, Any]]:
+    properties = packaged["Resources"][role]["Properties"]
+    return [s for p in properties["Policies"] for s in p["PolicyDocument"]["Statement"]]
+
+
+def _actions(statement: dict[str, Any]) -> set[str]:
+    action = statement["Action"]
+    return {action} if isinstance(action, str) else set(action)
+
+
+def test_each_function_may_do_only_what_its_code_does(packaged: dict[str, Any]) -> None:
+    # No default role: Serverless would give it ManageConnections on every API.
     roles = _resources(packaged, "AWS::IAM::Role")
-    statements = [
-        s
-        for role in roles.values()
-        for policy in role["Properties"].get("Policies", [])
-        for s in policy["PolicyDocument"]["Statement"]
+    assert set(roles) == {"ApiRole", "RealtimeRole", "FanoutRole"}
+    for function in _resources(packaged, "AWS::Lambda::Function").values():
+        assert function["Properties"]["Role"]["Fn::GetAtt"][0] in roles
+    table = [{"Fn::GetAtt": ["SyncTable", "Arn"]}]
+    stream = [{"Fn::GetAtt": ["SyncTable", "StreamArn"]}]
+    expected = {
+        "ApiRole": {frozenset(TABLE_ACTIONS): table},
+        "RealtimeRole": {frozenset(TABLE_ACTIONS - {"dynamodb:ConditionCheckItem"}): table},
+        "FanoutRole": {
+            frozenset({"dynamodb:Query", "dynamodb:DeleteItem"}): table,
+            frozenset(STREAM_ACTIONS): stream,
+        },
+    }
+    for role, grants in expected.items():
+        statements = _statements(packaged, role)
+        data = {
+            frozenset(_actions(s)): s["Resource"]
+            for s in statements
+            if "dynamodb:Query" in _actions(s) or "dynamodb:GetRecords" in _actions(s)
+        }
+        assert data == grants, role
+        manage = [s for s in statements if "execute-api:ManageConnections" in _actions(s)]
+        if role == "ApiRole":
+            assert manage == []
+        else:
+            (statement,) = manage
+            assert _actions(statement) == {"execute-api:ManageConnections"}
+            (arn,) = statement["Resource"]
+            parts = arn["Fn::Join"][1]
+            assert {"Ref": "WebsocketsApi"} in parts and parts[-1] == "/ci/*/@connections/*"
+        for statement in statements:
+            assert not any("*" in a for a in _actions(statement))
+            assert statement["Resource"] not in ("*", ["*"])
+
+
+def _function(packaged: dict[str, Any], handler: str) -> dict[str, Any]:
+    (function,) = [
+        f["Properties"]
+        for f in _resources(packaged, "AWS::Lambda::Function").values()
+        if f["Properties"]["Handler"] == handler
     ]
-    dynamodb = [s for s in statements if any(a.startswith("dynamodb:") for a in s["Action"])]
-    assert len(dynamodb) == 1
-    assert set(dynamodb[0]["Action"]) == TABLE_ACTIONS
-    assert dynamodb[0]["Resource"] == [{"Fn::GetAtt": ["SyncTable", "Arn"]}]
-    for statement in statements:
-        assert statement["Action"] != "*" and statement["Action"] != ["*"]
+    return function
 
 
 def test_the_function_and_its_http_api(packaged: dict[str, Any]) -> None:
-    (function,) = _resources(packaged, "AWS::Lambda::Function").values()
-    properties = function["Properties"]
+    properties = _function(packaged, "api/lambda_handler.handler")
     assert properties["Runtime"] == "python3.11"
     assert properties["Architectures"] == ["arm64"]
-    assert properties["Handler"] == "api/lambda_handler.handler"
     env = properties["Environment"]["Variables"]
     assert env["TABLE_NAME"] == "offline-sync-api-ci"
     assert env["GRAPHIQL"] == "false" and env["INTROSPECTION"] == "false"
@@ -155,13 +200,38 @@ def test_the_function_and_its_http_api(packaged: dict[str, Any]) -> None:
     routes = {
         r["Properties"]["RouteKey"]
         for r in _resources(packaged, "AWS::ApiGatewayV2::Route").values()
+        if r["Properties"]["ApiId"] == {"Ref": "HttpApi"}
     }
     assert routes == {"POST /graphql", "GET /graphql", "GET /healthz"}
-    (stage,) = _resources(packaged, "AWS::ApiGatewayV2::Stage").values()
+    (stage,) = [
+        s
+        for s in _resources(packaged, "AWS::ApiGatewayV2::Stage").values()
+        if s["Properties"]["ApiId"] == {"Ref": "HttpApi"}
+    ]
     throttle = stage["Properties"]["DefaultRouteSettings"]
     assert throttle["ThrottlingRateLimit"] > 0 and throttle["ThrottlingBurstLimit"] > 0
-    (logs,) = _resources(packaged, "AWS::Logs::LogGroup").values()
-    assert logs["Properties"]["RetentionInDays"] == 30
+    for logs in _resources(packaged, "AWS::Logs::LogGroup").values():
+        assert logs["Properties"]["RetentionInDays"] == 30
+
+
+def test_the_websocket_api_and_the_stream_handler(packaged: dict[str, Any]) -> None:
+    websocket = _function(packaged, "api/realtime/aws.websocket_handler")
+    fanout = _function(packaged, "api/realtime/aws.stream_handler")
+    for function in (websocket, fanout):
+        url = function["Environment"]["Variables"]["WEBSOCKET_MANAGEMENT_URL"]
+        assert {"Ref": "WebsocketsApi"} in url["Fn::Join"][1]
+    routes = {
+        r["Properties"]["RouteKey"]
+        for r in _resources(packaged, "AWS::ApiGatewayV2::Route").values()
+        if r["Properties"]["ApiId"] == {"Ref": "WebsocketsApi"}
+    }
+    assert routes == {"$connect", "$disconnect", "$default"}
+    (mapping,) = _resources(packaged, "AWS::Lambda::EventSourceMapping").values()
+    properties = mapping["Properties"]
+    assert properties["EventSourceArn"] == {"Fn::GetAtt": ["SyncTable", "StreamArn"]}
+    assert properties["StartingPosition"] == "LATEST"
+    (pattern,) = properties["FilterCriteria"]["Filters"]
+    assert json.loads(pattern["Pattern"]) == {"dynamodb": {"Keys": {"sk": {"S": ["~HEAD"]}}}}
 
 
 def test_the_artifact_holds_the_code_and_its_arm64_dependencies(packaged: dict[str, Any]) -> None:
