@@ -46,8 +46,10 @@ from api.storage import keys, models
 from api.storage.store import DynamoStore
 from api.storage.table import ensure_table
 from api.sync import TAIL_ITEMS
+from scripts.bench_realtime import measure_realtime, print_realtime
 from scripts.local_engine import LocalEngine, dynamodb_client, free_port
 from tests.support.servers import api_server
+from tests.support.subscribers import pid_listening
 
 RESULTS = Path(__file__).resolve().parent / "bench-results"
 SECRET = "bench-secret-" + "x" * 40
@@ -293,7 +295,7 @@ class Bench:
             )
             with api_server(settings) as url, TestClient(create_app(settings)) as local:
                 self.local = local
-                self.server_pid = _pid_listening(url)
+                self.server_pid = pid_listening(url)
                 clients = [
                     httpx2.Client(base_url=url, headers=self.headers, timeout=60) for _ in range(8)
                 ]
@@ -302,6 +304,10 @@ class Bench:
                 finally:
                     for c in clients:
                         c.close()
+            print("==> realtime", flush=True)
+            self.realtime = measure_realtime(
+                settings, self.ddb, self.headers["Authorization"], self.fast
+            )
         return self.report()
 
     def measure_all(self, clients: list[httpx2.Client]) -> None:
@@ -725,6 +731,7 @@ class Bench:
         )
         for label, c in self.contention_rows.items():
             print(f"{label}: {c['writes_per_s']:.0f} creates/s, {c['failed']} failed")
+        print_realtime(self.realtime)
         return {
             "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
             "machine": {
@@ -739,6 +746,7 @@ class Bench:
             "incremental_sync_units": self.sweep_rows,
             "bulk_sync": self.bulk_row,
             "write_throughput": self.contention_rows,
+            "realtime": self.realtime,
         }
 
 
@@ -884,20 +892,6 @@ def _size(value: Any) -> int:
         else:
             total += len(str(inner))
     return total
-
-
-def _pid_listening(url: str) -> int | None:
-    port = url.rsplit(":", 1)[1]
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if b"uvicorn" in b" ".join(cmdline) and port.encode() in cmdline:
-            return int(pid)
-    return None
 
 
 def _peak_rss_kb(pid: int | None) -> float:

@@ -23,8 +23,9 @@ from pathlib import Path
 import httpx2
 
 from api.auth import make_local_token
-from scripts.bench import SECRET, _pid_listening, local_engine_settings
+from scripts.bench import SECRET, local_engine_settings
 from tests.support.servers import api_server
+from tests.support.subscribers import pid_listening
 
 READ = 'query { changes(tenantID: "calm", limit: 10) { changeToken items { id } } }'
 PUSH = "mutation($i: PushChangesInput!) { pushChanges(input: $i) { results { status } } }"
@@ -75,7 +76,7 @@ def _during(
 def main() -> int:
     rows: list[tuple[str, str]] = []
     with local_engine_settings() as settings, api_server(settings) as url:
-        pid = _pid_listening(url)
+        pid = pid_listening(url)
         calm = {"Authorization": f"Bearer {make_local_token(SECRET, 'calm', ['calm'], 3600)}"}
         flood = {"Authorization": f"Bearer {make_local_token(SECRET, 'flood', ['flood'], 3600)}"}
         with httpx2.Client(base_url=url, timeout=120) as http:

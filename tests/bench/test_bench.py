@@ -52,3 +52,11 @@ def test_bench_fast_prints_and_saves_a_complete_table(tmp_path: Path) -> None:
     for w in sweep:
         assert w["read_units"] >= w["min_read_units"] >= 1, w
         assert w["pages"] == math.ceil(w["changes"] / 100), w
+    realtime = data["realtime"]
+    for server in ("same_server", "cross_server"):
+        figures = realtime[server]
+        assert 0 <= figures["p50_ms"] <= figures["p99_ms"], server
+        assert 0 < figures["from_send_p50_ms"] <= figures["from_send_p99_ms"], server
+    assert realtime["events_per_s"] > 0 and realtime["memory_per_connection_kb"] > 0
+    assert realtime["fan_out_subscribers"] >= 300
+    assert "realtime:" in out

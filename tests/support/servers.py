@@ -46,6 +46,7 @@ def api_server(
             # A WebSocket message is bounded like a request body (uvicorn's default: 16 MB).
             "--ws-max-size",
             str(settings.max_body_bytes),
+            *os.environ.get("TEST_UVICORN_ARGS", "").split(),
         ],
         cwd=PROJECT_ROOT,
         env=env,
