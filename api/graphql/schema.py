@@ -10,7 +10,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import strawberry
 from graphql import GraphQLError
@@ -28,6 +28,7 @@ from strawberry.types.execution import ExecutionContext
 
 from api import request_log
 from api.auth import Principal
+from api.domain.catalog import BY_CODE
 from api.domain.errors import BadUserInput, SyncError, Unauthenticated
 from api.domain.mutations import Verb
 from api.graphql.directives import authenticated
@@ -43,6 +44,7 @@ from api.graphql.scalars import SCALAR_MAP
 from api.graphql.subscription import ChangeFeed, subscription_fields
 from api.graphql.types import (
     ITEM_TYPE_SCHEMAS,
+    DeletedItemType,
     ItemTypeSchema,
     SynchronizedItemList,
     to_deleted_item,
@@ -125,15 +127,31 @@ async def changes(
     since: strawberry.ID | None = strawberry.UNSET,
     cursor: str | None = strawberry.UNSET,
     limit: int | None = strawberry.UNSET,
+    types: Annotated[
+        list[DeletedItemType] | None,  # type: ignore[valid-type]
+        strawberry.argument(
+            description="Only changes of these types (deletions included), in pages that stay "
+            "full. Send the same types with each cursor. Costs the read units of every change "
+            "of the range, of any type."
+        ),
+    ] = strawberry.UNSET,
 ) -> SynchronizedItemList:
     requested = _given(limit)
     if requested is None or 1 <= requested <= MAX_LIMIT:  # else the service says why
         info.context.budget.spend_items(DEFAULT_LIMIT if requested is None else requested)
+    chosen = _given(types)
+    wanted = None if chosen is None else frozenset(BY_CODE[t.value] for t in chosen)
+    if wanted is not None and not wanted:
+        raise BadUserInput("types must name at least one type")
     page = await _for_tenant(
         info,
         tenantID,
         lambda s: s.changes(
-            tenantID, since=_given(since), cursor=_given(cursor), limit=_given(limit)
+            tenantID,
+            since=_given(since),
+            cursor=_given(cursor),
+            limit=_given(limit),
+            types=wanted,
         ),
     )
     return SynchronizedItemList(

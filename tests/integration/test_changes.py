@@ -157,3 +157,38 @@ def test_changes_never_show_another_tenants_items(gql: GraphQLClient, tenant: st
     _seed(gql, tenant + "x", 2)
     assert {i["tenantID"] for i in gql.sync(tenant).items} == {tenant}
     assert gql.sync(tenant).items == mine
+
+
+TYPED = (
+    "query($t: ID!, $since: ID, $cursor: String, $limit: Int, $types: [DeletedItemType!]) {"
+    " changes(tenantID: $t, since: $since, cursor: $cursor, limit: $limit, types: $types) {"
+    " items { __typename id changeToken ... on DeletedItem { type } } cursor changeToken } }"
+)
+
+
+def test_changes_of_chosen_types_keep_pages_full_and_include_their_deletions(
+    gql: GraphQLClient, tenant: str
+) -> None:
+    people = []
+    for i in range(12):
+        gql.create(tenant, "Reminder", {"title": str(i)})
+        if i % 3 == 0:
+            people.append(gql.create(tenant, "Person", {"givenName": str(i)}))
+    gone = people.pop(0)
+    deleted = gql.delete(tenant, "Person", gone["id"], gone["changeToken"])
+    variables: dict[str, Any] = {"t": tenant, "limit": 2, "types": ["PERSON"]}
+    pages = []
+    while True:
+        page = gql.data(TYPED, variables)["changes"]
+        pages.append(page)
+        if page["cursor"] is None:
+            break
+        variables = {**variables, "cursor": page["cursor"]}
+    assert [len(p["items"]) for p in pages] == [2, 2]  # full until drained
+    items = [i for p in pages for i in p["items"]]
+    assert [i["id"] for i in items] == [p["id"] for p in people] + [deleted["id"]]
+    assert items[-1] == {**items[-1], "__typename": "DeletedItem", "type": "PERSON"}
+    everything = gql.changes_page(tenant, limit=1000)
+    assert pages[-1]["changeToken"] == everything["changeToken"]
+    with pytest.raises(GraphQLError, match="at least one type"):
+        gql.data(TYPED, {"t": tenant, "types": []})

@@ -144,3 +144,33 @@ def test_a_limit_out_of_range_and_a_foreign_since_are_bad_input(service: SyncSer
         service.changes("empty-tenant", since="0" * 26)
     with pytest.raises(BadUserInput, match="newer than every change"):
         service.changes(T, since="1" + "0" * 25)  # in the year 3085
+
+
+def test_changes_of_chosen_types_come_in_full_pages_until_the_feed_is_drained(
+    service: SyncService,
+) -> None:
+    rng = random.Random(3)
+    people: list[str] = []
+    for i in range(90):
+        kind = PERSON if rng.random() < 0.3 else REMINDER
+        record = service.create(kind, T, f"e{i}", {})
+        if kind is PERSON:
+            people.append(record.change_token)
+    everything = service.changes(T, limit=1000).items
+    only = frozenset({PERSON})
+    got: list[str] = []
+    page = service.changes(T, limit=4, types=only)
+    while True:
+        assert all(r.item_type is PERSON for r in page.items)
+        if page.cursor is not None:
+            assert len(page.items) == 4  # a short page means drained
+        got += [r.change_token for r in page.items]
+        if page.cursor is None:
+            break
+        page = service.changes(T, cursor=page.cursor, limit=4, types=only)
+    assert got == people
+    assert page.change_token == everything[-1].change_token  # the whole feed was read
+    # From a token, the same: only what is newer, only people.
+    since = everything[40].change_token
+    later = service.changes(T, since=since, limit=1000, types=only)
+    assert [r.change_token for r in later.items] == [t for t in people if t > since]
