@@ -16,10 +16,13 @@ from typing import Any, Protocol
 from api.domain.cursor import CursorCodec, Position
 from api.domain.errors import (
     BadUserInput,
+    Conflict,
     CurrentVersionError,
     InternalError,
+    NotFound,
     OutcomeRecorded,
     SyncError,
+    Unavailable,
 )
 from api.domain.identifiers import check_identifier
 from api.domain.item_types import ItemType, apply_changes, check_size
@@ -38,6 +41,8 @@ logger = logging.getLogger("api.sync")
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
 MAX_PUSH = 100
+# A state-based write that loses a race compares again with the winner this often.
+PUT_ATTEMPTS = 3
 # A page of chosen types reads at most this many log entries (of every type): ten
 # full pages, about 3.5 MB of people, 900 read units.
 MAX_SCANNED = 10 * MAX_LIMIT
@@ -311,6 +316,8 @@ class SyncService:
         def outcome(record: Record) -> StoredOutcome | None:
             return None if pending is None else replace(pending, record=record)
 
+        if mutation.verb == "put":
+            return self._put(mutation, outcome)
         if mutation.verb == "create":
             fields = apply_changes({}, changes)
             check_size(fields)
@@ -349,6 +356,57 @@ class SyncService:
             return record
 
         return self._ordering.write(tenant_id, expected, delete, _token_of)
+
+    def _put(self, mutation: Mutation, outcome: Callable[[Record], StoredOutcome | None]) -> Record:
+        """A state-based write: applies when the server holds the assumed state, as
+        one token-guarded transaction like any write; else CONFLICT with what it
+        holds (NOT_FOUND when it holds nothing). A write that loses a race to
+        another is compared again with what won, PUT_ATTEMPTS times at most."""
+        item_type, tenant_id = mutation.item_type, mutation.tenant_id
+        entity_id, state = mutation.entity_id, mutation.state
+        assert entity_id is not None and state is not None  # validated()
+        assumed = mutation.assumed
+        for _ in range(PUT_ATTEMPTS):
+            current = self._store.get(tenant_id, entity_id)
+            if assumed is None and current is not None:
+                raise Conflict(f"{item_type.name} {entity_id} already exists", current)
+            if assumed is not None and not assumed.holds(item_type, current):
+                if current is None or current.item_type is not item_type:
+                    raise NotFound(f"{item_type.name} {entity_id} does not exist")
+                raise Conflict(f"{item_type.name} {entity_id} is not in the assumed state", current)
+            if current is not None and current.deleted:
+                if state.deleted:
+                    return current  # deleted already: nothing to write
+                raise Conflict(
+                    f"{item_type.name} {entity_id} was deleted; a deleted id stays deleted",
+                    current,
+                )
+            expected = None if current is None else current.change_token
+
+            def write(token: str, head: str | None, current: Record | None = current) -> Record:
+                at = token_time(token)
+                created = at if current is None else current.created_at
+                record = Record(
+                    item_type,
+                    tenant_id,
+                    entity_id,
+                    token,
+                    created if not state.deleted else at,
+                    at,
+                    deleted=state.deleted,
+                    fields={} if state.deleted else dict(state.fields),
+                )
+                if current is None:
+                    self._store.create(record, head, outcome(record))
+                else:
+                    self._store.replace(record, current.change_token, head, outcome(record))
+                return record
+
+            try:
+                return self._ordering.write(tenant_id, expected, write, _token_of)
+            except (CurrentVersionError, NotFound):
+                continue  # another write won: compare again with what it wrote
+        raise Unavailable(f"{item_type.name} {entity_id} keeps changing; retry")
 
     def _current(
         self, item_type: ItemType, tenant_id: str, entity_id: str, expected_token: str

@@ -27,11 +27,13 @@ from api.domain.errors import (
     SyncError,
 )
 from api.domain.identifiers import check_identifier
-from api.domain.item_types import ItemType
+from api.domain.item_types import ItemType, apply_changes, check_size
 from api.domain.records import Record
 from api.domain.tokens import check_token, token_time
 
-Verb = Literal["create", "update", "delete"]
+# "put": a state-based write, for replication protocols that say "I assume the
+# server holds this state; here is the new one" (RxDB, PouchDB-style).
+Verb = Literal["create", "update", "delete", "put"]
 # Outcomes of client mutation ids are kept at least this long (then DynamoDB TTL
 # removes them); the schema promises replays for this many days.
 OUTCOME_RETENTION_S = 8 * 24 * 3600
@@ -47,6 +49,30 @@ _STORED_ERRORS: dict[str, type[SyncError]] = {
 
 
 @dataclass(frozen=True)
+class State:
+    """An entity as a device holds it: the fields that are set, or deleted."""
+
+    fields: Mapping[str, Any] = field(default_factory=dict)
+    deleted: bool = False
+
+    def normalized(self, item_type: ItemType) -> State:
+        if self.deleted:
+            return State(deleted=True)
+        return State(apply_changes({}, item_type.normalize_changes(self.fields)))
+
+    def holds(self, item_type: ItemType, current: Record | None) -> bool:
+        """Whether `current` (None: nothing) is this state of this type."""
+        if current is None or current.item_type is not item_type:
+            return False
+        if current.deleted or self.deleted:
+            return current.deleted == self.deleted
+        return dict(current.fields) == dict(self.fields)
+
+    def as_json(self) -> Any:
+        return {"deleted": True} if self.deleted else dict(self.fields)
+
+
+@dataclass(frozen=True)
 class Mutation:
     verb: Verb
     item_type: ItemType
@@ -55,12 +81,18 @@ class Mutation:
     expected_token: str | None = None
     changes: Mapping[str, Any] = field(default_factory=dict)
     client_mutation_id: str | None = None
+    # "put" only: the state the device assumes the server holds (None: that the
+    # entity does not exist), and the new state.
+    assumed: State | None = None
+    state: State | None = None
 
     def validated(self) -> Mutation:
         """This mutation with its ids, token and client mutation id checked and its
         changes normalized (`ItemType.normalize_changes`); BadUserInput otherwise.
         Whether it can apply to what the server holds is the store's question."""
         check_identifier(self.tenant_id, "tenantID")
+        if self.verb == "put":
+            return self._validated_put()
         if self.verb != "create" and (self.entity_id is None or self.expected_token is None):
             raise BadUserInput(f"{self.verb} needs an id and a changeToken")
         if self.entity_id is not None:
@@ -70,6 +102,17 @@ class Mutation:
         if self.client_mutation_id is not None:
             check_client_mutation_id(self.client_mutation_id)
         return replace(self, changes=self.item_type.normalize_changes(self.changes))
+
+    def _validated_put(self) -> Mutation:
+        if self.entity_id is None or self.state is None or self.expected_token is not None:
+            raise BadUserInput("put needs an id and a state, and takes no changeToken")
+        check_identifier(self.entity_id, "id")
+        if self.client_mutation_id is not None:
+            check_client_mutation_id(self.client_mutation_id)
+        state = self.state.normalized(self.item_type)
+        check_size(state.fields)
+        assumed = None if self.assumed is None else self.assumed.normalized(self.item_type)
+        return replace(self, assumed=assumed, state=state)
 
     def fingerprint(self) -> str:
         """Identifies what the (validated) mutation asks for, to refuse reuse of its id
@@ -81,6 +124,14 @@ class Mutation:
                 self.entity_id,
                 self.expected_token,
                 dict(self.changes),
+                *(
+                    [
+                        None if self.assumed is None else self.assumed.as_json(),
+                        self.state.as_json(),
+                    ]
+                    if self.state is not None
+                    else []
+                ),
             ],
             sort_keys=True,
             separators=(",", ":"),

@@ -26,7 +26,7 @@ from api.sync import PushStatus as DomainPushStatus
 PushStatus = strawberry.enum(DomainPushStatus, description="What became of one pushed mutation.")
 
 # field of PushMutation -> (item type schema, verb, input type)
-_VERBS: tuple[Verb, ...] = ("create", "update", "delete")
+_VERBS: tuple[Verb, ...] = ("create", "update", "delete", "put")
 _ENTRIES: dict[str, tuple[ItemTypeSchema, Verb, Any]] = {
     f"{verb}{s.item_type.name}": (s, verb, getattr(s, f"{verb}_input"))
     for s in ITEM_TYPE_SCHEMAS

@@ -15,7 +15,7 @@ import strawberry
 
 from api.domain import catalog
 from api.domain.item_types import Field, FieldKind, ItemType
-from api.domain.mutations import OUTCOME_RETENTION_S, Mutation, Verb
+from api.domain.mutations import OUTCOME_RETENTION_S, Mutation, State, Verb
 from api.domain.records import Record
 from api.domain.timestamps import format_time
 from api.graphql.directives import HexColorDirective
@@ -107,6 +107,7 @@ class ItemTypeSchema:
     update_payload: Any
     delete_input: Any
     delete_payload: Any
+    put_input: Any
 
     @property
     def field_name(self) -> str:
@@ -121,7 +122,17 @@ class ItemTypeSchema:
         return self.object_type(**_common(record), **values)
 
     def mutation(self, verb: Verb, input: Any) -> Mutation:
-        """The domain mutation a create/update/delete input asks for."""
+        """The domain mutation a create/update/delete/put input asks for."""
+        if verb == "put":
+            return Mutation(
+                verb,
+                self.item_type,
+                input.tenantID,
+                input.id,
+                client_mutation_id=input.clientMutationID,
+                assumed=None if input.assumed is None else self._state(input.assumed),
+                state=self._state(input.state),
+            )
         if verb == "create":
             changes = self.changes_of(getattr(input, self.field_name))
             return Mutation(
@@ -142,6 +153,13 @@ class ItemTypeSchema:
             input.changeToken,
             changes,
             input.clientMutationID,
+        )
+
+    def _state(self, state_input: Any) -> State:
+        fields = getattr(state_input, self.field_name)
+        return State(
+            fields={} if fields in (None, strawberry.UNSET) else self.changes_of(fields),
+            deleted=bool(state_input.deleted),
         )
 
     def changes_of(self, partial: Any) -> dict[str, Any]:
@@ -229,6 +247,44 @@ def build_item_type_schema(item_type: ItemType) -> ItemTypeSchema:
             {"clientMutationID": _client_mutation_id_field()},
         )
     )
+    state_input = strawberry.input(
+        build(
+            f"{name}StateInput",
+            {"deleted": bool, field_name: partial | None},
+            {
+                "deleted": strawberry.field(default=False),
+                field_name: strawberry.field(
+                    default=None, description="The fields that are set; absent or null: not set."
+                ),
+            },
+        ),
+        description=f"A {name} as the device holds it: its fields, or deleted.",
+    )
+    put_input = strawberry.input(
+        build(
+            f"Put{name}Input",
+            {
+                "tenantID": strawberry.ID,
+                "id": strawberry.ID,
+                "assumed": state_input | None,
+                "state": state_input,
+                "clientMutationID": str | None,
+            },
+            {
+                "assumed": strawberry.field(
+                    default=None,
+                    description=f"The state the device assumes the server holds; null: that the "
+                    f"{name} does not exist. The write applies only when the server holds "
+                    "exactly this state (its fields, or deleted); else CONFLICT with what it "
+                    "holds.",
+                ),
+                "state": strawberry.field(description="The new state (deleted: a deletion)."),
+                "clientMutationID": _client_mutation_id_field(),
+            },
+        ),
+        description="A state-based write, for replication protocols that send the state they "
+        "assume and the new one (RxDB, PouchDB-style); token-guarded mutations are the other way.",
+    )
     return ItemTypeSchema(
         item_type=item_type,
         object_type=object_type,
@@ -239,6 +295,7 @@ def build_item_type_schema(item_type: ItemType) -> ItemTypeSchema:
         update_payload=_payload(f"Update{name}Payload", field_name, object_type),
         delete_input=delete_input,
         delete_payload=_payload(f"Delete{name}Payload", "deletedItem", DeletedItem),
+        put_input=put_input,
     )
 
 

@@ -217,3 +217,53 @@ def test_each_entry_sets_exactly_one_mutation(gql: GraphQLClient, tenant: str, e
 def test_an_empty_push_is_fine(gql: GraphQLClient, tenant: str) -> None:
     body = _push(gql, tenant, [])
     assert body["data"]["pushChanges"]["results"] == []
+
+
+def test_state_based_puts_through_push_apply_conflict_and_replay(
+    gql: GraphQLClient, tenant: str, settings: Settings, ddb: Any
+) -> None:
+    """What an RxDB push does: each row says the state it assumes and the new one."""
+
+    def put(entity: str, assumed: dict[str, Any] | None, state: dict[str, Any], cmid: str) -> Any:
+        def as_input(s: dict[str, Any]) -> dict[str, Any]:
+            if s.get("_deleted"):
+                return {"deleted": True}
+            return {"person": s}
+
+        body: dict[str, Any] = {
+            "tenantID": tenant,
+            "id": entity,
+            "state": as_input(state),
+            "clientMutationID": cmid,
+        }
+        if assumed is not None:
+            body["assumed"] = as_input(assumed)
+        return {"putPerson": body}
+
+    ann = {"givenName": "Ann", "dateOfBirth": "1990-01-02"}
+    anna = {**ann, "givenName": "Anna"}
+    first = _push(
+        gql,
+        tenant,
+        [
+            put("p1", None, ann, "r1"),
+            put("p1", ann, anna, "r2"),  # the next edit, before any pull
+            put("p1", ann, {**ann, "occupation": "x"}, "r3"),  # stale: another device's
+            put("p2", None, {"givenName": "Bo"}, "r4"),
+            put("p2", {"givenName": "Bo"}, {"_deleted": True}, "r5"),
+        ],
+    )["data"]["pushChanges"]["results"]
+    assert [r["status"] for r in first] == ["APPLIED", "APPLIED", "CONFLICT", "APPLIED", "APPLIED"]
+    assert first[2]["item"]["givenName"] == "Anna"  # the server's state, to resolve with
+    assert first[2]["error"]["code"] == "CONFLICT"
+    assert first[4]["item"]["__typename"] == "DeletedItem"
+    # The response was lost: the same rows again write nothing and answer the same.
+    again = _push(gql, tenant, [put("p1", None, ann, "r1"), put("p1", ann, anna, "r2")])
+    results = again["data"]["pushChanges"]["results"]
+    assert [r["replayed"] for r in results] == [True, True]
+    assert [r["item"]["changeToken"] for r in results] == [
+        r["item"]["changeToken"] for r in first[:2]
+    ]
+    state = tenant_state(ddb, settings.table_name, tenant)
+    assert_consistent(state)
+    assert len(gql.changes_page(tenant)["items"]) == 2

@@ -13,7 +13,8 @@ import pytest
 from api.domain.catalog import PERSON, REMINDER
 from api.domain.cursor import CursorCodec
 from api.domain.errors import AlreadyExists, BadUserInput, Conflict, NotFound
-from api.domain.mutations import Mutation
+from api.domain.item_types import ItemType
+from api.domain.mutations import Mutation, State
 from api.sync import PushStatus, SyncService
 from tests.support.memory_store import MemoryStore
 
@@ -174,3 +175,57 @@ def test_changes_of_chosen_types_come_in_full_pages_until_the_feed_is_drained(
     since = everything[40].change_token
     later = service.changes(T, since=since, limit=1000, types=only)
     assert [r.change_token for r in later.items] == [t for t in people if t > since]
+
+
+def _put(
+    entity: str,
+    assumed: State | None,
+    state: State,
+    cmid: str | None = None,
+    kind: ItemType = PERSON,
+) -> Mutation:
+    return Mutation("put", kind, T, entity, client_mutation_id=cmid, assumed=assumed, state=state)
+
+
+def test_a_state_based_write_applies_on_the_assumed_state_and_else_conflicts(
+    service: SyncService, store: MemoryStore
+) -> None:
+    ann, anna = State({"givenName": "Ann"}), State({"givenName": "Anna"})
+    created = service.apply(_put("p1", None, ann)).record
+    assert created.fields == {"givenName": "Ann"} and not created.deleted
+    # Two edits in a row, each assuming the state the device last wrote: no token needed.
+    service.apply(_put("p1", ann, anna))
+    edited = service.apply(_put("p1", anna, State({"givenName": "Anna", "occupation": "x"})))
+    assert edited.record.fields == {"givenName": "Anna", "occupation": "x"}
+    writes = store.writes
+    with pytest.raises(Conflict) as stale:  # assumes a state the server no longer holds
+        service.apply(_put("p1", ann, State({"givenName": "Bo"})))
+    assert stale.value.current == edited.record and store.writes == writes
+    with pytest.raises(Conflict):  # assumes it does not exist
+        service.apply(_put("p1", None, ann))
+    with pytest.raises(NotFound):  # assumes a state of an entity that does not exist
+        service.apply(_put("nobody", ann, anna))
+    # Fields compare as the server normalizes them; absent and null are "not set".
+    same = State({"givenName": "Anna", "occupation": "x", "familyName": None})
+    deleted = service.apply(_put("p1", same, State(deleted=True))).record
+    assert deleted.deleted
+    with pytest.raises(Conflict) as gone:  # a deleted id stays deleted
+        service.apply(_put("p1", State(deleted=True), ann))
+    assert gone.value.current == deleted
+    assert service.apply(_put("p1", State(deleted=True), State(deleted=True))).record == deleted
+
+
+def test_a_state_based_write_is_idempotent_and_checked_like_any_input(
+    service: SyncService, store: MemoryStore
+) -> None:
+    first = service.apply(_put("p2", None, State({"givenName": "A"}), cmid="put-1"))
+    again = service.apply(_put("p2", None, State({"givenName": "A"}), cmid="put-1"))
+    assert again.replayed and again.record == first.record and store.writes == 1
+    with pytest.raises(BadUserInput, match="already used"):
+        service.apply(_put("p2", None, State({"givenName": "B"}), cmid="put-1"))
+    with pytest.raises(BadUserInput):
+        service.apply(_put("p3", None, State({"givenName": 7})))
+    with pytest.raises(BadUserInput):
+        service.apply(_put("p3", None, State({"nope": "x"})))
+    with pytest.raises(NotFound):  # a Reminder's state on a Person's id
+        service.apply(_put("p2", State({"title": "A"}), State(), kind=REMINDER))
