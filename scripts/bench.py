@@ -55,7 +55,18 @@ RESULTS = Path(__file__).resolve().parent / "bench-results"
 SECRET = "bench-secret-" + "x" * 40
 WCU_PRICE = 1.25  # $ per million write request units, on demand
 RCU_PRICE = 0.25  # $ per million read request units
-TENANTS = ["page"] + [f"w{i}" for i in range(8)] + ["small", "large", "bulk", "hot", "sweep"]
+TENANTS = (
+    ["page"]
+    + [f"w{i}" for i in range(8)]
+    + [
+        "small",
+        "large",
+        "bulk",
+        "hot",
+        "sweep",
+        "realtime",
+    ]
+)
 # Incremental syncs of this many changes, for their read units against the minimum.
 SWEEP_CHANGES = (1, 5, 10, 11, 20, 40, 100, 300)
 CHANGES = (

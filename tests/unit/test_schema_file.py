@@ -22,8 +22,9 @@ def test_schema_has_the_contract_names() -> None:
         "type Person implements SynchronizedItem",
         "type DeletedItem implements SynchronizedItem",
         "profileColor: String @hexColor",
-        "changes(tenantID: ID!, since: ID, cursor: String, limit: Int): SynchronizedItemList! "
-        "@isAuthenticated",
+        "  ): SynchronizedItemList! @isAuthenticated",  # changes(...), checked below
+        "changesAvailable(tenantID: ID!, since: ID): ChangesAvailable! @isAuthenticated",
+        "type ChangesAvailable {\n  tenantID: ID!",
         "person(tenantID: ID!, id: ID!): Person @isAuthenticated",
         "createPerson(input: CreatePersonInput!): CreatePersonPayload! @isAuthenticated",
         "updatePerson(input: UpdatePersonInput!): UpdatePersonPayload! @isAuthenticated",
@@ -32,3 +33,13 @@ def test_schema_has_the_contract_names() -> None:
         "scalar Date",
     ):
         assert fragment in printed, fragment
+
+
+def test_changes_keeps_the_contracts_arguments_and_adds_only_optional_ones() -> None:
+    changes = default_schema()._schema.query_type.fields["changes"]  # type: ignore[union-attr]
+    arguments = {name: str(arg.type) for name, arg in changes.args.items()}
+    contract = {"tenantID": "ID!", "since": "ID", "cursor": "String", "limit": "Int"}
+    assert list(arguments)[:4] == list(contract)
+    assert {k: arguments[k] for k in contract} == contract
+    assert all(not t.endswith("!") for k, t in arguments.items() if k not in contract)
+    assert str(changes.type) == "SynchronizedItemList!"
