@@ -29,6 +29,7 @@ from api.domain.item_types import ItemType, apply_changes, check_size
 from api.domain.mutations import (
     OUTCOME_RETENTION_S,
     Mutation,
+    State,
     StoredOutcome,
     is_stored_error,
 )
@@ -358,8 +359,9 @@ class SyncService:
         return self._ordering.write(tenant_id, expected, delete, _token_of)
 
     def _put(self, mutation: Mutation, outcome: Callable[[Record], StoredOutcome | None]) -> Record:
-        """A state-based write: applies when the server holds the assumed state, as
-        one token-guarded transaction like any write; else CONFLICT with what it
+        """A state-based write: applies when the server holds the assumed state (or,
+        with merge_fields, a state that changed only other fields: rebased onto it),
+        as one token-guarded transaction like any write; else CONFLICT with what it
         holds (NOT_FOUND when it holds nothing). A write that loses a race to
         another is compared again with what won, PUT_ATTEMPTS times at most."""
         item_type, tenant_id = mutation.item_type, mutation.tenant_id
@@ -370,10 +372,16 @@ class SyncService:
             current = self._store.get(tenant_id, entity_id)
             if assumed is None and current is not None:
                 raise Conflict(f"{item_type.name} {entity_id} already exists", current)
+            target = state
             if assumed is not None and not assumed.holds(item_type, current):
                 if current is None or current.item_type is not item_type:
                     raise NotFound(f"{item_type.name} {entity_id} does not exist")
-                raise Conflict(f"{item_type.name} {entity_id} is not in the assumed state", current)
+                rebased = state.rebased(assumed, current) if mutation.merge_fields else None
+                if rebased is None:
+                    raise Conflict(
+                        f"{item_type.name} {entity_id} is not in the assumed state", current
+                    )
+                target = rebased
             if current is not None and current.deleted:
                 if state.deleted:
                     return current  # deleted already: nothing to write
@@ -383,7 +391,12 @@ class SyncService:
                 )
             expected = None if current is None else current.change_token
 
-            def write(token: str, head: str | None, current: Record | None = current) -> Record:
+            def write(
+                token: str,
+                head: str | None,
+                current: Record | None = current,
+                target: State = target,
+            ) -> Record:
                 at = token_time(token)
                 created = at if current is None else current.created_at
                 record = Record(
@@ -391,10 +404,10 @@ class SyncService:
                     tenant_id,
                     entity_id,
                     token,
-                    created if not state.deleted else at,
+                    created if not target.deleted else at,
                     at,
-                    deleted=state.deleted,
-                    fields={} if state.deleted else dict(state.fields),
+                    deleted=target.deleted,
+                    fields={} if target.deleted else dict(target.fields),
                 )
                 if current is None:
                     self._store.create(record, head, outcome(record))

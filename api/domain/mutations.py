@@ -71,6 +71,20 @@ class State:
     def as_json(self) -> Any:
         return {"deleted": True} if self.deleted else dict(self.fields)
 
+    def rebased(self, assumed: State, current: Record) -> State | None:
+        """This new state moved onto `current`, when the two changed different fields
+        of `assumed` (both live): the server's changes kept, this one's re-applied.
+        None when they overlap or either side deleted: a conflict."""
+        if self.deleted or assumed.deleted or current.deleted:
+            return None
+        names = set(assumed.fields) | set(self.fields) | set(current.fields)
+        mine = {n for n in names if assumed.fields.get(n) != self.fields.get(n)}
+        theirs = {n for n in names if assumed.fields.get(n) != current.fields.get(n)}
+        if mine & theirs:
+            return None
+        merged = {**current.fields, **{n: self.fields.get(n) for n in mine}}
+        return State({n: v for n, v in merged.items() if v is not None})
+
 
 @dataclass(frozen=True)
 class Mutation:
@@ -82,9 +96,11 @@ class Mutation:
     changes: Mapping[str, Any] = field(default_factory=dict)
     client_mutation_id: str | None = None
     # "put" only: the state the device assumes the server holds (None: that the
-    # entity does not exist), and the new state.
+    # entity does not exist), the new state, and whether to rebase it field by field
+    # on a server state that changed other fields.
     assumed: State | None = None
     state: State | None = None
+    merge_fields: bool = False
 
     def validated(self) -> Mutation:
         """This mutation with its ids, token and client mutation id checked and its
@@ -128,6 +144,7 @@ class Mutation:
                     [
                         None if self.assumed is None else self.assumed.as_json(),
                         self.state.as_json(),
+                        self.merge_fields,
                     ]
                     if self.state is not None
                     else []

@@ -132,6 +132,7 @@ class ItemTypeSchema:
                 client_mutation_id=input.clientMutationID,
                 assumed=None if input.assumed is None else self._state(input.assumed),
                 state=self._state(input.state),
+                merge_fields=bool(input.mergeFields),
             )
         if verb == "create":
             changes = self.changes_of(getattr(input, self.field_name))
@@ -268,6 +269,7 @@ def build_item_type_schema(item_type: ItemType) -> ItemTypeSchema:
                 "id": strawberry.ID,
                 "assumed": state_input | None,
                 "state": state_input,
+                "mergeFields": bool,
                 "clientMutationID": str | None,
             },
             {
@@ -279,6 +281,13 @@ def build_item_type_schema(item_type: ItemType) -> ItemTypeSchema:
                     "holds.",
                 ),
                 "state": strawberry.field(description="The new state (deleted: a deletion)."),
+                "mergeFields": strawberry.field(
+                    default=False,
+                    description="When the server's state differs from `assumed` only in "
+                    "fields this write leaves as assumed, apply this write's changed fields to "
+                    "it (a field-level rebase) instead of answering CONFLICT. Overlapping "
+                    "fields and deletions are still conflicts.",
+                ),
                 "clientMutationID": _client_mutation_id_field(),
             },
         ),

@@ -7,6 +7,7 @@ tests/integration; here they run in milliseconds, for the fast loop.
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 import pytest
 
@@ -229,3 +230,25 @@ def test_a_state_based_write_is_idempotent_and_checked_like_any_input(
         service.apply(_put("p3", None, State({"nope": "x"})))
     with pytest.raises(NotFound):  # a Reminder's state on a Person's id
         service.apply(_put("p2", State({"title": "A"}), State(), kind=REMINDER))
+
+
+def test_merge_fields_rebases_a_state_onto_changes_of_other_fields_only(
+    service: SyncService,
+) -> None:
+    base = State({"givenName": "Ann", "occupation": "a"})
+    service.apply(_put("p4", None, base))
+    # Device A changed givenName and wrote first.
+    service.apply(_put("p4", base, State({"givenName": "Anna", "occupation": "a"})))
+    # Device B, from the same base, changed occupation (and cleared nothing else).
+    mine = State({"givenName": "Ann", "occupation": "b"})
+    plain = Mutation("put", PERSON, T, "p4", assumed=base, state=mine)
+    with pytest.raises(Conflict):  # without merge_fields: the server's state differs
+        service.apply(plain)
+    merged = service.apply(replace(plain, merge_fields=True)).record
+    assert merged.fields == {"givenName": "Anna", "occupation": "b"}  # both edits survive
+    # The same field changed on both sides stays a conflict, so does a deletion.
+    overlap = State({"givenName": "Bo", "occupation": "a"})
+    with pytest.raises(Conflict):
+        service.apply(replace(plain, state=overlap, merge_fields=True))
+    with pytest.raises(Conflict):
+        service.apply(replace(plain, state=State(deleted=True), merge_fields=True))
