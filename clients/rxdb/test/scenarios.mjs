@@ -1,0 +1,374 @@
+// RxDB (memory storage, its DEFAULT conflict handler, no internals touched) replicating
+// through the API with replicateSyncAPI. Usage:
+//   node scenarios.mjs <graphql url> <bearer token> <tenant prefix>
+// Prints one JSON line: each scenario's findings, for tests/ecosystem/test_rxdb.py.
+import { createRxDatabase } from "rxdb";
+import { getRxStorageMemory } from "rxdb/plugins/storage-memory";
+import { replicateSyncAPI } from "../index.js";
+
+const [url, token, prefix] = process.argv.slice(2);
+const auth = { Authorization: `Bearer ${token}` };
+const schema = {
+  version: 0,
+  primaryKey: "id",
+  type: "object",
+  properties: {
+    id: { type: "string", maxLength: 64 },
+    givenName: { type: "string" },
+    familyName: { type: "string" },
+    occupation: { type: "string" },
+  },
+  required: ["id"],
+};
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+let deviceCount = 0;
+
+async function gql(query, variables) {
+  const response = await fetch(url, {
+    method: "POST",
+    headers: { "content-type": "application/json", ...auth },
+    body: JSON.stringify({ query, variables }),
+  });
+  const body = await response.json();
+  if (body.errors) throw new Error(JSON.stringify(body.errors));
+  return body.data;
+}
+
+async function serverPeople(tenant) {
+  const people = {};
+  let cursor = null;
+  for (;;) {
+    const data = await gql(
+      `query($t: ID!, $c: String) { changes(tenantID: $t, cursor: $c, limit: 1000) {
+        items { __typename id ... on Person { givenName familyName occupation } } cursor } }`,
+      { t: tenant, c: cursor },
+    );
+    for (const item of data.changes.items) {
+      if (item.__typename === "Person") {
+        const { __typename, id, ...rest } = item;
+        people[item.id] = Object.fromEntries(Object.entries(rest).filter(([, v]) => v !== null));
+      } else if (item.__typename === "DeletedItem") delete people[item.id];
+    }
+    if (!data.changes.cursor) return people;
+    cursor = data.changes.cursor;
+  }
+}
+
+class Device {
+  constructor(tenant, options = {}) {
+    this.tenant = tenant;
+    this.options = options;
+    this.name = `d${++deviceCount}`;
+    this.errors = [];
+  }
+  async open() {
+    this.db = await createRxDatabase({ name: this.name, storage: getRxStorageMemory(), multiInstance: false });
+    await this.db.addCollections({ people: { schema } });
+    this.people = this.db.people;
+    return this;
+  }
+  online() {
+    this.state = replicateSyncAPI({
+      collection: this.people,
+      url,
+      tenantID: this.tenant,
+      type: "PERSON",
+      headers: async () => auth, // a function: refreshed on every request
+      batchSize: this.options.batchSize ?? 50,
+      waitForLeadership: false,
+      retryTime: 200,
+      replicationIdentifier: `${this.name}-${this.tenant}`,
+    });
+    this.state.error$.subscribe((e) => this.errors.push(e.parameters?.errors?.[0]?.code ?? e.code));
+    return this.state;
+  }
+  async offline() {
+    if (this.state) await this.state.cancel();
+    this.state = null;
+  }
+  async sync() {
+    if (!this.state) this.online();
+    await this.state.awaitInitialReplication();
+    this.state.reSync();
+    await this.state.awaitInSync();
+  }
+  async docs() {
+    const all = await this.people.find().exec();
+    return Object.fromEntries(
+      all.map((d) => {
+        const { id, ...rest } = d.toJSON();
+        return [id, rest];
+      }),
+    );
+  }
+  async edit(id, patch) {
+    const doc = await this.people.findOne(id).exec();
+    await doc.incrementalPatch(patch);
+  }
+  async remove(id) {
+    const doc = await this.people.findOne(id).exec();
+    await doc.remove();
+  }
+  async close() {
+    await this.offline();
+    await this.db.close();
+  }
+}
+
+const same = (a, b) => JSON.stringify(sorted(a)) === JSON.stringify(sorted(b));
+function sorted(o) {
+  if (Array.isArray(o) || o === null || typeof o !== "object") return o;
+  return Object.fromEntries(Object.keys(o).sort().map((k) => [k, sorted(o[k])]));
+}
+
+async function bulkPull() {
+  const tenant = `${prefix}-bulk`;
+  for (let batch = 0; batch < 3; batch++) {
+    const mutations = [];
+    for (let i = 0; i < 100 && batch * 100 + i < 250; i++) {
+      const n = batch * 100 + i;
+      mutations.push({ createPerson: { tenantID: tenant, id: `p${n}`, person: { givenName: `n${n}` } } });
+      if (i % 10 === 0) mutations.push({ createReminder: { tenantID: tenant, reminder: { title: "x" } } });
+    }
+    await gql(`mutation($i: PushChangesInput!) { pushChanges(input: $i) { results { status } } }`, {
+      i: { tenantID: tenant, mutations: mutations.slice(0, 100) },
+    });
+    if (mutations.length > 100) {
+      await gql(`mutation($i: PushChangesInput!) { pushChanges(input: $i) { results { status } } }`, {
+        i: { tenantID: tenant, mutations: mutations.slice(100) },
+      });
+    }
+  }
+  const device = await new Device(tenant, { batchSize: 50 }).open();
+  let pages = 0;
+  const state = device.online();
+  state.received$.subscribe(() => {});
+  const originalFetch = globalThis.fetch;
+  globalThis.fetch = (request, ...rest) => {
+    if (request instanceof Request && request.url === url) pages++;
+    return originalFetch(request, ...rest);
+  };
+  await device.sync();
+  globalThis.fetch = originalFetch;
+  const docs = await device.docs();
+  const server = await serverPeople(tenant);
+  await device.close();
+  return { count: Object.keys(docs).length, equal: same(docs, server), requests: pages };
+}
+
+async function twoDevicesConverge() {
+  const tenant = `${prefix}-two`;
+  const a = await new Device(tenant).open();
+  const b = await new Device(tenant).open();
+  await a.people.insert({ id: "x", givenName: "Ann" });
+  await a.sync();
+  await b.sync();
+  await b.edit("x", { familyName: "Lovelace" });
+  await b.sync();
+  await a.sync();
+  const result = { a: await a.docs(), b: await b.docs(), server: await serverPeople(tenant) };
+  await a.close();
+  await b.close();
+  return { ...result, equal: same(result.a, result.b) && same(result.a, result.server) };
+}
+
+async function concurrentFieldEdits() {
+  const tenant = `${prefix}-fields`;
+  const a = await new Device(tenant).open();
+  const b = await new Device(tenant).open();
+  await a.people.insert({ id: "y", givenName: "Ann", occupation: "none" });
+  await a.sync();
+  await b.sync();
+  await a.offline();
+  await b.offline();
+  await a.edit("y", { givenName: "Anna" }); // offline, on both devices
+  await b.edit("y", { occupation: "mathematician" });
+  await a.sync();
+  await b.sync();
+  await a.sync();
+  const result = { a: await a.docs(), b: await b.docs(), server: await serverPeople(tenant) };
+  await a.close();
+  await b.close();
+  return { ...result, equal: same(result.a, result.b) && same(result.a, result.server) };
+}
+
+async function twoEditsInARow() {
+  const tenant = `${prefix}-row`;
+  const a = await new Device(tenant).open();
+  a.online();
+  await a.people.insert({ id: "z", givenName: "one" });
+  await a.edit("z", { givenName: "two" }); // before any pull of its own create
+  await a.state.awaitInSync();
+  await a.edit("z", { givenName: "three" });
+  await a.sync();
+  const result = { device: await a.docs(), server: await serverPeople(tenant), errors: a.errors };
+  await a.close();
+  return result;
+}
+
+async function pullOverlappingPush() {
+  const tenant = `${prefix}-overlap`;
+  const a = await new Device(tenant).open();
+  const b = await new Device(tenant).open();
+  await a.people.insert({ id: "w", givenName: "Ann", occupation: "a" });
+  await a.sync();
+  await b.sync();
+  // B writes while A pushes its own edit of the same document: A's pull of B's write
+  // overlaps A's push.
+  const bWrites = (async () => {
+    await b.edit("w", { occupation: "b" });
+    await b.sync();
+  })();
+  await a.edit("w", { givenName: "Anna" });
+  await bWrites;
+  await a.sync();
+  await b.sync();
+  await a.sync();
+  const result = { a: await a.docs(), b: await b.docs(), server: await serverPeople(tenant) };
+  await a.close();
+  await b.close();
+  return { ...result, equal: same(result.a, result.b) && same(result.a, result.server) };
+}
+
+async function deleteVersusEdit() {
+  const tenant = `${prefix}-delete`;
+  const a = await new Device(tenant).open();
+  const b = await new Device(tenant).open();
+  await a.people.insert({ id: "v", givenName: "Ann" });
+  await a.sync();
+  await b.sync();
+  await a.offline();
+  await b.offline();
+  await a.remove("v");
+  await b.edit("v", { givenName: "Anna" });
+  await a.sync(); // the deletion first
+  await b.sync(); // the edit: a conflict with the DeletedItem; master wins
+  await a.sync();
+  const result = { a: await a.docs(), b: await b.docs(), server: await serverPeople(tenant) };
+  await a.close();
+  await b.close();
+  return { ...result, equal: same(result.a, result.b) && same(result.a, result.server) };
+}
+
+async function lostPushResponse() {
+  const tenant = `${prefix}-lost`;
+  const a = await new Device(tenant).open();
+  await a.people.insert({ id: "u", givenName: "Ann" });
+  await a.sync();
+  const originalFetch = globalThis.fetch;
+  const pushes = [];
+  let dropped = 0;
+  globalThis.fetch = async (request, ...rest) => {
+    const body = request instanceof Request ? await request.clone().text() : "";
+    const response = await originalFetch(request, ...rest);
+    if (body.includes("pushChanges")) {
+      const json = await response.clone().json();
+      pushes.push(json.data.pushChanges.results.map((r) => [r.clientMutationID, r.status, r.replayed]));
+      if (dropped === 0) {
+        dropped++;
+        throw new TypeError("network error: the response was lost"); // applied, never heard
+      }
+    }
+    return response;
+  };
+  await a.edit("u", { givenName: "Anna" });
+  await sleep(100);
+  await a.state.awaitInSync();
+  globalThis.fetch = originalFetch;
+  await a.sync();
+  const result = {
+    pushes,
+    device: await a.docs(),
+    server: await serverPeople(tenant),
+    errors: a.errors,
+  };
+  await a.close();
+  return result;
+}
+
+async function pokeDrivesPull() {
+  // B only listens (live, no reSync): the changesAvailable subscription makes it pull.
+  const tenant = `${prefix}-poke`;
+  const a = await new Device(tenant).open();
+  const b = await new Device(tenant).open();
+  b.online();
+  await b.state.awaitInitialReplication();
+  await sleep(300); // the subscription is up
+  await a.people.insert({ id: "k", givenName: "Kim" });
+  const started = Date.now();
+  await a.sync();
+  let arrived = null;
+  while (Date.now() - started < 10000) {
+    if (await b.people.findOne("k").exec()) {
+      arrived = Date.now() - started;
+      break;
+    }
+    await sleep(20);
+  }
+  await a.close();
+  await b.close();
+  return { arrivedMs: arrived };
+}
+
+async function randomRun(seed) {
+  const tenant = `${prefix}-random-${seed}`;
+  let x = seed;
+  const rand = () => ((x = (x * 1103515245 + 12345) % 2147483648) / 2147483648);
+  const devices = [];
+  for (let i = 0; i < 3; i++) devices.push(await new Device(tenant).open());
+  for (const d of devices) d.online();
+  let created = 0;
+  for (let step = 0; step < 60; step++) {
+    const d = devices[Math.floor(rand() * devices.length)];
+    const r = rand();
+    if (r < 0.1) {
+      if (d.state) await d.offline();
+      else d.online();
+      continue;
+    }
+    const docs = await d.people.find().exec();
+    if (r < 0.35 || docs.length === 0) {
+      await d.people.insert({ id: `r${seed}-${created++}`, givenName: `g${step}` });
+    } else if (r < 0.85) {
+      const doc = docs[Math.floor(rand() * docs.length)];
+      const field = ["givenName", "familyName", "occupation"][Math.floor(rand() * 3)];
+      await doc.incrementalPatch({ [field]: `${field}-${step}` });
+    } else {
+      await docs[Math.floor(rand() * docs.length)].remove();
+    }
+    if (rand() < 0.3) await sleep(20);
+  }
+  for (let round = 0; round < 2; round++) for (const d of devices) await d.sync();
+  const server = await serverPeople(tenant);
+  const views = [];
+  for (const d of devices) views.push(await d.docs());
+  const errors = devices.flatMap((d) => d.errors);
+  for (const d of devices) await d.close();
+  return { equal: views.every((v) => same(v, server)), serverCount: Object.keys(server).length, errors };
+}
+
+const report = {};
+for (const [name, run] of Object.entries({
+  bulkPull,
+  twoDevicesConverge,
+  concurrentFieldEdits,
+  twoEditsInARow,
+  pullOverlappingPush,
+  deleteVersusEdit,
+  lostPushResponse,
+  pokeDrivesPull,
+  random1: () => randomRun(1),
+  random2: () => randomRun(2),
+})) {
+  try {
+    // A scenario that hangs (RxDB retrying forever) fails alone, with its name.
+    const timeout = new Promise((_, reject) =>
+      setTimeout(() => reject(new Error(`${name} did not finish in 60 s`)), 60000),
+    );
+    report[name] = await Promise.race([run(), timeout]);
+  } catch (error) {
+    report[name] = { failed: String(error?.stack ?? error) };
+  }
+}
+console.log(JSON.stringify(report));
+process.exit(0);

@@ -1,0 +1,139 @@
+"""RxDB replicating through the API with clients/rxdb (replicateSyncAPI), in Node:
+the real `rxdb` package (memory storage) with its default conflict handler."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from api.settings import PROJECT_ROOT, Settings
+from tests.support.gql import TEST_AUTH_SECRET, bearer
+from tests.support.servers import api_server
+
+MODULE = PROJECT_ROOT / "clients" / "rxdb"
+DEPS = PROJECT_ROOT / ".cache" / "rxdb-tests"
+
+
+@pytest.fixture(scope="module")
+def module_dir() -> Path:
+    """clients/rxdb with its pinned dev dependencies (rxdb, rxjs), in .cache/."""
+    wanted = (MODULE / "package.json").read_text()
+    installed = DEPS / "package.json"
+    if not installed.exists() or installed.read_text() != wanted:
+        DEPS.mkdir(parents=True, exist_ok=True)
+        installed.write_text(wanted)
+        npm = shutil.which("npm")
+        assert npm, "npm is required for the RxDB tests"
+        result = subprocess.run(
+            [npm, "install", "--no-audit", "--no-fund", "--loglevel=error"],
+            cwd=DEPS,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert result.returncode == 0, result.stderr[-3000:]
+    shutil.copy(MODULE / "index.js", DEPS / "index.js")
+    (DEPS / "test").mkdir(exist_ok=True)
+    shutil.copy(MODULE / "test" / "scenarios.mjs", DEPS / "test" / "scenarios.mjs")
+    return DEPS
+
+
+@pytest.fixture(scope="module")
+def report(module_dir: Path, settings: Settings) -> Iterator[dict[str, Any]]:
+    prefix = f"rx-{uuid.uuid4().hex[:8]}"
+    tenants = [
+        f"{prefix}-{name}"
+        for name in (
+            "bulk",
+            "two",
+            "fields",
+            "row",
+            "overlap",
+            "delete",
+            "lost",
+            "poke",
+            "random-1",
+            "random-2",
+        )
+    ]
+    token = bearer(tenants, secret=TEST_AUTH_SECRET)["Authorization"].split()[1]
+    node = shutil.which("node")
+    assert node
+    with api_server(settings) as url:
+        result = subprocess.run(
+            [node, "test/scenarios.mjs", f"{url}/graphql", token, prefix],
+            cwd=module_dir,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+    assert result.returncode == 0, result.stderr[-3000:]
+    data: dict[str, Any] = json.loads(result.stdout.strip().splitlines()[-1])
+    for name, findings in data.items():
+        assert "failed" not in findings, (name, findings.get("failed", ""))
+    yield data
+
+
+def test_a_bulk_pull_of_250_people_comes_in_pages_of_only_that_type(report: dict[str, Any]) -> None:
+    bulk = report["bulkPull"]
+    assert bulk["count"] == 250 and bulk["equal"]
+    assert bulk["requests"] >= 5  # pages of 50
+
+
+def test_two_devices_converge(report: dict[str, Any]) -> None:
+    two = report["twoDevicesConverge"]
+    assert two["equal"] and two["a"]["x"] == {"givenName": "Ann", "familyName": "Lovelace"}
+
+
+def test_concurrent_edits_of_different_fields_both_survive(report: dict[str, Any]) -> None:
+    fields = report["concurrentFieldEdits"]
+    assert fields["equal"]
+    assert fields["server"]["y"] == {"givenName": "Anna", "occupation": "mathematician"}
+
+
+def test_two_edits_in_a_row_before_any_pull_both_reach_the_server(
+    report: dict[str, Any],
+) -> None:
+    row = report["twoEditsInARow"]
+    assert row["server"]["z"] == {"givenName": "three"} == row["device"]["z"]
+    assert row["errors"] == []
+
+
+def test_a_pull_overlapping_a_push_converges_with_both_edits(report: dict[str, Any]) -> None:
+    overlap = report["pullOverlappingPush"]
+    assert overlap["equal"]
+    assert overlap["server"]["w"] == {"givenName": "Anna", "occupation": "b"}
+
+
+def test_delete_versus_edit_converges_on_the_deletion(report: dict[str, Any]) -> None:
+    deleted = report["deleteVersusEdit"]
+    assert deleted["equal"] and "v" not in deleted["server"]
+
+
+def test_a_push_whose_response_is_lost_is_retried_with_its_id_and_writes_once(
+    report: dict[str, Any],
+) -> None:
+    lost = report["lostPushResponse"]
+    first, retried = lost["pushes"][0], lost["pushes"][1]
+    assert first[0][0] == retried[0][0]  # the same clientMutationID
+    assert first[0][1:] == ["APPLIED", False] and retried[0][1:] == ["APPLIED", True]
+    assert lost["server"]["u"] == {"givenName": "Anna"} == lost["device"]["u"]
+
+
+def test_a_poke_makes_a_live_device_pull_without_polling(report: dict[str, Any]) -> None:
+    assert report["pokeDrivesPull"]["arrivedMs"] is not None
+
+
+def test_random_multi_device_runs_end_with_every_device_equal_to_the_server(
+    report: dict[str, Any],
+) -> None:
+    for name in ("random1", "random2"):
+        assert report[name]["equal"], report[name]
+        assert report[name]["serverCount"] > 0
