@@ -59,6 +59,7 @@ def report(module_dir: Path, settings: Settings) -> Iterator[dict[str, Any]]:
             "delete",
             "lost",
             "poke",
+            "rejected",
             "random-1",
             "random-2",
         )
@@ -129,6 +130,12 @@ def test_a_push_whose_response_is_lost_is_retried_with_its_id_and_writes_once(
 
 def test_a_poke_makes_a_live_device_pull_without_polling(report: dict[str, Any]) -> None:
     assert report["pokeDrivesPull"]["arrivedMs"] is not None
+
+
+def test_a_rejected_row_is_reported_reverted_and_not_retried(report: dict[str, Any]) -> None:
+    rejected = report["rejectedRow"]
+    assert rejected["errors"].count("BAD_USER_INPUT") == 1  # once: not retried
+    assert rejected["server"] == {"good": {"givenName": "fine"}} == rejected["device"]
 
 
 def test_random_multi_device_runs_end_with_every_device_equal_to_the_server(

@@ -286,6 +286,22 @@ async function lostPushResponse() {
   return result;
 }
 
+async function rejectedRow() {
+  // Data the server refuses (a name over 200 characters) is REJECTED: reported on
+  // error$, answered with the server's state (nothing: the local create goes away),
+  // and not retried forever.
+  const tenant = `${prefix}-rejected`;
+  const a = await new Device(tenant).open();
+  await a.people.insert({ id: "bad", givenName: "x".repeat(201) });
+  await a.people.insert({ id: "good", givenName: "fine" });
+  await a.sync();
+  await sleep(500);
+  await a.sync();
+  const result = { device: await a.docs(), server: await serverPeople(tenant), errors: a.errors };
+  await a.close();
+  return result;
+}
+
 async function pokeDrivesPull() {
   // B only listens (live, no reSync): the changesAvailable subscription makes it pull.
   const tenant = `${prefix}-poke`;
@@ -357,6 +373,7 @@ for (const [name, run] of Object.entries({
   deleteVersusEdit,
   lostPushResponse,
   pokeDrivesPull,
+  rejectedRow,
   random1: () => randomRun(1),
   random2: () => randomRun(2),
 })) {
