@@ -121,6 +121,24 @@ function sorted(o) {
   return Object.fromEntries(Object.keys(o).sort().map((k) => [k, sorted(o[k])]));
 }
 
+// Two devices of one tenant that both hold `doc`, written by the first and synced.
+async function twoDevicesWith(tenant, doc) {
+  const a = await new Device(tenant).open();
+  const b = await new Device(tenant).open();
+  await a.people.insert(doc);
+  await a.sync();
+  await b.sync();
+  return [tenant, a, b];
+}
+
+// What both devices and the server hold, and whether they are equal; closes both.
+async function converged(tenant, a, b) {
+  const result = { a: await a.docs(), b: await b.docs(), server: await serverPeople(tenant) };
+  await a.close();
+  await b.close();
+  return { ...result, equal: same(result.a, result.b) && same(result.a, result.server) };
+}
+
 async function bulkPull() {
   const tenant = `${prefix}-bulk`;
   for (let batch = 0; batch < 3; batch++) {
@@ -157,28 +175,15 @@ async function bulkPull() {
 }
 
 async function twoDevicesConverge() {
-  const tenant = `${prefix}-two`;
-  const a = await new Device(tenant).open();
-  const b = await new Device(tenant).open();
-  await a.people.insert({ id: "x", givenName: "Ann" });
-  await a.sync();
-  await b.sync();
+  const [tenant, a, b] = await twoDevicesWith(`${prefix}-two`, { id: "x", givenName: "Ann" });
   await b.edit("x", { familyName: "Lovelace" });
   await b.sync();
   await a.sync();
-  const result = { a: await a.docs(), b: await b.docs(), server: await serverPeople(tenant) };
-  await a.close();
-  await b.close();
-  return { ...result, equal: same(result.a, result.b) && same(result.a, result.server) };
+  return converged(tenant, a, b);
 }
 
 async function concurrentFieldEdits() {
-  const tenant = `${prefix}-fields`;
-  const a = await new Device(tenant).open();
-  const b = await new Device(tenant).open();
-  await a.people.insert({ id: "y", givenName: "Ann", occupation: "none" });
-  await a.sync();
-  await b.sync();
+  const [tenant, a, b] = await twoDevicesWith(`${prefix}-fields`, { id: "y", givenName: "Ann", occupation: "none" });
   await a.offline();
   await b.offline();
   await a.edit("y", { givenName: "Anna" }); // offline, on both devices
@@ -186,10 +191,7 @@ async function concurrentFieldEdits() {
   await a.sync();
   await b.sync();
   await a.sync();
-  const result = { a: await a.docs(), b: await b.docs(), server: await serverPeople(tenant) };
-  await a.close();
-  await b.close();
-  return { ...result, equal: same(result.a, result.b) && same(result.a, result.server) };
+  return converged(tenant, a, b);
 }
 
 async function twoEditsInARow() {
@@ -207,12 +209,7 @@ async function twoEditsInARow() {
 }
 
 async function pullOverlappingPush() {
-  const tenant = `${prefix}-overlap`;
-  const a = await new Device(tenant).open();
-  const b = await new Device(tenant).open();
-  await a.people.insert({ id: "w", givenName: "Ann", occupation: "a" });
-  await a.sync();
-  await b.sync();
+  const [tenant, a, b] = await twoDevicesWith(`${prefix}-overlap`, { id: "w", givenName: "Ann", occupation: "a" });
   // B writes while A pushes its own edit of the same document: A's pull of B's write
   // overlaps A's push.
   const bWrites = (async () => {
@@ -224,19 +221,11 @@ async function pullOverlappingPush() {
   await a.sync();
   await b.sync();
   await a.sync();
-  const result = { a: await a.docs(), b: await b.docs(), server: await serverPeople(tenant) };
-  await a.close();
-  await b.close();
-  return { ...result, equal: same(result.a, result.b) && same(result.a, result.server) };
+  return converged(tenant, a, b);
 }
 
 async function deleteVersusEdit() {
-  const tenant = `${prefix}-delete`;
-  const a = await new Device(tenant).open();
-  const b = await new Device(tenant).open();
-  await a.people.insert({ id: "v", givenName: "Ann" });
-  await a.sync();
-  await b.sync();
+  const [tenant, a, b] = await twoDevicesWith(`${prefix}-delete`, { id: "v", givenName: "Ann" });
   await a.offline();
   await b.offline();
   await a.remove("v");
@@ -244,10 +233,7 @@ async function deleteVersusEdit() {
   await a.sync(); // the deletion first
   await b.sync(); // the edit: a conflict with the DeletedItem; master wins
   await a.sync();
-  const result = { a: await a.docs(), b: await b.docs(), server: await serverPeople(tenant) };
-  await a.close();
-  await b.close();
-  return { ...result, equal: same(result.a, result.b) && same(result.a, result.server) };
+  return converged(tenant, a, b);
 }
 
 async function lostPushResponse() {
