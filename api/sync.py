@@ -325,8 +325,7 @@ class SyncService:
             new_id = mutation.entity_id or new_entity_id()
 
             def create(token: str, head: str | None) -> Record:
-                at = token_time(token)
-                record = Record(item_type, tenant_id, new_id, token, at, at, fields=fields)
+                record = _version(item_type, tenant_id, new_id, token, None, fields)
                 self._store.create(record, head, outcome(record))
                 return record
 
@@ -341,17 +340,14 @@ class SyncService:
             check_size(fields)
 
             def update(token: str, head: str | None) -> Record:
-                record = replace(
-                    current, change_token=token, updated_at=token_time(token), fields=fields
-                )
+                record = _version(item_type, tenant_id, entity_id, token, current, fields)
                 self._store.replace(record, expected, head, outcome(record))
                 return record
 
             return self._ordering.write(tenant_id, expected, update, _token_of)
 
         def delete(token: str, head: str | None) -> Record:
-            at = token_time(token)
-            record = Record(item_type, tenant_id, entity_id, token, at, at, deleted=True)
+            record = _version(item_type, tenant_id, entity_id, token, None, {}, deleted=True)
             # The store checks the expected token and the type in the transaction itself.
             self._store.replace(record, expected, head, outcome(record))
             return record
@@ -397,17 +393,14 @@ class SyncService:
                 current: Record | None = current,
                 target: State = target,
             ) -> Record:
-                at = token_time(token)
-                created = at if current is None else current.created_at
-                record = Record(
+                record = _version(
                     item_type,
                     tenant_id,
                     entity_id,
                     token,
-                    created if not target.deleted else at,
-                    at,
+                    current,
+                    dict(target.fields),
                     deleted=target.deleted,
-                    fields={} if target.deleted else dict(target.fields),
                 )
                 if current is None:
                     self._store.create(record, head, outcome(record))
@@ -431,6 +424,24 @@ class SyncService:
             raise refusal
         assert current is not None  # an update expecting a token found its entity
         return current
+
+
+def _version(
+    item_type: ItemType,
+    tenant_id: str,
+    entity_id: str,
+    token: str,
+    current: Record | None,
+    fields: dict[str, Any],
+    deleted: bool = False,
+) -> Record:
+    """The entity written at `token`: with `fields`, created when `current` was (or
+    now, when there is none); or deleted, both of its times now."""
+    at = token_time(token)
+    if deleted:
+        return Record(item_type, tenant_id, entity_id, token, at, at, deleted=True)
+    created = at if current is None else current.created_at
+    return Record(item_type, tenant_id, entity_id, token, created, at, fields=fields)
 
 
 def _token_of(record: Record) -> str:
