@@ -33,7 +33,7 @@ from strawberry.types import ExecutionResult
 from strawberry.types.unset import UNSET, UnsetType
 
 from api import graphiql, request_log
-from api.auth import Authenticator, Principal
+from api.auth import Authenticator, Principal, connection_authorization
 from api.domain.cursor import CursorCodec
 from api.domain.errors import SyncError, Unauthenticated, Unavailable
 from api.graphql.documents import too_long
@@ -131,9 +131,8 @@ class _GraphQL(GraphQL[Context, None]):
         WebSocket, so the bearer token comes in its payload. A missing, bad or
         expired token refuses the connection (close 4403); the socket is closed
         (4403 too) when the token expires."""
-        params = context.connection_params or {}
-        header = params.get("Authorization", params.get("authorization"))
-        principal, error = await self._authenticate(header if isinstance(header, str) else None)
+        header = connection_authorization(context.connection_params)
+        principal, error = await self._authenticate(header)
         if principal is None:
             logger.info("websocket refused: %s", error)
             raise ConnectionRejectionError()
@@ -228,19 +227,14 @@ def create_app(settings: Settings | None = None) -> Starlette:
     store = DynamoStore()
     store.on_response(request_log.record_consumed_capacity)
     offset = settings.clock_offset_ms
-    realtime: LocalRealtime | None = None
-
-    def on_commit(tenant_id: str, token: str) -> None:
-        if realtime is not None:
-            realtime.publish(tenant_id, token)
-
+    # The realtime hub reads the service's latest change; the service publishes to it.
+    realtime = LocalRealtime(settings, lambda tenant, after: service.latest_change(tenant, after))
     service = SyncService(
         store,
         CursorCodec(settings.cursor_secret),
         clock_ms=(lambda: wall_clock_ms() + offset) if offset else wall_clock_ms,
-        on_commit=on_commit,
+        on_commit=realtime.publish,
     )
-    realtime = LocalRealtime(settings, service.latest_change)
     view = _GraphQL(settings, service, realtime)
 
     async def healthz(request: Request) -> Response:

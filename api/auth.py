@@ -47,6 +47,15 @@ class Principal:
             raise Forbidden("you do not have access to this tenant")
 
 
+def connection_authorization(params: object) -> str | None:
+    """The `Authorization` value a WebSocket client sent in `connection_init`'s
+    payload (browsers cannot set headers on a WebSocket); None when there is none."""
+    if not isinstance(params, dict):
+        return None
+    value = params.get("Authorization", params.get("authorization"))
+    return value if isinstance(value, str) else None
+
+
 class Authenticator:
     def __init__(self, settings: Settings) -> None:
         self._settings = settings

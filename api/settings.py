@@ -10,6 +10,9 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+import boto3
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_AUTH_SECRET = "dev-secret-change-me"
@@ -121,6 +124,14 @@ class Settings:
     @property
     def is_local_engine(self) -> bool:
         return self.dynamodb_endpoint is not None and _is_loopback(self.dynamodb_endpoint)
+
+    def dynamodb_client(self, service: str = "dynamodb") -> Any:
+        """A boto3 client of DynamoDB (or of its streams, "dynamodbstreams") at the
+        configured endpoint, with the local engine's dummy credentials when local."""
+        self.apply_local_credentials()
+        return boto3.client(
+            service, region_name=self.aws_region, endpoint_url=self.dynamodb_endpoint
+        )
 
     def apply_local_credentials(self) -> None:
         """Give boto3 dummy credentials, but only when talking to a local engine."""

@@ -47,7 +47,7 @@ from api.storage.store import DynamoStore
 from api.storage.table import ensure_table
 from api.sync import TAIL_ITEMS
 from scripts.bench_realtime import measure_realtime, print_realtime
-from scripts.local_engine import LocalEngine, dynamodb_client, free_port
+from scripts.local_engine import LocalEngine, free_port
 from tests.support.servers import api_server
 from tests.support.subscribers import pid_listening
 
@@ -123,7 +123,7 @@ def local_engine_settings() -> Iterator[Settings]:
             table_name="bench",
         )
         settings.apply_local_credentials()
-        ensure_table(dynamodb_client(settings), settings.table_name)
+        ensure_table(settings.dynamodb_client(), settings.table_name)
         yield settings
 
 

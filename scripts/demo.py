@@ -41,12 +41,11 @@ def server() -> Iterator[tuple[str, str]]:
     except OSError:
         pass
     say("No server on that port: starting a throwaway DynamoDB Local and API server.")
-    from scripts.local_engine import dynamodb_client
     from tests.support.servers import api_server
 
     with LocalEngine(free_port(), None) as engine:
         local = dataclasses.replace(settings, dynamodb_endpoint=engine.endpoint)
-        ensure_table(dynamodb_client(local), local.table_name)
+        ensure_table(local.dynamodb_client(), local.table_name)
         with api_server(local) as own_url:
             yield own_url, local.auth_secret
 

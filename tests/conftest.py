@@ -19,7 +19,7 @@ from api.app import create_app
 from api.settings import Settings
 from api.storage import models
 from api.storage.table import ensure_table
-from scripts.local_engine import LocalEngine, dynamodb_client, free_port
+from scripts.local_engine import LocalEngine, free_port
 from tests.support.gql import TEST_AUTH_SECRET, GraphQLClient
 from tests.support.torn import TornEngine
 
@@ -44,7 +44,7 @@ def settings(engine: LocalEngine) -> Settings:
     os.environ["CURSOR_SECRET"] = settings.cursor_secret
     os.environ["SYNC_AUTH_SECRET"] = settings.auth_secret
     settings.apply_local_credentials()
-    ensure_table(dynamodb_client(settings), settings.table_name)
+    ensure_table(settings.dynamodb_client(), settings.table_name)
     models.bind(settings)
     return settings
 
@@ -52,7 +52,7 @@ def settings(engine: LocalEngine) -> Settings:
 @pytest.fixture(scope="session")
 def ddb(settings: Settings) -> Any:
     """A raw boto3 client on the test table, to look at stored items directly."""
-    return dynamodb_client(settings)
+    return settings.dynamodb_client()
 
 
 @pytest.fixture

@@ -32,7 +32,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from strawberry.types.execution import PreExecutionError
 from strawberry.utils.aio import aclosing
 
-from api.auth import Authenticator, Principal
+from api.auth import Authenticator, Principal, connection_authorization
 from api.domain.cursor import CursorCodec
 from api.domain.errors import SyncError
 from api.graphql.documents import too_long
@@ -98,9 +98,6 @@ def build_runtime(settings: Settings) -> Runtime:
     settings.apply_local_credentials()
     models.bind(settings)
     service = SyncService(DynamoStore(), CursorCodec(settings.cursor_secret))
-    client = boto3.client(
-        "dynamodb", region_name=settings.aws_region, endpoint_url=settings.dynamodb_endpoint
-    )
     management = boto3.client(
         "apigatewaymanagementapi",
         region_name=settings.aws_region,
@@ -111,7 +108,7 @@ def build_runtime(settings: Settings) -> Runtime:
         service=service,
         schema=make_schema(settings),
         authenticator=Authenticator(settings),
-        connections=Connections(client, settings.table_name),
+        connections=Connections(settings.dynamodb_client(), settings.table_name),
         management=management,
     )
 
@@ -174,10 +171,8 @@ def _connect(event: dict[str, Any]) -> dict[str, Any]:
 
 
 def _connection_init(rt: Runtime, connection_id: str, payload: Any) -> None:
-    params = payload if isinstance(payload, dict) else {}
-    header = params.get("Authorization", params.get("authorization"))
     try:
-        principal = rt.authenticator.authenticate(header if isinstance(header, str) else None)
+        principal = rt.authenticator.authenticate(connection_authorization(payload))
     except SyncError as exc:
         rt.hang_up(connection_id, f"connection_init refused: {exc.code}")
         return
@@ -216,10 +211,8 @@ async def _subscribe(rt: Runtime, connection_id: str, message: dict[str, Any]) -
         return
     feed = _RegisteringFeed(rt, connection, subscription_id, query, variables)
     principal = Principal(connection.sub, connection.tenants, connection.until)
-    sent_any = await _run(
-        rt, connection_id, subscription_id, query, variables, principal, feed, payload
-    )
-    if sent_any is not None and not feed.registered:
+    rejected = await _run(rt, connection_id, subscription_id, payload, principal, feed)
+    if not rejected and not feed.registered:
         # It ended (an error, or it was refused): graphql-ws expects `complete`.
         rt.send(connection_id, {"id": subscription_id, "type": "complete"})
 
@@ -228,37 +221,33 @@ async def _run(
     rt: Runtime,
     connection_id: str,
     subscription_id: str,
-    query: str,
-    variables: dict[str, Any],
+    payload: dict[str, Any],
     principal: Principal,
     feed: Any,
-    payload: dict[str, Any],
-) -> bool | None:
-    """Run the subscription with `feed` and send what it yields; None if it was
-    refused before execution (an `error` message was sent)."""
+) -> bool:
+    """Run the subscription `payload` asks for with `feed` and send what it yields;
+    True if it was refused before execution (an `error` message was sent)."""
     context = Context(request=None, service=rt.service, principal=principal, feed=feed)
     operation_name = payload.get("operationName")
     source = await rt.schema.subscribe(
-        query,
-        variable_values=variables,
+        payload["query"],
+        variable_values=payload.get("variables") or {},
         context_value=context,
         operation_name=operation_name if isinstance(operation_name, str) else None,
     )
-    sent = False
     async with aclosing(source):
         async for result in source:
-            if not sent and isinstance(result, PreExecutionError):
+            if isinstance(result, PreExecutionError):  # only ever the first result
                 _send_errors(rt, connection_id, subscription_id, result.errors or [])
-                return None
+                return True
             rt.send(connection_id, _next(subscription_id, result))
-            sent = True
-    return sent
+    return False
 
 
 def _next(subscription_id: str, result: Any) -> dict[str, Any]:
     payload: dict[str, Any] = {"data": result.data}
-    if result.errors:
-        payload["errors"] = [e.formatted for e in with_codes(result.errors)]
+    if result.errors:  # coded already, by the schema (SyncSchema.process_errors)
+        payload["errors"] = [e.formatted for e in result.errors]
     return {"id": subscription_id, "type": "next", "payload": payload}
 
 

@@ -15,9 +15,6 @@ import logging
 import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
-
-import boto3
 
 from api.realtime.signals import LiveFeed, TenantSignals
 from api.realtime.streams import StreamFollower
@@ -42,10 +39,6 @@ class LocalRealtime:
         """A write of this process committed (any thread)."""
         self.signals.publish(tenant_id, token)
 
-    @property
-    def connections(self) -> int:
-        return self._connections
-
     @contextlib.asynccontextmanager
     async def connection(self) -> AsyncIterator[bool]:
         """Admit one WebSocket connection if under the limit; yields whether it was."""
@@ -66,15 +59,11 @@ class LocalRealtime:
 
     def _start_follower(self) -> None:
         settings = self._settings
-        settings.apply_local_credentials()
-        clients: dict[str, Any] = {
-            name: boto3.client(
-                name, region_name=settings.aws_region, endpoint_url=settings.dynamodb_endpoint
-            )
-            for name in ("dynamodb", "dynamodbstreams")
-        }
         self.follower = StreamFollower(
-            clients["dynamodb"], clients["dynamodbstreams"], settings.table_name, self.publish
+            settings.dynamodb_client(),
+            settings.dynamodb_client("dynamodbstreams"),
+            settings.table_name,
+            self.publish,
         )
         self.follower.start()
 

@@ -54,10 +54,6 @@ class TenantSignals:
         follower lazily: a process nobody subscribes to reads no stream)."""
         self._on_first.append(callback)
 
-    @property
-    def count(self) -> int:
-        return self._count
-
     def register(self, tenant_id: str) -> Slot:
         slot = Slot(asyncio.get_running_loop())
         with self._lock:
@@ -100,18 +96,18 @@ class LiveFeed:
         self, signals: TenantSignals, first_bound: Callable[[str, str | None], str | None]
     ) -> None:
         self._signals = signals
-        self._first_bound = first_bound  # blocking: the newest complete change
+        # Blocking: the newest complete change newer than `after`, or None.
+        self._first_bound = first_bound
 
     async def changes(self, tenant_id: str, after: str | None) -> AsyncIterator[str]:
         # Register before reading the table: a write committed in between is then
         # published to this slot, so nothing slips between the read and the wait.
         slot = self._signals.register(tenant_id)
         try:
-            bound = await asyncio.to_thread(self._first_bound, tenant_id, after)
-            last = after
-            if bound is not None and (last is None or bound > last):
-                last = bound
-                yield bound
+            first = await asyncio.to_thread(self._first_bound, tenant_id, after)
+            if first is not None:
+                yield first
+            last = first or after
             while True:
                 token = await slot.take()
                 if last is None or token > last:

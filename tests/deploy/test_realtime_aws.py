@@ -13,14 +13,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
 
 from api.auth import make_local_token
 from api.realtime import aws
 from api.settings import Settings
 from api.storage import keys
-from scripts.local_engine import dynamodb_client
 from tests.support.gql import TEST_AUTH_SECRET, GraphQLClient, bearer
 from tests.support.management_api import ManagementApi
 
@@ -95,12 +93,8 @@ class TableStream:
     """The table's stream in DynamoDB Local, read from now on as Lambda's trigger reads it."""
 
     def __init__(self, settings: Settings) -> None:
-        ddb = dynamodb_client(settings)
-        self.streams = boto3.client(
-            "dynamodbstreams",
-            region_name=settings.aws_region,
-            endpoint_url=settings.dynamodb_endpoint,
-        )
+        ddb = settings.dynamodb_client()
+        self.streams = settings.dynamodb_client("dynamodbstreams")
         self.arn = ddb.describe_table(TableName=settings.table_name)["Table"]["LatestStreamArn"]
         shards = self.streams.describe_stream(StreamArn=self.arn)["StreamDescription"]["Shards"]
         self.iterators = [

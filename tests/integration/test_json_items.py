@@ -11,7 +11,6 @@ from botocore.exceptions import ClientError
 
 from api.settings import Settings
 from api.storage import json_items
-from scripts.local_engine import dynamodb_client
 
 EVERY_TYPE_BUT_BINARY = {
     "s": {"S": 'text with "quotes", \\ backslashes, "B": and "BS": inside, and ünïcödé'},
@@ -29,8 +28,8 @@ EVERY_TYPE_BUT_BINARY = {
 @pytest.fixture
 def clients(settings: Settings) -> Iterator[tuple[Any, Any, list[bool]]]:
     """(plain botocore client, client with the JSON decoding, whether it took each response)."""
-    plain = dynamodb_client(settings)
-    fast = dynamodb_client(settings)
+    plain = settings.dynamodb_client()
+    fast = settings.dynamodb_client()
     taken: list[bool] = []
 
     def spy(response_dict: Any, customized_response_dict: Any, **kwargs: Any) -> None:
