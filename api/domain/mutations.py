@@ -107,6 +107,8 @@ class Mutation:
         changes normalized (`ItemType.normalize_changes`); BadUserInput otherwise.
         Whether it can apply to what the server holds is the store's question."""
         check_identifier(self.tenant_id, "tenantID")
+        if self.client_mutation_id is not None:
+            check_client_mutation_id(self.client_mutation_id)
         if self.verb == "put":
             return self._validated_put()
         if self.verb != "create" and (self.entity_id is None or self.expected_token is None):
@@ -115,16 +117,12 @@ class Mutation:
             check_identifier(self.entity_id, "id")
         if self.expected_token is not None:
             check_token(self.expected_token, "changeToken")
-        if self.client_mutation_id is not None:
-            check_client_mutation_id(self.client_mutation_id)
         return replace(self, changes=self.item_type.normalize_changes(self.changes))
 
     def _validated_put(self) -> Mutation:
         if self.entity_id is None or self.state is None or self.expected_token is not None:
             raise BadUserInput("put needs an id and a state, and takes no changeToken")
         check_identifier(self.entity_id, "id")
-        if self.client_mutation_id is not None:
-            check_client_mutation_id(self.client_mutation_id)
         state = self.state.normalized(self.item_type)
         check_size(state.fields)
         assumed = None if self.assumed is None else self.assumed.normalized(self.item_type)
