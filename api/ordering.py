@@ -1,11 +1,16 @@
 """Getting a write's token accepted: proposals, lost races, retries.
 
-A write commits only as the next link of its tenant's chain: the store checks
-that the head still holds the token the write expects, and that the log entry
-at that token exists (see `api.storage.keys` and docs/ordering.md). This module
-knows each tenant's head (from its own writes and its lost races, or by reading
-it once), proposes a token past it, and retries writes that lose a race. Clocks
-only propose; the store decides.
+A transaction commits only as the next link of its tenant's chain: the store
+checks that the head still holds the token the transaction expects, and that
+the log entries of the head's transaction exist (see `api.storage.keys` and
+docs/ordering.md). This module knows each tenant's head (from its own writes
+and its lost races, or by reading it once), proposes tokens past it, and retries
+transactions that lose a race. Clocks only propose; the store decides.
+
+A head this process wrote itself needs no check: DynamoDB answered that
+transaction with success, and a strongly consistent read reflects every write
+that succeeded before it (developer guide, "Read consistency"), so its entries
+are applied before any later transaction of this process is sent.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import TypeVar
 
 from tenacity import (
@@ -25,6 +31,7 @@ from tenacity import (
     wait_random_exponential,
 )
 
+from api.domain.chain import Head
 from api.domain.errors import StaleHead, TransactionConflict, Unavailable, WriteContention
 from api.domain.tokens import next_token, token_ms
 
@@ -48,7 +55,28 @@ _T = TypeVar("_T")
 # wait (5 ms doubling, jittered, at most 200 ms) rather than hammer its items.
 _conflict_wait = wait_random_exponential(multiplier=0.005, max=0.2)
 _stale_head_wait = wait_random_exponential(multiplier=0.002, max=0.05)
-_UNKNOWN = object()
+
+
+@dataclass(frozen=True)
+class Link:
+    """Where a transaction joins its tenant's chain: the head's token it expects
+    (None: the tenant's first transaction), and the log entries of the head's
+    transaction it must check (those this process has not seen applied)."""
+
+    head: str | None
+    check: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class _Known:
+    head: Head | None
+    wrote_it: bool  # this process's own transaction, answered with success
+
+    def link(self) -> Link:
+        if self.head is None:
+            return Link(None)
+        check = () if self.wrote_it else tuple(self.head.entry_tokens())
+        return Link(self.head.token, check)
 
 
 def wall_clock_ms() -> int:
@@ -95,14 +123,14 @@ class _TenantTurns:
 class TokenOrdering:
     def __init__(
         self,
-        read_head: Callable[[str], str | None],
+        read_head: Callable[[str], Head | None],
         clock_ms: Callable[[], int] = wall_clock_ms,
     ) -> None:
         self._read_head = read_head
         self._clock_ms = clock_ms
         # The head last seen per tenant (None: the tenant has none). A hint: when it
         # is stale the store refuses the write and says what the head is.
-        self._heads: dict[str, str | None] = {}
+        self._heads: dict[str, _Known] = {}
         self._skew_ms = 0
         # Writers of one tenant in this process take turns: a write bound to lose
         # a race still costs a transaction.
@@ -112,14 +140,15 @@ class TokenOrdering:
         self,
         tenant_id: str,
         floor: str | None,
-        attempt: Callable[[str, str | None], _T],
-        token_of: Callable[[_T], str],
+        attempt: Callable[[str, Link], _T],
+        head_of: Callable[[_T], Head],
     ) -> _T:
-        """Run `attempt(token, head)` until the store accepts `token` as the link
-        after `head`, retrying lost races for up to WRITE_BUDGET_S.
+        """Run `attempt(first_token, link)` until the store accepts a transaction
+        whose tokens start at `first_token` as the link after `link.head`, retrying
+        lost races for up to WRITE_BUDGET_S; `head_of` names the head it wrote.
 
-        `floor` is a token known to exist (the one an update is based on): the new
-        token must exceed it.
+        `floor` is a token known to exist (the greatest an update is based on): the
+        new tokens must exceed it.
         """
         retrying = Retrying(
             retry=retry_if_exception_type(WriteContention),
@@ -131,23 +160,22 @@ class TokenOrdering:
         try:
             for try_ in retrying:
                 with try_, self._turns.take(tenant_id, TURN_WAIT_S):
-                    head = self._head(tenant_id)
+                    link = self._known(tenant_id).link()
                     number = try_.retry_state.attempt_number
-                    result = attempt(self._propose(head, floor, number), head)
+                    result = attempt(self._propose(link.head, floor, number), link)
         except WriteContention as exc:
             raise Unavailable("too many concurrent writes to this tenant; retry") from exc
-        self._remember_head(tenant_id, token_of(result))
+        self._remember(tenant_id, _Known(head_of(result), wrote_it=True))
         return result
 
-    def _head(self, tenant_id: str) -> str | None:
-        head = self._heads.get(tenant_id, _UNKNOWN)
-        if head is _UNKNOWN:
+    def _known(self, tenant_id: str) -> _Known:
+        known = self._heads.get(tenant_id)
+        if known is None:
             # A cold process reads the head once (1 read unit) rather than lose a
             # transaction to learn it (a cancelled transaction is paid for too).
-            head = self._read_head(tenant_id)
-            self._remember_head(tenant_id, head)
-        assert head is None or isinstance(head, str)
-        return head
+            known = _Known(self._read_head(tenant_id), wrote_it=False)
+            self._remember(tenant_id, known)
+        return known
 
     def _propose(self, head: str | None, floor: str | None, attempt_number: int) -> str:
         """A token past the head and past `floor`.
@@ -173,14 +201,17 @@ class TokenOrdering:
         if exc.head is not None:
             # A clock far behind the tenant's head is wrong; follow the head's time.
             # Small gaps are left alone: they are in-flight writes, not a bad clock.
-            behind_ms = token_ms(exc.head) - (self._clock_ms() + self._skew_ms)
+            behind_ms = token_ms(exc.head.token) - (self._clock_ms() + self._skew_ms)
             if behind_ms > SKEW_THRESHOLD_MS:
                 self._skew_ms = min(self._skew_ms + behind_ms, MAX_SKEW_MS)
-        self._heads[tenant_id] = exc.head  # exactly what the store holds
+        self._heads[tenant_id] = _Known(exc.head, wrote_it=False)  # what the store holds
 
-    def _remember_head(self, tenant_id: str, head: str | None) -> None:
+    def _remember(self, tenant_id: str, known: _Known) -> None:
         if len(self._heads) > 10_000:
             self._heads.clear()
-        known = self._heads.get(tenant_id)
-        if tenant_id not in self._heads or (head is not None and (known or "") < head):
-            self._heads[tenant_id] = head
+        held = self._heads.get(tenant_id)
+        newer = known.head is not None and (
+            held is None or held.head is None or held.head.token < known.head.token
+        )
+        if held is None or newer:
+            self._heads[tenant_id] = known

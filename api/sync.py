@@ -9,10 +9,11 @@ from __future__ import annotations
 import enum
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
+from api.domain.chain import Head
 from api.domain.cursor import CursorCodec, Position
 from api.domain.errors import (
     BadUserInput,
@@ -23,6 +24,7 @@ from api.domain.errors import (
     OutcomeRecorded,
     SyncError,
     Unavailable,
+    WritesRefused,
 )
 from api.domain.identifiers import check_identifier
 from api.domain.item_types import ItemType, apply_changes, check_size
@@ -31,11 +33,12 @@ from api.domain.mutations import (
     Mutation,
     State,
     StoredOutcome,
+    Write,
     is_stored_error,
 )
 from api.domain.records import LogTail, Record, write_refusal
-from api.domain.tokens import check_token, new_entity_id, token_before, token_time
-from api.ordering import TokenOrdering, wall_clock_ms
+from api.domain.tokens import check_token, new_entity_id, token_before, token_time, tokens_from
+from api.ordering import Link, TokenOrdering, wall_clock_ms
 
 logger = logging.getLogger("api.sync")
 
@@ -56,21 +59,17 @@ TAIL_ITEMS = 11
 
 
 class Store(Protocol):
-    def head(self, tenant_id: str) -> str | None: ...
+    def head(self, tenant_id: str) -> Head | None: ...
     def log_tail(self, tenant_id: str, after: str | None, count: int) -> LogTail: ...
     def get(self, tenant_id: str, entity_id: str) -> Record | None: ...
+    def read_many(
+        self, tenant_id: str, entity_ids: Iterable[str], client_mutation_ids: Iterable[str]
+    ) -> tuple[dict[str, Record], dict[str, StoredOutcome]]: ...
     def changes(
         self, tenant_id: str, after: str | None, upper: str, limit: int
     ) -> tuple[list[Record], bool]: ...
-    def create(
-        self, record: Record, head: str | None, outcome: StoredOutcome | None = None
-    ) -> None: ...
-    def replace(
-        self,
-        record: Record,
-        expected_token: str,
-        head: str | None,
-        outcome: StoredOutcome | None = None,
+    def commit(
+        self, tenant_id: str, writes: Sequence[Write], head: str | None, check: Collection[str]
     ) -> None: ...
     def get_outcome(self, tenant_id: str, client_mutation_id: str) -> StoredOutcome | None: ...
     def put_outcome(self, tenant_id: str, outcome: StoredOutcome) -> None: ...
@@ -214,59 +213,19 @@ class SyncService:
 
     def apply(self, mutation: Mutation) -> Written:
         """Apply one mutation, at most once per clientMutationID."""
-        mutation = mutation.validated()
-        cmid = mutation.client_mutation_id
-        if cmid is None:
-            return Written(self._apply(mutation, None))
-        expires_at = int(time.time()) + OUTCOME_RETENTION_S
-        pending = StoredOutcome(cmid, mutation.fingerprint(), expires_at=expires_at)
-        stored = self._store.get_outcome(mutation.tenant_id, cmid)
-        if stored is not None:
-            return _replay(stored, pending.fingerprint)
-        try:
-            return Written(self._apply(mutation, pending))
-        except OutcomeRecorded:
-            return self._replay_recorded(mutation.tenant_id, pending)
-        except SyncError as exc:
-            if not is_stored_error(exc):
-                raise
-            try:
-                self._store.put_outcome(mutation.tenant_id, replace(pending, error=exc))
-            except OutcomeRecorded:
-                return self._replay_recorded(mutation.tenant_id, pending)
-            raise
+        (result,) = self._apply_in_order(mutation.tenant_id, [mutation])
+        if result.error is not None:
+            raise result.error
+        assert result.record is not None
+        return Written(result.record, replayed=result.replayed)
 
     def push(self, tenant_id: str, mutations: list[Mutation]) -> list[PushResult]:
-        """Apply mutations in order, each atomically on its own; one result per mutation."""
+        """Apply mutations with the results and final state of applying them one by one
+        in order, each atomically on its own; one result per mutation."""
         check_identifier(tenant_id, "tenantID")
         if len(mutations) > MAX_PUSH:
             raise BadUserInput(f"at most {MAX_PUSH} mutations per push, got {len(mutations)}")
-        return [self._push_one(tenant_id, m) for m in mutations]
-
-    def _push_one(self, tenant_id: str, mutation: Mutation) -> PushResult:
-        if mutation.tenant_id != tenant_id:
-            error = BadUserInput("every mutation of a push must name the push's tenantID")
-            return PushResult(mutation, PushStatus.REJECTED, error=error)
-        try:
-            written = self.apply(mutation)
-        except CurrentVersionError as exc:
-            return PushResult(
-                mutation, PushStatus.CONFLICT, record=exc.current, error=exc, replayed=exc.replayed
-            )
-        except SyncError as exc:
-            return PushResult(mutation, PushStatus.REJECTED, error=exc, replayed=exc.replayed)
-        except Exception:
-            # A bug must cost one entry, never the push: an outbox holding a poisoned
-            # entry would otherwise be stuck behind it on every resend.
-            logger.exception("push entry failed (%s %s)", mutation.verb, mutation.item_type.name)
-            failed = InternalError(
-                "internal server error in this entry; resend it (with its clientMutationID a "
-                "resend never applies it twice)"
-            )
-            return PushResult(mutation, PushStatus.REJECTED, error=failed)
-        return PushResult(
-            mutation, PushStatus.APPLIED, record=written.record, replayed=written.replayed
-        )
+        return self._apply_in_order(tenant_id, mutations)
 
     def create(
         self,
@@ -294,136 +253,336 @@ class SyncService:
         mutation = Mutation("delete", item_type, tenant_id, entity_id, expected_token)
         return self.apply(mutation).record
 
-    def _replay_recorded(self, tenant_id: str, pending: StoredOutcome) -> Written:
-        stored = self._store.get_outcome(tenant_id, pending.client_mutation_id)
-        if stored is None:  # recorded, then expired in between: vanishingly rare
-            raise OutcomeRecorded()
-        return _replay(stored, pending.fingerprint)
+    def _apply_in_order(self, tenant_id: str, mutations: list[Mutation]) -> list[PushResult]:
+        """Group commit: the writes go in as few transactions as DynamoDB allows, each
+        holding the next mutations in order (docs/ordering.md, "Group commit")."""
+        results: dict[int, PushResult] = {}
+        todo: list[_Entry] = []
+        for position, mutation in enumerate(mutations):
+            if mutation.tenant_id != tenant_id:
+                error = BadUserInput("every mutation of a push must name the push's tenantID")
+                results[position] = _answer(mutation, error)
+                continue
+            try:
+                todo.append(_Entry(position, mutation.validated()))
+            except SyncError as exc:
+                results[position] = _answer(mutation, exc)
+        if todo:
+            known = _Known(
+                *self._store.read_many(
+                    tenant_id,
+                    (e.mutation.entity_id for e in todo if e.mutation.entity_id is not None),
+                    (e.client_mutation_id for e in todo if e.client_mutation_id is not None),
+                )
+            )
+            while todo:
+                todo = self._next_transaction(tenant_id, todo, known, results)
+        return [results[position] for position in range(len(mutations))]
 
-    def _apply(self, mutation: Mutation, pending: StoredOutcome | None) -> Record:
-        """Apply a validated mutation, and tell `on_commit` about it."""
-        record = self._write(mutation, pending)
+    def _next_transaction(
+        self,
+        tenant_id: str,
+        todo: list[_Entry],
+        known: _Known,
+        results: dict[int, PushResult],
+    ) -> list[_Entry]:
+        """Answer the next mutations in order: those decided by what the push knows
+        (replays, refusals), and one transaction of writes; return the rest."""
+        group: list[_Plan] = []
+        taken: set[tuple[str, str]] = set()  # entity ids and clientMutationIDs in `group`
+        items = 0
+        scanned = 0
+        for entry in todo:
+            claims = entry.claims()
+            if claims & taken:
+                break  # a second write of one entity (or id) waits for the first's outcome
+            try:
+                decision = self._decide(entry, known)
+            except SyncError as exc:
+                decision = exc
+            except Exception:
+                logger.exception("push entry failed (%s)", entry.mutation.verb)
+                decision = _internal_error()
+            if isinstance(decision, _Plan):
+                if items + decision.items > _ITEMS_FOR_WRITES:
+                    break
+                items += decision.items
+                group.append(decision)
+                taken |= claims
+            else:
+                results[entry.position] = self._conclude(tenant_id, entry, decision, known)
+            scanned += 1
+        rest = todo[scanned:]
+        if not group:
+            return rest
+        committed, refusals = self._commit(tenant_id, group)
+        for plan, record in zip(group, committed, strict=False):
+            results[plan.entry.position] = PushResult(
+                plan.entry.mutation, PushStatus.APPLIED, record=record
+            )
+            known.records[record.id] = record
+            if plan.outcome is not None:
+                known.outcomes[plan.outcome.client_mutation_id] = replace(
+                    plan.outcome, record=record
+                )
+        retry: list[_Entry] = []
+        for plan, refusal in zip(group[len(committed) :], refusals, strict=True):
+            entry = plan.entry
+            if refusal is None:
+                retry.append(entry)  # did not fit this transaction, or was not refused
+            elif isinstance(refusal, OutcomeRecorded):
+                results[entry.position] = self._replay_recorded(tenant_id, entry)
+            elif entry.mutation.verb == "put" and isinstance(
+                refusal, (CurrentVersionError, NotFound)
+            ):
+                # Another write won: compare again with what it wrote.
+                known.records.pop(plan.entity_id, None)
+                current = self._store.get(tenant_id, plan.entity_id)
+                if current is not None:
+                    known.records[plan.entity_id] = current
+                retry.append(replace(entry, losses=entry.losses + 1))
+            else:
+                if isinstance(refusal, CurrentVersionError):
+                    known.records[plan.entity_id] = refusal.current
+                results[entry.position] = self._conclude(tenant_id, entry, refusal, known)
+        return retry + rest
+
+    def _commit(
+        self, tenant_id: str, group: list[_Plan]
+    ) -> tuple[list[Record], list[SyncError | OutcomeRecorded | None]]:
+        """Commit the longest prefix of `group` that fits one transaction: its records;
+        else why each write of `group` was refused (None: not refused, try again)."""
+        floor = max((p.expected for p in group if p.expected is not None), default=None)
+
+        def attempt(first: str, link: Link) -> list[Record]:
+            room = _ITEMS_FOR_WRITES - len(link.check)
+            fitting: list[_Plan] = []
+            for plan in group:
+                room -= plan.items
+                if room < 0:
+                    break
+                fitting.append(plan)
+            tokens = tokens_from(first, len(fitting))
+            writes = [plan.write(token) for plan, token in zip(fitting, tokens, strict=True)]
+            self._store.commit(tenant_id, writes, link.head, link.check)
+            return [w.record for w in writes]
+
+        def head_of(records: list[Record]) -> Head:
+            return Head(records[-1].change_token, len(records))
+
+        try:
+            records = self._ordering.write(tenant_id, floor, attempt, head_of)
+        except WritesRefused as refused:
+            return [], [refused.refusals.get(i) for i in range(len(group))]
+        except SyncError as exc:
+            return [], [exc] * len(group)
+        except Exception:
+            logger.exception("push transaction failed (%d writes)", len(group))
+            return [], [_internal_error()] * len(group)
         if self._on_commit is not None:
             try:
-                self._on_commit(record.tenant_id, record.change_token)
+                self._on_commit(tenant_id, records[-1].change_token)
             except Exception:  # a poke is a hint: never fail the committed write
                 logger.exception("on_commit failed")
-        return record
+        return records, [None] * (len(group) - len(records))
 
-    def _write(self, mutation: Mutation, pending: StoredOutcome | None) -> Record:
-        """Write a validated mutation."""
-        item_type, tenant_id, changes = mutation.item_type, mutation.tenant_id, mutation.changes
-
-        def outcome(record: Record) -> StoredOutcome | None:
-            return None if pending is None else replace(pending, record=record)
-
+    def _decide(self, entry: _Entry, known: _Known) -> _Plan | Written | SyncError:
+        """What one mutation does, given what the push knows of the server: a write
+        to commit, or an answer without writing (a replay, a refusal, a no-op)."""
+        mutation = entry.mutation
+        cmid = mutation.client_mutation_id
+        if cmid is not None and cmid in known.outcomes:
+            return _replay(known.outcomes[cmid], mutation.fingerprint())
+        if entry.losses >= PUT_ATTEMPTS:
+            return Unavailable(
+                f"{mutation.item_type.name} {mutation.entity_id} keeps changing; retry"
+            )
+        item_type, changes = mutation.item_type, mutation.changes
+        entity_id = mutation.entity_id or new_entity_id()
+        current = known.records.get(entity_id)
         if mutation.verb == "put":
-            return self._put(mutation, outcome)
-        if mutation.verb == "create":
-            fields = apply_changes({}, changes)
-            check_size(fields)
-            new_id = mutation.entity_id or new_entity_id()
+            return self._decide_put(entry, current)
+        expected = mutation.expected_token
+        refusal = write_refusal(item_type, entity_id, expected, current)
+        if refusal is not None:
+            return refusal
+        if mutation.verb == "delete":
+            return _Plan(entry, entity_id, expected, None, State(deleted=True))
+        fields = apply_changes({} if current is None else current.fields, changes)
+        check_size(fields)
+        return _Plan(entry, entity_id, expected, current, State(fields))
 
-            def create(token: str, head: str | None) -> Record:
-                record = _version(item_type, tenant_id, new_id, token, None, fields)
-                self._store.create(record, head, outcome(record))
-                return record
-
-            return self._ordering.write(tenant_id, None, create, _token_of)
-
-        entity_id, expected = mutation.entity_id, mutation.expected_token
-        assert entity_id is not None and expected is not None  # validated()
-
-        if mutation.verb == "update":
-            current = self._current(item_type, tenant_id, entity_id, expected)
-            fields = apply_changes(current.fields, changes)
-            check_size(fields)
-
-            def update(token: str, head: str | None) -> Record:
-                record = _version(item_type, tenant_id, entity_id, token, current, fields)
-                self._store.replace(record, expected, head, outcome(record))
-                return record
-
-            return self._ordering.write(tenant_id, expected, update, _token_of)
-
-        def delete(token: str, head: str | None) -> Record:
-            record = _version(item_type, tenant_id, entity_id, token, None, {}, deleted=True)
-            # The store checks the expected token and the type in the transaction itself.
-            self._store.replace(record, expected, head, outcome(record))
-            return record
-
-        return self._ordering.write(tenant_id, expected, delete, _token_of)
-
-    def _put(self, mutation: Mutation, outcome: Callable[[Record], StoredOutcome | None]) -> Record:
+    def _decide_put(self, entry: _Entry, current: Record | None) -> _Plan | Written | SyncError:
         """A state-based write: applies when the server holds the assumed state (or,
         with merge_fields, a state that changed only other fields: rebased onto it),
-        as one token-guarded transaction like any write; else CONFLICT with what it
-        holds (NOT_FOUND when it holds nothing). A write that loses a race to
-        another is compared again with what won, PUT_ATTEMPTS times at most."""
-        item_type, tenant_id = mutation.item_type, mutation.tenant_id
-        entity_id, state = mutation.entity_id, mutation.state
+        as one token-guarded write like any other; else CONFLICT with what it holds
+        (NOT_FOUND when it holds nothing). A write that loses a race to another is
+        compared again with what won, PUT_ATTEMPTS times at most."""
+        mutation = entry.mutation
+        item_type, entity_id, assumed = mutation.item_type, mutation.entity_id, mutation.assumed
+        state = mutation.state
         assert entity_id is not None and state is not None  # validated()
-        assumed = mutation.assumed
-        for _ in range(PUT_ATTEMPTS):
-            current = self._store.get(tenant_id, entity_id)
-            if assumed is None and current is not None:
-                raise Conflict(f"{item_type.name} {entity_id} already exists", current)
-            target = state
-            if assumed is not None and not assumed.holds(item_type, current):
-                if current is None or current.item_type is not item_type:
-                    raise NotFound(f"{item_type.name} {entity_id} does not exist")
-                rebased = state.rebased(assumed, current) if mutation.merge_fields else None
-                if rebased is None:
-                    raise Conflict(
-                        f"{item_type.name} {entity_id} is not in the assumed state", current
-                    )
-                target = rebased
-            if current is not None and current.deleted:
-                if state.deleted:
-                    return current  # deleted already: nothing to write
-                raise Conflict(
-                    f"{item_type.name} {entity_id} was deleted; a deleted id stays deleted",
-                    current,
+        if assumed is None and current is not None:
+            return Conflict(f"{item_type.name} {entity_id} already exists", current)
+        target = state
+        if assumed is not None and not assumed.holds(item_type, current):
+            if current is None or current.item_type is not item_type:
+                return NotFound(f"{item_type.name} {entity_id} does not exist")
+            rebased = state.rebased(assumed, current) if mutation.merge_fields else None
+            if rebased is None:
+                return Conflict(
+                    f"{item_type.name} {entity_id} is not in the assumed state", current
                 )
-            expected = None if current is None else current.change_token
+            target = rebased
+        if current is not None and current.deleted:
+            if state.deleted:
+                return Written(current)  # deleted already: nothing to write
+            return Conflict(
+                f"{item_type.name} {entity_id} was deleted; a deleted id stays deleted", current
+            )
+        expected = None if current is None else current.change_token
+        return _Plan(entry, entity_id, expected, current, target)
 
-            def write(
-                token: str,
-                head: str | None,
-                current: Record | None = current,
-                target: State = target,
-            ) -> Record:
-                record = _version(
-                    item_type,
-                    tenant_id,
-                    entity_id,
-                    token,
-                    current,
-                    dict(target.fields),
-                    deleted=target.deleted,
-                )
-                if current is None:
-                    self._store.create(record, head, outcome(record))
-                else:
-                    self._store.replace(record, current.change_token, head, outcome(record))
-                return record
+    def _conclude(
+        self, tenant_id: str, entry: _Entry, decision: Written | SyncError, known: _Known
+    ) -> PushResult:
+        """The result of a mutation answered without writing; a refusal that depends
+        on the server's state is stored as the clientMutationID's first outcome."""
+        mutation = entry.mutation
+        if isinstance(decision, Written):
+            return PushResult(
+                mutation, PushStatus.APPLIED, record=decision.record, replayed=decision.replayed
+            )
+        cmid = mutation.client_mutation_id
+        if cmid is None or decision.replayed or not is_stored_error(decision):
+            return _answer(mutation, decision)
+        outcome = StoredOutcome(cmid, mutation.fingerprint(), error=decision, expires_at=_expiry())
+        try:
+            self._store.put_outcome(tenant_id, outcome)
+        except OutcomeRecorded:
+            return self._replay_recorded(tenant_id, entry)
+        known.outcomes[cmid] = outcome
+        return _answer(mutation, decision)
 
-            try:
-                return self._ordering.write(tenant_id, expected, write, _token_of)
-            except (CurrentVersionError, NotFound):
-                continue  # another write won: compare again with what it wrote
-        raise Unavailable(f"{item_type.name} {entity_id} keeps changing; retry")
+    def _replay_recorded(self, tenant_id: str, entry: _Entry) -> PushResult:
+        """The outcome a racing twin of this mutation (same clientMutationID) stored."""
+        mutation = entry.mutation
+        assert mutation.client_mutation_id is not None
+        stored = self._store.get_outcome(tenant_id, mutation.client_mutation_id)
+        if stored is None:  # recorded, then expired in between: vanishingly rare
+            return _answer(mutation, Unavailable("retry this mutation"))
+        try:
+            written = _replay(stored, mutation.fingerprint())
+        except SyncError as exc:
+            return _answer(mutation, exc)
+        return PushResult(mutation, PushStatus.APPLIED, record=written.record, replayed=True)
 
-    def _current(
-        self, item_type: ItemType, tenant_id: str, entity_id: str, expected_token: str
-    ) -> Record:
-        """The entity an update is based on; Conflict/NotFound without writing anything."""
-        current = self._store.get(tenant_id, entity_id)
-        refusal = write_refusal(item_type, entity_id, expected_token, current)
-        if refusal is not None:
-            raise refusal
-        assert current is not None  # an update expecting a token found its entity
-        return current
+
+# DynamoDB's limits on one TransactWriteItems: 100 items, one action per item, 4 MB.
+# Writes take at most 99 items (one is the head's), fewer by the chain's checks of
+# the previous transaction's entries (none after this process's own transaction);
+# 99 items of at most 17 KB (16 KB of fields, MAX_ITEM_BYTES, and their names and
+# keys) stay far below 4 MB.
+_MAX_TRANSACTION_ITEMS = 100
+_ITEMS_FOR_WRITES = _MAX_TRANSACTION_ITEMS - 1
+
+
+@dataclass(frozen=True)
+class _Entry:
+    """A validated mutation of a push, by its position, and the races it lost."""
+
+    position: int
+    mutation: Mutation
+    losses: int = 0
+
+    @property
+    def client_mutation_id(self) -> str | None:
+        return self.mutation.client_mutation_id
+
+    def claims(self) -> set[tuple[str, str]]:
+        """What one transaction may write only once: the entity, the outcome's id."""
+        claims = set()
+        if self.mutation.entity_id is not None:
+            claims.add(("entity", self.mutation.entity_id))
+        if self.client_mutation_id is not None:
+            claims.add(("clientMutationID", self.client_mutation_id))
+        return claims
+
+
+@dataclass
+class _Known:
+    """What a push knows of the server: entities and stored outcomes, as read at its
+    start and as its own transactions and refusals left them."""
+
+    records: dict[str, Record]
+    outcomes: dict[str, StoredOutcome]
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """A mutation's write, waiting for its token."""
+
+    entry: _Entry
+    entity_id: str
+    expected: str | None  # the token it replaces; None: a create
+    current: Record | None  # the version it replaces (for createdAt)
+    state: State
+
+    @property
+    def items(self) -> int:
+        """The transaction items it takes: entity and log entry, the old entry's
+        delete, the outcome."""
+        return 2 + (self.expected is not None) + (self.outcome is not None)
+
+    @property
+    def outcome(self) -> StoredOutcome | None:
+        mutation = self.entry.mutation
+        if mutation.client_mutation_id is None:
+            return None
+        return StoredOutcome(
+            mutation.client_mutation_id, mutation.fingerprint(), expires_at=_expiry()
+        )
+
+    def write(self, token: str) -> Write:
+        mutation = self.entry.mutation
+        record = _version(
+            mutation.item_type,
+            mutation.tenant_id,
+            self.entity_id,
+            token,
+            self.current,
+            dict(self.state.fields),
+            deleted=self.state.deleted,
+        )
+        outcome = self.outcome
+        return Write(
+            record, self.expected, None if outcome is None else replace(outcome, record=record)
+        )
+
+
+def _expiry() -> int:
+    return int(time.time()) + OUTCOME_RETENTION_S
+
+
+def _answer(mutation: Mutation, error: SyncError) -> PushResult:
+    if isinstance(error, CurrentVersionError):
+        return PushResult(
+            mutation,
+            PushStatus.CONFLICT,
+            record=error.current,
+            error=error,
+            replayed=error.replayed,
+        )
+    return PushResult(mutation, PushStatus.REJECTED, error=error, replayed=error.replayed)
+
+
+def _internal_error() -> InternalError:
+    # A bug must cost one entry, never the push: an outbox holding a poisoned
+    # entry would otherwise be stuck behind it on every resend.
+    return InternalError(
+        "internal server error in this entry; resend it (with its clientMutationID a "
+        "resend never applies it twice)"
+    )
 
 
 def _version(
@@ -442,10 +601,6 @@ def _version(
         return Record(item_type, tenant_id, entity_id, token, at, at, deleted=True)
     created = at if current is None else current.created_at
     return Record(item_type, tenant_id, entity_id, token, created, at, fields=fields)
-
-
-def _token_of(record: Record) -> str:
-    return record.change_token
 
 
 def _replay(stored: StoredOutcome, fingerprint: str) -> Written:

@@ -1,15 +1,20 @@
 """The read rule of the change chain: how far a sync may go, and what it has proven.
 
-Every write of a tenant is one link of a chain: its log entry and the head both
-record the token it replaced at the head (`prev`), and a write commits only if
-the head still holds that token and the log entry at it exists (see
-`api.storage.keys`). docs/ordering.md proves from DynamoDB's documented
+Every transaction of a tenant is one link of a chain: it writes one or more
+entities, each with a log entry at its own token (consecutive tokens, in push
+order); each entry records the token before it (`prev`: the previous entry of
+the same transaction, or for its first entry the head it replaced), and the head
+records the transaction's last token, the head it replaced (`prev`) and how many
+entries the transaction wrote. A transaction commits only if the head still
+holds what it expects and every log entry of the previous transaction is applied
+(see `api.storage.keys`). docs/ordering.md proves from DynamoDB's documented
 guarantees that a sync which follows this rule never skips a change:
 
-- The **bound** of a sync is the head's token if the sync's read saw the log
-  entry at that token, else the head's `prev`. Every entry at or below the bound
-  was applied before that read returned, so a later read finds it (or the newer
-  version that replaced it, which has a greater token).
+- The **bound** of a sync is the head's token if the sync's read returned every
+  entry of the head's transaction (linked from the head's token down to the
+  head's `prev`, or down to `since`), else the head's `prev`. Every entry at or
+  below the bound was applied before that read returned, so a later read finds
+  it (or the newer version that replaced it, which has a greater token).
 - Entries the same read returned count only when they are **linked**: from the
   bound down, each entry's `prev` is the next one, until `prev` reaches `since`.
   A linked run is every change between its ends, whatever order the read saw
@@ -21,6 +26,21 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from api.domain.tokens import tokens_ending_at
+
+
+@dataclass(frozen=True)
+class Head:
+    """A tenant's head: the last token of its latest transaction, and how many log
+    entries that transaction wrote (at consecutive tokens ending at `token`)."""
+
+    token: str
+    entries: int = 1
+
+    def entry_tokens(self) -> list[str]:
+        """The tokens of the log entries the head's transaction wrote."""
+        return tokens_ending_at(self.token, self.entries)
+
 
 @dataclass(frozen=True)
 class TailProof:
@@ -31,6 +51,25 @@ class TailProof:
     complete: bool  # the linked run reaches `since`: nothing else lies in (since, bound]
 
 
+def _reaches(prev: str | None, stop: str | None, since: str | None) -> bool:
+    return prev == stop or prev is None or (since is not None and prev <= since)
+
+
+def head_is_proven(
+    head: str, head_prev: str | None, entries: Mapping[str, str | None], since: str | None
+) -> bool:
+    """Whether `entries` hold every entry of the head's transaction above `since`:
+    linked from the head's token down to the head's `prev` (or to `since`)."""
+    token = head
+    while token in entries:
+        prev = entries[token]
+        if _reaches(prev, head_prev, since):
+            return True
+        assert prev is not None
+        token = prev
+    return False
+
+
 def prove_tail(
     head: str | None,
     head_prev: str | None,
@@ -39,7 +78,8 @@ def prove_tail(
 ) -> TailProof:
     """Apply the read rule to one read: the head's token and `prev`, and the log
     entries it returned above `since` (token -> that entry's `prev`)."""
-    bound = head if head is not None and head in entries else head_prev
+    proven = head is not None and head_is_proven(head, head_prev, entries, since)
+    bound = head if proven else head_prev
     if bound is None or (since is not None and bound <= since):
         return TailProof(bound, [], True)
     linked: list[str] = []

@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, ClassVar
 
 if TYPE_CHECKING:
+    from api.domain.chain import Head
     from api.domain.records import Record
 
 
@@ -86,7 +87,7 @@ class StaleHead(WriteContention):
     """The tenant's head is not the one the write expected; retry after the real one
     (None: the tenant has no head yet)."""
 
-    def __init__(self, head: str | None) -> None:
+    def __init__(self, head: Head | None) -> None:
         super().__init__(f"head is at {head}")
         self.head = head
 
@@ -97,3 +98,13 @@ class TransactionConflict(WriteContention):
 
 class OutcomeRecorded(Exception):
     """Another request with the same clientMutationID recorded its outcome first."""
+
+
+class WritesRefused(Exception):
+    """A transaction of several writes was cancelled because of some of them: by
+    position in the transaction, each one's refusal (a SyncError that carries the
+    current version, or OutcomeRecorded). The others may be tried again."""
+
+    def __init__(self, refusals: dict[int, SyncError | OutcomeRecorded]) -> None:
+        super().__init__(f"{len(refusals)} writes refused")
+        self.refusals = refusals

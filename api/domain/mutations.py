@@ -204,6 +204,18 @@ class StoredOutcome:
         return cls(client_mutation_id, fingerprint, error=error)
 
 
+@dataclass(frozen=True)
+class Write:
+    """One entity's new version as a transaction writes it: created when
+    `expected_token` is None (the id must be free), else replacing the live version
+    of the same type at `expected_token`; with the mutation's first outcome when it
+    has a clientMutationID (stored in the same transaction)."""
+
+    record: Record
+    expected_token: str | None
+    outcome: StoredOutcome | None = None
+
+
 def _record_to_json(record: Record) -> dict[str, Any]:
     return {
         "type": record.item_type.code,

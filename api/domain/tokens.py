@@ -66,6 +66,18 @@ def token_before(token: str) -> str:
     return str(ULID.from_int(int(ULID.from_str(token)) - 1))
 
 
+def tokens_from(first: str, count: int) -> list[str]:
+    """`count` consecutive tokens from `first` up: the tokens of one transaction's writes."""
+    start = int(ULID.from_str(first))
+    return [str(ULID.from_int(start + i)) for i in range(count)]
+
+
+def tokens_ending_at(last: str, count: int) -> list[str]:
+    """`count` consecutive tokens up to `last`, ascending."""
+    end = int(ULID.from_str(last))
+    return [str(ULID.from_int(end - count + 1 + i)) for i in range(count)]
+
+
 def new_entity_id() -> str:
     """A server-made entity id: a ULID of its own, unrelated to any change token."""
     return str(ULID())

@@ -30,7 +30,8 @@ class _TableMeta:
 
 
 class HeadItem(Model):
-    """Per tenant: the latest change token and the one before it (the chain's end)."""
+    """Per tenant: the chain's end. The last token of the latest transaction, the
+    token before that transaction, and how many log entries it wrote."""
 
     class Meta(_TableMeta):
         pass
@@ -39,6 +40,7 @@ class HeadItem(Model):
     sk = UnicodeAttribute(range_key=True)
     token = UnicodeAttribute(attr_name="tok")
     prev = UnicodeAttribute(attr_name="pv", null=True)  # absent after a tenant's first write
+    entries = NumberAttribute(attr_name="n", null=True)  # absent: 1
 
 
 class RecordItem(Model):

@@ -150,14 +150,14 @@ def test_an_unexpected_failure_in_one_entry_rejects_that_entry_only(
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    real_apply = SyncService.apply
+    real_decide = SyncService._decide
 
-    def apply(self: SyncService, mutation: Any) -> Any:
-        if mutation.changes.get("givenName") == "boom":
+    def decide(self: SyncService, entry: Any, known: Any) -> Any:
+        if entry.mutation.changes.get("givenName") == "boom":
             raise RuntimeError("injected bug")
-        return real_apply(self, mutation)
+        return real_decide(self, entry, known)
 
-    monkeypatch.setattr(SyncService, "apply", apply)
+    monkeypatch.setattr(SyncService, "_decide", decide)
     with caplog.at_level(logging.ERROR, logger="api.sync"):
         results = _push(
             gql,

@@ -1,9 +1,9 @@
 """An in-memory `Store` for unit tests of the service's rules (no DynamoDB, no I/O).
 
-It keeps the store's contract as `api.storage.store.DynamoStore` does: each write
-is one atomic step guarded by the entity's token, the tenant's head and the
-outcome's absence, refused with the same domain errors in the same order; the
-log keeps one entry per entity (its latest) with the `prev` link of its write.
+It keeps the store's contract as `api.storage.store.DynamoStore` does: each
+commit is one atomic step guarded by its entities' tokens, the tenant's head and
+the outcomes' absence, refused with the same domain errors in the same order;
+the log keeps one entry per entity (its latest) with the `prev` link of its write.
 It is what the service sees of DynamoDB when every transaction is atomic; what
 real DynamoDB adds (torn commits, conflicts, throttling) is tested in
 `tests/integration` against DynamoDB Local and the torn engine.
@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from api.domain.chain import prove_tail
-from api.domain.errors import OutcomeRecorded, StaleHead
-from api.domain.mutations import StoredOutcome
+from api.domain.chain import Head, prove_tail
+from api.domain.errors import OutcomeRecorded, StaleHead, SyncError, WritesRefused
+from api.domain.mutations import StoredOutcome, Write
 from api.domain.records import LogTail, Record, write_refusal
 
 
@@ -25,7 +26,8 @@ from api.domain.records import LogTail, Record, write_refusal
 class _Tenant:
     entities: dict[str, Record] = field(default_factory=dict)
     log: dict[str, tuple[Record, str | None]] = field(default_factory=dict)  # token -> (, prev)
-    head: str | None = None
+    head: Head | None = None
+    head_prev: str | None = None
     outcomes: dict[str, StoredOutcome] = field(default_factory=dict)
 
 
@@ -38,22 +40,32 @@ class MemoryStore:
     def _tenant(self, tenant_id: str) -> _Tenant:
         return self._tenants.setdefault(tenant_id, _Tenant())
 
-    def head(self, tenant_id: str) -> str | None:
+    def head(self, tenant_id: str) -> Head | None:
         return self._tenant(tenant_id).head
 
     def log_tail(self, tenant_id: str, after: str | None, count: int) -> LogTail:
         tenant = self._tenant(tenant_id)
         with self._lock:
-            newest = sorted(t for t in tenant.log if after is None or t > after)[-count:]
-            entries = {t: tenant.log[t][1] for t in newest}
-            proof = prove_tail(tenant.head, _head_prev(tenant), entries, after)
+            head = None if tenant.head is None else tenant.head.token
+            newer = sorted(t for t in tenant.log if after is None or t > after)
+            # As DynamoStore: a second read when the head's transaction is cut off.
+            wanted = max(count, tenant.head.entries if tenant.head else 0)
+            entries = {t: tenant.log[t][1] for t in newer[-wanted:]}
+            proof = prove_tail(head, tenant.head_prev, entries, after)
             records = [tenant.log[t][0] for t in proof.linked]
-        return LogTail(
-            head=tenant.head, bound=proof.bound, records=records, complete=proof.complete
-        )
+        return LogTail(head=head, bound=proof.bound, records=records, complete=proof.complete)
 
     def get(self, tenant_id: str, entity_id: str) -> Record | None:
         return self._tenant(tenant_id).entities.get(entity_id)
+
+    def read_many(
+        self, tenant_id: str, entity_ids: Iterable[str], client_mutation_ids: Iterable[str]
+    ) -> tuple[dict[str, Record], dict[str, StoredOutcome]]:
+        records = {i: r for i in entity_ids if (r := self.get(tenant_id, i)) is not None}
+        outcomes = {
+            c: o for c in client_mutation_ids if (o := self.get_outcome(tenant_id, c)) is not None
+        }
+        return records, outcomes
 
     def changes(
         self, tenant_id: str, after: str | None, upper: str, limit: int
@@ -63,20 +75,6 @@ class MemoryStore:
             tokens = sorted(t for t in tenant.log if (after is None or t > after) and t <= upper)
             records = [tenant.log[t][0] for t in tokens[: limit + 1]]
         return records[:limit], len(records) > limit
-
-    def create(
-        self, record: Record, head: str | None, outcome: StoredOutcome | None = None
-    ) -> None:
-        self._write(record, None, head, outcome)
-
-    def replace(
-        self,
-        record: Record,
-        expected_token: str,
-        head: str | None,
-        outcome: StoredOutcome | None = None,
-    ) -> None:
-        self._write(record, expected_token, head, outcome)
 
     def get_outcome(self, tenant_id: str, client_mutation_id: str) -> StoredOutcome | None:
         outcome = self._tenant(tenant_id).outcomes.get(client_mutation_id)
@@ -91,35 +89,40 @@ class MemoryStore:
                 raise OutcomeRecorded()
             outcomes[outcome.client_mutation_id] = outcome
 
-    def _write(
-        self,
-        record: Record,
-        expected_token: str | None,
-        head: str | None,
-        outcome: StoredOutcome | None,
+    def commit(
+        self, tenant_id: str, writes: Sequence[Write], head: str | None, check: Collection[str]
     ) -> None:
-        """One transaction: refused as DynamoStore refuses it (outcome, entity, head)."""
-        tenant = self._tenant(record.tenant_id)
+        """One transaction: refused as DynamoStore refuses it (writes, then head)."""
+        tenant = self._tenant(tenant_id)
         with self._lock:
-            if outcome is not None and outcome.client_mutation_id in tenant.outcomes:
-                raise OutcomeRecorded()
-            current = tenant.entities.get(record.id)
-            refusal = write_refusal(record.item_type, record.id, expected_token, current)
-            if refusal is not None:
-                raise refusal
-            if tenant.head != head:
+            refusals: dict[int, SyncError | OutcomeRecorded] = {}
+            for index, write in enumerate(writes):
+                record = write.record
+                if (
+                    write.outcome is not None
+                    and write.outcome.client_mutation_id in tenant.outcomes
+                ):
+                    refusals[index] = OutcomeRecorded()
+                    continue
+                current = tenant.entities.get(record.id)
+                refusal = write_refusal(record.item_type, record.id, write.expected_token, current)
+                if refusal is not None:
+                    refusals[index] = refusal
+            if refusals:
+                raise WritesRefused(refusals)
+            if (None if tenant.head is None else tenant.head.token) != head:
                 raise StaleHead(tenant.head)
-            if expected_token is not None:
-                del tenant.log[expected_token]
-            tenant.entities[record.id] = record
-            tenant.log[record.change_token] = (record, head)
-            tenant.head = record.change_token
-            if outcome is not None:
-                tenant.outcomes[outcome.client_mutation_id] = outcome
-            self.writes += 1
-
-
-def _head_prev(tenant: _Tenant) -> str | None:
-    if tenant.head is None:
-        return None
-    return tenant.log[tenant.head][1]
+            # Every transaction here is atomic: the log entries at `check` are applied.
+            prev = head
+            for write in writes:
+                record = write.record
+                if write.expected_token is not None:
+                    del tenant.log[write.expected_token]
+                tenant.entities[record.id] = record
+                tenant.log[record.change_token] = (record, prev)
+                prev = record.change_token
+                if write.outcome is not None:
+                    tenant.outcomes[write.outcome.client_mutation_id] = write.outcome
+                self.writes += 1
+            tenant.head = Head(writes[-1].record.change_token, len(writes))
+            tenant.head_prev = head

@@ -28,6 +28,7 @@ def _query_all(ddb: Any, table: str, pk: str) -> list[dict[str, Any]]:
 class TenantState:
     head: str | None
     head_prev: str | None
+    head_entries: int  # log entries the head's transaction wrote
     entities: dict[str, dict[str, Any]]  # id -> raw item
     log: dict[str, dict[str, Any]]  # token -> raw item
     outcomes: dict[str, dict[str, Any]]  # clientMutationID -> raw item
@@ -51,14 +52,21 @@ def tenant_state(ddb: Any, table: str, tenant: str) -> TenantState:
     head_item = log.pop(keys.HEAD_SK, None)
     head = None if head_item is None else head_item["tok"]["S"]
     head_prev = None if head_item is None else head_item.get("pv", {}).get("S")
+    head_entries = 1 if head_item is None else int(head_item.get("n", {"N": "1"})["N"])
     return TenantState(
-        head=head, head_prev=head_prev, entities=entities, log=log, outcomes=outcomes
+        head=head,
+        head_prev=head_prev,
+        head_entries=head_entries,
+        entities=entities,
+        log=log,
+        outcomes=outcomes,
     )
 
 
 def assert_consistent(state: TenantState) -> None:
     """Exactly one log entry per entity, at its token, equal to it; head = greatest
-    token; every link of the chain points below itself."""
+    token; every link of the chain points below itself; the head's transaction's
+    entries link down to the head's `prev`."""
     assert sorted(state.log) == sorted(state.tokens().values()), "log and entities disagree"
     for item in state.entities.values():
         entry = state.log[item["tok"]["S"]]
@@ -70,4 +78,8 @@ def assert_consistent(state: TenantState) -> None:
         prev = entry.get("pv", {}).get("S")
         assert prev is None or prev < token, f"entry {token} links to {prev}"
     if state.head is not None:
-        assert state.log[state.head].get("pv", {}).get("S") == state.head_prev
+        token: str | None = state.head
+        for _ in range(state.head_entries):
+            assert token is not None and token in state.log, "the head's transaction is cut"
+            token = state.log[token].get("pv", {}).get("S")
+        assert token == state.head_prev

@@ -1,0 +1,147 @@
+"""Group commit: a push goes in as few transactions as DynamoDB allows, with the
+results and the final state of applying its mutations one by one.
+
+On DynamoDB Local; the same comparison runs through the torn-commit engine in
+tests/integration/test_torn_sync.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from api.domain.catalog import PERSON
+from api.domain.cursor import CursorCodec
+from api.domain.mutations import Mutation
+from api.settings import Settings
+from api.storage.store import DynamoStore
+from api.sync import PushStatus, SyncService
+from tests.support.gql import GraphQLClient
+from tests.support.random_pushes import compare_grouped_with_one_by_one
+from tests.support.store_state import assert_consistent, tenant_state
+
+Inject = Callable[[str, Callable[..., Any]], None]
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_random_pushes_grouped_equal_one_by_one(
+    gql: GraphQLClient, tenant: str, ddb: Any, settings: Settings, seed: int
+) -> None:
+    grouped, one_by_one = f"{tenant}-g", f"{tenant}-o"
+    seen = compare_grouped_with_one_by_one(gql, grouped, one_by_one, seed=seed, rounds=6)
+    # The pushes exercised every kind of answer, not only the easy one.
+    assert seen.get("APPLIED", 0) > 20 and seen.get("CONFLICT", 0) > 5, seen
+    assert seen.get("REJECTED", 0) > 0 and seen.get("replayed", 0) > 0, seen
+    for name in (grouped, one_by_one):
+        assert_consistent(tenant_state(ddb, settings.table_name, name))
+
+
+def _transactions(inject: Inject) -> list[int]:
+    """Collects the item count of every TransactWriteItems sent."""
+    sizes: list[int] = []
+
+    def count(params: dict[str, Any], **_: Any) -> None:
+        sizes.append(len(params["TransactItems"]))
+
+    inject("provide-client-params.dynamodb.TransactWriteItems", count)
+    return sizes
+
+
+def _service() -> SyncService:
+    return SyncService(DynamoStore(), CursorCodec("x"))
+
+
+def _people(service: SyncService, tenant: str, n: int) -> list[Any]:
+    creates = [Mutation("create", PERSON, tenant, f"p{i}", None, {}) for i in range(n)]
+    return [r.record for r in service.push(tenant, creates)]
+
+
+@pytest.mark.parametrize(
+    ("with_ids", "transactions"), [(False, [99, 100, 100, 7]), (True, [99, 97, 97, 97, 17])]
+)
+def test_a_hundred_updates_take_the_fewest_transactions(
+    tenant: str, inject: Inject, with_ids: bool, transactions: list[int]
+) -> None:
+    service = _service()
+    people = _people(service, tenant, 100)
+    sizes = _transactions(inject)
+    cold = _service()  # a process that has not written here: checks the last entry
+    updates = [
+        Mutation(
+            "update",
+            PERSON,
+            tenant,
+            p.id,
+            p.change_token,
+            {"givenName": "x"},
+            client_mutation_id=f"u{i}" if with_ids else None,
+        )
+        for i, p in enumerate(people)
+    ]
+    results = cold.push(tenant, updates)
+    assert {r.status for r in results} == {PushStatus.APPLIED}
+    tokens = [r.record.change_token for r in results if r.record]
+    assert tokens == sorted(tokens) and len(set(tokens)) == 100
+    # 3 items per update (4 with an id) and the head: at most 100 a transaction, the
+    # fewest that can hold them (300 or 400 items). The first also checks the two
+    # entries of the transaction before it, which this process did not write.
+    assert sizes == transactions
+
+
+def test_a_write_refused_at_commit_is_answered_and_the_rest_retried_without_it(
+    tenant: str, inject: Inject, ddb: Any, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    service, other = _service(), _service()
+    people = _people(service, tenant, 5)
+    real_read = DynamoStore.read_many
+    raced: list[Any] = []
+
+    def read_then_lose_a_race(self: DynamoStore, *args: Any) -> Any:
+        known = real_read(self, *args)
+        if not raced:  # another server updates p2 after this push read it
+            raced.append(None)
+            raced[0] = other.update(PERSON, tenant, "p2", people[2].change_token, {})
+        return known
+
+    monkeypatch.setattr(DynamoStore, "read_many", read_then_lose_a_race)
+    sizes = _transactions(inject)
+    updates = [
+        Mutation("update", PERSON, tenant, p.id, p.change_token, {"givenName": "new"})
+        for p in people
+    ]
+    results = service.push(tenant, updates)
+    assert [r.status for r in results] == [PushStatus.APPLIED] * 2 + [PushStatus.CONFLICT] + [
+        PushStatus.APPLIED
+    ] * 2
+    assert results[2].record == raced[0]  # the current version, from the cancellation
+    # The other server's update (3 items, head, 4 checks of the creates' entries),
+    # then this push: cancelled by p2's condition (5 updates, head); without p2,
+    # cancelled by the head the other server moved; then committed, checking the
+    # other server's entry.
+    assert sizes == [8, 16, 13, 14]
+    assert_consistent(tenant_state(ddb, settings.table_name, tenant))
+
+
+def test_writes_of_one_entity_go_in_separate_transactions_in_order(
+    tenant: str, inject: Inject
+) -> None:
+    service = _service()
+    (person,) = _people(service, tenant, 1)
+    sizes = _transactions(inject)
+    same_token = [
+        Mutation("update", PERSON, tenant, person.id, person.change_token, {"givenName": n})
+        for n in ("first", "second")
+    ]
+    twice = [
+        Mutation("create", PERSON, tenant, "q", None, {}, client_mutation_id="c1"),
+        Mutation("create", PERSON, tenant, "q", None, {}, client_mutation_id="c1"),
+    ]
+    first, second, created, replayed = service.push(tenant, same_token + twice)
+    assert first.status is PushStatus.APPLIED
+    assert second.status is PushStatus.CONFLICT and second.record == first.record
+    assert created.status is PushStatus.APPLIED and not created.replayed
+    assert replayed.status is PushStatus.APPLIED and replayed.replayed
+    assert replayed.record == created.record
+    assert len(sizes) == 2  # the first update, then the create; the rest is answered
