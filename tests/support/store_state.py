@@ -78,8 +78,8 @@ def assert_consistent(state: TenantState) -> None:
         prev = entry.get("pv", {}).get("S")
         assert prev is None or prev < token, f"entry {token} links to {prev}"
     if state.head is not None:
-        token: str | None = state.head
+        link: str | None = state.head
         for _ in range(state.head_entries):
-            assert token is not None and token in state.log, "the head's transaction is cut"
-            token = state.log[token].get("pv", {}).get("S")
-        assert token == state.head_prev
+            assert link is not None and link in state.log, "the head's transaction is cut"
+            link = state.log[link].get("pv", {}).get("S")
+        assert link == state.head_prev
