@@ -22,6 +22,7 @@ import pytest
 
 from api.settings import Settings
 from tests.support.gql import GraphQLClient, GraphQLError
+from tests.support.random_pushes import compare_grouped_with_one_by_one
 from tests.support.servers import api_server
 from tests.support.store_state import assert_consistent, tenant_state
 from tests.support.torn import Action, TornEngine
@@ -29,6 +30,11 @@ from tests.support.torn import Action, TornEngine
 DURATION_S = 20
 WRITERS = 6
 DEVICES = 4
+PUSH = (
+    "mutation($i: PushChangesInput!) { pushChanges(input: $i) { results { "
+    "status error { code } item { __typename id changeToken ... on Person { givenName } } "
+    "} } }"
+)
 
 
 @pytest.fixture(scope="module")
@@ -142,6 +148,9 @@ def _write(
     with lock:
         live = [v for v in known.values() if v["__typename"] == "Person"]
     roll = rng.random()
+    if roll < 0.15 and len(live) >= 20:
+        _push_some(client, tenant, rng, live, known, lock, stats)
+        return
     try:
         if roll < 0.4 or len(live) < 20:
             item = client.create(tenant, "Person", {"givenName": f"g{rng.randint(0, 999)}"})
@@ -173,6 +182,46 @@ def _write(
         previous = known.get(item["id"])
         if previous is None or previous["changeToken"] < item["changeToken"]:
             known[item["id"]] = item
+
+
+def _push_some(
+    client: GraphQLClient,
+    tenant: str,
+    rng: random.Random,
+    live: list[dict[str, Any]],
+    known: dict[str, dict[str, Any]],
+    lock: threading.Lock,
+    stats: WriteStats,
+) -> None:
+    """A push of a few creates and updates: one transaction of several entries."""
+    entries: list[dict[str, Any]] = []
+    for _ in range(rng.randint(2, 6)):
+        if rng.random() < 0.5:
+            person = {"givenName": f"g{rng.randint(0, 999)}"}
+            entries.append({"createPerson": {"tenantID": tenant, "person": person}})
+        else:
+            current = rng.choice(live)
+            update = {
+                "tenantID": tenant,
+                "id": current["id"],
+                "changeToken": current["changeToken"],
+                "changes": {"familyName": f"f{rng.randint(0, 999)}"},
+            }
+            entries.append({"updatePerson": update})
+    body = client.execute(PUSH, {"i": {"tenantID": tenant, "mutations": entries}})
+    assert "errors" not in body, body
+    with lock:
+        stats.add("push")
+        for result in body["data"]["pushChanges"]["results"]:
+            item = result["item"]
+            if item is None:
+                assert result["error"]["code"] == "UNAVAILABLE", result
+                stats.add("unavailable")
+                continue
+            stats.add("pushed " + result["status"].lower())
+            previous = known.get(item["id"])
+            if previous is None or previous["changeToken"] < item["changeToken"]:
+                known[item["id"]] = item
 
 
 @pytest.mark.slow
@@ -229,6 +278,7 @@ def test_devices_syncing_during_torn_commits_miss_no_change(
         f"engine {torn.stats}, stalls in this run {torn.stats.stalls - stalls_before}"
     )
     assert stats.counts.get("update", 0) > 30, stats.counts
+    assert stats.counts.get("pushed applied", 0) > 30, stats.counts
     assert torn.stats.stalls > stalls_before
     assert missed == [], f"{len(missed)} missed changes:\n" + "\n".join(missed[:20])
     for device in devices:
@@ -323,3 +373,86 @@ def test_a_tenants_first_write_half_applied_reads_as_no_change_yet(
     page = clients[1].changes_page(tenant, since=None, limit=5)
     assert [i["id"] for i in page["items"]] == [created[0]["id"]]
     assert page["changeToken"] == created[0]["changeToken"]
+
+
+# --- group commit: transactions of many entries ------------------------------------
+
+
+def _push_creates(client: GraphQLClient, tenant: str, names: list[str]) -> list[dict[str, Any]]:
+    entries = [{"createPerson": {"tenantID": tenant, "person": {"givenName": n}}} for n in names]
+    body = client.execute(PUSH, {"i": {"tenantID": tenant, "mutations": entries}})
+    assert "errors" not in body, body
+    results: list[dict[str, Any]] = body["data"]["pushChanges"]["results"]
+    assert {r["status"] for r in results} == {"APPLIED"}, results
+    return [r["item"] for r in results]
+
+
+def _log_put_named(tenant: str, given_name: str) -> Callable[[Action], bool]:
+    """The log entry of the person called `given_name`, in its transaction."""
+    is_log_put = _log_put(tenant)
+    return lambda a: (
+        is_log_put(a)
+        and a.body["Item"].get("f", {}).get("M", {}).get("givenName", {}).get("S") == given_name
+    )
+
+
+def test_a_group_half_applied_is_not_synced_past(
+    clients: list[GraphQLClient], tenant: str, torn: TornEngine
+) -> None:
+    """Five creates in one transaction; the third's entry is held while the head and
+    the other entries are applied. A sync must stop below the whole group."""
+    writer, reader = clients
+    first = writer.create(tenant, "Person", {"givenName": "first"})
+    device = Device("device", reader, tenant, random.Random(3))
+    device.sync()
+    names = ["g1", "g2", "held", "g4", "g5"]
+    with torn.hold(_log_put_named(tenant, "held")) as hold:
+        thread, pushed = _in_thread(lambda: _push_creates(writer, tenant, names))
+        assert hold.reached.wait(10)  # every other item of the group is applied
+        for _ in range(3):
+            device.sync()
+            assert device.since == first["changeToken"], "a sync went past a half-applied group"
+        fresh = reader.changes_page(tenant, since=None, limit=50)
+        assert [i["id"] for i in fresh["items"]] == [first["id"]]
+        hold.release()
+        thread.join(30)
+    device.sync()
+    group = pushed[0]
+    for item in group:
+        assert device.replica[item["id"]]["changeToken"] == item["changeToken"]
+    assert device.since == group[-1]["changeToken"]
+
+
+def test_another_servers_write_waits_for_every_entry_of_a_group(
+    clients: list[GraphQLClient], tenant: str, torn: TornEngine
+) -> None:
+    """Server A's group has an entry pending; server B, which did not write the group,
+    must not commit after it (it checks all five entries), or a sync bounded at B's
+    write would skip the pending one for good."""
+    first = clients[0].create(tenant, "Person", {"givenName": "first"})
+    device = Device("device", clients[1], tenant, random.Random(4))
+    device.sync()
+    with torn.hold(_log_put_named(tenant, "held")) as hold:
+        a, group = _in_thread(lambda: _push_creates(clients[0], tenant, ["g1", "held", "g3"]))
+        assert hold.reached.wait(10)
+        b, single = _in_thread(lambda: clients[1].create(tenant, "Person", {"givenName": "b"}))
+        time.sleep(1.0)  # B retries meanwhile (TransactionConflict on the pending entry)
+        device.sync()
+        assert device.since == first["changeToken"], "a sync went past the pending entry"
+        hold.release()
+        a.join(30)
+        b.join(30)
+    device.sync()
+    for created in [*group[0], single[0]]:
+        assert device.replica[created["id"]]["changeToken"] == created["changeToken"]
+    assert group[0][-1]["changeToken"] < single[0]["changeToken"]
+
+
+def test_random_pushes_grouped_equal_one_by_one_on_torn_commits(
+    clients: list[GraphQLClient], tenant: str, ddb: Any, settings: Settings
+) -> None:
+    grouped, one_by_one = f"{tenant}-g", f"{tenant}-o"
+    seen = compare_grouped_with_one_by_one(clients[0], grouped, one_by_one, seed=7, rounds=3)
+    assert seen.get("APPLIED", 0) > 10 and seen.get("CONFLICT", 0) > 0, seen
+    for name in (grouped, one_by_one):
+        assert_consistent(tenant_state(ddb, settings.table_name, name))
