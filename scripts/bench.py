@@ -65,6 +65,7 @@ TENANTS = (
         "hot",
         "sweep",
         "realtime",
+        "wunits",
     ]
 )
 # Incremental syncs of this many changes, for their read units against the minimum.
@@ -219,6 +220,77 @@ class Bench:
         assert "errors" not in response.json(), response.text
         return float(self.captured[-1]["capacityUnits"])
 
+    def measure_write_units(
+        self, server: httpx2.Client, person: dict[str, Any], avg_item: float
+    ) -> dict[str, dict[str, float]]:
+        """AWS's write units of a create, an update and a push of 100 updates, from the
+        transactions the API sends: "cold" when another server wrote the tenant's
+        previous transaction (the chain's checks), "hot" when this one did."""
+        tenant = "wunits"
+
+        def creates(n: int) -> dict[str, Any]:
+            entry = {"createPerson": {"tenantID": tenant, "person": person}}
+            return {"i": {"tenantID": tenant, "mutations": [entry] * n}}
+
+        people = [r["item"] for r in self.post_local(PUSH, creates(100))["pushChanges"]["results"]]
+
+        def updates(targets: list[dict[str, Any]], n: int) -> dict[str, Any]:
+            entries = [
+                {
+                    "updatePerson": {
+                        "tenantID": tenant,
+                        "id": p["id"],
+                        "changeToken": p["changeToken"],
+                        "changes": {"occupation": f"units {n}"},
+                    }
+                }
+                for p in targets
+            ]
+            return {"i": {"tenantID": tenant, "mutations": entries}}
+
+        units: dict[str, dict[str, float]] = {}
+        for name, variables in (
+            ("create", lambda n: creates(1)),
+            ("update", lambda n: updates(people[:1], n)),
+            ("push of 100 updates", lambda n: updates(people, n)),
+        ):
+            units[name] = {}
+            for state in ("cold", "hot"):
+                if state == "cold":  # the other server writes the tenant's last transaction
+                    self.post(server, PUSH, creates(1))
+                n = len(units) * 2 + len(units[name])
+                sent, data = self.sent_write_units(PUSH, variables(n), avg_item)
+                written = [r["item"] for r in data["pushChanges"]["results"]]
+                if name != "create":
+                    people[: len(written)] = written
+                units[name][state] = sent
+        return units
+
+    def sent_write_units(
+        self, query: str, variables: dict[str, Any], avg_item: float
+    ) -> tuple[int, dict[str, Any]]:
+        """Write units by AWS's rules of the transactions the API sends for one request:
+        2 per KB of each item (the size of a Put's item; deletes and checks touch log
+        entries of about `avg_item` bytes; the head is HEAD_BYTES)."""
+        sizes: list[float] = []
+
+        def collect(params: dict[str, Any], **_: Any) -> None:
+            for action in params["TransactItems"]:
+                ((kind, body),) = action.items()
+                if kind == "Put":
+                    sizes.append(_size(body["Item"]))
+                else:
+                    sizes.append(HEAD_BYTES if kind == "Update" else avg_item)
+
+        events = models.RecordItem._get_connection().connection.client.meta.events
+        event = "provide-client-params.dynamodb.TransactWriteItems"
+        events.register(event, collect)
+        try:
+            data = self.post_local(query, variables)
+        finally:
+            events.unregister(event, collect)
+        return _transaction_units(sizes), data
+
     def read_units(
         self,
         minimum: float,
@@ -327,6 +399,7 @@ class Bench:
         page_bytes = sum(item_bytes)
         avg_item = page_bytes / len(item_bytes)
         print(f"==> rows (items average {avg_item:.0f} bytes)", flush=True)
+        person_for_units = realistic_person(random.Random(1), 0)
 
         def query_page(limit: int, after: str | None = None) -> dict[str, Any]:
             cond = "pk = :p" + (" AND sk > :a" if after else "")
@@ -391,6 +464,8 @@ class Bench:
             ),
         )
 
+        self.write_units = self.measure_write_units(clients[0], person_for_units, avg_item)
+
         # 4. createPerson, each client on its own tenant (no contention).
         counter = iter(range(10**9))
         person = realistic_person(self.rng, 0)
@@ -405,8 +480,9 @@ class Bench:
             lambda c, i: raw_create.create(f"raw{c}", f"r{next(counter)}"),
             self.units(
                 min_write=1,
-                # entity, log entry, head, and the chain's check of the previous entry
-                write=_transaction_units([avg_item, avg_item, HEAD_BYTES, avg_item]),
+                # entity, log entry, head (this server wrote the tenant's previous
+                # transaction: no chain check)
+                write=self.write_units["create"]["hot"],
                 local_api=self.capacity(CREATE, {"i": {"tenantID": "w0", "person": person}}),
                 local_raw=raw_create.create("raw-cap", "r-cap"),
             ),
@@ -448,9 +524,8 @@ class Bench:
             self.units(
                 min_write=1,
                 read=1,
-                # entity, old entry (delete), new entry, head, the chain's check; the
-                # check rides on the delete when the entity wrote the head (-2)
-                write=_transaction_units([avg_item, avg_item, avg_item, HEAD_BYTES, avg_item]),
+                # entity, old entry (delete), new entry, head
+                write=self.write_units["update"]["hot"],
                 local_api=self.capacity(
                     UPDATE,
                     {
@@ -477,7 +552,7 @@ class Bench:
             for c in range(8)
         }
 
-        def push(c: int, i: int) -> None:
+        def push_variables(c: int, i: int) -> dict[str, Any]:
             entries = [
                 {
                     "updatePerson": {
@@ -489,23 +564,31 @@ class Bench:
                 }
                 for p in batches[c]
             ]
-            data = self.post(clients[c], PUSH, {"i": {"tenantID": f"w{c}", "mutations": entries}})
+            return {"i": {"tenantID": f"w{c}", "mutations": entries}}
+
+        def push(c: int, i: int) -> None:
+            data = self.post(clients[c], PUSH, push_variables(c, i))
             batches[c] = [r["item"] for r in data["pushChanges"]["results"]]
 
         for c in range(8):
             for n in range(100):
                 raw_create.create(f"rawp{c}", f"p{n}")
+                raw_create.create(f"rawq{c}", f"p{n}")
+        push_units = self.write_units["push of 100 updates"]["hot"]
+        # Reads: one BatchGetItem of 100 entities, 1 unit each (items under 4 KB).
         iterations_push = max(5, self.iterations // 10)
         self.row(
             "pushChanges: 100 updates",
             push,
             lambda c, i: [raw_create.update(f"rawp{c}", f"p{n}") for n in range(100)],
-            self.units(
-                min_write=100,
-                read=100,
-                write=100
-                * _transaction_units([avg_item, avg_item, avg_item, HEAD_BYTES, avg_item]),
-            ),
+            self.units(min_write=100, read=100, write=push_units),
+            iterations={1: iterations_push, 8: 3},
+        )
+        self.row(
+            "  vs fewest raw transactions",
+            push,
+            lambda c, i: raw_create.update_packed(f"rawq{c}", [f"p{n}" for n in range(100)]),
+            self.units(min_write=100, read=100, write=push_units),
             iterations={1: iterations_push, 8: 3},
         )
 
@@ -714,6 +797,18 @@ class Bench:
                 f"{r['cost_per_million_usd']:>8.2f}"
             )
         print()
+        print(f"{'write units (AWS rules)':<34}{'cold':>8}{'hot':>8}{'per mutation':>14}")
+        single = self.write_units["update"]
+        for name, u in self.write_units.items():
+            n = 100 if name.startswith("push") else 1
+            per = f"{u['cold'] / n:.2f}/{u['hot'] / n:.2f}"
+            print(f"{name:<34}{u['cold']:>8g}{u['hot']:>8g}{per:>14}")
+        push = self.write_units["push of 100 updates"]
+        print(
+            f"{'  a push per update vs one update':<34}"
+            f"{push['cold'] / 100 / single['cold']:>8.2f}{push['hot'] / 100 / single['hot']:>8.2f}"
+        )
+        print()
         small, large = self.scale_rows["small"], self.scale_rows["large"]
         print(f"{'scale':<34}{'1,000':>10}{f'{self.large:,}':>10}{'ratio':>8}")
         for key, label in (
@@ -757,6 +852,7 @@ class Bench:
             "incremental_sync_units": self.sweep_rows,
             "bulk_sync": self.bulk_row,
             "write_throughput": self.contention_rows,
+            "write_units": self.write_units,
             "realtime": self.realtime,
         }
 
@@ -789,7 +885,7 @@ class _RawWrites:
         }
 
     def create(self, tenant: str, entity_id: str) -> float:
-        return self._write(tenant, entity_id, "attribute_not_exists(pk)", {}, None)
+        return self._transact(tenant, [(entity_id, None)])
 
     def update(self, tenant: str, entity_id: str) -> float:
         self.ddb.get_item(
@@ -797,48 +893,57 @@ class _RawWrites:
             ConsistentRead=True,
             Key={"pk": {"S": keys.tenant_pk(tenant)}, "sk": {"S": keys.entity_sk(entity_id)}},
         )
-        old = self.tokens[(tenant, entity_id)]
-        return self._write(tenant, entity_id, "tok = :old", {":old": {"S": old}}, old)
+        return self._transact(tenant, [(entity_id, self.tokens[(tenant, entity_id)])])
 
-    def _write(
-        self, tenant: str, entity_id: str, condition: str, values: dict[str, Any], old: str | None
-    ) -> float:
-        """The API's TransactWriteItems: entity, old log entry, new log entry, head, and
-        the chain's check that the entry at the previous head exists."""
+    def update_packed(self, tenant: str, entity_ids: list[str]) -> float:
+        """Updates of distinct entities in the fewest transactions that hold them: one
+        BatchGetItem, then 33 updates (99 items) and the head per transaction."""
+        for start in range(0, len(entity_ids), 100):
+            wanted = [
+                {"pk": {"S": keys.tenant_pk(tenant)}, "sk": {"S": keys.entity_sk(i)}}
+                for i in entity_ids[start : start + 100]
+            ]
+            self.ddb.batch_get_item(
+                RequestItems={self.table: {"Keys": wanted, "ConsistentRead": True}}
+            )
+        units = 0.0
+        for start in range(0, len(entity_ids), 33):
+            chunk = entity_ids[start : start + 33]
+            units += self._transact(tenant, [(i, self.tokens[(tenant, i)]) for i in chunk])
+        return units
+
+    def _transact(self, tenant: str, writes: list[tuple[str, str | None]]) -> float:
+        """The API's TransactWriteItems for (entity, old token or None) pairs of one
+        writer: entities, old log entries, new log entries linked in order, the head.
+        The writer wrote the previous transaction itself, so there is no chain check."""
         with self.lock:
             head = self.last.get(tenant)
-        token = self._token(tenant)
-        entity = self._record(
-            tenant, entity_id, token, keys.tenant_pk(tenant), keys.entity_sk(entity_id)
-        )
-        exists = {"ConditionExpression": "attribute_exists(sk)"}
-        items: list[dict[str, Any]] = [
-            {
-                "Put": {
-                    "TableName": self.table,
-                    "ConditionExpression": condition,
-                    "Item": entity,
-                    **({"ExpressionAttributeValues": values} if values else {}),
-                }
+        items: list[dict[str, Any]] = []
+        prev = head
+        for entity_id, old in writes:
+            token = self._token(tenant)
+            condition = "attribute_not_exists(pk)" if old is None else "tok = :old"
+            put: dict[str, Any] = {
+                "TableName": self.table,
+                "ConditionExpression": condition,
+                "Item": self._record(
+                    tenant, entity_id, token, keys.tenant_pk(tenant), keys.entity_sk(entity_id)
+                ),
             }
-        ]
-        if head is not None and head != old:
-            items.append({"ConditionCheck": {"TableName": self.table, **_log_key(tenant, head)}})
-            items[-1]["ConditionCheck"].update(exists)
-        if old is not None:
-            delete: dict[str, Any] = {"TableName": self.table, **_log_key(tenant, old)}
-            if old == head:
-                delete.update(exists)
-            items.append({"Delete": delete})
-        entry = self._record(tenant, entity_id, token, keys.log_pk(tenant), token)
-        if head is not None:
-            entry["pv"] = {"S": head}
-        items.append({"Put": {"TableName": self.table, "Item": entry}})
-        items.append(_head_update(self.table, tenant, token, head))
+            if old is not None:
+                put["ExpressionAttributeValues"] = {":old": {"S": old}}
+                items.append({"Delete": {"TableName": self.table, **_log_key(tenant, old)}})
+            items.append({"Put": put})
+            entry = self._record(tenant, entity_id, token, keys.log_pk(tenant), token)
+            if prev is not None:
+                entry["pv"] = {"S": prev}
+            items.append({"Put": {"TableName": self.table, "Item": entry}})
+            self.tokens[(tenant, entity_id)] = prev = token
+        assert prev is not None
+        items.append(_head_update(self.table, tenant, prev, head, len(writes)))
         response = self.ddb.transact_write_items(
             ReturnConsumedCapacity="TOTAL", TransactItems=items
         )
-        self.tokens[(tenant, entity_id)] = token
         return sum(float(e["CapacityUnits"]) for e in response.get("ConsumedCapacity", []))
 
 
@@ -855,27 +960,24 @@ def _log_key(tenant: str, token: str) -> dict[str, Any]:
     return {"Key": {"pk": {"S": keys.log_pk(tenant)}, "sk": {"S": token}}}
 
 
-def _head_update(table: str, tenant: str, token: str, head: str | None) -> dict[str, Any]:
-    """The head moves from `head` to `token`, remembering `head` as its prev."""
-    if head is None:
-        return {
-            "Update": {
-                "TableName": table,
-                "Key": _head_key(tenant),
-                "UpdateExpression": "SET tok = :t",
-                "ConditionExpression": "attribute_not_exists(tok)",
-                "ExpressionAttributeValues": {":t": {"S": token}},
-            }
-        }
-    return {
-        "Update": {
-            "TableName": table,
-            "Key": _head_key(tenant),
-            "UpdateExpression": "SET tok = :t, pv = :p",
-            "ConditionExpression": "tok = :p",
-            "ExpressionAttributeValues": {":t": {"S": token}, ":p": {"S": head}},
-        }
+def _head_update(
+    table: str, tenant: str, token: str, head: str | None, entries: int
+) -> dict[str, Any]:
+    """The head moves from `head` to `token`, remembering `head` as its prev and how
+    many entries the transaction wrote."""
+    values: dict[str, Any] = {":t": {"S": token}, ":n": {"N": str(entries)}}
+    update: dict[str, Any] = {
+        "TableName": table,
+        "Key": _head_key(tenant),
+        "UpdateExpression": "SET tok = :t, n = :n",
+        "ConditionExpression": "attribute_not_exists(tok)",
+        "ExpressionAttributeValues": values,
     }
+    if head is not None:
+        update["UpdateExpression"] += ", pv = :p"
+        update["ConditionExpression"] = "tok = :p"
+        values[":p"] = {"S": head}
+    return {"Update": update}
 
 
 def _item_size(ddb: Any, table: str, record: Record) -> int:

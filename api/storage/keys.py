@@ -11,8 +11,10 @@ Items (all in one table, `pk` hash key, `sk` range key, both strings):
     entity    T#<tenant>         I#<id>        ty, id, tok, ca, del, f (the record)
     log       T#<tenant>#LOG     <token>       same record as the entity item, and
                                                pv: the token of the write before it
-    head      T#<tenant>#LOG     ~HEAD         tok: the tenant's latest change token,
-                                               pv: the one before (absent after the first)
+    head      T#<tenant>#LOG     ~HEAD         tok: the last token of the tenant's latest
+                                               transaction, pv: the one before it (absent
+                                               after the first), n: how many log entries
+                                               it wrote (absent: 1)
     outcome   T#<tenant>         M#<cmid>      fp (fingerprint), out (JSON), exp (TTL)
     socket    C#<connection>     CONN          AWS WebSocket connection: sub, until (the
                                                token's exp), subs (subscription id ->
@@ -21,31 +23,40 @@ Items (all in one table, `pk` hash key, `sk` range key, both strings):
                                                JSON), sub, until, exp (TTL)
 
 (Log entries and the head gained `pv` before the first release; a local data
-directory written before that has log entries without it: delete it.)
+directory written before that has log entries without it: delete it. The head's
+`n` came with group commit; a head without it wrote one entry, as before.)
 
 Access patterns:
 
     read one entity        GetItem entity (consistent)
+    start a write          BatchGetItem (consistent, 100 keys a call) of the entities
+                           and outcomes a push (or one mutation) names
     read the head          GetItem head (consistent): a process's first write to a tenant
     start a sync           Query pk=T#<tenant>#LOG, sk > since, descending,
                            consistent, Limit 1 + 11: the head and the newest log
                            entries, which are the whole sync when it has at most
-                           10 changes and their `pv` links are unbroken
+                           10 changes and their `pv` links are unbroken; a second
+                           Query (pv, tok] when the head's transaction wrote more
+                           entries than the first could return
     a page of `changes`    Query pk=T#<tenant>#LOG, after < sk <= upper, ascending,
                            consistent; returns full records, no second read
-    any write              TransactWriteItems of: entity (conditioned on its token),
-                           old log entry (delete), new log entry (put, pv = h),
-                           head (update tok := new, pv := h, conditioned on tok = h),
-                           a ConditionCheck that the log entry at h exists (on the
-                           delete instead when the old entry is at h), and with a
-                           clientMutationID its outcome (put, if absent or expired)
+    any write              TransactWriteItems of, per entity written (up to 49, in
+                           push order, consecutive tokens): entity (conditioned on
+                           its token), old log entry (delete), new log entry (put,
+                           pv = the entry before it, h for the first), with a
+                           clientMutationID its outcome (put, if absent or expired);
+                           then the head (update tok := last, pv := h, n, conditioned
+                           on tok = h) and, unless this process wrote the transaction
+                           at h, a ConditionCheck that each of its log entries
+                           exists (on the delete instead for an entry it replaces)
     replay a mutation      GetItem outcome (consistent)
     AWS realtime           GetItem/PutItem/UpdateItem socket per WebSocket message;
                            Query pk=T#<tenant>#SUB per head change the stream
                            handler fans out (api.realtime.aws)
 
-The writes of a tenant form a chain: each commits only as the link after the
-head it expects, and only once that head's log entry is applied. Amazon DynamoDB
+The transactions of a tenant form a chain: each commits only as the link after
+the head it expects, and only once every log entry of that head's transaction
+is applied. Amazon DynamoDB
 applies a transaction's items one by one and a Query may see one half applied,
 so a sync bounds itself by what its first read proves (`api.domain.chain`).
 docs/ordering.md proves from DynamoDB's documented guarantees that commit order

@@ -149,7 +149,7 @@ def test_each_function_may_do_only_what_its_code_does(packaged: dict[str, Any]) 
     table = [{"Fn::GetAtt": ["SyncTable", "Arn"]}]
     stream = [{"Fn::GetAtt": ["SyncTable", "StreamArn"]}]
     expected = {
-        "ApiRole": {frozenset(TABLE_ACTIONS): table},
+        "ApiRole": {frozenset(TABLE_ACTIONS | {"dynamodb:BatchGetItem"}): table},
         "RealtimeRole": {frozenset(TABLE_ACTIONS - {"dynamodb:ConditionCheckItem"}): table},
         "FanoutRole": {
             frozenset({"dynamodb:Query", "dynamodb:DeleteItem"}): table,

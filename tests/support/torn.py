@@ -32,6 +32,9 @@ This proxy forwards every request unchanged except these:
 `BatchWriteItem` and every other read pass through unchanged. Randomness is seeded.
 Tests can also hold chosen items of the next transactions (`hold`) to force an
 interleaving: held items are applied last, once the test releases them.
+
+With `tear=False` it forwards every request unchanged, after `latency_ms`: a
+network between the server and DynamoDB, for benchmarks that count round trips.
 """
 
 from __future__ import annotations
@@ -88,6 +91,7 @@ class TornStats:
     condition_failures: int = 0
     plain_write_conflicts: int = 0
     stalls: int = 0
+    calls: int = 0  # requests of any kind
 
 
 class TornEngine:
@@ -101,8 +105,12 @@ class TornEngine:
         stall_rate: float = 0.002,
         stall_seconds: tuple[float, float] = (0.5, 2.0),
         max_query_spread_ms: float = 10.0,
+        tear: bool = True,
+        latency_ms: float = 0.0,
     ) -> None:
         self.upstream = upstream.rstrip("/")
+        self.tear = tear
+        self.latency_ms = latency_ms
         self.max_pause_ms = max_pause_ms
         self.stall_rate = stall_rate
         self.stall_seconds = stall_seconds
@@ -168,6 +176,12 @@ class TornEngine:
 
     def handle(self, target: str, headers: dict[str, str], body: bytes) -> tuple[int, bytes]:
         operation = target.removeprefix(_TARGET_PREFIX)
+        with self._rng_lock:
+            self.stats.calls += 1
+        if self.latency_ms:
+            time.sleep(self.latency_ms / 1000)
+        if not self.tear:
+            return self._forward(target, headers, body)
         if operation == "TransactWriteItems":
             return self._transact_write(headers, json.loads(body))
         if operation == "Query" and self.max_query_spread_ms > 0:
@@ -429,6 +443,9 @@ def _cancelled(busy: list[bool]) -> tuple[int, bytes]:
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # Headers and body go out in two writes; with Nagle's algorithm the second
+    # waits for the client's delayed ACK, about 40 ms a request.
+    disable_nagle_algorithm = True
     torn: TornEngine
 
     def do_POST(self) -> None:  # noqa: N802 - http.server's naming
