@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime
 
-from ulid import ULID
+from ulid import ULID, base32
 
 from api.domain.errors import BadUserInput
 
@@ -48,12 +48,14 @@ def check_token(value: str, what: str) -> str:
 
 def token_ms(token: str) -> int:
     """The Unix time in milliseconds a token stands for."""
-    return int(ULID.from_str(token).milliseconds)
+    # Its first 10 characters: a fifth of the time of decoding the whole ULID, paid
+    # for every item of every page (`updatedAt`).
+    return int.from_bytes(base32.decode_timestamp(token[:10]), "big")
 
 
 def token_time(token: str) -> datetime:
     """The instant a token stands for; `updatedAt` of the write that made it."""
-    return datetime.fromtimestamp(ULID.from_str(token).milliseconds / 1000, tz=UTC)
+    return datetime.fromtimestamp(token_ms(token) / 1000, tz=UTC)
 
 
 def token_after(token: str) -> str:
