@@ -135,9 +135,42 @@ class Timing:
     p99: float
     rps: float
 
+    @classmethod
+    def of(cls, latencies: list[float], wall: float) -> Timing:
+        q = statistics.quantiles(latencies, n=100, method="inclusive")
+        return cls(p50=q[49], p95=q[94], p99=q[98], rps=len(latencies) / wall)
+
 
 def measure(fn: Callable[[int, int], object], clients: int, iterations: int) -> Timing:
     """`fn(client, i)` from `clients` threads, `iterations` times each."""
+    return Timing.of(*_latencies(fn, clients, iterations))
+
+
+def measure_pair(
+    product: Callable[[int, int], object],
+    raw: Callable[[int, int], object],
+    clients: int,
+    iterations: int,
+    rounds: int = 4,
+) -> tuple[Timing, Timing]:
+    """`product` and `raw` measured in alternating rounds, so that both see the same
+    machine: this one's load drifts over seconds (DynamoDB Local's JIT and GC)."""
+    rounds = max(1, min(rounds, iterations))
+    runs: dict[str, tuple[list[float], float]] = {"product": ([], 0.0), "raw": ([], 0.0)}
+    for n in range(rounds):
+        share = iterations // rounds + (1 if n < iterations % rounds else 0)
+        for name, fn in (("product", product), ("raw", raw)):
+            latencies, wall = _latencies(fn, clients, share)
+            total, spent = runs[name]
+            runs[name] = (total + latencies, spent + wall)
+    return Timing.of(*runs["product"]), Timing.of(*runs["raw"])
+
+
+def _latencies(
+    fn: Callable[[int, int], object], clients: int, iterations: int
+) -> tuple[list[float], float]:
+    """Milliseconds of each call of `fn(client, i)`, from `clients` threads, and the
+    wall time in seconds."""
     latencies: list[float] = []
     lock = threading.Lock()
     barrier = threading.Barrier(clients)
@@ -158,9 +191,7 @@ def measure(fn: Callable[[int, int], object], clients: int, iterations: int) -> 
         t.start()
     for t in threads:
         t.join()
-    wall = time.perf_counter() - started
-    q = statistics.quantiles(latencies, n=100, method="inclusive")
-    return Timing(p50=q[49], p95=q[94], p99=q[98], rps=len(latencies) / wall)
+    return latencies, time.perf_counter() - started
 
 
 class Bench:
@@ -224,8 +255,10 @@ class Bench:
         self, server: httpx2.Client, person: dict[str, Any], avg_item: float
     ) -> dict[str, dict[str, float]]:
         """AWS's write units of a create, an update and a push of 100 updates, from the
-        transactions the API sends: "cold" when another server wrote the tenant's
-        previous transaction (the chain's checks), "hot" when this one did."""
+        transactions the API sends: "cold" by a process that has not written the
+        tenant yet, after another server's transaction (it reads the head and checks
+        that transaction's entries), "hot" by the process that wrote the previous
+        transaction (no check)."""
         tenant = "wunits"
 
         def creates(n: int) -> dict[str, Any]:
@@ -255,11 +288,15 @@ class Bench:
             ("push of 100 updates", lambda n: updates(people, n)),
         ):
             units[name] = {}
+            self.post(server, PUSH, creates(1))  # another server writes the last transaction
             for state in ("cold", "hot"):
-                if state == "cold":  # the other server writes the tenant's last transaction
-                    self.post(server, PUSH, creates(1))
                 n = len(units) * 2 + len(units[name])
-                sent, data = self.sent_write_units(PUSH, variables(n), avg_item)
+                if state == "cold":
+                    with TestClient(create_app(self.settings)) as fresh:
+                        sent, data = self.sent_write_units(PUSH, variables(n), avg_item, fresh)
+                else:
+                    self.post_local(PUSH, creates(1))  # now this process wrote the last one
+                    sent, data = self.sent_write_units(PUSH, variables(n), avg_item, self.local)
                 written = [r["item"] for r in data["pushChanges"]["results"]]
                 if name != "create":
                     people[: len(written)] = written
@@ -267,7 +304,7 @@ class Bench:
         return units
 
     def sent_write_units(
-        self, query: str, variables: dict[str, Any], avg_item: float
+        self, query: str, variables: dict[str, Any], avg_item: float, app: TestClient
     ) -> tuple[int, dict[str, Any]]:
         """Write units by AWS's rules of the transactions the API sends for one request:
         2 per KB of each item (the size of a Put's item; deletes and checks touch log
@@ -286,9 +323,12 @@ class Bench:
         event = "provide-client-params.dynamodb.TransactWriteItems"
         events.register(event, collect)
         try:
-            data = self.post_local(query, variables)
+            response = app.post(
+                "/graphql", json={"query": query, "variables": variables}, headers=self.headers
+            )
         finally:
             events.unregister(event, collect)
+        data: dict[str, Any] = response.json()["data"]
         return _transaction_units(sizes), data
 
     def read_units(
@@ -322,8 +362,7 @@ class Bench:
         counts = iterations or {1: self.iterations, 8: max(10, self.iterations // 4)}
         for clients in (1, 8):
             iterations_n = counts[clients]
-            p = measure(product, clients, iterations_n)
-            r = measure(raw, clients, iterations_n)
+            p, r = measure_pair(product, raw, clients, iterations_n)
             self.rows.append(
                 {
                     "operation": name,
@@ -346,6 +385,7 @@ class Bench:
 
     def run(self) -> dict[str, Any]:
         with local_engine_settings() as settings:
+            self.settings = settings
             self.ddb = boto3.client(
                 "dynamodb", endpoint_url=settings.dynamodb_endpoint, region_name="us-east-1"
             )

@@ -17,6 +17,7 @@ OPERATIONS = {
     "createPerson",
     "updatePerson",
     "pushChanges: 100 updates",
+    "  vs fewest raw transactions",
 }
 
 
@@ -47,6 +48,11 @@ def test_bench_fast_prints_and_saves_a_complete_table(tmp_path: Path) -> None:
     assert data["scale"]["large"]["size"] > data["scale"]["small"]["size"]
     assert data["bulk_sync"]["items"] == 10_000 and data["bulk_sync"]["pages"] >= 10
     assert set(data["write_throughput"]) == {"8 writers, 1 tenant", "8 writers, 8 tenants"}
+    units = data["write_units"]
+    assert set(units) == {"create", "update", "push of 100 updates"}
+    for name, by_state in units.items():
+        # A process that wrote the previous transaction checks nothing: never dearer.
+        assert 0 < by_state["hot"] <= by_state["cold"], name
     sweep = data["incremental_sync_units"]
     assert [w["changes"] for w in sweep] == [1, 5, 10, 11, 20, 40, 100, 300]
     for w in sweep:
