@@ -163,6 +163,13 @@ def _writer(
                 )
                 kind = "delete"
         except GraphQLError as exc:
+            if exc.code == "UNAVAILABLE":
+                # Retryable: the write lost races to the other writers for its whole
+                # budget (WRITE_BUDGET_S), through a stall of the torn engine. Nothing
+                # was written; the test's truth is read from the server at the end.
+                with lock:
+                    stats["unavailable"] = stats.get("unavailable", 0) + 1
+                continue
             if exc.code != "CONFLICT":
                 raise
             item = exc.extensions["current"]
@@ -214,6 +221,8 @@ def test_concurrent_writers_and_paging_readers_converge_without_missed_changes(
     assert set(truth) == set(state.entities)
     assert {i: v["changeToken"] for i, v in truth.items()} == state.tokens()
     assert stats.get("update", 0) > 20 and stats.get("delete", 0) > 5, stats
+    # 8 writers on one tenant: a few may be told to retry, never many.
+    assert stats.get("unavailable", 0) <= 0.05 * sum(stats.values()), stats
     for reader in readers:
         assert reader.regressions == [], reader.regressions[:5]
         assert reader.pages > 10
