@@ -51,23 +51,20 @@ class TailProof:
     complete: bool  # the linked run reaches `since`: nothing else lies in (since, bound]
 
 
-def _reaches(prev: str | None, stop: str | None, since: str | None) -> bool:
-    return prev == stop or prev is None or (since is not None and prev <= since)
-
-
-def head_is_proven(
-    head: str, head_prev: str | None, entries: Mapping[str, str | None], since: str | None
-) -> bool:
-    """Whether `entries` hold every entry of the head's transaction above `since`:
-    linked from the head's token down to the head's `prev` (or to `since`)."""
-    token = head
+def _linked_run(
+    top: str, entries: Mapping[str, str | None], stop: str | None, since: str | None
+) -> tuple[list[str], bool]:
+    """The entries linked by `prev` from `top` down, ascending, and whether the run
+    reaches `stop` (an entry whose `prev` is `stop`, absent, or at or below `since`)."""
+    linked: list[str] = []
+    token = top
     while token in entries:
+        linked.append(token)
         prev = entries[token]
-        if _reaches(prev, head_prev, since):
-            return True
-        assert prev is not None
+        if prev == stop or prev is None or (since is not None and prev <= since):
+            return linked[::-1], True
         token = prev
-    return False
+    return linked[::-1], False
 
 
 def prove_tail(
@@ -78,16 +75,11 @@ def prove_tail(
 ) -> TailProof:
     """Apply the read rule to one read: the head's token and `prev`, and the log
     entries it returned above `since` (token -> that entry's `prev`)."""
-    proven = head is not None and head_is_proven(head, head_prev, entries, since)
+    # Every entry of the head's transaction above `since`: linked from the head's
+    # token down to the head's `prev` (or to `since`).
+    proven = head is not None and _linked_run(head, entries, head_prev, since)[1]
     bound = head if proven else head_prev
     if bound is None or (since is not None and bound <= since):
         return TailProof(bound, [], True)
-    linked: list[str] = []
-    token = bound
-    while token in entries:
-        linked.append(token)
-        prev = entries[token]
-        if prev is None or (since is not None and prev <= since):
-            return TailProof(bound, linked[::-1], True)
-        token = prev
-    return TailProof(bound, linked[::-1], False)
+    linked, complete = _linked_run(bound, entries, None, since)
+    return TailProof(bound, linked, complete)

@@ -76,8 +76,8 @@ def tokens_from(first: str, count: int) -> list[str]:
 
 def tokens_ending_at(last: str, count: int) -> list[str]:
     """`count` consecutive tokens up to `last`, ascending."""
-    end = int(ULID.from_str(last))
-    return [str(ULID.from_int(end - count + 1 + i)) for i in range(count)]
+    first = str(ULID.from_int(int(ULID.from_str(last)) - count + 1))
+    return tokens_from(first, count)
 
 
 def new_entity_id() -> str:
