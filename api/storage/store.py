@@ -89,8 +89,8 @@ class DynamoStore:
         When the head's transaction wrote more entries than the Query could return,
         a second Query reads them all: without them the bound would stay below it."""
         log_pk = keys.log_pk(tenant_id)
-        raw_items = _query_raw(
-            log_pk, None if after is None else RecordItem.sk > after, False, count + 1
+        raw_items, _ = _query_page(
+            log_pk, None if after is None else RecordItem.sk > after, count + 1, ascending=False
         )
         head: Head | None = None
         head_prev = None
@@ -104,12 +104,8 @@ class DynamoStore:
         if head is not None and proof.bound != head.token and len(raw_items) == count:
             lowest = max(filter(None, (after, head_prev)), default=None)
             if head.entries > count and (lowest is None or lowest < head.token):
-                between = (
-                    RecordItem.sk <= head.token
-                    if lowest is None
-                    else RecordItem.sk.between(token_after(lowest), head.token)
-                )
-                for raw in _query_raw(log_pk, between, False, head.entries):
+                between = _log_range(lowest, head.token)
+                for raw in _query_page(log_pk, between, head.entries)[0]:
                     entries[raw[_SK]["S"]] = raw
                     links[raw[_SK]["S"]] = _prev_of(raw)
                 proof = prove_tail(head.token, head_prev, links, after)
@@ -150,27 +146,17 @@ class DynamoStore:
         self, tenant_id: str, after: str | None, upper: str, limit: int
     ) -> tuple[list[Record], bool]:
         """Log entries with after < token <= upper, ascending; and whether more follow."""
-        condition = (
-            RecordItem.sk <= upper
-            if after is None
-            else RecordItem.sk.between(token_after(after), upper)
-        )
+        log_pk, condition = keys.log_pk(tenant_id), _log_range(after, upper)
         raw_items: list[dict[str, Any]] = []
         start_key = None
-        with _translated():
-            # One Query, unless DynamoDB's 1 MB page limit cuts it short.
-            while len(raw_items) <= limit:
-                page = RecordItem._get_connection().query(
-                    keys.log_pk(tenant_id),
-                    range_key_condition=condition,
-                    consistent_read=True,
-                    exclusive_start_key=start_key,
-                    limit=limit + 1 - len(raw_items),
-                )
-                raw_items += page.get("Items", [])
-                start_key = page.get("LastEvaluatedKey")
-                if start_key is None:
-                    break
+        # One Query, unless DynamoDB's 1 MB page limit cuts it short.
+        while len(raw_items) <= limit:
+            items, start_key = _query_page(
+                log_pk, condition, limit + 1 - len(raw_items), start_key=start_key
+            )
+            raw_items += items
+            if start_key is None:
+                break
         records = [_record_from_raw(tenant_id, raw) for raw in raw_items[: limit + 1]]
         return records[:limit], len(records) > limit
 
@@ -318,18 +304,33 @@ def _get_raw(pk: str, sk: str) -> dict[str, Any] | None:
     return item
 
 
-def _query_raw(pk: str, condition: Any, ascending: bool, limit: int) -> list[dict[str, Any]]:
-    """One consistent Query page of the partition `pk`, as DynamoDB's JSON."""
+def _query_page(
+    pk: str,
+    condition: Any,
+    limit: int,
+    ascending: bool = True,
+    start_key: dict[str, Any] | None = None,
+) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """One consistent Query page of the partition `pk`, as DynamoDB's JSON, and the
+    key to continue from (None: the range is read to its end)."""
     with _translated():
         page = RecordItem._get_connection().query(
             pk,
             range_key_condition=condition,
             scan_index_forward=ascending,
             consistent_read=True,
+            exclusive_start_key=start_key,
             limit=limit,
         )
     items: list[dict[str, Any]] = page.get("Items", [])
-    return items
+    return items, page.get("LastEvaluatedKey")
+
+
+def _log_range(after: str | None, upper: str) -> Any:
+    """The log entries with after < token <= upper (no lower end: from the first)."""
+    if after is None:
+        return RecordItem.sk <= upper
+    return RecordItem.sk.between(token_after(after), upper)
 
 
 def _batch_get_raw(pk: str, sks: list[str]) -> list[dict[str, Any]]:
