@@ -11,6 +11,7 @@ import logging
 import time
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import Any, Protocol
 
 from api.domain.chain import Head
@@ -534,8 +535,11 @@ class _Plan:
         delete, the outcome."""
         return 2 + (self.expected is not None) + (self.outcome is not None)
 
-    @property
+    @cached_property
     def outcome(self) -> StoredOutcome | None:
+        """The mutation's first outcome, pending its record (None: no clientMutationID).
+        Made once: a fingerprint is a JSON dump and a hash, and a plan is sized and
+        written on every attempt of its transaction."""
         mutation = self.entry.mutation
         if mutation.client_mutation_id is None:
             return None
