@@ -68,7 +68,7 @@ class Link:
 
 
 @dataclass(frozen=True)
-class _Known:
+class _KnownHead:
     head: Head | None
     wrote_it: bool  # this process's own transaction, answered with success
 
@@ -130,7 +130,7 @@ class TokenOrdering:
         self._clock_ms = clock_ms
         # The head last seen per tenant (None: the tenant has none). A hint: when it
         # is stale the store refuses the write and says what the head is.
-        self._heads: dict[str, _Known] = {}
+        self._heads: dict[str, _KnownHead] = {}
         self._skew_ms = 0
         # Writers of one tenant in this process take turns: a write bound to lose
         # a race still costs a transaction.
@@ -165,15 +165,15 @@ class TokenOrdering:
                     result = attempt(self._propose(link.head, floor, number), link)
         except WriteContention as exc:
             raise Unavailable("too many concurrent writes to this tenant; retry") from exc
-        self._remember(tenant_id, _Known(head_of(result), wrote_it=True))
+        self._remember(tenant_id, _KnownHead(head_of(result), wrote_it=True))
         return result
 
-    def _known(self, tenant_id: str) -> _Known:
+    def _known(self, tenant_id: str) -> _KnownHead:
         known = self._heads.get(tenant_id)
         if known is None:
             # A cold process reads the head once (1 read unit) rather than lose a
             # transaction to learn it (a cancelled transaction is paid for too).
-            known = _Known(self._read_head(tenant_id), wrote_it=False)
+            known = _KnownHead(self._read_head(tenant_id), wrote_it=False)
             self._remember(tenant_id, known)
         return known
 
@@ -204,9 +204,9 @@ class TokenOrdering:
             behind_ms = token_ms(exc.head.token) - (self._clock_ms() + self._skew_ms)
             if behind_ms > SKEW_THRESHOLD_MS:
                 self._skew_ms = min(self._skew_ms + behind_ms, MAX_SKEW_MS)
-        self._heads[tenant_id] = _Known(exc.head, wrote_it=False)  # what the store holds
+        self._heads[tenant_id] = _KnownHead(exc.head, wrote_it=False)  # what the store holds
 
-    def _remember(self, tenant_id: str, known: _Known) -> None:
+    def _remember(self, tenant_id: str, known: _KnownHead) -> None:
         if len(self._heads) > 10_000:
             self._heads.clear()
         held = self._heads.get(tenant_id)
