@@ -30,6 +30,7 @@ PUSH = (
 )
 IDS = [f"p{i}" for i in range(8)]  # few ids: pushes often touch one entity twice
 NAMES = ["Ann", "Bo", "Cy", "Di"]
+UNKNOWN_TOKEN = "01ARZ3NDEKTSV4RRFFQ69G5FAV"  # a well-formed token no write made
 
 
 @dataclass
@@ -50,7 +51,7 @@ class _Tenant:
         """The entity's token `age` versions back (0: current); a made-up one if none."""
         tokens = self.versions.get(entity_id)
         if not tokens:
-            return "01ARZ3NDEKTSV4RRFFQ69G5FAV"
+            return UNKNOWN_TOKEN
         return tokens[max(len(tokens) - 1 - age, 0)]
 
     def normalized_id(self, entity_id: str) -> str:
@@ -160,7 +161,7 @@ def _changed(body: dict[str, Any]) -> dict[str, Any]:
             return {**body, key: {**body[key], "occupation": "changed"}}
     if "state" in body:
         return {**body, "mergeFields": True}
-    return {**body, "changeToken": "01ARZ3NDEKTSV4RRFFQ69G5FAV"}
+    return {**body, "changeToken": UNKNOWN_TOKEN}
 
 
 def _states(client: GraphQLClient, tenant: _Tenant) -> dict[str, Any]:
