@@ -48,10 +48,10 @@ from api.http import (
 )
 from api.ordering import wall_clock_ms
 from api.realtime.local import LocalRealtime, close_at
+from api.service import SyncService
 from api.settings import Settings
 from api.storage import models
 from api.storage.store import DynamoStore
-from api.sync import SyncService
 from api.tenant_gate import TenantGate
 
 logger = logging.getLogger("api")

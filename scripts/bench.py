@@ -41,11 +41,11 @@ from api.auth import make_local_token
 from api.domain.catalog import PERSON
 from api.domain.records import Record
 from api.domain.tokens import next_token, token_time
+from api.service.reading import TAIL_ITEMS
 from api.settings import Settings
 from api.storage import keys, models
 from api.storage.store import DynamoStore
 from api.storage.table import ensure_table
-from api.sync import TAIL_ITEMS
 from scripts.bench_realtime import measure_realtime, print_realtime
 from scripts.local_engine import LocalEngine, free_port
 from tests.support.servers import api_server

@@ -1,1 +1,1 @@
-"""The GraphQL layer: thin Strawberry types and resolvers over `api.sync`."""
+"""The GraphQL layer: thin Strawberry types and resolvers over `api.service`."""

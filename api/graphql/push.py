@@ -20,8 +20,8 @@ from api.graphql.types import (
     build,
     to_synchronized_item,
 )
-from api.sync import PushResult as DomainPushResult
-from api.sync import PushStatus as DomainPushStatus
+from api.service import PushResult as DomainPushResult
+from api.service import PushStatus as DomainPushStatus
 
 PushStatus = strawberry.enum(DomainPushStatus, description="What became of one pushed mutation.")
 

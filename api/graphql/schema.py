@@ -50,8 +50,10 @@ from api.graphql.types import (
     to_deleted_item,
     to_synchronized_item,
 )
+from api.service import SyncService, Written
+from api.service.reading import DEFAULT_LIMIT, MAX_LIMIT
+from api.service.writing import MAX_PUSH
 from api.settings import Settings
-from api.sync import DEFAULT_LIMIT, MAX_LIMIT, MAX_PUSH, SyncService, Written
 from api.tenant_gate import TenantGate
 
 logger = logging.getLogger("api.graphql")

@@ -45,10 +45,10 @@ from api.realtime.connections import (
     SubscriptionRefused,
 )
 from api.realtime.streams import head_changes
+from api.service import SyncService
 from api.settings import Settings
 from api.storage import models
 from api.storage.store import DynamoStore
-from api.sync import SyncService
 
 logger = logging.getLogger("api.realtime")
 

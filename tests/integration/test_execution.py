@@ -13,9 +13,9 @@ from api.domain.cursor import CursorCodec
 from api.graphql import schema as schema_module
 from api.graphql.execution import PlainRecordExecutionContext
 from api.graphql.schema import Context, make_schema
+from api.service import SyncService
 from api.settings import Settings
 from api.storage.store import DynamoStore
-from api.sync import SyncService
 from tests.support.gql import GraphQLClient, bearer
 
 QUERY = """

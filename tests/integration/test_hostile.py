@@ -29,9 +29,11 @@ from api.graphql import documents as documents_module
 from api.graphql.documents import CACHE_BUDGET, MAX_FRAGMENTS
 from api.graphql.schema import Context, make_schema
 from api.request_log import RequestLog
+from api.service import SyncService, deciding
+from api.service.reading import MAX_LIMIT
+from api.service.writing import MAX_PUSH
 from api.settings import Settings
 from api.storage.store import DynamoStore
-from api.sync import MAX_LIMIT, MAX_PUSH, SyncService
 from api.tenant_gate import TenantGate
 from tests.support.gql import TEST_AUTH_SECRET, GraphQLClient, bearer
 from tests.support.servers import api_server
@@ -150,15 +152,15 @@ def test_an_unexpected_failure_in_one_entry_rejects_that_entry_only(
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    real_decide = SyncService._decide
+    real_decide = deciding.decide
 
-    def decide(self: SyncService, entry: Any, known: Any) -> Any:
+    def decide(entry: Any, known: Any) -> Any:
         if entry.mutation.changes.get("givenName") == "boom":
             raise RuntimeError("injected bug")
-        return real_decide(self, entry, known)
+        return real_decide(entry, known)
 
-    monkeypatch.setattr(SyncService, "_decide", decide)
-    with caplog.at_level(logging.ERROR, logger="api.sync"):
+    monkeypatch.setattr(deciding, "decide", decide)
+    with caplog.at_level(logging.ERROR, logger="api.service.writing"):
         results = _push(
             gql,
             tenant,

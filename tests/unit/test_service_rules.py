@@ -16,7 +16,7 @@ from api.domain.cursor import CursorCodec
 from api.domain.errors import AlreadyExists, BadUserInput, Conflict, NotFound
 from api.domain.item_types import ItemType
 from api.domain.mutations import Mutation, State
-from api.sync import PushStatus, SyncService
+from api.service import PushStatus, SyncService
 from tests.support.memory_store import MemoryStore
 
 T = "family1"

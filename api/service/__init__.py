@@ -1,0 +1,39 @@
+"""The service, by capability: reading (`changes`, entities), writing (single
+writes and pushes), over a `Store` (`api.service.ports`). Knows nothing of GraphQL
+or HTTP. `SyncService` is the composition the GraphQL layer and realtime call:
+each capability a module of its own, wired here to one store."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from api.domain.cursor import CursorCodec
+from api.ordering import wall_clock_ms
+from api.service.ports import Page, PushResult, PushStatus, Store, Written
+from api.service.reading import Reading
+from api.service.writing import Writing
+
+__all__ = ["Page", "PushResult", "PushStatus", "Store", "SyncService", "Written"]
+
+
+class SyncService:
+    """The capabilities wired to one store; the schema's verbs, each owned by one."""
+
+    def __init__(
+        self,
+        store: Store,
+        cursors: CursorCodec,
+        clock_ms: Callable[[], int] = wall_clock_ms,
+        on_commit: Callable[[str, str], None] | None = None,
+    ) -> None:
+        self.reading = Reading(store, cursors)
+        # on_commit is called with (tenant, token) after each committed transaction.
+        self.writing = Writing(store, clock_ms, on_commit)
+        self.get = self.reading.get
+        self.changes = self.reading.changes
+        self.latest_change = self.reading.latest_change
+        self.apply = self.writing.apply
+        self.push = self.writing.push
+        self.create = self.writing.create
+        self.update = self.writing.update
+        self.delete = self.writing.delete

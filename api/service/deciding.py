@@ -1,0 +1,216 @@
+"""Deciding a write: what one mutation of a push does, given what the push knows of
+the server (a write planned for the next transaction, or an answer without
+writing: a replay, a refusal, a no-op), and the records a plan writes."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+from functools import cached_property
+from typing import Any
+
+from api.domain.errors import (
+    BadUserInput,
+    Conflict,
+    CurrentVersionError,
+    InternalError,
+    NotFound,
+    SyncError,
+    Unavailable,
+)
+from api.domain.item_types import ItemType, apply_changes, check_size
+from api.domain.mutations import OUTCOME_RETENTION_S, Mutation, State, StoredOutcome, Write
+from api.domain.records import Record, write_refusal
+from api.domain.tokens import new_entity_id, token_time
+from api.service.ports import PushResult, PushStatus, Written
+
+# A state-based write that loses a race compares again with the winner this often.
+PUT_ATTEMPTS = 3
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A validated mutation of a push, by its position, and the races it lost."""
+
+    position: int
+    mutation: Mutation
+    losses: int = 0
+
+    @property
+    def client_mutation_id(self) -> str | None:
+        return self.mutation.client_mutation_id
+
+    def claims(self) -> set[tuple[str, str]]:
+        """What one transaction may write only once: the entity, the outcome's id."""
+        claims = set()
+        if self.mutation.entity_id is not None:
+            claims.add(("entity", self.mutation.entity_id))
+        if self.client_mutation_id is not None:
+            claims.add(("clientMutationID", self.client_mutation_id))
+        return claims
+
+
+@dataclass
+class Known:
+    """What a push knows of the server: entities and stored outcomes, as read at its
+    start and as its own transactions and refusals left them."""
+
+    records: dict[str, Record]
+    outcomes: dict[str, StoredOutcome]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A mutation's write, waiting for its token."""
+
+    entry: Entry
+    entity_id: str
+    expected: str | None  # the token it replaces; None: a create
+    current: Record | None  # the version it replaces (for createdAt)
+    state: State
+
+    @property
+    def items(self) -> int:
+        """The transaction items it takes: entity and log entry, the old entry's
+        delete, the outcome."""
+        return 2 + (self.expected is not None) + (self.outcome is not None)
+
+    @cached_property
+    def outcome(self) -> StoredOutcome | None:
+        """The mutation's first outcome, pending its record (None: no clientMutationID).
+        Made once: a fingerprint is a JSON dump and a hash, and a plan is sized and
+        written on every attempt of its transaction."""
+        mutation = self.entry.mutation
+        if mutation.client_mutation_id is None:
+            return None
+        return StoredOutcome(
+            mutation.client_mutation_id, mutation.fingerprint(), expires_at=expiry()
+        )
+
+    def write(self, token: str) -> Write:
+        mutation = self.entry.mutation
+        record = _version(
+            mutation.item_type,
+            mutation.tenant_id,
+            self.entity_id,
+            token,
+            self.current,
+            dict(self.state.fields),
+            deleted=self.state.deleted,
+        )
+        outcome = self.outcome
+        return Write(
+            record, self.expected, None if outcome is None else replace(outcome, record=record)
+        )
+
+
+def decide(entry: Entry, known: Known) -> Plan | Written | SyncError:
+    """What one mutation does, given what the push knows of the server: a write
+    to commit, or an answer without writing (a replay, a refusal, a no-op)."""
+    mutation = entry.mutation
+    cmid = mutation.client_mutation_id
+    if cmid is not None and cmid in known.outcomes:
+        return replay(known.outcomes[cmid], mutation.fingerprint())
+    if entry.losses >= PUT_ATTEMPTS:
+        return Unavailable(f"{mutation.item_type.name} {mutation.entity_id} keeps changing; retry")
+    item_type, changes = mutation.item_type, mutation.changes
+    entity_id = mutation.entity_id or new_entity_id()
+    current = known.records.get(entity_id)
+    if mutation.verb == "put":
+        return _decide_put(entry, current)
+    expected = mutation.expected_token
+    refusal = write_refusal(item_type, entity_id, expected, current)
+    if refusal is not None:
+        return refusal
+    if mutation.verb == "delete":
+        return Plan(entry, entity_id, expected, None, State(deleted=True))
+    fields = apply_changes({} if current is None else current.fields, changes)
+    check_size(fields)
+    return Plan(entry, entity_id, expected, current, State(fields))
+
+
+def _decide_put(entry: Entry, current: Record | None) -> Plan | Written | SyncError:
+    """A state-based write: applies when the server holds the assumed state (or,
+    with merge_fields, a state that changed only other fields: rebased onto it),
+    as one token-guarded write like any other; else CONFLICT with what it holds
+    (NOT_FOUND when it holds nothing). A write that loses a race to another is
+    compared again with what won, PUT_ATTEMPTS times at most."""
+    mutation = entry.mutation
+    item_type, entity_id, assumed = mutation.item_type, mutation.entity_id, mutation.assumed
+    state = mutation.state
+    assert entity_id is not None and state is not None  # validated()
+    if assumed is None and current is not None:
+        return Conflict(f"{item_type.name} {entity_id} already exists", current)
+    target = state
+    if assumed is not None and not assumed.holds(item_type, current):
+        if current is None or current.item_type is not item_type:
+            return NotFound(f"{item_type.name} {entity_id} does not exist")
+        rebased = state.rebased(assumed, current) if mutation.merge_fields else None
+        if rebased is None:
+            return Conflict(f"{item_type.name} {entity_id} is not in the assumed state", current)
+        target = rebased
+    if current is not None and current.deleted:
+        if state.deleted:
+            return Written(current)  # deleted already: nothing to write
+        return Conflict(
+            f"{item_type.name} {entity_id} was deleted; a deleted id stays deleted", current
+        )
+    expected = None if current is None else current.change_token
+    return Plan(entry, entity_id, expected, current, target)
+
+
+def expiry() -> int:
+    return int(time.time()) + OUTCOME_RETENTION_S
+
+
+def answer(mutation: Mutation, error: SyncError) -> PushResult:
+    """The result of a mutation refused with `error`."""
+    if isinstance(error, CurrentVersionError):
+        return PushResult(
+            mutation,
+            PushStatus.CONFLICT,
+            record=error.current,
+            error=error,
+            replayed=error.replayed,
+        )
+    return PushResult(mutation, PushStatus.REJECTED, error=error, replayed=error.replayed)
+
+
+def internal_error() -> InternalError:
+    # A bug must cost one entry, never the push: an outbox holding a poisoned
+    # entry would otherwise be stuck behind it on every resend.
+    return InternalError(
+        "internal server error in this entry; resend it (with its clientMutationID a "
+        "resend never applies it twice)"
+    )
+
+
+def replay(stored: StoredOutcome, fingerprint: str) -> Written:
+    """A stored outcome answered again; BadUserInput when its id named another mutation."""
+    if stored.fingerprint != fingerprint:
+        raise BadUserInput(
+            f"clientMutationID {stored.client_mutation_id} was already used for another mutation"
+        )
+    if stored.error is not None:
+        stored.error.replayed = True
+        raise stored.error
+    assert stored.record is not None
+    return Written(stored.record, replayed=True)
+
+
+def _version(
+    item_type: ItemType,
+    tenant_id: str,
+    entity_id: str,
+    token: str,
+    current: Record | None,
+    fields: dict[str, Any],
+    deleted: bool = False,
+) -> Record:
+    """The entity written at `token`: with `fields`, created when `current` was (or
+    now, when there is none); or deleted, both of its times now."""
+    at = token_time(token)
+    if deleted:
+        return Record(item_type, tenant_id, entity_id, token, at, at, deleted=True)
+    created = at if current is None else current.created_at
+    return Record(item_type, tenant_id, entity_id, token, created, at, fields=fields)

@@ -1,0 +1,59 @@
+"""What the service needs of storage (`Store`) and what it answers (pages, push
+results): the types shared by its capabilities and the GraphQL layer."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Collection, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from api.domain.chain import Head
+from api.domain.errors import SyncError
+from api.domain.mutations import Mutation, StoredOutcome, Write
+from api.domain.records import LogTail, Record
+
+
+class Store(Protocol):
+    def head(self, tenant_id: str) -> Head | None: ...
+    def log_tail(self, tenant_id: str, after: str | None, count: int) -> LogTail: ...
+    def get(self, tenant_id: str, entity_id: str) -> Record | None: ...
+    def read_many(
+        self, tenant_id: str, entity_ids: Iterable[str], client_mutation_ids: Iterable[str]
+    ) -> tuple[dict[str, Record], dict[str, StoredOutcome]]: ...
+    def changes(
+        self, tenant_id: str, after: str | None, upper: str, limit: int
+    ) -> tuple[list[Record], bool]: ...
+    def commit(
+        self, tenant_id: str, writes: Sequence[Write], head: str | None, check: Collection[str]
+    ) -> None: ...
+    def get_outcome(self, tenant_id: str, client_mutation_id: str) -> StoredOutcome | None: ...
+    def put_outcome(self, tenant_id: str, outcome: StoredOutcome) -> None: ...
+
+
+@dataclass(frozen=True)
+class Page:
+    items: list[Record]
+    cursor: str | None
+    change_token: str | None
+
+
+@dataclass(frozen=True)
+class Written:
+    record: Record
+    replayed: bool = False
+
+
+class PushStatus(enum.Enum):
+    APPLIED = "APPLIED"
+    CONFLICT = "CONFLICT"
+    REJECTED = "REJECTED"
+
+
+@dataclass(frozen=True)
+class PushResult:
+    mutation: Mutation
+    status: PushStatus
+    record: Record | None = None  # after the write; the current version on CONFLICT
+    error: SyncError | None = None
+    replayed: bool = False

@@ -1,0 +1,263 @@
+"""Writing: single mutations and pushes, with the results and final state of
+applying them one by one in order, committed in as few transactions as DynamoDB
+allows (group commit, docs/ordering.md), at most once per clientMutationID."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from typing import Any
+
+from api.domain.chain import Head
+from api.domain.errors import (
+    BadUserInput,
+    CurrentVersionError,
+    NotFound,
+    OutcomeRecorded,
+    SyncError,
+    Unavailable,
+    WritesRefused,
+)
+from api.domain.identifiers import check_identifier
+from api.domain.item_types import ItemType
+from api.domain.mutations import Mutation, StoredOutcome, is_stored_error
+from api.domain.records import Record
+from api.domain.tokens import tokens_from
+from api.ordering import Link, TokenOrdering, wall_clock_ms
+from api.service import deciding
+from api.service.deciding import Entry, Known, Plan, answer, expiry, internal_error
+from api.service.ports import PushResult, PushStatus, Store, Written
+
+logger = logging.getLogger(__name__)
+
+MAX_PUSH = 100
+# DynamoDB's limits on one TransactWriteItems: 100 items, one action per item, 4 MB.
+# Writes take at most 99 items (one is the head's), fewer by the chain's checks of
+# the previous transaction's entries (none after this process's own transaction);
+# 99 items of at most 17 KB (16 KB of fields, MAX_ITEM_BYTES, and their names and
+# keys) stay far below 4 MB.
+_MAX_TRANSACTION_ITEMS = 100
+_ITEMS_FOR_WRITES = _MAX_TRANSACTION_ITEMS - 1
+
+
+class Writing:
+    def __init__(
+        self,
+        store: Store,
+        clock_ms: Callable[[], int] = wall_clock_ms,
+        on_commit: Callable[[str, str], None] | None = None,
+    ) -> None:
+        self._store = store
+        # Called with (tenant, token) after each transaction this service commits.
+        self._on_commit = on_commit
+        self._ordering = TokenOrdering(store.head, clock_ms)
+
+    def apply(self, mutation: Mutation) -> Written:
+        """Apply one mutation, at most once per clientMutationID."""
+        (result,) = self._apply_in_order(mutation.tenant_id, [mutation])
+        if result.error is not None:
+            raise result.error
+        assert result.record is not None
+        return Written(result.record, replayed=result.replayed)
+
+    def push(self, tenant_id: str, mutations: list[Mutation]) -> list[PushResult]:
+        """Apply mutations with the results and final state of applying them one by one
+        in order, each atomically on its own; one result per mutation."""
+        check_identifier(tenant_id, "tenantID")
+        if len(mutations) > MAX_PUSH:
+            raise BadUserInput(f"at most {MAX_PUSH} mutations per push, got {len(mutations)}")
+        return self._apply_in_order(tenant_id, mutations)
+
+    def create(
+        self,
+        item_type: ItemType,
+        tenant_id: str,
+        entity_id: str | None,
+        changes: Mapping[str, Any],
+    ) -> Record:
+        return self.apply(Mutation("create", item_type, tenant_id, entity_id, None, changes)).record
+
+    def update(
+        self,
+        item_type: ItemType,
+        tenant_id: str,
+        entity_id: str,
+        expected_token: str,
+        changes: Mapping[str, Any],
+    ) -> Record:
+        mutation = Mutation("update", item_type, tenant_id, entity_id, expected_token, changes)
+        return self.apply(mutation).record
+
+    def delete(
+        self, item_type: ItemType, tenant_id: str, entity_id: str, expected_token: str
+    ) -> Record:
+        mutation = Mutation("delete", item_type, tenant_id, entity_id, expected_token)
+        return self.apply(mutation).record
+
+    def _apply_in_order(self, tenant_id: str, mutations: list[Mutation]) -> list[PushResult]:
+        """Group commit: the writes go in as few transactions as DynamoDB allows, each
+        holding the next mutations in order (docs/ordering.md, "Group commit")."""
+        results: dict[int, PushResult] = {}
+        todo: list[Entry] = []
+        for position, mutation in enumerate(mutations):
+            if mutation.tenant_id != tenant_id:
+                error = BadUserInput("every mutation of a push must name the push's tenantID")
+                results[position] = answer(mutation, error)
+                continue
+            try:
+                todo.append(Entry(position, mutation.validated()))
+            except SyncError as exc:
+                results[position] = answer(mutation, exc)
+        if todo:
+            known = Known(
+                *self._store.read_many(
+                    tenant_id,
+                    (e.mutation.entity_id for e in todo if e.mutation.entity_id is not None),
+                    (e.client_mutation_id for e in todo if e.client_mutation_id is not None),
+                )
+            )
+            while todo:
+                todo = self._next_transaction(tenant_id, todo, known, results)
+        return [results[position] for position in range(len(mutations))]
+
+    def _next_transaction(
+        self,
+        tenant_id: str,
+        todo: list[Entry],
+        known: Known,
+        results: dict[int, PushResult],
+    ) -> list[Entry]:
+        """Answer the next mutations in order: those decided by what the push knows
+        (replays, refusals), and one transaction of writes; return the rest."""
+        group: list[Plan] = []
+        taken: set[tuple[str, str]] = set()  # entity ids and clientMutationIDs in `group`
+        items = 0
+        scanned = 0
+        for entry in todo:
+            claims = entry.claims()
+            if claims & taken:
+                break  # a second write of one entity (or id) waits for the first's outcome
+            try:
+                decision = deciding.decide(entry, known)
+            except SyncError as exc:
+                decision = exc
+            except Exception:
+                logger.exception("push entry failed (%s)", entry.mutation.verb)
+                decision = internal_error()
+            if isinstance(decision, Plan):
+                if items + decision.items > _ITEMS_FOR_WRITES:
+                    break
+                items += decision.items
+                group.append(decision)
+                taken |= claims
+            else:
+                results[entry.position] = self._conclude(tenant_id, entry, decision, known)
+            scanned += 1
+        rest = todo[scanned:]
+        if not group:
+            return rest
+        committed, refusals = self._commit(tenant_id, group)
+        for plan, record in zip(group, committed, strict=False):
+            results[plan.entry.position] = PushResult(
+                plan.entry.mutation, PushStatus.APPLIED, record=record
+            )
+            known.records[record.id] = record
+            if plan.outcome is not None:
+                known.outcomes[plan.outcome.client_mutation_id] = replace(
+                    plan.outcome, record=record
+                )
+        retry: list[Entry] = []
+        for plan, refusal in zip(group[len(committed) :], refusals, strict=True):
+            entry = plan.entry
+            if refusal is None:
+                retry.append(entry)  # did not fit this transaction, or was not refused
+            elif isinstance(refusal, OutcomeRecorded):
+                results[entry.position] = self._replay_recorded(tenant_id, entry)
+            elif entry.mutation.verb == "put" and isinstance(
+                refusal, (CurrentVersionError, NotFound)
+            ):
+                # Another write won: compare again with what it wrote.
+                known.records.pop(plan.entity_id, None)
+                current = self._store.get(tenant_id, plan.entity_id)
+                if current is not None:
+                    known.records[plan.entity_id] = current
+                retry.append(replace(entry, losses=entry.losses + 1))
+            else:
+                if isinstance(refusal, CurrentVersionError):
+                    known.records[plan.entity_id] = refusal.current
+                results[entry.position] = self._conclude(tenant_id, entry, refusal, known)
+        return retry + rest
+
+    def _commit(
+        self, tenant_id: str, group: list[Plan]
+    ) -> tuple[list[Record], list[SyncError | OutcomeRecorded | None]]:
+        """Commit the longest prefix of `group` that fits one transaction: its records;
+        else why each write of `group` was refused (None: not refused, try again)."""
+        floor = max((p.expected for p in group if p.expected is not None), default=None)
+
+        def attempt(first: str, link: Link) -> list[Record]:
+            room = _ITEMS_FOR_WRITES - len(link.check)
+            fitting: list[Plan] = []
+            for plan in group:
+                room -= plan.items
+                if room < 0:
+                    break
+                fitting.append(plan)
+            tokens = tokens_from(first, len(fitting))
+            writes = [plan.write(token) for plan, token in zip(fitting, tokens, strict=True)]
+            self._store.commit(tenant_id, writes, link.head, link.check)
+            return [w.record for w in writes]
+
+        def head_of(records: list[Record]) -> Head:
+            return Head(records[-1].change_token, len(records))
+
+        try:
+            records = self._ordering.write(tenant_id, floor, attempt, head_of)
+        except WritesRefused as refused:
+            return [], [refused.refusals.get(i) for i in range(len(group))]
+        except SyncError as exc:
+            return [], [exc] * len(group)
+        except Exception:
+            logger.exception("push transaction failed (%d writes)", len(group))
+            return [], [internal_error()] * len(group)
+        if self._on_commit is not None:
+            try:
+                self._on_commit(tenant_id, records[-1].change_token)
+            except Exception:  # a poke is a hint: never fail the committed write
+                logger.exception("on_commit failed")
+        return records, [None] * (len(group) - len(records))
+
+    def _conclude(
+        self, tenant_id: str, entry: Entry, decision: Written | SyncError, known: Known
+    ) -> PushResult:
+        """The result of a mutation answered without writing; a refusal that depends
+        on the server's state is stored as the clientMutationID's first outcome."""
+        mutation = entry.mutation
+        if isinstance(decision, Written):
+            return PushResult(
+                mutation, PushStatus.APPLIED, record=decision.record, replayed=decision.replayed
+            )
+        cmid = mutation.client_mutation_id
+        if cmid is None or decision.replayed or not is_stored_error(decision):
+            return answer(mutation, decision)
+        outcome = StoredOutcome(cmid, mutation.fingerprint(), error=decision, expires_at=expiry())
+        try:
+            self._store.put_outcome(tenant_id, outcome)
+        except OutcomeRecorded:
+            return self._replay_recorded(tenant_id, entry)
+        known.outcomes[cmid] = outcome
+        return answer(mutation, decision)
+
+    def _replay_recorded(self, tenant_id: str, entry: Entry) -> PushResult:
+        """The outcome a racing twin of this mutation (same clientMutationID) stored."""
+        mutation = entry.mutation
+        assert mutation.client_mutation_id is not None
+        stored = self._store.get_outcome(tenant_id, mutation.client_mutation_id)
+        if stored is None:  # recorded, then expired in between: vanishingly rare
+            return answer(mutation, Unavailable("retry this mutation"))
+        try:
+            written = deciding.replay(stored, mutation.fingerprint())
+        except SyncError as exc:
+            return answer(mutation, exc)
+        return PushResult(mutation, PushStatus.APPLIED, record=written.record, replayed=True)

@@ -1,0 +1,114 @@
+"""Records, heads and stored outcomes to and from items: PynamoDB models for writes,
+DynamoDB's JSON for reads (reads on every request skip model objects)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from datetime import UTC, datetime
+from typing import Any
+
+from api.domain import catalog
+from api.domain.chain import Head
+from api.domain.mutations import StoredOutcome
+from api.domain.records import Record
+from api.domain.tokens import token_time
+from api.storage import keys
+from api.storage.models import HeadItem, OutcomeItem, RecordItem
+
+# Attribute names as stored, from the models.
+PK = RecordItem.pk.attr_name
+SK = RecordItem.sk.attr_name
+_TOKEN = RecordItem.token.attr_name
+_PREV = RecordItem.prev.attr_name
+_TYPE = RecordItem.type.attr_name
+_ID = RecordItem.id.attr_name
+_CREATED_MS = RecordItem.created_ms.attr_name
+_DELETED = RecordItem.deleted.attr_name
+_FIELDS = RecordItem.fields.attr_name
+_ENTRIES = HeadItem.entries.attr_name
+_FINGERPRINT = OutcomeItem.fingerprint.attr_name
+_OUTCOME = OutcomeItem.outcome.attr_name
+_EXPIRES = OutcomeItem.expires.attr_name
+assert HeadItem.token.attr_name == _TOKEN and HeadItem.prev.attr_name == _PREV
+
+
+def sort_key(raw: dict[str, Any]) -> str:
+    return str(raw[SK]["S"])
+
+
+def entity_item(record: Record) -> RecordItem:
+    return _item(keys.tenant_pk(record.tenant_id), keys.entity_sk(record.id), record)
+
+
+def log_item(record: Record, prev: str | None) -> RecordItem:
+    item = _item(keys.log_pk(record.tenant_id), record.change_token, record)
+    item.prev = prev
+    return item
+
+
+def _item(pk: str, sk: str, record: Record) -> RecordItem:
+    return RecordItem(
+        pk,
+        sk,
+        type=record.item_type.code,
+        id=record.id,
+        token=record.change_token,
+        created_ms=int(record.created_at.timestamp() * 1000),
+        deleted=True if record.deleted else None,
+        fields=dict(record.fields) or None,
+    )
+
+
+def prev_of(raw: dict[str, Any]) -> str | None:
+    prev = raw.get(_PREV)
+    return None if prev is None else str(prev["S"])
+
+
+def head_from_raw(raw: dict[str, Any]) -> Head:
+    entries = raw.get(_ENTRIES)
+    return Head(str(raw[_TOKEN]["S"]), 1 if entries is None else int(entries["N"]))
+
+
+def record_from_raw(tenant_id: str, raw: dict[str, Any]) -> Record:
+    """A record from DynamoDB's JSON (a GetItem, a Query page, a cancellation reason)."""
+    token = raw[_TOKEN]["S"]
+    fields = raw.get(_FIELDS, {}).get("M", {})
+    return Record(
+        item_type=catalog.BY_CODE[raw[_TYPE]["S"]],
+        tenant_id=tenant_id,
+        id=raw[_ID]["S"],
+        change_token=token,
+        created_at=datetime.fromtimestamp(int(raw[_CREATED_MS]["N"]) / 1000, tz=UTC),
+        updated_at=token_time(token),
+        deleted=raw.get(_DELETED, {}).get("BOOL", False),
+        fields={name: _plain(value) for name, value in fields.items()},
+    )
+
+
+def _plain(value: dict[str, Any]) -> Any:
+    # Field values are strings or booleans (see api.domain.item_types).
+    ((kind, inner),) = value.items()
+    return inner if kind in ("S", "BOOL") else None
+
+
+def outcome_item(tenant_id: str, outcome: StoredOutcome) -> OutcomeItem:
+    return OutcomeItem(
+        keys.tenant_pk(tenant_id),
+        keys.outcome_sk(outcome.client_mutation_id),
+        fingerprint=outcome.fingerprint,
+        outcome=outcome.to_json(),
+        expires=outcome.expires_at,
+    )
+
+
+def outcome_from_raw(tenant_id: str, raw: dict[str, Any]) -> StoredOutcome | None:
+    """A stored outcome from DynamoDB's JSON; None once expired (TTL deletes lazily:
+    an expired outcome may linger, and counts as gone)."""
+    expires = int(raw[_EXPIRES]["N"])
+    if expires < time.time():
+        return None
+    client_mutation_id = raw[SK]["S"][len(keys.outcome_sk("")) :]
+    fingerprint, data = raw[_FINGERPRINT]["S"], raw[_OUTCOME]["S"]
+    stored = StoredOutcome.from_json(tenant_id, client_mutation_id, fingerprint, data)
+    return replace(stored, expires_at=expires)

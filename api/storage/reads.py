@@ -1,0 +1,183 @@
+"""Reads of the single table, strongly consistent, as DynamoDB's JSON decoded by
+`api.storage.codecs`: one item, the log's tail with what it proves, a range of the
+log, and many items of one tenant in one BatchGetItem."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from typing import Any
+
+from pynamodb.connection import Connection
+
+from api.domain.chain import Head, prove_tail
+from api.domain.errors import Unavailable
+from api.domain.mutations import StoredOutcome
+from api.domain.records import LogTail, Record
+from api.domain.tokens import token_after
+from api.storage import codecs, keys
+from api.storage.errors import translated
+from api.storage.models import RecordItem
+
+# BatchGetItem reads at most this many keys per call.
+_BATCH_GET_KEYS = 100
+# Keys a throttled BatchGetItem leaves unprocessed are asked for again this often.
+_BATCH_GET_ROUNDS = 5
+
+
+def connection() -> Connection:
+    return RecordItem._get_connection().connection
+
+
+def head(tenant_id: str) -> Head | None:
+    item = _get_raw(keys.log_pk(tenant_id), keys.HEAD_SK)
+    return None if item is None else codecs.head_from_raw(item)
+
+
+def log_tail(tenant_id: str, after: str | None, count: int) -> LogTail:
+    """The head and up to `count` of the newest log entries above `after`, in one
+    descending Query (the head sorts above every token), and what they prove
+    (`api.domain.chain`): the sync's bound and the linked entries below it.
+
+    When the head's transaction wrote more entries than the Query could return,
+    a second Query reads them all: without them the bound would stay below it."""
+    log_pk = keys.log_pk(tenant_id)
+    raw_items, _ = _query_page(
+        log_pk, None if after is None else RecordItem.sk > after, count + 1, ascending=False
+    )
+    head: Head | None = None
+    head_prev = None
+    if raw_items and codecs.sort_key(raw_items[0]) == keys.HEAD_SK:
+        head_item, raw_items = raw_items[0], raw_items[1:]
+        head, head_prev = codecs.head_from_raw(head_item), codecs.prev_of(head_item)
+    entries = {codecs.sort_key(raw): raw for raw in raw_items}
+    links = {t: codecs.prev_of(r) for t, r in entries.items()}
+    head_token = None if head is None else head.token
+    proof = prove_tail(head_token, head_prev, links, after)
+    if head is not None and proof.bound != head.token and len(raw_items) == count:
+        lowest = max(filter(None, (after, head_prev)), default=None)
+        if head.entries > count and (lowest is None or lowest < head.token):
+            between = _log_range(lowest, head.token)
+            for raw in _query_page(log_pk, between, head.entries)[0]:
+                entries[codecs.sort_key(raw)] = raw
+                links[codecs.sort_key(raw)] = codecs.prev_of(raw)
+            proof = prove_tail(head.token, head_prev, links, after)
+    return LogTail(
+        head=head_token,
+        bound=proof.bound,
+        records=[codecs.record_from_raw(tenant_id, entries[t]) for t in proof.linked],
+        complete=proof.complete,
+    )
+
+
+def entity(tenant_id: str, entity_id: str) -> Record | None:
+    item = _get_raw(keys.tenant_pk(tenant_id), keys.entity_sk(entity_id))
+    return None if item is None else codecs.record_from_raw(tenant_id, item)
+
+
+def outcome(tenant_id: str, client_mutation_id: str) -> StoredOutcome | None:
+    raw = _get_raw(keys.tenant_pk(tenant_id), keys.outcome_sk(client_mutation_id))
+    return None if raw is None else codecs.outcome_from_raw(tenant_id, raw)
+
+
+def many(
+    tenant_id: str, entity_ids: Iterable[str], client_mutation_ids: Iterable[str]
+) -> tuple[dict[str, Record], dict[str, StoredOutcome]]:
+    """Entities and stored outcomes of one tenant, by id (absent: none), strongly
+    consistent, in one BatchGetItem per 100 keys: what a push is based on."""
+    pk = keys.tenant_pk(tenant_id)
+    wanted = [keys.entity_sk(i) for i in dict.fromkeys(entity_ids)]
+    wanted += [keys.outcome_sk(c) for c in dict.fromkeys(client_mutation_ids)]
+    records: dict[str, Record] = {}
+    outcomes: dict[str, StoredOutcome] = {}
+    for start in range(0, len(wanted), _BATCH_GET_KEYS):
+        for raw in _batch_get_raw(pk, wanted[start : start + _BATCH_GET_KEYS]):
+            if keys.is_outcome_sk(codecs.sort_key(raw)):
+                stored = codecs.outcome_from_raw(tenant_id, raw)
+                if stored is not None:
+                    outcomes[stored.client_mutation_id] = stored
+            else:
+                record = codecs.record_from_raw(tenant_id, raw)
+                records[record.id] = record
+    return records, outcomes
+
+
+def log_range(
+    tenant_id: str, after: str | None, upper: str, limit: int
+) -> tuple[list[Record], bool]:
+    """Log entries with after < token <= upper, ascending; and whether more follow."""
+    log_pk, condition = keys.log_pk(tenant_id), _log_range(after, upper)
+    raw_items: list[dict[str, Any]] = []
+    start_key = None
+    # One Query, unless DynamoDB's 1 MB page limit cuts it short.
+    while len(raw_items) <= limit:
+        items, start_key = _query_page(
+            log_pk, condition, limit + 1 - len(raw_items), start_key=start_key
+        )
+        raw_items += items
+        if start_key is None:
+            break
+    records = [codecs.record_from_raw(tenant_id, raw) for raw in raw_items[: limit + 1]]
+    return records[:limit], len(records) > limit
+
+
+def _get_raw(pk: str, sk: str) -> dict[str, Any] | None:
+    """One item as DynamoDB's JSON, strongly consistent."""
+    with translated():
+        item: dict[str, Any] | None = (
+            connection()
+            .get_item(RecordItem.Meta.table_name, pk, range_key=sk, consistent_read=True)
+            .get("Item")
+        )
+    return item
+
+
+def _query_page(
+    pk: str,
+    condition: Any,
+    limit: int,
+    ascending: bool = True,
+    start_key: dict[str, Any] | None = None,
+) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """One consistent Query page of the partition `pk`, as DynamoDB's JSON, and the
+    key to continue from (None: the range is read to its end)."""
+    with translated():
+        page = RecordItem._get_connection().query(
+            pk,
+            range_key_condition=condition,
+            scan_index_forward=ascending,
+            consistent_read=True,
+            exclusive_start_key=start_key,
+            limit=limit,
+        )
+    items: list[dict[str, Any]] = page.get("Items", [])
+    return items, page.get("LastEvaluatedKey")
+
+
+def _log_range(after: str | None, upper: str) -> Any:
+    """The log entries with after < token <= upper (no lower end: from the first)."""
+    if after is None:
+        return RecordItem.sk <= upper
+    return RecordItem.sk.between(token_after(after), upper)
+
+
+def _batch_get_raw(pk: str, sks: list[str]) -> list[dict[str, Any]]:
+    """The items of `pk` at `sks` that exist (at most 100 keys), strongly consistent."""
+    table = RecordItem.Meta.table_name
+    pending = [{codecs.PK: {"S": pk}, codecs.SK: {"S": sk}} for sk in sks]
+    found: list[dict[str, Any]] = []
+    for round_ in range(_BATCH_GET_ROUNDS):
+        if round_:
+            time.sleep(0.01 * 2**round_)  # throttled: back off before asking again
+        with translated():
+            # PynamoDB annotates `keys` as strings; it takes key maps like these.
+            answer = connection().batch_get_item(
+                table,
+                pending,  # type: ignore[arg-type]
+                consistent_read=True,
+            )
+        found += answer.get("Responses", {}).get(table, [])
+        pending = answer.get("UnprocessedKeys", {}).get(table, {}).get("Keys", [])
+        if not pending:
+            return found
+    raise Unavailable("the data store is busy; retry later")

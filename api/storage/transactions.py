@@ -1,0 +1,219 @@
+"""The transaction writer: a tenant's writes as one TransactWriteItems (the next
+link of its chain, docs/ordering.md), lone outcome items, bulk loads; and what a
+cancelled transaction's reasons mean for each write."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from botocore.exceptions import BotoCoreError
+from pynamodb.constants import ALL_OLD
+from pynamodb.exceptions import PutError, TransactWriteError
+from pynamodb.transactions import TransactWrite
+
+from api.domain.errors import (
+    OutcomeRecorded,
+    StaleHead,
+    SyncError,
+    TransactionConflict,
+    Unavailable,
+    WritesRefused,
+)
+from api.domain.mutations import StoredOutcome, Write
+from api.domain.records import Record, write_refusal
+from api.storage import codecs, keys
+from api.storage.errors import error_code, translate, translated
+from api.storage.models import HeadItem, OutcomeItem, RecordItem
+from api.storage.reads import connection
+
+
+def commit(
+    tenant_id: str, writes: Sequence[Write], head: str | None, check: Collection[str]
+) -> None:
+    """Write versions of distinct entities as one TransactWriteItems, the next link
+    of the tenant's chain (docs/ordering.md): each write's entity (conditioned on
+    its expected token, or on being new), the delete of its old log entry, its new
+    log entry at its token (linked to the entry before it), its outcome; the head
+    (conditioned on holding `head`); and the chain's check that the log entries
+    at `check` (the previous transaction's, unless this process saw them applied)
+    exist, as a condition on the delete of an entry this transaction replaces, or
+    as a ConditionCheck.
+
+    Tokens must ascend in order and exceed `head`. Raises WritesRefused naming
+    the writes whose entity or outcome refused the transaction, StaleHead,
+    TransactionConflict (retry), or Unavailable.
+    """
+    # Each action's role and write, in the order DynamoDB reports cancellation
+    # reasons: PynamoDB sends condition checks, deletes, puts, then updates.
+    checks: list[_Role] = []
+    deletes: list[_Role] = []
+    puts: list[_Role] = []
+    log_pk = keys.log_pk(tenant_id)
+    prev = head
+    try:
+        with (
+            translated(),
+            TransactWrite(connection=connection(), return_consumed_capacity="TOTAL") as tx,
+        ):
+            for index, write in enumerate(writes):
+                record, expected = write.record, write.expected_token
+                if expected is not None:
+                    # One action per item: the chain's check rides on this delete.
+                    old_entry = RecordItem(log_pk, expected)
+                    if expected in check:
+                        tx.delete(old_entry, condition=RecordItem.sk.exists())
+                        deletes.append(_Role("chain", index))
+                    else:
+                        tx.delete(old_entry)
+                        deletes.append(_Role("old entry", index))
+                tx.save(
+                    codecs.entity_item(record),
+                    condition=_entity_condition(record, expected),
+                    return_values=ALL_OLD,
+                )
+                puts.append(_Role("entity", index))
+                tx.save(codecs.log_item(record, prev))
+                puts.append(_Role("entry", index))
+                prev = record.change_token
+                if write.outcome is not None:
+                    tx.save(
+                        codecs.outcome_item(tenant_id, write.outcome),
+                        condition=_outcome_absent(),
+                        return_values=ALL_OLD,
+                    )
+                    puts.append(_Role("outcome", index))
+            replaced = {w.expected_token for w in writes}
+            for token in sorted(set(check) - replaced):
+                tx.condition_check(RecordItem, log_pk, token, condition=RecordItem.sk.exists())
+                checks.append(_Role("chain", -1))
+            tx.update(
+                HeadItem(log_pk, keys.HEAD_SK),
+                actions=[
+                    HeadItem.token.set(writes[-1].record.change_token),
+                    HeadItem.prev.remove() if head is None else HeadItem.prev.set(head),
+                    HeadItem.entries.remove()
+                    if len(writes) == 1
+                    else HeadItem.entries.set(len(writes)),
+                ],
+                condition=_head_is(head),
+                return_values=ALL_OLD,
+            )
+    except TransactWriteError as exc:
+        roles = [*checks, *deletes, *puts, _Role("head", -1)]
+        raise _cancellation_error(exc, roles, writes) from exc
+
+
+def put_outcome(tenant_id: str, outcome: StoredOutcome) -> None:
+    """Store a failed mutation's outcome alone; OutcomeRecorded if one exists."""
+    try:
+        codecs.outcome_item(tenant_id, outcome).save(condition=_outcome_absent())
+    except PutError as exc:
+        if error_code(exc) == "ConditionalCheckFailedException":
+            raise OutcomeRecorded() from exc
+        raise translate(exc) from exc
+    except BotoCoreError as exc:
+        raise translate(exc) from exc
+
+
+def bulk_load(tenant_id: str, head: str | None, records: list[Record]) -> None:
+    """Load records of one tenant above its head `head` with BatchWriteItem (see
+    `DynamoStore.bulk_load`)."""
+    ordered = sorted(records, key=lambda r: r.change_token)
+    if head is not None and ordered[0].change_token <= head:
+        raise ValueError("bulk_load: every record must be newer than the tenant's head")
+    prev = head
+    with translated(), RecordItem.batch_write() as batch:
+        for record in ordered:
+            batch.save(codecs.entity_item(record))
+            batch.save(codecs.log_item(record, prev))
+            prev = record.change_token
+    new_head = HeadItem(
+        keys.log_pk(tenant_id),
+        keys.HEAD_SK,
+        token=ordered[-1].change_token,
+        prev=ordered[-2].change_token if len(ordered) > 1 else head,
+    )
+    with translated():
+        new_head.save(condition=_head_is(head))
+
+
+@dataclass(frozen=True)
+class _Role:
+    """What one action of a commit's transaction is for, and for which write."""
+
+    kind: str  # entity, entry, old entry, outcome, chain, head
+    write: int
+
+
+def _cancellation_error(
+    exc: TransactWriteError, roles: list[_Role], writes: Sequence[Write]
+) -> Exception:
+    """What cancelled a commit, from its cancellation reasons (one per action, by
+    position): a conflict with another transaction, then the writes refused by
+    their entity's or outcome's condition, then a stale head, then the chain."""
+    if error_code(exc) != "TransactionCanceledException":
+        return translate(exc)
+    refusals: dict[int, SyncError | OutcomeRecorded] = {}
+    stale: StaleHead | None = None
+    chain_unready = False
+    for role, reason in zip(roles, exc.cancellation_reasons, strict=False):
+        if reason is None:
+            continue
+        if reason.code == "TransactionConflict":
+            return TransactionConflict(reason.message or "transaction conflict")
+        if reason.code != "ConditionalCheckFailed":
+            continue
+        raw = reason.raw_item or {}
+        if role.kind == "outcome":
+            # First: a racing twin already did this very mutation.
+            refusals[role.write] = OutcomeRecorded()
+        elif role.kind == "entity":
+            if not isinstance(refusals.get(role.write), OutcomeRecorded):
+                write = writes[role.write]
+                current = codecs.record_from_raw(write.record.tenant_id, raw) if raw else None
+                refusals[role.write] = _entity_error(write, current)
+        elif role.kind == "head":
+            # ALL_OLD is empty when the head does not exist yet.
+            stale = StaleHead(codecs.head_from_raw(raw) if raw else None)
+        elif role.kind == "chain":
+            chain_unready = True
+    if refusals:
+        return WritesRefused(refusals)
+    if stale is not None:
+        return stale
+    if chain_unready:
+        # The head holds the token we expected but an entry of its transaction is
+        # not there: by DynamoDB's documented semantics an entry being committed is
+        # reported as TransactionConflict instead; either way, wait and retry.
+        return TransactionConflict("the previous write's log entries are not yet applied")
+    return Unavailable("the write was cancelled by the data store")
+
+
+def _entity_error(write: Write, current: Record | None) -> SyncError:
+    record = write.record
+    refusal = write_refusal(record.item_type, record.id, write.expected_token, current)
+    # The entity's condition failed, so ALL_OLD returned what refused it.
+    return refusal or Unavailable("the write was cancelled by the data store")
+
+
+def _entity_condition(record: Record, expected_token: str | None) -> Any:
+    if expected_token is None:
+        return RecordItem.pk.does_not_exist()
+    return (
+        (RecordItem.token == expected_token)
+        & (RecordItem.type == record.item_type.code)
+        & RecordItem.deleted.does_not_exist()
+    )
+
+
+def _head_is(head: str | None) -> Any:
+    """The head holds `head` (absent: the tenant has no write yet)."""
+    return HeadItem.token.does_not_exist() if head is None else HeadItem.token == head
+
+
+def _outcome_absent() -> Any:
+    """Absent, or expired but not yet removed by TTL."""
+    return OutcomeItem.pk.does_not_exist() | (OutcomeItem.expires < int(time.time()))
