@@ -14,12 +14,14 @@ import pytest
 
 from api.domain import catalog
 from api.domain.cursor import CursorCodec
+from api.domain.mutations import Mutation
 from api.domain.records import Record
 from api.domain.tokens import next_token, token_after, token_time
+from api.service import SyncService
+from api.service.reading import TAIL_ITEMS
 from api.settings import Settings
 from api.storage import keys
 from api.storage.store import DynamoStore
-from api.sync import TAIL_ITEMS, SyncService
 
 Inject = Callable[[str, Callable[..., Any]], None]
 
@@ -127,3 +129,33 @@ def test_log_entries_above_the_head_it_read_are_not_returned(
 
     assert [r.id for r in page.items] == [r.id for r in records[1:]]
     assert (page.cursor, page.change_token) == (None, head)
+
+
+PUSH = 30  # one group commit: a head whose transaction wrote 30 entries
+
+
+@pytest.mark.parametrize("below", [0, 20])
+@pytest.mark.parametrize("limit", [1, PUSH - 1, 1000])
+def test_a_page_never_exceeds_its_limit_after_a_group_commit(
+    service: SyncService, tenant: str, below: int, limit: int
+) -> None:
+    """Every branch of the first page: the whole tail linked down to `since` (or to the
+    tenant's start), and the linked group above a range read in pages."""
+    older = [r.change_token for r in _seed(tenant, below)] if below else []
+    creates = [
+        Mutation("create", catalog.PERSON, tenant, f"g{i:02d}", None, {}) for i in range(PUSH)
+    ]
+    group = [r.record.change_token for r in service.push(tenant, creates)]  # type: ignore[union-attr]
+    tokens = older + group
+    for start in sorted({0, below}):
+        since = None if start == 0 else tokens[start - 1]
+        pages = _sync(service, tenant, since, limit)
+        got = [item.change_token for page in pages for item in page.items]
+        assert got == tokens[start:], (limit, start)
+        assert all(len(page.items) <= limit for page in pages), (
+            limit,
+            start,
+            [len(p.items) for p in pages],
+        )
+        assert all(page.items for page in pages[:-1]), (limit, start)
+        assert pages[-1].change_token == tokens[-1]
