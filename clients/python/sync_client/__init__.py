@@ -5,7 +5,7 @@
     person_id = client.create("Person", {"givenName": "Ann"})   # offline: local + outbox
     client.sync()                                               # push, then pull
 
-Not used by the server. See README, "The recommended client algorithm".
+Not used by the server. See docs/sync.md, "The recommended client algorithm".
 """
 
 from sync_client.client import SyncClient, SyncReport
