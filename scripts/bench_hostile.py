@@ -23,7 +23,7 @@ from pathlib import Path
 import httpx2
 
 from api.auth import make_local_token
-from scripts.bench import SECRET, local_engine_settings
+from scripts.benchmarks.harness import SECRET, local_engine_settings
 from tests.support.servers import api_server
 from tests.support.subscribers import pid_listening
 

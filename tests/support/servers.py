@@ -17,9 +17,12 @@ from scripts.local_engine import free_port, stop_process
 
 @contextmanager
 def api_server(
-    settings: Settings, clock_offset_ms: int = 0, extra_env: dict[str, str] | None = None
+    settings: Settings,
+    clock_offset_ms: int = 0,
+    extra_env: dict[str, str] | None = None,
+    app: str = "api.app:create_app",
 ) -> Iterator[str]:
-    """Run `uvicorn api.app:create_app` in its own process; yields its base URL."""
+    """Run `uvicorn <app>` (an app factory) in its own process; yields its base URL."""
     port = free_port()
     env = {
         **os.environ,
@@ -35,7 +38,7 @@ def api_server(
             sys.executable,
             "-m",
             "uvicorn",
-            "api.app:create_app",
+            app,
             "--factory",
             "--host",
             "127.0.0.1",

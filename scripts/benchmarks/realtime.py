@@ -20,13 +20,11 @@ import httpx2
 from api.realtime.streams import POLL_INTERVAL_S
 from api.settings import Settings
 from api.storage import keys
+from scripts.benchmarks.prices import STREAM_READ_USD
 from tests.support.servers import api_server
 from tests.support.subscribers import close_all, pid_listening, rss_kb, subscribe_many, ws_url
 
 CREATE = "mutation($i: CreatePersonInput!) { createPerson(input: $i) { person { changeToken } } }"
-# Stream reads are billed per GetRecords call (streams read request unit):
-# $0.02 per 100,000 (us-east-1), none when a Lambda trigger reads the stream.
-STREAM_READ_PRICE = 0.02 / 100_000
 
 
 def measure_realtime(
@@ -77,7 +75,7 @@ async def _measure(settings: Settings, ddb: Any, authorization: str, fast: bool)
         "read_units_per_write": 0.0,
         "read_units_per_idle_subscriber_hour": 0.0,
         "stream_reads_per_process_hour": polls_per_hour,
-        "stream_cost_per_process_month_usd": polls_per_hour * 24 * 30 * STREAM_READ_PRICE,
+        "stream_cost_per_process_month_usd": polls_per_hour * 24 * 30 * STREAM_READ_USD,
     }
 
 
