@@ -130,7 +130,8 @@ class _GraphQL(GraphQL[Context, None]):
         """graphql-transport-ws `connection_init`: browsers cannot set headers on a
         WebSocket, so the bearer token comes in its payload. A missing, bad or
         expired token refuses the connection (close 4403); the socket is closed
-        (4403 too) when the token expires."""
+        (4403 `token expired`) when HTTP would stop accepting the token: at its exp
+        plus JWT_LEEWAY_SECONDS."""
         header = connection_authorization(context.connection_params)
         principal, error = await self._authenticate(header)
         if principal is None:

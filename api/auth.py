@@ -39,7 +39,9 @@ class Principal:
 
     sub: str
     tenants: frozenset[str]
-    expires_at: float | None = None  # the token's `exp` (epoch seconds)
+    # When the token stops being accepted (epoch seconds): its `exp` plus
+    # JWT_LEEWAY_SECONDS, the one rule for HTTP and for the sockets it opens.
+    expires_at: float | None = None
 
     def require_tenant(self, tenant_id: str) -> None:
         # The message names neither the caller's tenants nor whether the tenant exists.
@@ -106,7 +108,7 @@ class Authenticator:
         return Principal(
             sub=sub,
             tenants=_tenants(claims.get(self._settings.jwt_tenants_claim)),
-            expires_at=float(claims["exp"]),
+            expires_at=float(claims["exp"]) + self._settings.jwt_leeway_seconds,
         )
 
     def _decode(self, token: str) -> dict[str, Any]:

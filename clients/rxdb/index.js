@@ -16,9 +16,20 @@
 // (a DeletedItem is `_deleted: true`). A REJECTED row (bad data) is reported on the
 // replication's `error$` and answered with the server's state, so it is not retried
 // forever. `pull.stream$` is fed by the `changesAvailable` subscription when a
-// WebSocket URL is given (`wsUrl`, default: `url` with ws/wss).
+// WebSocket URL is given (`wsUrl`, default: `url` with ws/wss): one socket per
+// replication state, opened on start and closed on pause and on cancel (RxDB's own
+// socket, shared by URL, gains a second subscription on each start after a pause,
+// so every change would be announced twice). The socket asks `headers()` for a
+// token on each (re)connection: a server closing it 4403 at the token's expiry is
+// answered by a reconnection with a fresh token.
+//
+// `fieldLevelConflictHandler` (for `addCollections`) keeps a device's edits of
+// fields the server did not also change, where RxDB's default handler keeps the
+// server's document whenever any field differs.
+import { createClient } from "graphql-ws/client";
+import { defaultConflictHandler, deepEqual, newRxError } from "rxdb";
 import { replicateGraphQL } from "rxdb/plugins/replication-graphql";
-import { newRxError } from "rxdb";
+import { Subject } from "rxjs";
 
 const DELETED = "_deleted";
 
@@ -44,6 +55,8 @@ export function replicateSyncAPI({
     (f) => f !== primary && !f.startsWith("_"),
   );
   const headersNow = async () => (typeof headers === "function" ? await headers() : headers);
+  const socketUrl = live && wsUrl !== false ? (wsUrl ?? url.replace(/^http/, "ws")) : null;
+  const pokes$ = new Subject(); // a poke: pull from the checkpoint
   const pending = new Map(); // row content -> clientMutationID, while the row is retried
   let state;
 
@@ -80,7 +93,7 @@ export function replicateSyncAPI({
 
   state = replicateGraphQL({
     collection,
-    url: { http: url, ...(live && wsUrl !== false ? { ws: wsUrl ?? url.replace(/^http/, "ws") } : {}) },
+    url: { http: url }, // the socket is this module's (openSocket), not RxDB's
     live,
     // Headers may change (token refresh): asked for on every request.
     fetch: async (request) => {
@@ -109,17 +122,6 @@ export function replicateSyncAPI({
           ? { since: previous?.since ?? null, cursor: data.cursor }
           : { since: data.changeToken ?? previous?.since ?? null, cursor: null };
         return { documents: data.items.map(itemToDoc), checkpoint };
-      },
-      streamQueryBuilder: () => ({
-        query: `subscription($t: ID!) { changesAvailable(tenantID: $t) { changeToken } }`,
-        variables: { t: tenantID },
-      }),
-      wsOptions: {
-        connectionParams: async () => {
-          const h = await headersNow();
-          return { Authorization: h.Authorization ?? h.authorization };
-        },
-        keepAlive: 300_000, // API Gateway closes sockets idle for 10 minutes
       },
       ...pull,
     },
@@ -179,5 +181,94 @@ export function replicateSyncAPI({
     replicationIdentifier: `sync-api-${url}-${tenantID}-${type}`,
     ...rest,
   });
+  if (socketUrl) attachSocket(state, socketUrl, tenantID, headersNow, pokes$, pull.wsOptions);
   return state;
 }
+
+// One graphql-ws socket per replication state, carrying the changesAvailable
+// subscription into `pull.stream$`: opened by start(), closed by pause() and cancel().
+// RxDB starts a replication asynchronously (after leadership), so the methods are
+// replaced before its first start.
+function attachSocket(state, socketUrl, tenantID, headersNow, pokes$, wsOptions = {}) {
+  let socket = null;
+  const openSocket = async () => {
+    if (socket) return;
+    const webSocketImpl = globalThis.WebSocket ?? (await import("ws")).WebSocket;
+    const client = createClient({
+      url: socketUrl,
+      webSocketImpl,
+      lazy: true,
+      retryAttempts: Infinity,
+      shouldRetry: () => true,
+      keepAlive: 300_000, // API Gateway closes sockets idle for 10 minutes
+      // Asked on every (re)connection: a refreshed token after a 4403 at expiry.
+      connectionParams: async () => {
+        const h = await headersNow();
+        return { Authorization: h.Authorization ?? h.authorization };
+      },
+      on: { connected: () => pokes$.next("RESYNC") }, // (re)connected: catch up
+      ...wsOptions,
+    });
+    const unsubscribe = client.subscribe(
+      {
+        query: `subscription($t: ID!) { changesAvailable(tenantID: $t) { changeToken } }`,
+        variables: { t: tenantID },
+      },
+      {
+        next: () => pokes$.next("RESYNC"),
+        error: (error) => state.subjects.error.next(error),
+        complete: () => {},
+      },
+    );
+    socket = { client, unsubscribe };
+  };
+  const closeSocket = async () => {
+    const open = socket;
+    socket = null;
+    if (!open) return;
+    open.unsubscribe();
+    await open.client.dispose();
+  };
+  state.pull.stream$ = pokes$.asObservable();
+  const start = state.start.bind(state);
+  const pause = state.pause.bind(state);
+  const cancel = state.cancel.bind(state);
+  state.start = async () => {
+    await openSocket();
+    return start();
+  };
+  state.pause = () => {
+    closeSocket();
+    return pause();
+  };
+  state.cancel = async () => {
+    await closeSocket();
+    return cancel();
+  };
+}
+
+// A conflict handler for `addCollections({ name: { schema, conflictHandler } })`:
+// three-way, per field. A field the device changed (against the state it assumed
+// the server held) and the server did not keeps the device's value; a field both
+// changed keeps the server's. A deletion on either side is not merged: the
+// server's state wins (a deleted id stays deleted, contract 3.3).
+export const fieldLevelConflictHandler = {
+  isEqual: defaultConflictHandler.isEqual,
+  async resolve({ assumedMasterState, realMasterState, newDocumentState }) {
+    if (realMasterState._deleted || newDocumentState._deleted || !assumedMasterState) {
+      return realMasterState;
+    }
+    const merged = { ...realMasterState };
+    const names = new Set([...Object.keys(newDocumentState), ...Object.keys(assumedMasterState)]);
+    for (const name of names) {
+      if (name.startsWith("_")) continue;
+      const mine = newDocumentState[name];
+      const before = assumedMasterState[name];
+      if (deepEqual(mine ?? null, before ?? null)) continue; // the device left it alone
+      if (!deepEqual(realMasterState[name] ?? null, before ?? null)) continue; // both changed
+      if (mine === undefined) delete merged[name];
+      else merged[name] = mine;
+    }
+    return merged;
+  },
+};

@@ -60,6 +60,9 @@ def report(module_dir: Path, settings: Settings) -> Iterator[dict[str, Any]]:
             "lost",
             "poke",
             "rejected",
+            "pause",
+            "merge-fieldLevel",
+            "merge-default",
             "random-1",
             "random-2",
         )
@@ -136,6 +139,26 @@ def test_a_rejected_row_is_reported_reverted_and_not_retried(report: dict[str, A
     rejected = report["rejectedRow"]
     assert rejected["errors"].count("BAD_USER_INPUT") == 1  # once: not retried
     assert rejected["server"] == {"good": {"givenName": "fine"}} == rejected["device"]
+
+
+def test_pause_then_start_keeps_one_socket_and_one_subscription(report: dict[str, Any]) -> None:
+    run = report["pauseStartOneSocket"]
+    one = {"sockets": 1, "subscriptions": 1}
+    assert run["live"] == one and run["restarted"] == one, run
+    assert run["paused"] == {"sockets": 0, "subscriptions": 0}, run
+    assert run["cancelled"] == {"sockets": 0, "subscriptions": 0}, run
+    assert run["arrived"], run
+
+
+def test_the_field_level_conflict_handler_keeps_edits_the_server_did_not_overlap(
+    report: dict[str, Any],
+) -> None:
+    merged = report["fieldLevelConflicts"]
+    both = {"givenName": "Anna", "familyName": "Lovelace", "occupation": "doctor"}
+    assert merged["fieldLevel"]["server"] == both == merged["fieldLevel"]["b"], merged
+    assert merged["fieldLevel"]["a"] == both, merged
+    # RxDB's default handler: B's familyName edit is dropped (the reason for the option).
+    assert merged["default"]["b"]["familyName"] == "Lee", merged
 
 
 def test_random_multi_device_runs_end_with_every_device_equal_to_the_server(

@@ -82,7 +82,7 @@ def test_an_expired_token_is_refused_and_a_token_expiring_later_closes_the_socke
         with pytest.raises(WebSocketDisconnect) as refused:
             _receive(ws)
     assert refused.value.code == 4403
-    # Valid for about two more seconds (the leeway of 10 s is on top).
+    # Valid for about two more seconds (exp plus the leeway of 10 s).
     short = make_local_token(TEST_AUTH_SECRET, "s", [tenant], 1, now=time.time() - 9)
     with _connect(app_client) as ws:
         _init(ws, f"Bearer {short}")
@@ -92,6 +92,36 @@ def test_an_expired_token_is_refused_and_a_token_expiring_later_closes_the_socke
             _receive(ws)
     assert closed.value.code == 4403 and closed.value.reason == "token expired"
     assert time.monotonic() - started < 10
+
+
+def test_a_socket_lives_exactly_as_long_as_http_accepts_its_token(
+    app_client: TestClient, gql: GraphQLClient, tenant: str
+) -> None:
+    """One rule for both transports: a token is accepted until its exp plus
+    JWT_LEEWAY_SECONDS (10 s), and a socket opened with it closes 4403 then, not at
+    exp (a client refreshing at exp would otherwise lose its socket early)."""
+    # exp was 7 s ago: HTTP still accepts it for 3 s.
+    token = make_local_token(TEST_AUTH_SECRET, "s", [tenant], 1, now=time.time() - 8)
+    with _connect(app_client) as ws:
+        _init(ws, f"Bearer {token}")
+        assert _receive(ws) == {"type": "connection_ack"}
+        started = time.monotonic()
+        accepted = app_client.post(
+            "/graphql",
+            json={
+                "query": "query($t: ID!) { changes(tenantID: $t) { changeToken } }",
+                "variables": {"t": tenant},
+            },
+            headers={"Authorization": f"Bearer {token}"},
+        ).json()
+        assert "errors" not in accepted, accepted
+        ws.send_json({"type": "ping"})
+        assert _receive(ws) == {"type": "pong"}  # still open while HTTP accepts the token
+        with pytest.raises(WebSocketDisconnect) as closed:
+            _receive(ws, timeout=10)
+    waited = time.monotonic() - started
+    assert closed.value.code == 4403 and closed.value.reason == "token expired"
+    assert 1.5 < waited < 8, waited
 
 
 def test_a_stale_since_gets_an_event_at_once_and_each_write_its_token(

@@ -4,7 +4,24 @@
 // Prints one JSON line: each scenario's findings, for tests/ecosystem/test_rxdb.py.
 import { createRxDatabase } from "rxdb";
 import { getRxStorageMemory } from "rxdb/plugins/storage-memory";
-import { replicateSyncAPI } from "../index.js";
+import { WebSocket } from "ws";
+import { fieldLevelConflictHandler, replicateSyncAPI } from "../index.js";
+
+// Active changesAvailable subscriptions on open sockets, counted from what the
+// client sends (subscribe, complete), whoever opened the socket.
+const activeBySocket = new Map();
+const send = WebSocket.prototype.send;
+WebSocket.prototype.send = function (data, ...rest) {
+  const type = typeof data === "string" ? JSON.parse(data).type : null;
+  if (type === "subscribe" || type === "complete") {
+    activeBySocket.set(this, (activeBySocket.get(this) ?? 0) + (type === "subscribe" ? 1 : -1));
+  }
+  return send.call(this, data, ...rest);
+};
+const activeSubscriptions = () =>
+  [...activeBySocket].filter(([ws]) => ws.readyState === WebSocket.OPEN).reduce((n, [, c]) => n + c, 0);
+const openSockets = () =>
+  [...activeBySocket.keys()].filter((ws) => ws.readyState === WebSocket.OPEN).length;
 
 const [url, token, prefix] = process.argv.slice(2);
 const auth = { Authorization: `Bearer ${token}` };
@@ -63,7 +80,8 @@ class Device {
   }
   async open() {
     this.db = await createRxDatabase({ name: this.name, storage: getRxStorageMemory(), multiInstance: false });
-    await this.db.addCollections({ people: { schema } });
+    const conflictHandler = this.options.conflictHandler;
+    await this.db.addCollections({ people: { schema, ...(conflictHandler ? { conflictHandler } : {}) } });
     this.people = this.db.people;
     return this;
   }
@@ -312,6 +330,64 @@ async function pokeDrivesPull() {
   return { arrivedMs: arrived };
 }
 
+async function pauseStartOneSocket() {
+  // pause() then start() on a live replication: still one socket, one subscription;
+  // none after pause and after cancel; a write is still announced.
+  const tenant = `${prefix}-pause`;
+  const a = await new Device(tenant).open();
+  const b = await new Device(tenant).open();
+  activeBySocket.clear();
+  b.online();
+  await b.state.awaitInitialReplication();
+  await sleep(300);
+  const live = { sockets: openSockets(), subscriptions: activeSubscriptions() };
+  await b.state.pause();
+  await sleep(300);
+  const paused = { sockets: openSockets(), subscriptions: activeSubscriptions() };
+  await b.state.start();
+  await sleep(500);
+  const restarted = { sockets: openSockets(), subscriptions: activeSubscriptions() };
+  await a.people.insert({ id: "p", givenName: "Pat" });
+  await a.sync();
+  let arrived = false;
+  for (let i = 0; i < 250 && !arrived; i++) {
+    arrived = Boolean(await b.people.findOne("p").exec());
+    if (!arrived) await sleep(20);
+  }
+  await a.close();
+  await b.state.cancel();
+  await sleep(300);
+  const cancelled = { sockets: openSockets(), subscriptions: activeSubscriptions() };
+  await b.close();
+  return { live, paused, restarted, cancelled, arrived };
+}
+
+async function fieldLevelConflicts() {
+  // Both devices edit occupation; A also edits givenName, B familyName. With the
+  // field-level handler B keeps its familyName (the server did not change it) and
+  // takes the server's occupation; RxDB's default handler drops B's familyName.
+  const result = {};
+  for (const [label, conflictHandler] of [["fieldLevel", fieldLevelConflictHandler], ["default", null]]) {
+    const tenant = `${prefix}-merge-${label}`;
+    const a = await new Device(tenant).open();
+    const b = await new Device(tenant, { conflictHandler }).open();
+    await a.people.insert({ id: "m", givenName: "Ann", familyName: "Lee", occupation: "nurse" });
+    await a.sync();
+    await b.sync();
+    await a.offline();
+    await b.offline();
+    await a.edit("m", { givenName: "Anna", occupation: "doctor" });
+    await b.edit("m", { familyName: "Lovelace", occupation: "mathematician" });
+    await a.sync();
+    await b.sync();
+    await a.sync();
+    result[label] = { server: (await serverPeople(tenant)).m, a: (await a.docs()).m, b: (await b.docs()).m };
+    await a.close();
+    await b.close();
+  }
+  return result;
+}
+
 async function randomRun(seed) {
   const tenant = `${prefix}-random-${seed}`;
   let x = seed;
@@ -359,6 +435,8 @@ for (const [name, run] of Object.entries({
   deleteVersusEdit,
   lostPushResponse,
   pokeDrivesPull,
+  pauseStartOneSocket,
+  fieldLevelConflicts,
   rejectedRow,
   random1: () => randomRun(1),
   random2: () => randomRun(2),
