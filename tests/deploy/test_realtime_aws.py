@@ -201,8 +201,8 @@ def test_fan_out_forgets_gone_connections_and_closes_expired_ones(
     gone, expiring, fine = (Device(management) for _ in range(3))
     gone.init([tenant])
     fine.init([tenant])
-    # Expires one to two seconds from now: before the write below.
-    short = make_local_token(TEST_AUTH_SECRET, "s", [tenant], 2)
+    # Accepted one to two seconds more (exp plus the 10 s leeway): expired by the write.
+    short = make_local_token(TEST_AUTH_SECRET, "s", [tenant], 2, now=time.time() - 10)
     expiring.init([tenant], token=f"Bearer {short}")
     for device in (gone, expiring, fine):
         device.subscribe("s", tenant)
