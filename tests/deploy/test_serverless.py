@@ -189,7 +189,15 @@ def _function(packaged: dict[str, Any], handler: str) -> dict[str, Any]:
 
 def test_the_function_and_its_http_api(packaged: dict[str, Any]) -> None:
     properties = _function(packaged, "api/lambda_handler.handler")
-    assert properties["Runtime"] == "python3.11"
+    assert properties["Runtime"] == "python3.13"
+    # SnapStart, and the HTTP API invokes the published version (its alias), not $LATEST.
+    assert properties["SnapStart"] == {"ApplyOn": "PublishedVersions"}
+    (integration,) = [
+        i["Properties"]
+        for i in _resources(packaged, "AWS::ApiGatewayV2::Integration").values()
+        if i["Properties"]["ApiId"] == {"Ref": "HttpApi"}
+    ]
+    assert integration["IntegrationUri"]["Fn::Join"][1][-1] == "snapstart", integration
     assert properties["Architectures"] == ["arm64"]
     env = properties["Environment"]["Variables"]
     assert env["TABLE_NAME"] == "offline-sync-api-ci"
