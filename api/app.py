@@ -148,6 +148,9 @@ class _GraphQL(GraphQL[Context, None]):
         return UNSET
 
     async def _authenticate(self, header: str | None) -> tuple[Principal | None, SyncError | None]:
+        known = self._authenticator.known(header)
+        if known is not None:
+            return known, None
         try:
             if self._authenticator.fetches_keys:
                 # A key-set fetch may take seconds: never on the event loop.

@@ -43,12 +43,15 @@ from scripts.benchmarks.reads import measure_reads
 from scripts.benchmarks.realtime import measure_realtime, print_realtime
 from scripts.benchmarks.scale import measure_scale, measure_sweep, print_scale
 from scripts.benchmarks.writes import measure_contention, measure_writes, print_write_units
+from scripts.profile_request import print_split, profile
 from tests.support.servers import api_server
 from tests.support.subscribers import pid_listening
 
 RESULTS = PROJECT_ROOT / ".bench-results"
 TENANTS = ["page", *(f"w{i}" for i in range(8)), "small", "large", "bulk", "hot", "sweep"]
 TENANTS += ["realtime", "wunits"]
+# Requests profiled per operation for the split by layer (--fast, --full).
+SPLIT_REQUESTS = {True: 50, False: 200}
 
 
 def run(fast: bool) -> dict[str, Any]:
@@ -73,6 +76,8 @@ def run(fast: bool) -> dict[str, Any]:
                     c.close()
         print("==> realtime", flush=True)
         result["realtime"] = measure_realtime(settings, ddb, headers["Authorization"], fast)
+    print("==> where a request's time goes (cProfile, in process)", flush=True)
+    result["split_ms"] = profile(SPLIT_REQUESTS[fast])
     return _report(h, result)
 
 
@@ -112,6 +117,7 @@ def _report(h: Harness, result: dict[str, Any]) -> dict[str, Any]:
     for label, c in result["write_throughput"].items():
         print(f"{label}: {c['writes_per_s']:.0f} creates/s, {c['failed']} failed")
     print_realtime(result["realtime"])
+    print_split(result["split_ms"], SPLIT_REQUESTS[h.fast])
     return {
         "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "machine": {

@@ -32,7 +32,10 @@ def test_bench_fast_prints_and_saves_a_complete_table(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr[-3000:]
     out = result.stdout
     assert "operation" in out and "raw p50" in out and "ratio" in out and "/floor" in out
-    assert "us-east-1" in out  # costs name the prices they use, with their region
+    assert "us-east-1" in out
+    assert (
+        "ms per request by layer" in out
+    )  # the split: HTTP, auth, GraphQL, store, ...  # costs name the prices they use, with their region
     for operation in OPERATIONS:
         assert operation in out
     (saved,) = tmp_path.glob("*-fast.json")
@@ -49,6 +52,9 @@ def test_bench_fast_prints_and_saves_a_complete_table(tmp_path: Path) -> None:
             # The floor: the same raw call behind a bare route on the same server stack.
             assert math.isfinite(row["floor_p50_ms"]) and row["floor_p50_ms"] > 0, row
             assert row["floor_ratio_p50"] == row["p50_ms"] / row["floor_p50_ms"]
+    for operation, split in data["split_ms"].items():
+        layers = sum(v for k, v in split.items() if k != "wall (profiled)")
+        assert 0 < layers <= split["wall (profiled)"] * 1.05, (operation, split)
     assert set(data["scale"]) == {"small", "large"}
     assert data["scale"]["large"]["size"] > data["scale"]["small"]["size"]
     assert data["bulk_sync"]["items"] == 10_000 and data["bulk_sync"]["pages"] >= 10

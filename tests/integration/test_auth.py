@@ -217,3 +217,38 @@ def test_a_token_for_several_tenants_reaches_each(gql: GraphQLClient, tenant: st
             "query($t: ID!) { changes(tenantID: $t) { changeToken } }", {"t": t}, headers=headers
         )
         assert "errors" not in body
+
+
+def test_a_verified_token_is_not_verified_again_until_it_expires(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import dataclasses
+
+    from api.auth import Authenticator, make_local_token
+    from api.domain.errors import Unauthenticated
+    from api.settings import Settings
+
+    settings = dataclasses.replace(
+        Settings.from_env({}), auth_secret=TEST_AUTH_SECRET, jwt_leeway_seconds=0
+    )
+    authenticator = Authenticator(settings)
+    decodes: list[str] = []
+    real_decode = jwt.decode
+
+    def counting_decode(token: str, *args: Any, **kwargs: Any) -> Any:
+        decodes.append(token)
+        return real_decode(token, *args, **kwargs)
+
+    monkeypatch.setattr(jwt, "decode", counting_decode)
+    token = make_local_token(TEST_AUTH_SECRET, "ann", ["t1"], 2)
+    first = authenticator.authenticate(f"Bearer {token}")
+    again = authenticator.authenticate(f"Bearer {token}")
+    assert again == first and len(decodes) == 1  # the second request did no JWT work
+    other = make_local_token(TEST_AUTH_SECRET, "bob", ["t2"], 60)
+    assert authenticator.authenticate(f"Bearer {other}").sub == "bob" and len(decodes) == 2
+    # A bad token is never remembered as good, and a remembered one expires.
+    with pytest.raises(Unauthenticated):
+        authenticator.authenticate(f"Bearer {token}x")
+    time.sleep(2.1)
+    with pytest.raises(Unauthenticated):
+        authenticator.authenticate(f"Bearer {token}")
