@@ -47,9 +47,14 @@ TURN_WAIT_S = 0.2
 # the head it lost to, doubling with each loss (capped).
 RETRY_LEAD_MS = 10
 MAX_RETRY_LEAD_MS = 1000
-# A server whose clock is more than this behind a tenant's head corrects it by the gap.
+# A server whose clock is more than this behind a tenant's head corrects it by the
+# gap, for that tenant only: one tenant's head in the future (a fast server's write,
+# imported tokens) must not move the times of every tenant this process writes.
 SKEW_THRESHOLD_MS = 1000
 MAX_SKEW_MS = 10 * 60 * 1000
+# Tenants whose head and clock correction a process remembers (a hint each: a
+# forgotten head is read again, a forgotten correction learnt again).
+REMEMBERED_TENANTS = 10_000
 _T = TypeVar("_T")
 # A transaction conflict means another write of the tenant is still committing:
 # wait (5 ms doubling, jittered, at most 200 ms) rather than hammer its items.
@@ -131,7 +136,8 @@ class TokenOrdering:
         # The head last seen per tenant (None: the tenant has none). A hint: when it
         # is stale the store refuses the write and says what the head is.
         self._heads: dict[str, _KnownHead] = {}
-        self._skew_ms = 0
+        # Per tenant: how far this process's clock is behind that tenant's head.
+        self._skews_ms: dict[str, int] = {}
         # Writers of one tenant in this process take turns: a write bound to lose
         # a race still costs a transaction.
         self._turns = _TenantTurns()
@@ -162,7 +168,8 @@ class TokenOrdering:
                 with try_, self._turns.take(tenant_id, TURN_WAIT_S):
                     link = self._known(tenant_id).link()
                     number = try_.retry_state.attempt_number
-                    result = attempt(self._propose(link.head, floor, number), link)
+                    token = self._propose(tenant_id, link.head, floor, number)
+                    result = attempt(token, link)
         except WriteContention as exc:
             raise Unavailable("too many concurrent writes to this tenant; retry") from exc
         self._remember(tenant_id, _KnownHead(head_of(result), wrote_it=True))
@@ -177,7 +184,9 @@ class TokenOrdering:
             self._remember(tenant_id, known)
         return known
 
-    def _propose(self, head: str | None, floor: str | None, attempt_number: int) -> str:
+    def _propose(
+        self, tenant_id: str, head: str | None, floor: str | None, attempt_number: int
+    ) -> str:
         """A token past the head and past `floor`.
 
         Bumping past the floor matters: another server may have bumped past the
@@ -188,7 +197,7 @@ class TokenOrdering:
         only propose "last head + 1", would lose every race to them.
         """
         after = max(filter(None, (head, floor)), default=None)
-        now = self._clock_ms() + self._skew_ms
+        now = self._clock_ms() + self._skews_ms.get(tenant_id, 0)
         if after is not None and attempt_number > 1:
             reach = min(RETRY_LEAD_MS * 2 ** (attempt_number - 2), MAX_RETRY_LEAD_MS)
             now = max(now, token_ms(after)) + random.randint(1, reach)
@@ -201,13 +210,16 @@ class TokenOrdering:
         if exc.head is not None:
             # A clock far behind the tenant's head is wrong; follow the head's time.
             # Small gaps are left alone: they are in-flight writes, not a bad clock.
-            behind_ms = token_ms(exc.head.token) - (self._clock_ms() + self._skew_ms)
+            skew_ms = self._skews_ms.get(tenant_id, 0)
+            behind_ms = token_ms(exc.head.token) - (self._clock_ms() + skew_ms)
             if behind_ms > SKEW_THRESHOLD_MS:
-                self._skew_ms = min(self._skew_ms + behind_ms, MAX_SKEW_MS)
+                if len(self._skews_ms) >= REMEMBERED_TENANTS:
+                    self._skews_ms.clear()
+                self._skews_ms[tenant_id] = min(skew_ms + behind_ms, MAX_SKEW_MS)
         self._heads[tenant_id] = _KnownHead(exc.head, wrote_it=False)  # what the store holds
 
     def _remember(self, tenant_id: str, known: _KnownHead) -> None:
-        if len(self._heads) > 10_000:
+        if len(self._heads) > REMEMBERED_TENANTS:
             self._heads.clear()
         held = self._heads.get(tenant_id)
         newer = known.head is not None and (

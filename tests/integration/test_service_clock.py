@@ -41,3 +41,20 @@ def test_a_clock_going_backwards_and_a_second_server_far_behind(
     state = tenant_state(ddb, settings.table_name, tenant)
     assert_consistent(state)
     assert state.head == tokens[-1]
+
+
+def test_one_tenants_future_head_leaves_another_tenants_times_alone(
+    tenant: str, settings: Settings
+) -> None:
+    """The clock correction learnt from one tenant's head is that tenant's: a head an
+    hour ahead (a fast server, imported tokens) must not move every tenant's
+    updatedAt on this process, nor from here onto other servers."""
+    slow = _service([NOW_MS])
+    fast = _service([NOW_MS + 3_600_000])
+    ahead, other = f"{tenant}-ahead", f"{tenant}-other"
+    slow.create(PERSON, ahead, "p1", {})  # the slow server knows this tenant's head
+    fast.create(PERSON, ahead, "p2", {})  # the head is now an hour ahead of its clock
+    corrected = slow.create(PERSON, ahead, "p3", {})  # loses a race to it, corrects
+    assert corrected.updated_at.timestamp() * 1000 > NOW_MS + 3_599_000  # past the head
+    untouched = slow.create(PERSON, other, "q1", {})
+    assert abs(untouched.updated_at.timestamp() * 1000 - NOW_MS) < 1000, untouched.updated_at
