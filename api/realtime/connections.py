@@ -53,7 +53,7 @@ class Subscription:
 
 class Connections:
     def __init__(self, client: Any, table_name: str) -> None:
-        self._client = client
+        self.client = client
         self._table = table_name
 
     def open(self, connection_id: str, sub: str, tenants: frozenset[str], until: float) -> bool:
@@ -153,13 +153,25 @@ class Connections:
             self._delete_subscription(tenant["S"], connection_id, subscription_id)
 
     def subscriptions(self, tenant_id: str) -> Iterator[Subscription]:
-        """Every subscription to the tenant (eventually consistent: a poke is a hint)."""
+        """Every subscription to the tenant, read consistently: a subscription whose
+        registration succeeded before the head change was fanned out is among them.
+
+        The window this closes: a subscribe registers (PutItem succeeds), reads the
+        head (h0), then W1 commits and its stream record triggers this Query. An
+        eventually consistent read "might not reflect the results of a recently
+        completed write" (AWS, "Read consistency"), so it may miss the new
+        subscription, whose snapshot already said h0: W1 would never reach it. A
+        strongly consistent read reflects every write that succeeded before it.
+        The subscribe's re-read of the head after registering does not close this
+        on its own (tests/deploy: a stale replica). Costs twice the read units of
+        an eventually consistent Query (1 per 4 KB)."""
         start: dict[str, Any] | None = None
         while True:
             kwargs: dict[str, Any] = {
                 "TableName": self._table,
                 "KeyConditionExpression": "pk = :pk",
                 "ExpressionAttributeValues": {":pk": {"S": keys.subscriptions_pk(tenant_id)}},
+                "ConsistentRead": True,
             }
             if start is not None:
                 kwargs["ExclusiveStartKey"] = start
@@ -196,7 +208,7 @@ class Connections:
 
     def _call(self, operation: str, **kwargs: Any) -> dict[str, Any]:
         try:
-            result: dict[str, Any] = getattr(self._client, operation)(**kwargs)
+            result: dict[str, Any] = getattr(self.client, operation)(**kwargs)
         except ClientError as exc:
             if exc.response["Error"]["Code"] == "ConditionalCheckFailedException":
                 raise SubscriptionRefused() from exc

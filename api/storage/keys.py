@@ -51,7 +51,7 @@ Access patterns:
                            exists (on the delete instead for an entry it replaces)
     replay a mutation      GetItem outcome (consistent)
     AWS realtime           GetItem/PutItem/UpdateItem socket per WebSocket message;
-                           Query pk=T#<tenant>#SUB per head change the stream
+                           Query pk=T#<tenant>#SUB (consistent) per head change the stream
                            handler fans out (api.realtime.aws)
 
 The transactions of a tenant form a chain: each commits only as the link after

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ from api.settings import Settings
 from api.storage import keys
 from tests.support.gql import TEST_AUTH_SECRET, GraphQLClient, bearer
 from tests.support.management_api import ManagementApi
+from tests.support.stale_reads import StaleQueries
 
 EVENTS = Path(__file__).with_name("events")
 SUBSCRIBE = (
@@ -44,6 +45,22 @@ def _lambda_environment(
     aws._runtime.cache_clear()
     yield
     aws._runtime.cache_clear()
+
+
+@pytest.fixture
+def inject_realtime() -> Iterator[Callable[[str, Callable[..., Any]], None]]:
+    """Register a botocore hook on the realtime handlers' DynamoDB client (as the
+    `inject` fixture does on the store's): faults enter between it and DynamoDB Local."""
+    events = aws._runtime().connections.client.meta.events
+    registered: list[tuple[str, Callable[..., Any]]] = []
+
+    def register(event: str, handler: Callable[..., Any]) -> None:
+        events.register_first(event, handler)
+        registered.append((event, handler))
+
+    yield register
+    for event, handler in registered:
+        events.unregister(event, handler)
 
 
 def _event(name: str, connection_id: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -221,3 +238,35 @@ def test_fan_out_forgets_gone_connections_and_closes_expired_ones(
     management.gone.discard(gone.id)
     assert aws.stream_handler({"Records": records}) == {"sent": 1}
     assert gone.received() == [{"type": "connection_ack"}]
+
+
+def _token(message: dict[str, Any]) -> str:
+    token: str = message["payload"]["data"]["changesAvailable"]["changeToken"]
+    return token
+
+
+def test_a_new_subscription_gets_the_write_after_its_snapshot_from_a_stale_replica(
+    management: ManagementApi,
+    settings: Settings,
+    gql: GraphQLClient,
+    tenant: str,
+    inject_realtime: Callable[[str, Callable[..., Any]], None],
+) -> None:
+    """Subscribe (PutItem succeeds), its snapshot reads h0, W1 commits: the fan-out
+    of W1 must find the subscription, even where an eventually consistent Query
+    would be answered by a replica that has not applied the PutItem yet."""
+    h0 = gql.create(tenant, "Person", {})["changeToken"]
+    stale = StaleQueries(settings.dynamodb_client(), settings.table_name)
+    inject_realtime("before-send.dynamodb.Query", stale)
+    stale.freeze(keys.subscriptions_pk(tenant))  # the replica has no subscription yet
+    device = Device(management)
+    device.init([tenant])
+    device.subscribe("s1", tenant, since=h0)  # registered; the snapshot is h0: no event
+    assert [m["type"] for m in device.received()] == ["connection_ack"]
+
+    stream = TableStream(settings)
+    w1 = gql.create(tenant, "Person", {})["changeToken"]
+    assert aws.stream_handler({"Records": _head_filter(stream.records_until_head_of(tenant))}) == {
+        "sent": 1
+    }
+    assert _token(device.received()[-1]) == w1

@@ -23,12 +23,16 @@ class _Raw:
         yield self._body
 
 
-def dynamodb_error(code: str, message: str = "injected", **extra: Any) -> AWSResponse:
-    body = json.dumps(
-        {"__type": f"com.amazonaws.dynamodb.v20120810#{code}", "message": message, **extra}
-    ).encode()
+def dynamodb_answer(payload: dict[str, Any], status: int = 200) -> AWSResponse:
+    """An answer in DynamoDB's place: botocore parses it as it parses DynamoDB's."""
     headers = {"x-amzn-RequestId": "injected", "Content-Type": "application/x-amz-json-1.0"}
-    return AWSResponse("http://injected", 400, headers, _Raw(body))
+    return AWSResponse("http://injected", status, headers, _Raw(json.dumps(payload).encode()))
+
+
+def dynamodb_error(code: str, message: str = "injected", **extra: Any) -> AWSResponse:
+    return dynamodb_answer(
+        {"__type": f"com.amazonaws.dynamodb.v20120810#{code}", "message": message, **extra}, 400
+    )
 
 
 def transaction_conflict(n_items: int = 4) -> AWSResponse:
