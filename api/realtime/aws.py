@@ -57,6 +57,11 @@ PROTOCOL = "graphql-transport-ws"
 # round trip of a few milliseconds; 1,000 subscribers in well under a second).
 FAN_OUT_CONCURRENCY = 32
 _MAX_ID_LENGTH = 128
+# API Gateway's WebSocket message quota is 128 KB; a graphql-transport-ws message
+# nests 3 levels (message, payload, variables) above the variables' own values,
+# and changesAvailable's variables are scalars.
+MAX_MESSAGE = 128 * 1024
+MAX_MESSAGE_DEPTH = 16
 
 
 @dataclass
@@ -137,11 +142,8 @@ async def handle_websocket(rt: Runtime, event: dict[str, Any]) -> dict[str, Any]
     if route == "$disconnect":
         rt.connections.close(connection_id)
         return {"statusCode": 200}
-    try:
-        message = json.loads(event.get("body") or "")
-    except ValueError:
-        message = None
-    if not isinstance(message, dict) or not isinstance(message.get("type"), str):
+    message = _message(event.get("body"))
+    if message is None:
         rt.hang_up(connection_id, "message must be a JSON object with a type")
         return {"statusCode": 200}
     kind = message["type"]
@@ -158,6 +160,34 @@ async def handle_websocket(rt: Runtime, event: dict[str, Any]) -> dict[str, Any]
     else:
         rt.hang_up(connection_id, f"unknown message type {kind[:40]!r}")
     return {"statusCode": 200}
+
+
+def _message(body: Any) -> dict[str, Any] | None:
+    """The message a body holds, or None when it is not JSON, too large, nested too
+    deep or not an object with a type. json.loads recurses once per level: a body
+    nested 2,000 deep raised RecursionError out of the handler (a Lambda error), and
+    one nested just under the limit would raise it later, in whatever walks it."""
+    if not isinstance(body, str) or len(body) > MAX_MESSAGE:
+        return None
+    try:
+        message = json.loads(body)
+    except (RecursionError, ValueError):
+        return None
+    if not isinstance(message, dict) or not isinstance(message.get("type"), str):
+        return None
+    return None if _deeper_than(message, MAX_MESSAGE_DEPTH) else message
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """Whether JSON `value` nests more than `limit` levels (walked without recursion)."""
+    stack = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > limit:
+            return True
+        children = node.values() if isinstance(node, dict) else node
+        stack += [(c, depth + 1) for c in children if isinstance(c, dict | list)]
+    return False
 
 
 def _connect(event: dict[str, Any]) -> dict[str, Any]:

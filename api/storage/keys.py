@@ -51,6 +51,8 @@ Access patterns:
                            exists (on the delete instead for an entry it replaces)
     replay a mutation      GetItem outcome (consistent)
     AWS realtime           GetItem/PutItem/UpdateItem socket per WebSocket message;
+                           TransactWriteItems per subscribe: the socket's map (update,
+                           conditioned) and the subscription (put), both or neither;
                            Query pk=T#<tenant>#SUB (consistent) per head change the stream
                            handler fans out (api.realtime.aws)
 

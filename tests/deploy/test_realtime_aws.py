@@ -19,6 +19,7 @@ from api.auth import make_local_token
 from api.realtime import aws
 from api.settings import Settings
 from api.storage import keys
+from tests.support.faults import dynamodb_error
 from tests.support.gql import TEST_AUTH_SECRET, GraphQLClient, bearer
 from tests.support.management_api import ManagementApi
 from tests.support.stale_reads import StaleQueries
@@ -270,3 +271,49 @@ def test_a_new_subscription_gets_the_write_after_its_snapshot_from_a_stale_repli
         "sent": 1
     }
     assert _token(device.received()[-1]) == w1
+
+
+def test_a_failed_subscription_write_leaves_nothing_behind(
+    management: ManagementApi,
+    settings: Settings,
+    tenant: str,
+    inject_realtime: Callable[[str, Callable[..., Any]], None],
+) -> None:
+    """The subscription item's write fails (an item too large, here injected):
+    its id must not stay in the connection's map, "in use" and counted."""
+
+    def refuse_subscription_items(request: Any = None, **_: Any) -> Any:
+        if keys.subscriptions_pk(tenant).encode() in (request.body or b""):
+            refused.append(request.url)
+            return dynamodb_error("ValidationException", "Item size has exceeded the maximum")
+        return None
+
+    refused: list[str] = []
+    device = Device(management)
+    device.init([tenant])
+    inject_realtime("before-send.dynamodb", refuse_subscription_items)
+    device.subscribe("s1", tenant)
+    assert refused and device.received()[-1] == {"id": "s1", "type": "complete"}
+    connection = aws._runtime().connections.get(device.id)
+    assert connection is not None and connection.subscriptions == {}
+
+    refused_count = len(refused)
+    aws._runtime().connections.client.meta.events.unregister(
+        "before-send.dynamodb", refuse_subscription_items
+    )
+    device.subscribe("s1", tenant, since=None)  # the same id is free
+    assert len(refused) == refused_count
+    connection = aws._runtime().connections.get(device.id)
+    assert connection is not None and connection.subscriptions == {"s1": tenant}
+
+
+def test_an_unparsable_or_deeply_nested_body_hangs_up(
+    management: ManagementApi, settings: Settings, tenant: str
+) -> None:
+    for body in ("[" * 2000 + "]" * 2000, '{"type": ' * 2000, "\xff{", "{"):
+        device = Device(management)
+        device.init([tenant])
+        event = _event("ws_message.json", device.id)
+        event["body"] = body
+        assert aws.websocket_handler(event) == {"statusCode": 200}
+        assert device.id in management.deleted, body[:20]
