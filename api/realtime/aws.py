@@ -29,6 +29,7 @@ from typing import Any
 
 import boto3
 from botocore.exceptions import BotoCoreError, ClientError
+from graphql import GraphQLError, OperationDefinitionNode, parse
 from strawberry.types.execution import PreExecutionError
 from strawberry.utils.aio import aclosing
 
@@ -39,8 +40,11 @@ from api.graphql.documents import too_long
 from api.graphql.errors import with_codes
 from api.graphql.schema import Context, SyncSchema, make_schema
 from api.realtime.connections import (
+    MAX_STORED_DOCUMENT,
+    MAX_STORED_VARIABLES,
     Connection,
     Connections,
+    Operation,
     Subscription,
     SubscriptionRefused,
 )
@@ -232,39 +236,68 @@ async def _subscribe(rt: Runtime, connection_id: str, message: dict[str, Any]) -
         return
     query: str = payload["query"]
     variables = payload.get("variables") or {}
-    if not isinstance(variables, dict):
+    name = payload.get("operationName") or None
+    if not isinstance(variables, dict) or not isinstance(name, str | None):
         rt.hang_up(connection_id, "invalid subscribe message")
         return
-    refused = too_long(query, authenticated=True)
+    refused = too_long(query, authenticated=True) or _too_large_to_store(query, {})
+    if refused is None:  # the document is short: parsing it costs little
+        operation = Operation(query, _declared(query, name, variables, rt.settings), name)
+        refused = _too_large_to_store(query, operation.variables)
     if refused is not None:
         _send_errors(rt, connection_id, subscription_id, [refused])
         return
-    feed = _RegisteringFeed(rt, connection, subscription_id, query, variables)
+    feed = _RegisteringFeed(rt, connection, subscription_id, operation)
     principal = Principal(connection.sub, connection.tenants, connection.until)
-    rejected = await _run(rt, connection_id, subscription_id, payload, principal, feed)
+    rejected = await _run(rt, connection_id, subscription_id, operation, principal, feed)
     if not rejected and not feed.registered:
         # It ended (an error, or it was refused): graphql-ws expects `complete`.
         rt.send(connection_id, {"id": subscription_id, "type": "complete"})
+
+
+def _declared(
+    query: str, name: str | None, variables: dict[str, Any], settings: Settings
+) -> dict[str, Any]:
+    """The variables the operation `name` of `query` declares (all of them when the
+    document does not parse or has no such operation: executing it reports that)."""
+    try:
+        document = parse(query, max_tokens=settings.max_query_tokens)
+    except (GraphQLError, RecursionError):
+        return variables
+    operations = [
+        d
+        for d in document.definitions
+        if isinstance(d, OperationDefinitionNode)
+        and (name is None or (d.name is not None and d.name.value == name))
+    ]
+    if len(operations) != 1:
+        return variables
+    declared = {v.variable.name.value for v in operations[0].variable_definitions or ()}
+    return {k: v for k, v in variables.items() if k in declared}
+
+
+def _too_large_to_store(query: str, variables: dict[str, Any]) -> GraphQLError | None:
+    """The error for an operation larger than a subscription item may hold, or None."""
+    if len(query) > MAX_STORED_DOCUMENT:
+        why = f"a subscription's document is longer than {MAX_STORED_DOCUMENT} characters"
+    elif len(json.dumps(variables)) > MAX_STORED_VARIABLES:
+        why = f"a subscription's variables are longer than {MAX_STORED_VARIABLES} characters"
+    else:
+        return None
+    return GraphQLError(why, extensions={"code": "BAD_USER_INPUT"})
 
 
 async def _run(
     rt: Runtime,
     connection_id: str,
     subscription_id: str,
-    payload: dict[str, Any],
+    operation: Operation,
     principal: Principal,
     feed: Any,
 ) -> bool:
-    """Run the subscription `payload` asks for with `feed` and send what it yields;
-    True if it was refused before execution (an `error` message was sent)."""
-    context = Context(request=None, service=rt.service, principal=principal, feed=feed)
-    operation_name = payload.get("operationName")
-    source = await rt.schema.subscribe(
-        payload["query"],
-        variable_values=payload.get("variables") or {},
-        context_value=context,
-        operation_name=operation_name if isinstance(operation_name, str) else None,
-    )
+    """Run `operation` with `feed` and send what it yields; True if it was refused
+    before execution (an `error` message was sent)."""
+    source = await _execute(rt, operation, principal, feed)
     async with aclosing(source):
         async for result in source:
             if isinstance(result, PreExecutionError):  # only ever the first result
@@ -272,6 +305,17 @@ async def _run(
                 return True
             rt.send(connection_id, _next(subscription_id, result))
     return False
+
+
+async def _execute(rt: Runtime, operation: Operation, principal: Principal, feed: Any) -> Any:
+    """The results of `operation` for `principal`, whose tokens come from `feed`."""
+    context = Context(request=None, service=rt.service, principal=principal, feed=feed)
+    return await rt.schema.subscribe(
+        operation.query,
+        variable_values=operation.variables,
+        context_value=context,
+        operation_name=operation.name,
+    )
 
 
 def _next(subscription_id: str, result: Any) -> dict[str, Any]:
@@ -296,23 +340,21 @@ class _RegisteringFeed:
         rt: Runtime,
         connection: Connection,
         subscription_id: str,
-        query: str,
-        variables: dict[str, Any],
+        operation: Operation,
     ) -> None:
         self._rt = rt
         self._connection = connection
-        self._subscription = (subscription_id, query, variables)
+        self._subscription = (subscription_id, operation)
         self.registered = False
 
     async def changes(self, tenant_id: str, after: str | None) -> AsyncIterator[str]:
-        subscription_id, query, variables = self._subscription
+        subscription_id, operation = self._subscription
         connection = self._connection
         subscription = Subscription(
             connection_id=connection.connection_id,
             subscription_id=subscription_id,
             tenant_id=tenant_id,
-            query=query,
-            variables=variables,
+            operation=operation,
             sub=connection.sub,
             until=connection.until,
         )
@@ -371,7 +413,7 @@ async def _fan_out_tenant(rt: Runtime, tenant_id: str, token: str, gate: asyncio
         if subscription.until < now:
             expired.add(subscription.connection_id)
             continue
-        key = json.dumps([subscription.query, subscription.variables], sort_keys=True)
+        key = subscription.operation.key()
         if key not in payloads:
             payloads[key] = await _event(rt, subscription, token)
         message = payloads[key]
@@ -396,10 +438,7 @@ def _subscriptions_of(rt: Runtime, tenant_id: str) -> list[Subscription]:
 async def _event(rt: Runtime, subscription: Subscription, token: str) -> dict[str, Any] | None:
     """The `next` message of one subscription for `token` (None: not newer than its since)."""
     principal = Principal(subscription.sub, frozenset({subscription.tenant_id}), subscription.until)
-    context = Context(request=None, service=rt.service, principal=principal, feed=_OneEvent(token))
-    source = await rt.schema.subscribe(
-        subscription.query, variable_values=subscription.variables, context_value=context
-    )
+    source = await _execute(rt, subscription.operation, principal, _OneEvent(token))
     async with aclosing(source):
         async for result in source:
             if isinstance(result, PreExecutionError):

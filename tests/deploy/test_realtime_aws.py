@@ -317,3 +317,75 @@ def test_an_unparsable_or_deeply_nested_body_hangs_up(
         event["body"] = body
         assert aws.websocket_handler(event) == {"statusCode": 200}
         assert device.id in management.deleted, body[:20]
+
+
+def _subscription_read_units(settings: Settings, tenant: str) -> float:
+    """What the fan-out's Query of the tenant's subscriptions costs, in read units."""
+    pages = (
+        settings.dynamodb_client()
+        .get_paginator("query")
+        .paginate(
+            TableName=settings.table_name,
+            KeyConditionExpression="pk = :pk",
+            ExpressionAttributeValues={":pk": {"S": keys.subscriptions_pk(tenant)}},
+            ConsistentRead=True,
+            ReturnConsumedCapacity="TOTAL",
+        )
+    )
+    return float(sum(page["ConsumedCapacity"]["CapacityUnits"] for page in pages))
+
+
+def test_subscriptions_store_only_their_declared_variables_within_a_bound(
+    management: ManagementApi, settings: Settings, tenant: str
+) -> None:
+    device = Device(management)
+    device.init([tenant])
+    pad = "x" * 120_000  # undeclared: the operation never reads it
+    for i in range(10):
+        variables = {"t": tenant, "s": None, "pad": pad}
+        payload = {"query": SUBSCRIBE, "variables": variables}
+        device.send({"id": f"s{i}", "type": "subscribe", "payload": payload})
+    connection = aws._runtime().connections.get(device.id)
+    assert connection is not None and len(connection.subscriptions) == 10
+    # Ten items of ~300 bytes: one read unit (stored verbatim: 295 units, measured).
+    units = _subscription_read_units(settings, tenant)
+    assert units <= 1, units
+    (stored, *_) = aws._runtime().connections.subscriptions(tenant)
+    assert stored.operation.variables == {"t": tenant, "s": None}
+
+    other = Device(management)
+    other.init([tenant])
+    declared_but_large = "query($t: ID!) { __typename }"  # any document: refused first
+    too_large = [
+        {"query": SUBSCRIBE, "variables": {"t": tenant, "s": "0" * 2000}},
+        {"query": SUBSCRIBE + " " * 5000, "variables": {"t": tenant}},
+        {"query": declared_but_large, "variables": {"t": "x" * 2000}},
+    ]
+    for i, payload in enumerate(too_large):
+        other.send({"id": f"big{i}", "type": "subscribe", "payload": payload})
+        refused = other.received()[-1]
+        assert refused["type"] == "error" and refused["id"] == f"big{i}"
+        assert refused["payload"][0]["extensions"]["code"] == "BAD_USER_INPUT"
+    connection = aws._runtime().connections.get(other.id)
+    assert connection is not None and connection.subscriptions == {}
+
+
+def test_the_fan_out_runs_the_operation_the_subscriber_named(
+    management: ManagementApi, settings: Settings, gql: GraphQLClient, tenant: str
+) -> None:
+    two = (
+        "subscription Short($t: ID!) { changesAvailable(tenantID: $t) { changeToken } } "
+        "subscription Full($t: ID!, $s: ID) { changesAvailable(tenantID: $t, since: $s) "
+        "{ tenantID changeToken } }"
+    )
+    device = Device(management)
+    device.init([tenant])
+    payload = {"query": two, "operationName": "Full", "variables": {"t": tenant}}
+    device.send({"id": "s1", "type": "subscribe", "payload": payload})
+    stream = TableStream(settings)
+    written = gql.create(tenant, "Person", {})["changeToken"]
+    records = _head_filter(stream.records_until_head_of(tenant))
+    assert aws.stream_handler({"Records": records}) == {"sent": 1}
+    assert device.received()[-1]["payload"] == {
+        "data": {"changesAvailable": {"tenantID": tenant, "changeToken": written}}
+    }
