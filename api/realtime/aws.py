@@ -81,6 +81,11 @@ class Runtime:
 
     def send(self, connection_id: str, message: dict[str, Any]) -> bool:
         """PostToConnection; False when the connection is gone (and forget it)."""
+        return self.post(connection_id, message) is not False
+
+    def post(self, connection_id: str, message: dict[str, Any]) -> bool | None:
+        """PostToConnection: True if sent, False if the connection is gone (it is
+        forgotten), None if it failed otherwise (logged)."""
         try:
             self.management.post_to_connection(
                 ConnectionId=connection_id, Data=json.dumps(message).encode()
@@ -90,9 +95,10 @@ class Runtime:
                 self.connections.close(connection_id)
                 return False
             logger.warning("PostToConnection failed: %s", exc.response["Error"]["Code"])
-            return True
+            return None
         except BotoCoreError as exc:
             logger.warning("PostToConnection failed: %s", exc)
+            return None
         return True
 
     def hang_up(self, connection_id: str, why: str) -> None:
@@ -374,7 +380,11 @@ class _RegisteringFeed:
             self.registered = False
             self._rt.connections.unsubscribe(connection.connection_id, subscription_id)
             raise
-        if latest is not None:
+        # Claimed first, like a fan-out's event: one that raced ahead with this
+        # token (or a newer one) already told the subscriber.
+        if latest is not None and await asyncio.to_thread(
+            self._rt.connections.claim, subscription, latest
+        ):
             yield latest
 
 
@@ -383,7 +393,10 @@ class _Refused(SyncError):
 
 
 class _OneEvent:
-    """At fan-out: the one new token, if it is newer than the subscription's `since`."""
+    """At fan-out: the one new token, if it is newer than the subscription's `since`.
+    It is sent only if it is also newer than the last token sent on that
+    subscription (`Connections.claim`): the event is shared by every subscriber of
+    one operation, the last token sent is each one's own."""
 
     def __init__(self, token: str) -> None:
         self._token = token
@@ -393,42 +406,70 @@ class _OneEvent:
             yield self._token
 
 
+class FanOutIncomplete(Exception):
+    """Some subscribers were not sent their event: the batch is to be retried (only
+    they are sent it again: the others' claims hold)."""
+
+
 async def fan_out(rt: Runtime, changes: dict[str, str]) -> int:
-    """Send each tenant's newest token to its subscribers; how many were sent."""
+    """Send each tenant's newest token to its subscribers; how many were sent.
+    Raises once every tenant was tried if any subscriber could not be sent its
+    event, or a tenant's subscriptions could not be read."""
     gate = asyncio.Semaphore(FAN_OUT_CONCURRENCY)
-    sent = 0
-    for tenant_id, token in changes.items():
-        sent += await _fan_out_tenant(rt, tenant_id, token, gate)
-    return sent
+    outcomes = [await _fan_out_tenant(rt, t, token, gate) for t, token in changes.items()]
+    failures = [o for o in outcomes if isinstance(o, BaseException)]
+    if failures:
+        raise FanOutIncomplete(f"{len(failures)} of {len(outcomes)} tenants") from failures[0]
+    return sum(o for o in outcomes if isinstance(o, int))
 
 
-async def _fan_out_tenant(rt: Runtime, tenant_id: str, token: str, gate: asyncio.Semaphore) -> int:
-    subscriptions = await asyncio.to_thread(_subscriptions_of, rt, tenant_id)
+async def _fan_out_tenant(
+    rt: Runtime, tenant_id: str, token: str, gate: asyncio.Semaphore
+) -> int | BaseException:
+    try:
+        subscriptions = await asyncio.to_thread(_subscriptions_of, rt, tenant_id)
+    except SyncError as exc:
+        return exc
     now = time.time()
     # Subscribers mostly send the same document: execute each distinct one once.
     payloads: dict[str, dict[str, Any] | None] = {}
-    messages: list[tuple[str, dict[str, Any]]] = []
+    messages: list[tuple[Subscription, dict[str, Any]]] = []
     expired: set[str] = set()
     for subscription in subscriptions:
         if subscription.until < now:
             expired.add(subscription.connection_id)
             continue
+        if subscription.last is not None and token <= subscription.last:
+            continue  # it was sent this token, or a newer one
         key = subscription.operation.key()
         if key not in payloads:
             payloads[key] = await _event(rt, subscription, token)
         message = payloads[key]
         if message is not None:
-            messages.append(
-                (subscription.connection_id, {**message, "id": subscription.subscription_id})
-            )
+            messages.append((subscription, {**message, "id": subscription.subscription_id}))
     for connection_id in expired:
         await asyncio.to_thread(rt.hang_up, connection_id, "token expired")
 
-    async def send(connection_id: str, message: dict[str, Any]) -> bool:
+    async def deliver(subscription: Subscription, message: dict[str, Any]) -> bool:
         async with gate:
-            return await asyncio.to_thread(rt.send, connection_id, message)
+            return await asyncio.to_thread(_deliver, rt, subscription, token, message)
 
-    return sum(await asyncio.gather(*(send(c, m) for c, m in messages)))
+    sent = await asyncio.gather(*(deliver(s, m) for s, m in messages), return_exceptions=True)
+    failed = [s for s in sent if isinstance(s, BaseException)]
+    return failed[0] if failed else sum(s is True for s in sent)
+
+
+def _deliver(rt: Runtime, subscription: Subscription, token: str, message: dict[str, Any]) -> bool:
+    """Claim `token` on the subscription, then send it; False if it was not newer
+    than the last one sent or the connection is gone. A failed send is released,
+    so that a retry of the batch sends it again."""
+    if not rt.connections.claim(subscription, token):
+        return False
+    posted = rt.post(subscription.connection_id, message)
+    if posted is None:
+        rt.connections.release(subscription, token)
+        raise FanOutIncomplete(f"PostToConnection failed for {subscription.connection_id}")
+    return posted
 
 
 def _subscriptions_of(rt: Runtime, tenant_id: str) -> list[Subscription]:

@@ -11,6 +11,7 @@ boto3's errors are translated here into `SubscriptionRefused` or `Unavailable`.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections.abc import Iterator
@@ -70,6 +71,7 @@ class Subscription:
     operation: Operation
     sub: str
     until: float
+    last: str | None = None  # the token last sent on it (None: none yet)
 
 
 class Connections:
@@ -132,10 +134,7 @@ class Connections:
             },
         }
         item = {
-            "pk": {"S": keys.subscriptions_pk(subscription.tenant_id)},
-            "sk": {
-                "S": keys.subscription_sk(subscription.connection_id, subscription.subscription_id)
-            },
+            **self._subscription_key(subscription),
             "cid": {"S": subscription.connection_id},
             "sid": {"S": subscription.subscription_id},
             "q": {"S": subscription.operation.query},
@@ -215,10 +214,50 @@ class Connections:
                     ),
                     sub=item["sub"]["S"],
                     until=float(item["until"]["N"]),
+                    last=item["last"]["S"] if "last" in item else None,
                 )
             start = page.get("LastEvaluatedKey")
             if start is None:
                 return
+
+    def claim(self, subscription: Subscription, token: str) -> bool:
+        """Record `token` as sent on the subscription if it is newer than the last one
+        sent (and the subscription still exists); False if not: then do not send it.
+        Claiming before sending makes each event newer than the last, whatever
+        fan-outs, retries and subscribes race. 1 write unit per KB of the item."""
+        try:
+            self._call(
+                "update_item",
+                TableName=self._table,
+                Key=self._subscription_key(subscription),
+                UpdateExpression="SET #last = :token",
+                ConditionExpression="attribute_exists(pk) "
+                "AND (attribute_not_exists(#last) OR #last < :token)",
+                ExpressionAttributeNames={"#last": "last"},
+                ExpressionAttributeValues={":token": {"S": token}},
+            )
+        except SubscriptionRefused:
+            return False
+        return True
+
+    def release(self, subscription: Subscription, token: str) -> None:
+        """Undo `claim(subscription, token)` when sending failed (unless a newer token
+        was claimed since), so that a retry sends it again."""
+        if subscription.last is None:
+            update, values = "REMOVE #last", {":token": {"S": token}}
+        else:
+            update = "SET #last = :previous"
+            values = {":token": {"S": token}, ":previous": {"S": subscription.last}}
+        with contextlib.suppress(SubscriptionRefused):
+            self._call(
+                "update_item",
+                TableName=self._table,
+                Key=self._subscription_key(subscription),
+                UpdateExpression=update,
+                ConditionExpression="#last = :token",
+                ExpressionAttributeNames={"#last": "last"},
+                ExpressionAttributeValues=values,
+            )
 
     def _delete_subscription(
         self, tenant_id: str, connection_id: str, subscription_id: str
@@ -226,10 +265,13 @@ class Connections:
         self._call(
             "delete_item",
             TableName=self._table,
-            Key={
-                "pk": {"S": keys.subscriptions_pk(tenant_id)},
-                "sk": {"S": keys.subscription_sk(connection_id, subscription_id)},
-            },
+            Key=_subscription_key(tenant_id, connection_id, subscription_id),
+        )
+
+    @staticmethod
+    def _subscription_key(subscription: Subscription) -> dict[str, Any]:
+        return _subscription_key(
+            subscription.tenant_id, subscription.connection_id, subscription.subscription_id
         )
 
     @staticmethod
@@ -256,3 +298,10 @@ def _condition_failed(response: dict[str, Any]) -> bool:
         reasons = [r.get("Code") for r in response.get("CancellationReasons", [])]
         return "ConditionalCheckFailed" in reasons
     return bool(code == "ConditionalCheckFailedException")
+
+
+def _subscription_key(tenant_id: str, connection_id: str, subscription_id: str) -> dict[str, Any]:
+    return {
+        "pk": {"S": keys.subscriptions_pk(tenant_id)},
+        "sk": {"S": keys.subscription_sk(connection_id, subscription_id)},
+    }

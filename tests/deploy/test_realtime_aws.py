@@ -389,3 +389,36 @@ def test_the_fan_out_runs_the_operation_the_subscriber_named(
     assert device.received()[-1]["payload"] == {
         "data": {"changesAvailable": {"tenantID": tenant, "changeToken": written}}
     }
+
+
+def _tokens(device: Device, subscription_id: str) -> list[str]:
+    return [_token(m) for m in device.received() if m.get("id") == subscription_id]
+
+
+def test_every_event_is_newer_than_the_last_one_sent_on_its_subscription(
+    management: ManagementApi, settings: Settings, gql: GraphQLClient, tenant: str
+) -> None:
+    """Retried batches (Lambda retries a failed one; bisection retries halves of it)
+    and a subscribe racing a fan-out must not send a token that is not newer."""
+    device, flaky = Device(management), Device(management)
+    device.init([tenant])
+    flaky.init([tenant])
+    device.subscribe("s1", tenant)
+    flaky.subscribe("f", tenant)
+    stream = TableStream(settings)
+    w1 = gql.create(tenant, "Person", {})["changeToken"]
+    batch1 = {"Records": _head_filter(stream.records_until_head_of(tenant))}
+    assert aws.stream_handler(batch1) == {"sent": 2}
+    assert aws.stream_handler(batch1) == {"sent": 0}  # a retry of the same batch
+    w2 = gql.create(tenant, "Person", {})["changeToken"]
+    batch2 = {"Records": _head_filter(stream.records_until_head_of(tenant))}
+    device.subscribe("s2", tenant)  # its first event is w2, before w2's fan-out
+    management.failing.add(flaky.id)
+    with pytest.raises(aws.FanOutIncomplete):  # Lambda retries it
+        aws.stream_handler(batch2)
+    assert aws.stream_handler(batch1) == {"sent": 0}  # an older batch, late
+    management.failing.discard(flaky.id)
+    assert aws.stream_handler(batch2) == {"sent": 1}  # the retry: only the one not sent
+    assert _tokens(device, "s1") == [w1, w2]
+    assert _tokens(device, "s2") == [w2]
+    assert _tokens(flaky, "f") == [w1, w2]

@@ -152,7 +152,7 @@ def test_each_function_may_do_only_what_its_code_does(packaged: dict[str, Any]) 
         "ApiRole": {frozenset(TABLE_ACTIONS | {"dynamodb:BatchGetItem"}): table},
         "RealtimeRole": {frozenset(TABLE_ACTIONS - {"dynamodb:ConditionCheckItem"}): table},
         "FanoutRole": {
-            frozenset({"dynamodb:Query", "dynamodb:DeleteItem"}): table,
+            frozenset({"dynamodb:Query", "dynamodb:UpdateItem", "dynamodb:DeleteItem"}): table,
             frozenset(STREAM_ACTIONS): stream,
         },
     }
