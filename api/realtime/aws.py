@@ -48,6 +48,7 @@ from api.realtime.connections import (
     Subscription,
     SubscriptionRefused,
 )
+from api.realtime.failed_batches import tenants_in_batch
 from api.realtime.streams import head_changes
 from api.settings import Settings
 from api.storage import models
@@ -78,6 +79,7 @@ class Runtime:
     authenticator: Authenticator
     connections: Connections
     management: Any  # boto3 apigatewaymanagementapi client
+    streams: Any  # boto3 dynamodbstreams client (the drain reads failed batches back)
 
     def send(self, connection_id: str, message: dict[str, Any]) -> bool:
         """PostToConnection; False when the connection is gone (and forget it)."""
@@ -125,6 +127,7 @@ def build_runtime(settings: Settings) -> Runtime:
         authenticator=Authenticator(settings),
         connections=Connections(settings.dynamodb_client(), settings.table_name),
         management=management,
+        streams=settings.dynamodb_client("dynamodbstreams"),
     )
 
 
@@ -142,6 +145,38 @@ def stream_handler(event: dict[str, Any], context: Any = None) -> dict[str, Any]
     """The table's stream (filtered to head items): poke every subscriber."""
     sent = asyncio.run(fan_out(_runtime(), head_changes(event.get("Records", []))))
     return {"sent": sent}
+
+
+def drain_handler(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
+    """The fan-out's failure destination, an SQS queue: for each batch of the stream
+    the fan-out gave up on, poke its tenants' subscribers with their heads as they
+    are now (pokes are idempotent: each subscriber gets only a token newer than the
+    last one it was sent). A message that fails returns to the queue."""
+    rt = _runtime()
+    failures = []
+    for message in event.get("Records", []):
+        try:
+            sent = asyncio.run(_drain(rt, json.loads(message["body"])))
+        except Exception:  # any: the message is retried, never dropped
+            logger.exception("draining a failed fan-out batch failed")
+            failures.append({"itemIdentifier": message["messageId"]})
+        else:
+            logger.info("drained a failed fan-out batch: %d sent", sent)
+    return {"batchItemFailures": failures}
+
+
+async def _drain(rt: Runtime, record: dict[str, Any]) -> int:
+    info = record.get("DDBStreamBatchInfo")
+    if not isinstance(info, dict):
+        logger.error("not a stream batch's failure record: %s", str(record)[:500])
+        return 0
+    tenants = await asyncio.to_thread(tenants_in_batch, rt.streams, info)
+    heads: dict[str, str] = {}
+    for tenant_id in sorted(tenants):
+        latest = await asyncio.to_thread(rt.service.latest_change, tenant_id, None)
+        if latest is not None:
+            heads[tenant_id] = latest
+    return await fan_out(rt, heads)
 
 
 async def handle_websocket(rt: Runtime, event: dict[str, Any]) -> dict[str, Any]:

@@ -115,13 +115,18 @@ class TableStream:
         self.streams = settings.dynamodb_client("dynamodbstreams")
         self.arn = ddb.describe_table(TableName=settings.table_name)["Table"]["LatestStreamArn"]
         shards = self.streams.describe_stream(StreamArn=self.arn)["StreamDescription"]["Shards"]
-        self.iterators = [
-            self.streams.get_shard_iterator(
-                StreamArn=self.arn, ShardId=s["ShardId"], ShardIteratorType="LATEST"
-            )["ShardIterator"]
+        self.shard_ids = [
+            s["ShardId"]
             for s in shards
             if "EndingSequenceNumber" not in s.get("SequenceNumberRange", {})
         ]
+        self.iterators = [
+            self.streams.get_shard_iterator(
+                StreamArn=self.arn, ShardId=shard_id, ShardIteratorType="LATEST"
+            )["ShardIterator"]
+            for shard_id in self.shard_ids
+        ]
+        self.shard_of: dict[str, str] = {}  # sequence number -> shard
 
     def records_until_head_of(self, tenant: str, timeout: float = 10.0) -> list[dict[str, Any]]:
         """Stream records from now on, until the tenant's head shows up, as Lambda's
@@ -132,6 +137,8 @@ class TableStream:
             for i, iterator in enumerate(self.iterators):
                 page = self.streams.get_records(ShardIterator=iterator)
                 self.iterators[i] = page["NextShardIterator"]
+                for r in page["Records"]:
+                    self.shard_of[r["dynamodb"]["SequenceNumber"]] = self.shard_ids[i]
                 found += [
                     {**r, "eventSource": "aws:dynamodb", "eventSourceARN": self.arn}
                     for r in page["Records"]
@@ -422,3 +429,69 @@ def test_every_event_is_newer_than_the_last_one_sent_on_its_subscription(
     assert _tokens(device, "s1") == [w1, w2]
     assert _tokens(device, "s2") == [w2]
     assert _tokens(flaky, "f") == [w1, w2]
+
+
+def _failure_record(stream: TableStream, batch: list[dict[str, Any]]) -> dict[str, Any]:
+    """What Lambda sends the on-failure destination for a stream batch whose retries
+    are spent (AWS Lambda Developer Guide, "Retaining discarded records for a
+    DynamoDB event source"): the batch's place in the stream, not its records."""
+    numbers = [r["dynamodb"]["SequenceNumber"] for r in batch]
+    (shard,) = {stream.shard_of[n] for n in numbers}
+    return {
+        "requestContext": {
+            "requestId": str(uuid.uuid4()),
+            "functionArn": "arn:aws:lambda:us-east-1:123456789012:function:fanout",
+            "condition": "RetryAttemptsExhausted",
+            "approximateInvokeCount": 3,
+        },
+        "responseContext": {
+            "statusCode": 200,
+            "executedVersion": "$LATEST",
+            "functionError": "Unhandled",
+        },
+        "version": "1.0",
+        "timestamp": "2026-11-24T00:00:00.000Z",
+        "DDBStreamBatchInfo": {
+            "shardId": shard,
+            "startSequenceNumber": min(numbers, key=int),
+            "endSequenceNumber": max(numbers, key=int),
+            "approximateArrivalOfFirstRecord": "2026-11-24T00:00:00Z",
+            "approximateArrivalOfLastRecord": "2026-11-24T00:00:00Z",
+            "batchSize": len(batch),
+            "streamArn": stream.arn,
+        },
+    }
+
+
+def test_a_batch_the_fan_out_gave_up_on_is_drained_from_the_failure_destination(
+    management: ManagementApi,
+    settings: Settings,
+    gql: GraphQLClient,
+    tenant: str,
+) -> None:
+    other_tenant = f"t-{uuid.uuid4().hex[:12]}"
+    device, other = Device(management), Device(management)
+    device.init([tenant])
+    other.init([other_tenant])
+    device.subscribe("s1", tenant)
+    other.subscribe("o1", other_tenant)
+    stream = TableStream(settings)
+    other_w = gql.create(other_tenant, "Person", {})["changeToken"]
+    w1 = gql.create(tenant, "Person", {})["changeToken"]
+    batch = _head_filter(stream.records_until_head_of(tenant))
+    management.failing.update({device.id, other.id})
+    for _ in range(3):  # the first attempt and maximumRetryAttempts: 2
+        with pytest.raises(aws.FanOutIncomplete):
+            aws.stream_handler({"Records": batch})
+    w2 = gql.create(tenant, "Person", {})["changeToken"]  # a later write, also failed
+    message = {"messageId": "m1", "body": json.dumps(_failure_record(stream, batch))}
+    queue = {"Records": [{**message, "eventSource": "aws:sqs"}]}
+    # Still failing: the message goes back to the queue, it is not dropped.
+    assert aws.drain_handler(queue) == {"batchItemFailures": [{"itemIdentifier": "m1"}]}
+    management.failing.clear()
+    assert aws.drain_handler(queue) == {"batchItemFailures": []}
+    assert _tokens(device, "s1") == [w2]  # the head now: it covers w1
+    assert w2 > w1
+    assert _tokens(other, "o1") == [other_w]
+    assert aws.drain_handler(queue) == {"batchItemFailures": []}  # drained twice:
+    assert _tokens(device, "s1") == [w2]  # nothing older or equal is sent again
