@@ -45,7 +45,7 @@ class Connection:
 # subscription item of a tenant on each of its writes (1 read unit per 4 KB), so
 # their size is its cost. A changesAvailable document is ~150 characters and its
 # variables ~80; stored verbatim, 200 subscriptions padded with 120 KB each cost
-# 2,944 read units per write, and now at most 200 x 5 KB = 1 MB (256 units).
+# 2,944 read units per write, and now at most 200 x 5 KB = 1 MB (about 250 units).
 MAX_STORED_DOCUMENT = 4 * 1024
 MAX_STORED_VARIABLES = 1024  # characters of the declared variables' JSON
 
