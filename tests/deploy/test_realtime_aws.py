@@ -19,7 +19,7 @@ from api.auth import make_local_token
 from api.realtime import aws
 from api.settings import Settings
 from api.storage import keys
-from tests.support.faults import dynamodb_error
+from tests.support.faults import dynamodb_error, hooks_on
 from tests.support.gql import TEST_AUTH_SECRET, GraphQLClient, bearer
 from tests.support.management_api import ManagementApi
 from tests.support.stale_reads import StaleQueries
@@ -52,16 +52,8 @@ def _lambda_environment(
 def inject_realtime() -> Iterator[Callable[[str, Callable[..., Any]], None]]:
     """Register a botocore hook on the realtime handlers' DynamoDB client (as the
     `inject` fixture does on the store's): faults enter between it and DynamoDB Local."""
-    events = aws._runtime().connections.client.meta.events
-    registered: list[tuple[str, Callable[..., Any]]] = []
-
-    def register(event: str, handler: Callable[..., Any]) -> None:
-        events.register_first(event, handler)
-        registered.append((event, handler))
-
-    yield register
-    for event, handler in registered:
-        events.unregister(event, handler)
+    with hooks_on(aws._runtime().connections.client.meta.events) as register:
+        yield register
 
 
 def _event(name: str, connection_id: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -398,6 +390,14 @@ def test_the_fan_out_runs_the_operation_the_subscriber_named(
     }
 
 
+def _subscribed(management: ManagementApi, tenant: str, subscription_id: str) -> Device:
+    """A connected device with one subscription to the tenant (since null)."""
+    device = Device(management)
+    device.init([tenant])
+    device.subscribe(subscription_id, tenant)
+    return device
+
+
 def _tokens(device: Device, subscription_id: str) -> list[str]:
     return [_token(m) for m in device.received() if m.get("id") == subscription_id]
 
@@ -407,11 +407,7 @@ def test_every_event_is_newer_than_the_last_one_sent_on_its_subscription(
 ) -> None:
     """Retried batches (Lambda retries a failed one; bisection retries halves of it)
     and a subscribe racing a fan-out must not send a token that is not newer."""
-    device, flaky = Device(management), Device(management)
-    device.init([tenant])
-    flaky.init([tenant])
-    device.subscribe("s1", tenant)
-    flaky.subscribe("f", tenant)
+    device, flaky = _subscribed(management, tenant, "s1"), _subscribed(management, tenant, "f")
     stream = TableStream(settings)
     w1 = gql.create(tenant, "Person", {})["changeToken"]
     batch1 = {"Records": _head_filter(stream.records_until_head_of(tenant))}
@@ -470,11 +466,8 @@ def test_a_batch_the_fan_out_gave_up_on_is_drained_from_the_failure_destination(
     tenant: str,
 ) -> None:
     other_tenant = f"t-{uuid.uuid4().hex[:12]}"
-    device, other = Device(management), Device(management)
-    device.init([tenant])
-    other.init([other_tenant])
-    device.subscribe("s1", tenant)
-    other.subscribe("o1", other_tenant)
+    device = _subscribed(management, tenant, "s1")
+    other = _subscribed(management, other_tenant, "o1")
     stream = TableStream(settings)
     other_w = gql.create(other_tenant, "Person", {})["changeToken"]
     w1 = gql.create(tenant, "Person", {})["changeToken"]

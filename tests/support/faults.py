@@ -8,11 +8,29 @@ after DynamoDB applied the request. The code under test runs unchanged.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from botocore.awsrequest import AWSResponse
 from botocore.exceptions import EndpointConnectionError, ReadTimeoutError
+
+
+@contextmanager
+def hooks_on(events: Any) -> Iterator[Callable[[str, Callable[..., Any]], None]]:
+    """A `register(event, handler)` for botocore hooks on `events` (a client's
+    `meta.events`), first in line; every hook it registered is removed on exit."""
+    registered: list[tuple[str, Callable[..., Any]]] = []
+
+    def register(event: str, handler: Callable[..., Any]) -> None:
+        events.register_first(event, handler)
+        registered.append((event, handler))
+
+    try:
+        yield register
+    finally:
+        for event, handler in registered:
+            events.unregister(event, handler)
 
 
 class _Raw:
