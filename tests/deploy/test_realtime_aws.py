@@ -309,7 +309,8 @@ def test_a_failed_subscription_write_leaves_nothing_behind(
 def test_an_unparsable_or_deeply_nested_body_hangs_up(
     management: ManagementApi, settings: Settings, tenant: str
 ) -> None:
-    for body in ("[" * 2000 + "]" * 2000, '{"type": ' * 2000, "\xff{", "{"):
+    nested = '{"type": "ping", "x": ' + "[" * 100 + "]" * 100 + "}"  # parses; too deep
+    for body in ("[" * 2000 + "]" * 2000, '{"type": ' * 2000, "\xff{", "{", nested):
         device = Device(management)
         device.init([tenant])
         event = _event("ws_message.json", device.id)
