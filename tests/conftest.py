@@ -20,6 +20,7 @@ from api.settings import Settings
 from api.storage import models
 from api.storage.table import ensure_table
 from scripts.local_engine import LocalEngine, free_port
+from tests.support.faults import hooks_on
 from tests.support.gql import TEST_AUTH_SECRET, GraphQLClient
 from tests.support.torn import TornEngine
 
@@ -78,16 +79,8 @@ def inject(settings: Settings) -> Iterator[Callable[[str, Callable[..., Any]], N
     Faults enter at the HTTP layer between the store and DynamoDB Local, so the
     code under test runs unchanged. Hooks are removed after the test.
     """
-    events = models.RecordItem._get_connection().connection.client.meta.events
-    registered: list[tuple[str, Callable[..., Any]]] = []
-
-    def register(event: str, handler: Callable[..., Any]) -> None:
-        events.register_first(event, handler)
-        registered.append((event, handler))
-
-    yield register
-    for event, handler in registered:
-        events.unregister(event, handler)
+    with hooks_on(models.RecordItem._get_connection().connection.client.meta.events) as register:
+        yield register
 
 
 @pytest.fixture(scope="session")

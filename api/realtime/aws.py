@@ -29,6 +29,7 @@ from typing import Any
 
 import boto3
 from botocore.exceptions import BotoCoreError, ClientError
+from graphql import GraphQLError, OperationDefinitionNode, parse
 from strawberry.types.execution import PreExecutionError
 from strawberry.utils.aio import aclosing
 
@@ -39,11 +40,15 @@ from api.graphql.documents import too_long
 from api.graphql.errors import with_codes
 from api.graphql.schema import Context, SyncSchema, make_schema
 from api.realtime.connections import (
+    MAX_STORED_DOCUMENT,
+    MAX_STORED_VARIABLES,
     Connection,
     Connections,
+    Operation,
     Subscription,
     SubscriptionRefused,
 )
+from api.realtime.failed_batches import tenants_in_batch
 from api.realtime.streams import head_changes
 from api.service import SyncService
 from api.settings import Settings
@@ -57,6 +62,11 @@ PROTOCOL = "graphql-transport-ws"
 # round trip of a few milliseconds; 1,000 subscribers in well under a second).
 FAN_OUT_CONCURRENCY = 32
 _MAX_ID_LENGTH = 128
+# API Gateway's WebSocket message quota is 128 KB; a graphql-transport-ws message
+# nests 3 levels (message, payload, variables) above the variables' own values,
+# and changesAvailable's variables are scalars.
+MAX_MESSAGE = 128 * 1024
+MAX_MESSAGE_DEPTH = 16
 
 
 @dataclass
@@ -69,9 +79,15 @@ class Runtime:
     authenticator: Authenticator
     connections: Connections
     management: Any  # boto3 apigatewaymanagementapi client
+    streams: Any  # boto3 dynamodbstreams client (the drain reads failed batches back)
 
     def send(self, connection_id: str, message: dict[str, Any]) -> bool:
         """PostToConnection; False when the connection is gone (and forget it)."""
+        return self.post(connection_id, message) is not False
+
+    def post(self, connection_id: str, message: dict[str, Any]) -> bool | None:
+        """PostToConnection: True if sent, False if the connection is gone (it is
+        forgotten), None if it failed otherwise (logged)."""
         try:
             self.management.post_to_connection(
                 ConnectionId=connection_id, Data=json.dumps(message).encode()
@@ -81,9 +97,10 @@ class Runtime:
                 self.connections.close(connection_id)
                 return False
             logger.warning("PostToConnection failed: %s", exc.response["Error"]["Code"])
-            return True
+            return None
         except BotoCoreError as exc:
             logger.warning("PostToConnection failed: %s", exc)
+            return None
         return True
 
     def hang_up(self, connection_id: str, why: str) -> None:
@@ -110,6 +127,7 @@ def build_runtime(settings: Settings) -> Runtime:
         authenticator=Authenticator(settings),
         connections=Connections(settings.dynamodb_client(), settings.table_name),
         management=management,
+        streams=settings.dynamodb_client("dynamodbstreams"),
     )
 
 
@@ -129,6 +147,38 @@ def stream_handler(event: dict[str, Any], context: Any = None) -> dict[str, Any]
     return {"sent": sent}
 
 
+def drain_handler(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
+    """The fan-out's failure destination, an SQS queue: for each batch of the stream
+    the fan-out gave up on, poke its tenants' subscribers with their heads as they
+    are now (pokes are idempotent: each subscriber gets only a token newer than the
+    last one it was sent). A message that fails returns to the queue."""
+    rt = _runtime()
+    failures = []
+    for message in event.get("Records", []):
+        try:
+            sent = asyncio.run(_drain(rt, json.loads(message["body"])))
+        except Exception:  # any: the message is retried, never dropped
+            logger.exception("draining a failed fan-out batch failed")
+            failures.append({"itemIdentifier": message["messageId"]})
+        else:
+            logger.info("drained a failed fan-out batch: %d sent", sent)
+    return {"batchItemFailures": failures}
+
+
+async def _drain(rt: Runtime, record: dict[str, Any]) -> int:
+    info = record.get("DDBStreamBatchInfo")
+    if not isinstance(info, dict):
+        logger.error("not a stream batch's failure record: %s", str(record)[:500])
+        return 0
+    tenants = await asyncio.to_thread(tenants_in_batch, rt.streams, info)
+    heads: dict[str, str] = {}
+    for tenant_id in sorted(tenants):
+        latest = await asyncio.to_thread(rt.service.latest_change, tenant_id, None)
+        if latest is not None:
+            heads[tenant_id] = latest
+    return await fan_out(rt, heads)
+
+
 async def handle_websocket(rt: Runtime, event: dict[str, Any]) -> dict[str, Any]:
     request = event["requestContext"]
     route, connection_id = request["routeKey"], request["connectionId"]
@@ -137,11 +187,8 @@ async def handle_websocket(rt: Runtime, event: dict[str, Any]) -> dict[str, Any]
     if route == "$disconnect":
         rt.connections.close(connection_id)
         return {"statusCode": 200}
-    try:
-        message = json.loads(event.get("body") or "")
-    except ValueError:
-        message = None
-    if not isinstance(message, dict) or not isinstance(message.get("type"), str):
+    message = _message(event.get("body"))
+    if message is None:
         rt.hang_up(connection_id, "message must be a JSON object with a type")
         return {"statusCode": 200}
     kind = message["type"]
@@ -158,6 +205,34 @@ async def handle_websocket(rt: Runtime, event: dict[str, Any]) -> dict[str, Any]
     else:
         rt.hang_up(connection_id, f"unknown message type {kind[:40]!r}")
     return {"statusCode": 200}
+
+
+def _message(body: Any) -> dict[str, Any] | None:
+    """The message a body holds, or None when it is not JSON, too large, nested too
+    deep or not an object with a type. json.loads recurses once per level: a body
+    nested 2,000 deep raised RecursionError out of the handler (a Lambda error), and
+    one nested just under the limit would raise it later, in whatever walks it."""
+    if not isinstance(body, str) or len(body) > MAX_MESSAGE:
+        return None
+    try:
+        message = json.loads(body)
+    except (RecursionError, ValueError):
+        return None
+    if not isinstance(message, dict) or not isinstance(message.get("type"), str):
+        return None
+    return None if _deeper_than(message, MAX_MESSAGE_DEPTH) else message
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """Whether JSON `value` nests more than `limit` levels (walked without recursion)."""
+    stack = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > limit:
+            return True
+        children = node.values() if isinstance(node, dict) else node
+        stack += [(c, depth + 1) for c in children if isinstance(c, dict | list)]
+    return False
 
 
 def _connect(event: dict[str, Any]) -> dict[str, Any]:
@@ -202,39 +277,68 @@ async def _subscribe(rt: Runtime, connection_id: str, message: dict[str, Any]) -
         return
     query: str = payload["query"]
     variables = payload.get("variables") or {}
-    if not isinstance(variables, dict):
+    name = payload.get("operationName") or None
+    if not isinstance(variables, dict) or not isinstance(name, str | None):
         rt.hang_up(connection_id, "invalid subscribe message")
         return
-    refused = too_long(query, authenticated=True)
+    refused = too_long(query, authenticated=True) or _too_large_to_store(query, {})
+    if refused is None:  # the document is short: parsing it costs little
+        operation = Operation(query, _declared(query, name, variables, rt.settings), name)
+        refused = _too_large_to_store(query, operation.variables)
     if refused is not None:
         _send_errors(rt, connection_id, subscription_id, [refused])
         return
-    feed = _RegisteringFeed(rt, connection, subscription_id, query, variables)
+    feed = _RegisteringFeed(rt, connection, subscription_id, operation)
     principal = Principal(connection.sub, connection.tenants, connection.until)
-    rejected = await _run(rt, connection_id, subscription_id, payload, principal, feed)
+    rejected = await _run(rt, connection_id, subscription_id, operation, principal, feed)
     if not rejected and not feed.registered:
         # It ended (an error, or it was refused): graphql-ws expects `complete`.
         rt.send(connection_id, {"id": subscription_id, "type": "complete"})
+
+
+def _declared(
+    query: str, name: str | None, variables: dict[str, Any], settings: Settings
+) -> dict[str, Any]:
+    """The variables the operation `name` of `query` declares (all of them when the
+    document does not parse or has no such operation: executing it reports that)."""
+    try:
+        document = parse(query, max_tokens=settings.max_query_tokens)
+    except (GraphQLError, RecursionError):
+        return variables
+    operations = [
+        d
+        for d in document.definitions
+        if isinstance(d, OperationDefinitionNode)
+        and (name is None or (d.name is not None and d.name.value == name))
+    ]
+    if len(operations) != 1:
+        return variables
+    declared = {v.variable.name.value for v in operations[0].variable_definitions or ()}
+    return {k: v for k, v in variables.items() if k in declared}
+
+
+def _too_large_to_store(query: str, variables: dict[str, Any]) -> GraphQLError | None:
+    """The error for an operation larger than a subscription item may hold, or None."""
+    if len(query) > MAX_STORED_DOCUMENT:
+        why = f"a subscription's document is longer than {MAX_STORED_DOCUMENT} characters"
+    elif len(json.dumps(variables)) > MAX_STORED_VARIABLES:
+        why = f"a subscription's variables are longer than {MAX_STORED_VARIABLES} characters"
+    else:
+        return None
+    return GraphQLError(why, extensions={"code": "BAD_USER_INPUT"})
 
 
 async def _run(
     rt: Runtime,
     connection_id: str,
     subscription_id: str,
-    payload: dict[str, Any],
+    operation: Operation,
     principal: Principal,
     feed: Any,
 ) -> bool:
-    """Run the subscription `payload` asks for with `feed` and send what it yields;
-    True if it was refused before execution (an `error` message was sent)."""
-    context = Context(request=None, service=rt.service, principal=principal, feed=feed)
-    operation_name = payload.get("operationName")
-    source = await rt.schema.subscribe(
-        payload["query"],
-        variable_values=payload.get("variables") or {},
-        context_value=context,
-        operation_name=operation_name if isinstance(operation_name, str) else None,
-    )
+    """Run `operation` with `feed` and send what it yields; True if it was refused
+    before execution (an `error` message was sent)."""
+    source = await _execute(rt, operation, principal, feed)
     async with aclosing(source):
         async for result in source:
             if isinstance(result, PreExecutionError):  # only ever the first result
@@ -242,6 +346,17 @@ async def _run(
                 return True
             rt.send(connection_id, _next(subscription_id, result))
     return False
+
+
+async def _execute(rt: Runtime, operation: Operation, principal: Principal, feed: Any) -> Any:
+    """The results of `operation` for `principal`, whose tokens come from `feed`."""
+    context = Context(request=None, service=rt.service, principal=principal, feed=feed)
+    return await rt.schema.subscribe(
+        operation.query,
+        variable_values=operation.variables,
+        context_value=context,
+        operation_name=operation.name,
+    )
 
 
 def _next(subscription_id: str, result: Any) -> dict[str, Any]:
@@ -266,23 +381,21 @@ class _RegisteringFeed:
         rt: Runtime,
         connection: Connection,
         subscription_id: str,
-        query: str,
-        variables: dict[str, Any],
+        operation: Operation,
     ) -> None:
         self._rt = rt
         self._connection = connection
-        self._subscription = (subscription_id, query, variables)
+        self._subscription = (subscription_id, operation)
         self.registered = False
 
     async def changes(self, tenant_id: str, after: str | None) -> AsyncIterator[str]:
-        subscription_id, query, variables = self._subscription
+        subscription_id, operation = self._subscription
         connection = self._connection
         subscription = Subscription(
             connection_id=connection.connection_id,
             subscription_id=subscription_id,
             tenant_id=tenant_id,
-            query=query,
-            variables=variables,
+            operation=operation,
             sub=connection.sub,
             until=connection.until,
         )
@@ -302,7 +415,11 @@ class _RegisteringFeed:
             self.registered = False
             self._rt.connections.unsubscribe(connection.connection_id, subscription_id)
             raise
-        if latest is not None:
+        # Claimed first, like a fan-out's event: one that raced ahead with this
+        # token (or a newer one) already told the subscriber.
+        if latest is not None and await asyncio.to_thread(
+            self._rt.connections.claim, subscription, latest
+        ):
             yield latest
 
 
@@ -311,7 +428,10 @@ class _Refused(SyncError):
 
 
 class _OneEvent:
-    """At fan-out: the one new token, if it is newer than the subscription's `since`."""
+    """At fan-out: the one new token, if it is newer than the subscription's `since`.
+    It is sent only if it is also newer than the last token sent on that
+    subscription (`Connections.claim`): the event is shared by every subscriber of
+    one operation, the last token sent is each one's own."""
 
     def __init__(self, token: str) -> None:
         self._token = token
@@ -321,42 +441,70 @@ class _OneEvent:
             yield self._token
 
 
+class FanOutIncomplete(Exception):
+    """Some subscribers were not sent their event: the batch is to be retried (only
+    they are sent it again: the others' claims hold)."""
+
+
 async def fan_out(rt: Runtime, changes: dict[str, str]) -> int:
-    """Send each tenant's newest token to its subscribers; how many were sent."""
+    """Send each tenant's newest token to its subscribers; how many were sent.
+    Raises once every tenant was tried if any subscriber could not be sent its
+    event, or a tenant's subscriptions could not be read."""
     gate = asyncio.Semaphore(FAN_OUT_CONCURRENCY)
-    sent = 0
-    for tenant_id, token in changes.items():
-        sent += await _fan_out_tenant(rt, tenant_id, token, gate)
-    return sent
+    outcomes = [await _fan_out_tenant(rt, t, token, gate) for t, token in changes.items()]
+    failures = [o for o in outcomes if isinstance(o, BaseException)]
+    if failures:
+        raise FanOutIncomplete(f"{len(failures)} of {len(outcomes)} tenants") from failures[0]
+    return sum(o for o in outcomes if isinstance(o, int))
 
 
-async def _fan_out_tenant(rt: Runtime, tenant_id: str, token: str, gate: asyncio.Semaphore) -> int:
-    subscriptions = await asyncio.to_thread(_subscriptions_of, rt, tenant_id)
+async def _fan_out_tenant(
+    rt: Runtime, tenant_id: str, token: str, gate: asyncio.Semaphore
+) -> int | BaseException:
+    try:
+        subscriptions = await asyncio.to_thread(_subscriptions_of, rt, tenant_id)
+    except SyncError as exc:
+        return exc
     now = time.time()
     # Subscribers mostly send the same document: execute each distinct one once.
     payloads: dict[str, dict[str, Any] | None] = {}
-    messages: list[tuple[str, dict[str, Any]]] = []
+    messages: list[tuple[Subscription, dict[str, Any]]] = []
     expired: set[str] = set()
     for subscription in subscriptions:
         if subscription.until < now:
             expired.add(subscription.connection_id)
             continue
-        key = json.dumps([subscription.query, subscription.variables], sort_keys=True)
+        if subscription.last is not None and token <= subscription.last:
+            continue  # it was sent this token, or a newer one
+        key = subscription.operation.key()
         if key not in payloads:
             payloads[key] = await _event(rt, subscription, token)
         message = payloads[key]
         if message is not None:
-            messages.append(
-                (subscription.connection_id, {**message, "id": subscription.subscription_id})
-            )
+            messages.append((subscription, {**message, "id": subscription.subscription_id}))
     for connection_id in expired:
         await asyncio.to_thread(rt.hang_up, connection_id, "token expired")
 
-    async def send(connection_id: str, message: dict[str, Any]) -> bool:
+    async def deliver(subscription: Subscription, message: dict[str, Any]) -> bool:
         async with gate:
-            return await asyncio.to_thread(rt.send, connection_id, message)
+            return await asyncio.to_thread(_deliver, rt, subscription, token, message)
 
-    return sum(await asyncio.gather(*(send(c, m) for c, m in messages)))
+    sent = await asyncio.gather(*(deliver(s, m) for s, m in messages), return_exceptions=True)
+    failed = [s for s in sent if isinstance(s, BaseException)]
+    return failed[0] if failed else sum(s is True for s in sent)
+
+
+def _deliver(rt: Runtime, subscription: Subscription, token: str, message: dict[str, Any]) -> bool:
+    """Claim `token` on the subscription, then send it; False if it was not newer
+    than the last one sent or the connection is gone. A failed send is released,
+    so that a retry of the batch sends it again."""
+    if not rt.connections.claim(subscription, token):
+        return False
+    posted = rt.post(subscription.connection_id, message)
+    if posted is None:
+        rt.connections.release(subscription, token)
+        raise FanOutIncomplete(f"PostToConnection failed for {subscription.connection_id}")
+    return posted
 
 
 def _subscriptions_of(rt: Runtime, tenant_id: str) -> list[Subscription]:
@@ -366,10 +514,7 @@ def _subscriptions_of(rt: Runtime, tenant_id: str) -> list[Subscription]:
 async def _event(rt: Runtime, subscription: Subscription, token: str) -> dict[str, Any] | None:
     """The `next` message of one subscription for `token` (None: not newer than its since)."""
     principal = Principal(subscription.sub, frozenset({subscription.tenant_id}), subscription.until)
-    context = Context(request=None, service=rt.service, principal=principal, feed=_OneEvent(token))
-    source = await rt.schema.subscribe(
-        subscription.query, variable_values=subscription.variables, context_value=context
-    )
+    source = await _execute(rt, subscription.operation, principal, _OneEvent(token))
     async with aclosing(source):
         async for result in source:
             if isinstance(result, PreExecutionError):

@@ -19,8 +19,10 @@ Items (all in one table, `pk` hash key, `sk` range key, both strings):
     socket    C#<connection>     CONN          AWS WebSocket connection: sub, until (the
                                                token's exp), subs (subscription id ->
                                                tenant), exp (TTL)
-    subscr.   T#<tenant>#SUB     <conn>#<sub>  cid, sid, q (document), v (variables,
-                                               JSON), sub, until, exp (TTL)
+    subscr.   T#<tenant>#SUB     <conn>#<sub>  cid, sid, q (document), v (the variables
+                                               it declares, JSON), op (operationName),
+                                               sub, until, last (the token last sent
+                                               on it), exp (TTL)
 
 (Log entries and the head gained `pv` before the first release; a local data
 directory written before that has log entries without it: delete it. The head's
@@ -51,8 +53,11 @@ Access patterns:
                            exists (on the delete instead for an entry it replaces)
     replay a mutation      GetItem outcome (consistent)
     AWS realtime           GetItem/PutItem/UpdateItem socket per WebSocket message;
-                           Query pk=T#<tenant>#SUB per head change the stream
-                           handler fans out (api.realtime.aws)
+                           TransactWriteItems per subscribe: the socket's map (update,
+                           conditioned) and the subscription (put), both or neither;
+                           Query pk=T#<tenant>#SUB (consistent) per head change the stream
+                           handler fans out (api.realtime.aws), and per subscriber an
+                           UpdateItem of its `last` token (conditioned: only if newer)
 
 The transactions of a tenant form a chain: each commits only as the link after
 the head it expects, and only once every log entry of that head's transaction

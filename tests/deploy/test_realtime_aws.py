@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +19,10 @@ from api.auth import make_local_token
 from api.realtime import aws
 from api.settings import Settings
 from api.storage import keys
+from tests.support.faults import dynamodb_error, hooks_on
 from tests.support.gql import TEST_AUTH_SECRET, GraphQLClient, bearer
 from tests.support.management_api import ManagementApi
+from tests.support.stale_reads import StaleQueries
 
 EVENTS = Path(__file__).with_name("events")
 SUBSCRIBE = (
@@ -44,6 +46,14 @@ def _lambda_environment(
     aws._runtime.cache_clear()
     yield
     aws._runtime.cache_clear()
+
+
+@pytest.fixture
+def inject_realtime() -> Iterator[Callable[[str, Callable[..., Any]], None]]:
+    """Register a botocore hook on the realtime handlers' DynamoDB client (as the
+    `inject` fixture does on the store's): faults enter between it and DynamoDB Local."""
+    with hooks_on(aws._runtime().connections.client.meta.events) as register:
+        yield register
 
 
 def _event(name: str, connection_id: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -97,13 +107,18 @@ class TableStream:
         self.streams = settings.dynamodb_client("dynamodbstreams")
         self.arn = ddb.describe_table(TableName=settings.table_name)["Table"]["LatestStreamArn"]
         shards = self.streams.describe_stream(StreamArn=self.arn)["StreamDescription"]["Shards"]
-        self.iterators = [
-            self.streams.get_shard_iterator(
-                StreamArn=self.arn, ShardId=s["ShardId"], ShardIteratorType="LATEST"
-            )["ShardIterator"]
+        self.shard_ids = [
+            s["ShardId"]
             for s in shards
             if "EndingSequenceNumber" not in s.get("SequenceNumberRange", {})
         ]
+        self.iterators = [
+            self.streams.get_shard_iterator(
+                StreamArn=self.arn, ShardId=shard_id, ShardIteratorType="LATEST"
+            )["ShardIterator"]
+            for shard_id in self.shard_ids
+        ]
+        self.shard_of: dict[str, str] = {}  # sequence number -> shard
 
     def records_until_head_of(self, tenant: str, timeout: float = 10.0) -> list[dict[str, Any]]:
         """Stream records from now on, until the tenant's head shows up, as Lambda's
@@ -114,6 +129,8 @@ class TableStream:
             for i, iterator in enumerate(self.iterators):
                 page = self.streams.get_records(ShardIterator=iterator)
                 self.iterators[i] = page["NextShardIterator"]
+                for r in page["Records"]:
+                    self.shard_of[r["dynamodb"]["SequenceNumber"]] = self.shard_ids[i]
                 found += [
                     {**r, "eventSource": "aws:dynamodb", "eventSourceARN": self.arn}
                     for r in page["Records"]
@@ -221,3 +238,254 @@ def test_fan_out_forgets_gone_connections_and_closes_expired_ones(
     management.gone.discard(gone.id)
     assert aws.stream_handler({"Records": records}) == {"sent": 1}
     assert gone.received() == [{"type": "connection_ack"}]
+
+
+def _token(message: dict[str, Any]) -> str:
+    token: str = message["payload"]["data"]["changesAvailable"]["changeToken"]
+    return token
+
+
+def test_a_new_subscription_gets_the_write_after_its_snapshot_from_a_stale_replica(
+    management: ManagementApi,
+    settings: Settings,
+    gql: GraphQLClient,
+    tenant: str,
+    inject_realtime: Callable[[str, Callable[..., Any]], None],
+) -> None:
+    """Subscribe (PutItem succeeds), its snapshot reads h0, W1 commits: the fan-out
+    of W1 must find the subscription, even where an eventually consistent Query
+    would be answered by a replica that has not applied the PutItem yet."""
+    h0 = gql.create(tenant, "Person", {})["changeToken"]
+    stale = StaleQueries(settings.dynamodb_client(), settings.table_name)
+    inject_realtime("before-send.dynamodb.Query", stale)
+    stale.freeze(keys.subscriptions_pk(tenant))  # the replica has no subscription yet
+    device = Device(management)
+    device.init([tenant])
+    device.subscribe("s1", tenant, since=h0)  # registered; the snapshot is h0: no event
+    assert [m["type"] for m in device.received()] == ["connection_ack"]
+
+    stream = TableStream(settings)
+    w1 = gql.create(tenant, "Person", {})["changeToken"]
+    assert aws.stream_handler({"Records": _head_filter(stream.records_until_head_of(tenant))}) == {
+        "sent": 1
+    }
+    assert _token(device.received()[-1]) == w1
+
+
+def test_a_failed_subscription_write_leaves_nothing_behind(
+    management: ManagementApi,
+    settings: Settings,
+    tenant: str,
+    inject_realtime: Callable[[str, Callable[..., Any]], None],
+) -> None:
+    """The subscription item's write fails (an item too large, here injected):
+    its id must not stay in the connection's map, "in use" and counted."""
+
+    def refuse_subscription_items(request: Any = None, **_: Any) -> Any:
+        if keys.subscriptions_pk(tenant).encode() in (request.body or b""):
+            refused.append(request.url)
+            return dynamodb_error("ValidationException", "Item size has exceeded the maximum")
+        return None
+
+    refused: list[str] = []
+    device = Device(management)
+    device.init([tenant])
+    inject_realtime("before-send.dynamodb", refuse_subscription_items)
+    device.subscribe("s1", tenant)
+    assert refused and device.received()[-1] == {"id": "s1", "type": "complete"}
+    connection = aws._runtime().connections.get(device.id)
+    assert connection is not None and connection.subscriptions == {}
+
+    refused_count = len(refused)
+    aws._runtime().connections.client.meta.events.unregister(
+        "before-send.dynamodb", refuse_subscription_items
+    )
+    device.subscribe("s1", tenant, since=None)  # the same id is free
+    assert len(refused) == refused_count
+    connection = aws._runtime().connections.get(device.id)
+    assert connection is not None and connection.subscriptions == {"s1": tenant}
+
+
+def test_an_unparsable_or_deeply_nested_body_hangs_up(
+    management: ManagementApi, settings: Settings, tenant: str
+) -> None:
+    nested = '{"type": "ping", "x": ' + "[" * 100 + "]" * 100 + "}"  # parses; too deep
+    for body in ("[" * 2000 + "]" * 2000, '{"type": ' * 2000, "\xff{", "{", nested):
+        device = Device(management)
+        device.init([tenant])
+        event = _event("ws_message.json", device.id)
+        event["body"] = body
+        assert aws.websocket_handler(event) == {"statusCode": 200}
+        assert device.id in management.deleted, body[:20]
+
+
+def _subscription_read_units(settings: Settings, tenant: str) -> float:
+    """What the fan-out's Query of the tenant's subscriptions costs, in read units."""
+    pages = (
+        settings.dynamodb_client()
+        .get_paginator("query")
+        .paginate(
+            TableName=settings.table_name,
+            KeyConditionExpression="pk = :pk",
+            ExpressionAttributeValues={":pk": {"S": keys.subscriptions_pk(tenant)}},
+            ConsistentRead=True,
+            ReturnConsumedCapacity="TOTAL",
+        )
+    )
+    return float(sum(page["ConsumedCapacity"]["CapacityUnits"] for page in pages))
+
+
+def test_subscriptions_store_only_their_declared_variables_within_a_bound(
+    management: ManagementApi, settings: Settings, tenant: str
+) -> None:
+    device = Device(management)
+    device.init([tenant])
+    pad = "x" * 120_000  # undeclared: the operation never reads it
+    for i in range(10):
+        variables = {"t": tenant, "s": None, "pad": pad}
+        payload = {"query": SUBSCRIBE, "variables": variables}
+        device.send({"id": f"s{i}", "type": "subscribe", "payload": payload})
+    connection = aws._runtime().connections.get(device.id)
+    assert connection is not None and len(connection.subscriptions) == 10
+    # Ten items of ~300 bytes: one read unit (stored verbatim: 295 units, measured).
+    units = _subscription_read_units(settings, tenant)
+    assert units <= 1, units
+    (stored, *_) = aws._runtime().connections.subscriptions(tenant)
+    assert stored.operation.variables == {"t": tenant, "s": None}
+
+    other = Device(management)
+    other.init([tenant])
+    declared_but_large = "query($t: ID!) { __typename }"  # any document: refused first
+    too_large = [
+        {"query": SUBSCRIBE, "variables": {"t": tenant, "s": "0" * 2000}},
+        {"query": SUBSCRIBE + " " * 5000, "variables": {"t": tenant}},
+        {"query": declared_but_large, "variables": {"t": "x" * 2000}},
+    ]
+    for i, payload in enumerate(too_large):
+        other.send({"id": f"big{i}", "type": "subscribe", "payload": payload})
+        refused = other.received()[-1]
+        assert refused["type"] == "error" and refused["id"] == f"big{i}"
+        assert refused["payload"][0]["extensions"]["code"] == "BAD_USER_INPUT"
+    connection = aws._runtime().connections.get(other.id)
+    assert connection is not None and connection.subscriptions == {}
+
+
+def test_the_fan_out_runs_the_operation_the_subscriber_named(
+    management: ManagementApi, settings: Settings, gql: GraphQLClient, tenant: str
+) -> None:
+    two = (
+        "subscription Short($t: ID!) { changesAvailable(tenantID: $t) { changeToken } } "
+        "subscription Full($t: ID!, $s: ID) { changesAvailable(tenantID: $t, since: $s) "
+        "{ tenantID changeToken } }"
+    )
+    device = Device(management)
+    device.init([tenant])
+    payload = {"query": two, "operationName": "Full", "variables": {"t": tenant}}
+    device.send({"id": "s1", "type": "subscribe", "payload": payload})
+    stream = TableStream(settings)
+    written = gql.create(tenant, "Person", {})["changeToken"]
+    records = _head_filter(stream.records_until_head_of(tenant))
+    assert aws.stream_handler({"Records": records}) == {"sent": 1}
+    assert device.received()[-1]["payload"] == {
+        "data": {"changesAvailable": {"tenantID": tenant, "changeToken": written}}
+    }
+
+
+def _subscribed(management: ManagementApi, tenant: str, subscription_id: str) -> Device:
+    """A connected device with one subscription to the tenant (since null)."""
+    device = Device(management)
+    device.init([tenant])
+    device.subscribe(subscription_id, tenant)
+    return device
+
+
+def _tokens(device: Device, subscription_id: str) -> list[str]:
+    return [_token(m) for m in device.received() if m.get("id") == subscription_id]
+
+
+def test_every_event_is_newer_than_the_last_one_sent_on_its_subscription(
+    management: ManagementApi, settings: Settings, gql: GraphQLClient, tenant: str
+) -> None:
+    """Retried batches (Lambda retries a failed one; bisection retries halves of it)
+    and a subscribe racing a fan-out must not send a token that is not newer."""
+    device, flaky = _subscribed(management, tenant, "s1"), _subscribed(management, tenant, "f")
+    stream = TableStream(settings)
+    w1 = gql.create(tenant, "Person", {})["changeToken"]
+    batch1 = {"Records": _head_filter(stream.records_until_head_of(tenant))}
+    assert aws.stream_handler(batch1) == {"sent": 2}
+    assert aws.stream_handler(batch1) == {"sent": 0}  # a retry of the same batch
+    w2 = gql.create(tenant, "Person", {})["changeToken"]
+    batch2 = {"Records": _head_filter(stream.records_until_head_of(tenant))}
+    device.subscribe("s2", tenant)  # its first event is w2, before w2's fan-out
+    management.failing.add(flaky.id)
+    with pytest.raises(aws.FanOutIncomplete):  # Lambda retries it
+        aws.stream_handler(batch2)
+    assert aws.stream_handler(batch1) == {"sent": 0}  # an older batch, late
+    management.failing.discard(flaky.id)
+    assert aws.stream_handler(batch2) == {"sent": 1}  # the retry: only the one not sent
+    assert _tokens(device, "s1") == [w1, w2]
+    assert _tokens(device, "s2") == [w2]
+    assert _tokens(flaky, "f") == [w1, w2]
+
+
+def _failure_record(stream: TableStream, batch: list[dict[str, Any]]) -> dict[str, Any]:
+    """What Lambda sends the on-failure destination for a stream batch whose retries
+    are spent (AWS Lambda Developer Guide, "Retaining discarded records for a
+    DynamoDB event source"): the batch's place in the stream, not its records."""
+    numbers = [r["dynamodb"]["SequenceNumber"] for r in batch]
+    (shard,) = {stream.shard_of[n] for n in numbers}
+    return {
+        "requestContext": {
+            "requestId": str(uuid.uuid4()),
+            "functionArn": "arn:aws:lambda:us-east-1:123456789012:function:fanout",
+            "condition": "RetryAttemptsExhausted",
+            "approximateInvokeCount": 3,
+        },
+        "responseContext": {
+            "statusCode": 200,
+            "executedVersion": "$LATEST",
+            "functionError": "Unhandled",
+        },
+        "version": "1.0",
+        "timestamp": "2026-11-24T00:00:00.000Z",
+        "DDBStreamBatchInfo": {
+            "shardId": shard,
+            "startSequenceNumber": min(numbers, key=int),
+            "endSequenceNumber": max(numbers, key=int),
+            "approximateArrivalOfFirstRecord": "2026-11-24T00:00:00Z",
+            "approximateArrivalOfLastRecord": "2026-11-24T00:00:00Z",
+            "batchSize": len(batch),
+            "streamArn": stream.arn,
+        },
+    }
+
+
+def test_a_batch_the_fan_out_gave_up_on_is_drained_from_the_failure_destination(
+    management: ManagementApi,
+    settings: Settings,
+    gql: GraphQLClient,
+    tenant: str,
+) -> None:
+    other_tenant = f"t-{uuid.uuid4().hex[:12]}"
+    device = _subscribed(management, tenant, "s1")
+    other = _subscribed(management, other_tenant, "o1")
+    stream = TableStream(settings)
+    other_w = gql.create(other_tenant, "Person", {})["changeToken"]
+    w1 = gql.create(tenant, "Person", {})["changeToken"]
+    batch = _head_filter(stream.records_until_head_of(tenant))
+    management.failing.update({device.id, other.id})
+    for _ in range(3):  # the first attempt and maximumRetryAttempts: 2
+        with pytest.raises(aws.FanOutIncomplete):
+            aws.stream_handler({"Records": batch})
+    w2 = gql.create(tenant, "Person", {})["changeToken"]  # a later write, also failed
+    message = {"messageId": "m1", "body": json.dumps(_failure_record(stream, batch))}
+    queue = {"Records": [{**message, "eventSource": "aws:sqs"}]}
+    # Still failing: the message goes back to the queue, it is not dropped.
+    assert aws.drain_handler(queue) == {"batchItemFailures": [{"itemIdentifier": "m1"}]}
+    management.failing.clear()
+    assert aws.drain_handler(queue) == {"batchItemFailures": []}
+    assert _tokens(device, "s1") == [w2]  # the head now: it covers w1
+    assert w2 > w1
+    assert _tokens(other, "o1") == [other_w]
+    assert aws.drain_handler(queue) == {"batchItemFailures": []}  # drained twice:
+    assert _tokens(device, "s1") == [w2]  # nothing older or equal is sent again

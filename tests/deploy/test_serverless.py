@@ -143,17 +143,26 @@ def _actions(statement: dict[str, Any]) -> set[str]:
 def test_each_function_may_do_only_what_its_code_does(packaged: dict[str, Any]) -> None:
     # No default role: Serverless would give it ManageConnections on every API.
     roles = _resources(packaged, "AWS::IAM::Role")
-    assert set(roles) == {"ApiRole", "RealtimeRole", "FanoutRole"}
+    assert set(roles) == {"ApiRole", "RealtimeRole", "FanoutRole", "DrainRole"}
     for function in _resources(packaged, "AWS::Lambda::Function").values():
         assert function["Properties"]["Role"]["Fn::GetAtt"][0] in roles
     table = [{"Fn::GetAtt": ["SyncTable", "Arn"]}]
     stream = [{"Fn::GetAtt": ["SyncTable", "StreamArn"]}]
+    queue = [{"Fn::GetAtt": ["FanoutFailures", "Arn"]}]
     expected = {
         "ApiRole": {frozenset(TABLE_ACTIONS | {"dynamodb:BatchGetItem"}): table},
         "RealtimeRole": {frozenset(TABLE_ACTIONS - {"dynamodb:ConditionCheckItem"}): table},
         "FanoutRole": {
-            frozenset({"dynamodb:Query", "dynamodb:DeleteItem"}): table,
+            frozenset({"dynamodb:Query", "dynamodb:UpdateItem", "dynamodb:DeleteItem"}): table,
             frozenset(STREAM_ACTIONS): stream,
+            frozenset({"sqs:SendMessage"}): queue,
+        },
+        "DrainRole": {
+            frozenset({"dynamodb:Query", "dynamodb:UpdateItem", "dynamodb:DeleteItem"}): table,
+            frozenset({"dynamodb:GetRecords", "dynamodb:GetShardIterator"}): stream,
+            frozenset({"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"}): (
+                queue
+            ),
         },
     }
     for role, grants in expected.items():
@@ -161,7 +170,7 @@ def test_each_function_may_do_only_what_its_code_does(packaged: dict[str, Any]) 
         data = {
             frozenset(_actions(s)): s["Resource"]
             for s in statements
-            if "dynamodb:Query" in _actions(s) or "dynamodb:GetRecords" in _actions(s)
+            if any(a.startswith(("dynamodb:", "sqs:")) for a in _actions(s))
         }
         assert data == grants, role
         manage = [s for s in statements if "execute-api:ManageConnections" in _actions(s)]
@@ -234,12 +243,31 @@ def test_the_websocket_api_and_the_stream_handler(packaged: dict[str, Any]) -> N
         if r["Properties"]["ApiId"] == {"Ref": "WebsocketsApi"}
     }
     assert routes == {"$connect", "$disconnect", "$default"}
-    (mapping,) = _resources(packaged, "AWS::Lambda::EventSourceMapping").values()
-    properties = mapping["Properties"]
+    mappings = {
+        m["Properties"]["EventSourceArn"]["Fn::GetAtt"][0]: m["Properties"]
+        for m in _resources(packaged, "AWS::Lambda::EventSourceMapping").values()
+    }
+    assert set(mappings) == {"SyncTable", "FanoutFailures"}
+    properties = mappings["SyncTable"]
     assert properties["EventSourceArn"] == {"Fn::GetAtt": ["SyncTable", "StreamArn"]}
     assert properties["StartingPosition"] == "LATEST"
     (pattern,) = properties["FilterCriteria"]["Filters"]
     assert json.loads(pattern["Pattern"]) == {"dynamodb": {"Keys": {"sk": {"S": ["~HEAD"]}}}}
+    # A batch that fails is retried in halves, then recorded in the queue, not dropped;
+    # the queue is drained by its own function, which reports the messages it failed.
+    assert properties["BisectBatchOnFunctionError"] is True
+    assert properties["MaximumRetryAttempts"] >= 1
+    queue = {"Fn::GetAtt": ["FanoutFailures", "Arn"]}
+    assert properties["DestinationConfig"] == {"OnFailure": {"Destination": queue}}
+    drain = _function(packaged, "api/realtime/aws.drain_handler")
+    assert {"Ref": "WebsocketsApi"} in drain["Environment"]["Variables"][
+        "WEBSOCKET_MANAGEMENT_URL"
+    ]["Fn::Join"][1]
+    drained = mappings["FanoutFailures"]
+    assert drained["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    assert drained["FunctionName"]["Fn::GetAtt"][0] == "DrainLambdaFunction"
+    failures = packaged["Resources"]["FanoutFailures"]["Properties"]
+    assert failures["MessageRetentionPeriod"] >= 86400  # the stream's 24 hours
 
 
 def test_the_artifact_holds_the_code_and_its_arm64_dependencies(packaged: dict[str, Any]) -> None:

@@ -8,11 +8,29 @@ after DynamoDB applied the request. The code under test runs unchanged.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from botocore.awsrequest import AWSResponse
 from botocore.exceptions import EndpointConnectionError, ReadTimeoutError
+
+
+@contextmanager
+def hooks_on(events: Any) -> Iterator[Callable[[str, Callable[..., Any]], None]]:
+    """A `register(event, handler)` for botocore hooks on `events` (a client's
+    `meta.events`), first in line; every hook it registered is removed on exit."""
+    registered: list[tuple[str, Callable[..., Any]]] = []
+
+    def register(event: str, handler: Callable[..., Any]) -> None:
+        events.register_first(event, handler)
+        registered.append((event, handler))
+
+    try:
+        yield register
+    finally:
+        for event, handler in registered:
+            events.unregister(event, handler)
 
 
 class _Raw:
@@ -23,12 +41,16 @@ class _Raw:
         yield self._body
 
 
-def dynamodb_error(code: str, message: str = "injected", **extra: Any) -> AWSResponse:
-    body = json.dumps(
-        {"__type": f"com.amazonaws.dynamodb.v20120810#{code}", "message": message, **extra}
-    ).encode()
+def dynamodb_answer(payload: dict[str, Any], status: int = 200) -> AWSResponse:
+    """An answer in DynamoDB's place: botocore parses it as it parses DynamoDB's."""
     headers = {"x-amzn-RequestId": "injected", "Content-Type": "application/x-amz-json-1.0"}
-    return AWSResponse("http://injected", 400, headers, _Raw(body))
+    return AWSResponse("http://injected", status, headers, _Raw(json.dumps(payload).encode()))
+
+
+def dynamodb_error(code: str, message: str = "injected", **extra: Any) -> AWSResponse:
+    return dynamodb_answer(
+        {"__type": f"com.amazonaws.dynamodb.v20120810#{code}", "message": message, **extra}, 400
+    )
 
 
 def transaction_conflict(n_items: int = 4) -> AWSResponse:

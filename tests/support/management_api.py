@@ -22,6 +22,7 @@ class ManagementApi:
         self.posts: list[tuple[str, dict[str, Any]]] = []  # (connection id, message)
         self.deleted: list[str] = []
         self.gone: set[str] = set()
+        self.failing: set[str] = set()  # PostToConnection answers 403 (not retried)
         self._lock = threading.Lock()
         self.url = ""
 
@@ -60,6 +61,8 @@ class ManagementApi:
                     self._answer(404, "NotFoundException")
                 elif connection_id in api.gone:
                     self._answer(410, "GoneException")
+                elif connection_id in api.failing:
+                    self._answer(403, "ForbiddenException")
                 else:
                     with api._lock:
                         api.posts.append((connection_id, json.loads(body)))
