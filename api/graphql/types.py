@@ -286,7 +286,8 @@ def build_item_type_schema(item_type: ItemType) -> ItemTypeSchema:
                     description="When the server's state differs from `assumed` only in "
                     "fields this write leaves as assumed, apply this write's changed fields to "
                     "it (a field-level rebase) instead of answering CONFLICT. Overlapping "
-                    "fields and deletions are still conflicts.",
+                    "fields, deletions, and a merge larger than an item may be are still "
+                    "conflicts.",
                 ),
                 "clientMutationID": _client_mutation_id_field(),
             },

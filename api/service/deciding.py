@@ -148,6 +148,16 @@ def _decide_put(entry: Entry, current: Record | None) -> Plan | Written | SyncEr
         rebased = state.rebased(assumed, current) if mutation.merge_fields else None
         if rebased is None:
             return Conflict(f"{item_type.name} {entity_id} is not in the assumed state", current)
+        try:
+            # Each side fits; together they may not. Written, the entity would refuse
+            # every later write: the merge is a conflict for the client to resolve.
+            check_size(rebased.fields)
+        except BadUserInput as exc:
+            return Conflict(
+                f"{item_type.name} {entity_id} merged with the server's changes is too "
+                f"large ({exc}); resolve it from the current version",
+                current,
+            )
         target = rebased
     if current is not None and current.deleted:
         if state.deleted:

@@ -252,3 +252,26 @@ def test_merge_fields_rebases_a_state_onto_changes_of_other_fields_only(
         service.apply(replace(plain, state=overlap, merge_fields=True))
     with pytest.raises(Conflict):
         service.apply(replace(plain, state=State(deleted=True), merge_fields=True))
+
+
+def test_a_merge_that_would_outgrow_the_item_limit_is_a_conflict_and_writes_nothing(
+    service: SyncService, store: MemoryStore
+) -> None:
+    """Each side fits the 16 KB limit, together they do not: written, the reminder
+    would refuse every later write. It is a CONFLICT with the current version,
+    nothing is written, and the reminder stays writable."""
+    base = State({"title": "t"})
+    service.apply(_put("r9", None, base, kind=REMINDER))
+    # Another device wrote long notes: 15,000 bytes of UTF-8, the server's state now.
+    server = State({"title": "t", "notes": "\u00e9" * 7500})
+    current = service.apply(_put("r9", base, server, kind=REMINDER)).record
+    # This device, from the same base, wrote a long title: 2,000 bytes. Merged: 17,010.
+    mine = State({"title": "\U0001f600" * 500})
+    writes = store.writes
+    with pytest.raises(Conflict, match="too large") as refused:
+        service.apply(replace(_put("r9", base, mine, kind=REMINDER), merge_fields=True))
+    assert refused.value.current == current and store.writes == writes
+    # The device resolves from the current version, and the write applies.
+    resolved = State({"title": "\U0001f600" * 500, "notes": "short"})
+    written = service.apply(_put("r9", server, resolved, kind=REMINDER)).record
+    assert written.fields == {"title": "\U0001f600" * 500, "notes": "short"}
