@@ -32,10 +32,8 @@ def test_bench_fast_prints_and_saves_a_complete_table(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr[-3000:]
     out = result.stdout
     assert "operation" in out and "raw p50" in out and "ratio" in out and "/floor" in out
-    assert "us-east-1" in out
-    assert (
-        "ms per request by layer" in out
-    )  # the split: HTTP, auth, GraphQL, store, ...  # costs name the prices they use, with their region
+    assert "us-east-1" in out  # costs name the prices they use, with their region
+    assert "ms per request by layer" in out  # the split: HTTP, auth, GraphQL, store, ...
     for operation in OPERATIONS:
         assert operation in out
     (saved,) = tmp_path.glob("*-fast.json")
