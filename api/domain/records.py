@@ -61,7 +61,7 @@ def write_refusal(
             return None
         return AlreadyExists(f"{kind} {entity_id} already exists", current)
     if current is None or current.item_type is not item_type:
-        return NotFound(f"{kind} {entity_id} does not exist")
+        return not_found(item_type, entity_id, current)
     if current.deleted:
         return Conflict(f"{kind} {entity_id} was deleted", current)
     if current.change_token != expected_token:
@@ -71,3 +71,11 @@ def write_refusal(
             current,
         )
     return None
+
+
+def not_found(item_type: ItemType, entity_id: str, current: Record | None) -> NotFound:
+    """`entity_id` holds no `item_type`: nothing, or an entity of another type."""
+    if current is not None and current.item_type is not item_type:
+        other = current.item_type.name
+        return NotFound(f"{entity_id} is a {other}, not a {item_type.name}")
+    return NotFound(f"{item_type.name} {entity_id} does not exist")

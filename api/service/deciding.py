@@ -14,13 +14,12 @@ from api.domain.errors import (
     Conflict,
     CurrentVersionError,
     InternalError,
-    NotFound,
     SyncError,
     Unavailable,
 )
 from api.domain.item_types import ItemType, apply_changes, check_size
 from api.domain.mutations import OUTCOME_RETENTION_S, Mutation, State, StoredOutcome, Write
-from api.domain.records import Record, write_refusal
+from api.domain.records import Record, not_found, write_refusal
 from api.domain.tokens import new_entity_id, token_time
 from api.service.ports import PushResult, PushStatus, Written
 
@@ -144,7 +143,7 @@ def _decide_put(entry: Entry, current: Record | None) -> Plan | Written | SyncEr
     target = state
     if assumed is not None and not assumed.holds(item_type, current):
         if current is None or current.item_type is not item_type:
-            return NotFound(f"{item_type.name} {entity_id} does not exist")
+            return not_found(item_type, entity_id, current)
         rebased = state.rebased(assumed, current) if mutation.merge_fields else None
         if rebased is None:
             return Conflict(f"{item_type.name} {entity_id} is not in the assumed state", current)

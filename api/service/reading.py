@@ -75,11 +75,13 @@ class Reading:
         return bound if bound is not None and (after is None or bound > after) else None
 
     def _changes(self, tenant_id: str, since: str | None, cursor: str | None, limit: int) -> Page:
+        # A cursor carries its own position, but a `since` sent beside it is still
+        # checked: a garbage one is the client's bug, answered rather than ignored.
+        after = None if since is None else check_token(since, "since")
         if cursor is not None:
             position = self._cursors.decode(tenant_id, cursor)
             items, more = self._store.changes(tenant_id, position.after, position.upper, limit)
             return self._page(tenant_id, items, more, position.upper)
-        after = None if since is None else check_token(since, "since")
         return self._first_page(tenant_id, after, limit)
 
     def _first_page(self, tenant_id: str, after: str | None, limit: int) -> Page:

@@ -228,7 +228,7 @@ def test_a_state_based_write_is_idempotent_and_checked_like_any_input(
         service.apply(_put("p3", None, State({"givenName": 7})))
     with pytest.raises(BadUserInput):
         service.apply(_put("p3", None, State({"nope": "x"})))
-    with pytest.raises(NotFound):  # a Reminder's state on a Person's id
+    with pytest.raises(NotFound, match="p2 is a Person, not a Reminder"):  # a Person's id
         service.apply(_put("p2", State({"title": "A"}), State(), kind=REMINDER))
 
 
@@ -275,3 +275,15 @@ def test_a_merge_that_would_outgrow_the_item_limit_is_a_conflict_and_writes_noth
     resolved = State({"title": "\U0001f600" * 500, "notes": "short"})
     written = service.apply(_put("r9", server, resolved, kind=REMINDER)).record
     assert written.fields == {"title": "\U0001f600" * 500, "notes": "short"}
+
+
+def test_a_garbage_since_beside_a_cursor_is_bad_input(service: SyncService) -> None:
+    for i in range(3):
+        service.apply(Mutation("create", PERSON, T, f"g{i}", None, {}))
+    page = service.changes(T, limit=1)
+    assert page.cursor is not None
+    with pytest.raises(BadUserInput, match="since"):
+        service.changes(T, since="not-a-token", cursor=page.cursor, limit=1)
+    # A valid since beside a cursor (the reference client sends both): the cursor wins.
+    resumed = service.changes(T, since=page.change_token, cursor=page.cursor, limit=1)
+    assert [r.id for r in resumed.items] == ["g1"]
