@@ -195,6 +195,7 @@ class Writing:
         """Commit the longest prefix of `group` that fits one transaction: its records;
         else why each write of `group` was refused (None: not refused, try again)."""
         floor = max((p.expected for p in group if p.expected is not None), default=None)
+        sent: list[Record] = []  # the records of the last transaction sent
 
         def attempt(first: str, link: Link) -> list[Record]:
             room = _ITEMS_FOR_WRITES - len(link.check)
@@ -206,6 +207,7 @@ class Writing:
                 fitting.append(plan)
             tokens = tokens_from(first, len(fitting))
             writes = [plan.write(token) for plan, token in zip(fitting, tokens, strict=True)]
+            sent[:] = [w.record for w in writes]
             self._store.commit(tenant_id, writes, link.head, link.check)
             return [w.record for w in writes]
 
@@ -216,6 +218,11 @@ class Writing:
             records = self._ordering.write(tenant_id, floor, attempt, head_of)
         except WritesRefused as refused:
             return [], [refused.refusals.get(i) for i in range(len(group))]
+        except Unavailable as exc:
+            # Ambiguous: DynamoDB may have applied the transaction and lost its answer.
+            if not self._applied(tenant_id, sent):
+                return [], [exc] * len(group)
+            records = list(sent)
         except SyncError as exc:
             return [], [exc] * len(group)
         except Exception:
@@ -227,6 +234,21 @@ class Writing:
             except Exception:  # a poke is a hint: never fail the committed write
                 logger.exception("on_commit failed")
         return records, [None] * (len(group) - len(records))
+
+    def _applied(self, tenant_id: str, sent: list[Record]) -> bool:
+        """Whether the transaction of `sent` committed, although its answer was lost (or
+        DynamoDB said it was still in progress): a transaction is all or nothing, and
+        its tokens are its own, so an entity holding one of them proves it committed.
+        Not seeing it proves nothing (it may still be committing): the write stays
+        UNAVAILABLE, and a resend with its clientMutationID finds its outcome."""
+        if not sent:
+            return False
+        try:
+            records, _ = self._store.read_many(tenant_id, [sent[0].id], [])
+        except SyncError:
+            return False
+        current = records.get(sent[0].id)
+        return current is not None and current.change_token == sent[0].change_token
 
     def _conclude(
         self, tenant_id: str, entry: Entry, decision: Written | SyncError, known: Known

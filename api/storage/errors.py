@@ -21,6 +21,9 @@ _RETRYABLE_CODES = frozenset(
         "InternalServerError",
         "ServiceUnavailable",
         "LimitExceededException",
+        # A retry (same ClientRequestToken) met its own transaction still committing:
+        # it may apply, so the service looks before answering (api.service.writing).
+        "TransactionInProgressException",
     }
 )
 

@@ -93,23 +93,39 @@ def test_an_unreachable_store_gives_unavailable_and_writes_nothing(
     assert tenant_state(ddb, settings.table_name, tenant) == before
 
 
-def test_a_response_lost_after_the_write_leaves_the_whole_write_visible(
+def test_a_write_applied_whose_answer_was_lost_is_answered_applied(
     gql: GraphQLClient, tenant: str, inject: Inject, ddb: Any, settings: Settings
 ) -> None:
+    """DynamoDB applied the transaction and its answer was lost: the server looks
+    (the entity holds the write's own token) and answers the real outcome, not an
+    UNAVAILABLE whose resend would meet the client's own write as a false CONFLICT."""
     person = gql.create(tenant, "Person", {"givenName": "old"})
     lose = LoseResponse(times=1)
     inject("after-call.dynamodb.TransactWriteItems", lose)
     body = _update_body(gql, tenant, person)
     assert lose.calls == 1
-    assert body["errors"][0]["extensions"]["code"] == "UNAVAILABLE"
+    assert "errors" not in body, body
+    written = body["data"]["updatePerson"]["person"]["changeToken"]
     state = tenant_state(ddb, settings.table_name, tenant)
     assert_consistent(state)  # all of it: entity, new log entry, old entry gone, head
-    assert state.tokens()[person["id"]] > person["changeToken"]
+    assert state.tokens()[person["id"]] == written > person["changeToken"]
     assert state.entities[person["id"]]["f"]["M"]["givenName"]["S"] == "new"
-    # The client's retry now conflicts, and the conflict shows its own write.
-    retry = _update_body(gql, tenant, person)
-    assert retry["errors"][0]["extensions"]["code"] == "CONFLICT"
-    assert retry["errors"][0]["extensions"]["current"]["givenName"] == "new"
+
+
+def test_a_retry_meeting_its_own_transaction_in_progress_is_never_internal(
+    gql: GraphQLClient, tenant: str, inject: Inject, ddb: Any, settings: Settings
+) -> None:
+    """TransactionInProgressException (a retry with the same ClientRequestToken met
+    its transaction still committing) is the store's trouble: UNAVAILABLE, retryable,
+    when the write is not (yet) visible; nothing half written."""
+    person = gql.create(tenant, "Person", {"givenName": "old"})
+    before = tenant_state(ddb, settings.table_name, tenant)
+    in_progress = Fault(lambda: dynamodb_error("TransactionInProgressException"), times=10**9)
+    inject(TRANSACT, in_progress)
+    body = _update_body(gql, tenant, person)
+    assert in_progress.calls >= 1
+    assert body["errors"][0]["extensions"] == {"code": "UNAVAILABLE", "retryable": True}
+    assert tenant_state(ddb, settings.table_name, tenant) == before
 
 
 def test_failures_at_every_step_of_a_create_leave_all_or_nothing(
@@ -125,7 +141,10 @@ def test_failures_at_every_step_of_a_create_leave_all_or_nothing(
             "mutation($i: CreatePersonInput!) { createPerson(input: $i) { person { id } } }",
             {"i": {"tenantID": tenant, "id": f"p{i}", "person": {"givenName": "x"}}},
         )
-        assert body["errors"][0]["extensions"]["code"] == "UNAVAILABLE"
+        if i == 0:  # refused before sending: nothing written, and it says so
+            assert body["errors"][0]["extensions"]["code"] == "UNAVAILABLE"
+        else:  # applied, its answer lost: the server found its write and says so
+            assert body["data"]["createPerson"]["person"]["id"] == "p1", body
         assert_consistent(tenant_state(ddb, settings.table_name, tenant))
         hook.stop()
     state = tenant_state(ddb, settings.table_name, tenant)
