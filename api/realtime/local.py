@@ -64,6 +64,7 @@ class LocalRealtime:
             settings.dynamodb_client("dynamodbstreams"),
             settings.table_name,
             self.publish,
+            subscribed=self.signals.tenants,
         )
         self.follower.start()
 

@@ -77,6 +77,11 @@ class TenantSignals:
                 if not slots:
                     del self._slots[tenant_id]
 
+    def tenants(self) -> frozenset[str]:
+        """The tenants with a live subscription in this process."""
+        with self._lock:
+            return frozenset(self._slots)
+
     def publish(self, tenant_id: str, token: str) -> None:
         """From any thread: wake the tenant's subscriptions with `token`."""
         with self._lock:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any
 
 from api.storage import keys
@@ -29,6 +29,12 @@ logger = logging.getLogger("api.realtime")
 POLL_INTERVAL_S = 0.25
 # New shards (DynamoDB rolls them every few hours) are looked for this often.
 DESCRIBE_INTERVAL_S = 10.0
+# After an error the follower starts again (and catches up) after this long.
+RETRY_WAIT_S = 5.0
+# A catch-up reads at most this many heads per BatchGetItem, asking again for the
+# keys a throttled call leaves unprocessed this often before restarting.
+_BATCH_GET_KEYS = 100
+_BATCH_GET_ROUNDS = 5
 
 
 def head_changes(records: Iterable[Mapping[str, Any]]) -> dict[str, str]:
@@ -53,7 +59,15 @@ def head_changes(records: Iterable[Mapping[str, Any]]) -> dict[str, str]:
 class StreamFollower:
     """Reads the table's stream from now on and calls `publish(tenant, token)` for
     every head change, until `stop()`. Shards present at the start are read from
-    their latest record, shards that appear later from their first."""
+    their latest record, shards that appear later from their first.
+
+    Each (re)start catches up: once its iterators are taken, it reads the heads of
+    the `subscribed()` tenants and publishes them. A write committed before the
+    iterators were taken (while the first subscription was registering, or while
+    the follower waited after an error) is in that read; one committed after is in
+    the stream. Without it such a write was announced by nobody until the tenant's
+    next write. Cost: one consistent read unit per subscribed tenant per restart
+    (BatchGetItem, 100 heads a call)."""
 
     def __init__(
         self,
@@ -62,12 +76,16 @@ class StreamFollower:
         table_name: str,
         publish: Callable[[str, str], None],
         poll_interval_s: float = POLL_INTERVAL_S,
+        subscribed: Callable[[], Collection[str]] = frozenset,
+        retry_wait_s: float = RETRY_WAIT_S,
     ) -> None:
         self._dynamodb = dynamodb
         self._streams = streams
         self._table_name = table_name
         self._publish = publish
         self._poll_interval_s = poll_interval_s
+        self._subscribed = subscribed
+        self._retry_wait_s = retry_wait_s
         self._stopped = threading.Event()
         self._thread: threading.Thread | None = None
         self.reads = 0  # GetRecords calls, for the benchmark's cost figures
@@ -87,8 +105,10 @@ class StreamFollower:
             try:
                 self._follow()
             except Exception:  # a failing stream must not end the process's pokes
-                logger.exception("reading the table's stream failed; retrying in 5 s")
-                self._stopped.wait(5)
+                logger.exception(
+                    "reading the table's stream failed; restarting in %s s", self._retry_wait_s
+                )
+                self._stopped.wait(self._retry_wait_s)
 
     def _follow(self) -> None:
         described = self._dynamodb.describe_table(TableName=self._table_name)["Table"]
@@ -119,6 +139,8 @@ class StreamFollower:
                         ShardId=shard_id,
                         ShardIteratorType="LATEST" if first else "TRIM_HORIZON",
                     )["ShardIterator"]
+                if first:
+                    self._catch_up()  # what committed before the iterators were taken
                 first = False
                 next_describe = time.monotonic() + DESCRIBE_INTERVAL_S
             for shard_id, iterator in list(iterators.items()):
@@ -131,6 +153,31 @@ class StreamFollower:
                 for tenant_id, token in head_changes(page.get("Records", [])).items():
                     self._publish(tenant_id, token)
             self._stopped.wait(self._poll_interval_s)
+
+    def _catch_up(self) -> None:
+        """Publish the current head of every subscribed tenant (consistent reads)."""
+        tenants = sorted(self._subscribed())
+        for start in range(0, len(tenants), _BATCH_GET_KEYS):
+            wanted = [
+                {"pk": {"S": keys.log_pk(t)}, "sk": {"S": keys.HEAD_SK}}
+                for t in tenants[start : start + _BATCH_GET_KEYS]
+            ]
+            request = {self._table_name: {"Keys": wanted, "ConsistentRead": True}}
+            for round_ in range(_BATCH_GET_ROUNDS):
+                if round_:
+                    self._stopped.wait(0.05 * 2**round_)  # throttled: back off
+                answer = self._dynamodb.batch_get_item(RequestItems=request)
+                heads = [
+                    {"eventName": "MODIFY", "dynamodb": {"Keys": item, "NewImage": item}}
+                    for item in answer.get("Responses", {}).get(self._table_name, [])
+                ]
+                for tenant_id, token in head_changes(heads).items():
+                    self._publish(tenant_id, token)
+                request = answer.get("UnprocessedKeys") or {}
+                if not request:
+                    break
+            else:
+                raise RuntimeError("catching up: heads left unprocessed; restarting")
 
     def _shards(self, arn: str) -> list[dict[str, Any]]:
         shards: list[dict[str, Any]] = []

@@ -1,0 +1,112 @@
+"""The stream follower leaves no hole: a write committed while it takes its shard
+iterators (issue: the first write after a process's first subscription) or while it
+waits to restart after an error is announced by its catch-up read of the heads.
+
+The writes come from the store directly, as another server's would; the follower
+reads DynamoDB Local's own stream of the table.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from api.domain.catalog import PERSON
+from api.domain.cursor import CursorCodec
+from api.realtime.streams import StreamFollower
+from api.service import SyncService
+from api.settings import Settings
+from api.storage.store import DynamoStore
+from tests.support.faults import Fault, dynamodb_error, hooks_on
+
+
+class _Published:
+    def __init__(self) -> None:
+        self.tokens: dict[str, list[str]] = {}
+        self.lock = threading.Lock()
+
+    def __call__(self, tenant_id: str, token: str) -> None:
+        with self.lock:
+            self.tokens.setdefault(tenant_id, []).append(token)
+
+    def wait_for(self, tenant_id: str, token: str, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self.lock:
+                if token in self.tokens.get(tenant_id, []):
+                    return True
+            time.sleep(0.05)
+        return False
+
+
+def _follower(settings: Settings, published: _Published, tenant: str) -> tuple[StreamFollower, Any]:
+    streams = settings.dynamodb_client("dynamodbstreams")
+    follower = StreamFollower(
+        settings.dynamodb_client(),
+        streams,
+        settings.table_name,
+        published,
+        poll_interval_s=0.1,
+        subscribed=lambda: {tenant},
+        retry_wait_s=1.0,
+    )
+    return follower, streams
+
+
+def test_a_write_while_the_follower_takes_its_iterators_is_announced(
+    settings: Settings, tenant: str
+) -> None:
+    service = SyncService(DynamoStore(), CursorCodec("x"))
+    service.create(PERSON, tenant, "p0", {})
+    published = _Published()
+    follower, streams = _follower(settings, published, tenant)
+    written: list[str] = []
+
+    def write_meanwhile(**_: Any) -> None:
+        # Another server commits W1 while this follower's GetShardIterator is on
+        # its way: the iterator at LATEST lies after W1.
+        if not written:
+            written.append(service.create(PERSON, tenant, "p1", {}).change_token)
+            time.sleep(1.0)
+
+    with hooks_on(streams.meta.events) as register:
+        register("before-call.dynamodbstreams.GetShardIterator", write_meanwhile)
+        follower.start()
+        try:
+            assert published.wait_for(tenant, _when(written), 8), published.tokens
+        finally:
+            follower.stop()
+
+
+def test_a_write_while_the_follower_restarts_after_an_error_is_announced(
+    settings: Settings, tenant: str
+) -> None:
+    service = SyncService(DynamoStore(), CursorCodec("x"))
+    service.create(PERSON, tenant, "p0", {})
+    published = _Published()
+    follower, streams = _follower(settings, published, tenant)
+    failure = Fault(lambda: dynamodb_error("InternalServerError", "injected"), times=0)
+    with hooks_on(streams.meta.events) as register:
+        register("before-send.dynamodbstreams.GetRecords", failure)
+        follower.start()
+        try:
+            time.sleep(1.5)  # following: iterators taken, reading
+            first = service.create(PERSON, tenant, "p1", {}).change_token
+            assert published.wait_for(tenant, first, 8), published.tokens
+            failure.times = 10**9  # the stream fails: the follower waits, then restarts
+            time.sleep(0.6)
+            lost = service.create(PERSON, tenant, "p2", {}).change_token
+            failure.stop()
+            assert published.wait_for(tenant, lost, 10), published.tokens
+        finally:
+            follower.stop()
+
+
+def _when(written: list[str]) -> str:
+    """W1's token once the hook has written it (the follower thread writes it)."""
+    deadline = time.monotonic() + 5
+    while not written and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert written, "GetShardIterator was never called"
+    return written[0]
