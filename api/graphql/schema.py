@@ -51,7 +51,7 @@ from api.graphql.types import (
     to_synchronized_item,
 )
 from api.service import SyncService, Written
-from api.service.reading import DEFAULT_LIMIT, MAX_LIMIT
+from api.service.reading import DEFAULT_LIMIT, MAX_LIMIT, MAX_SCANNED
 from api.service.writing import MAX_PUSH
 from api.settings import Settings
 from api.tenant_gate import TenantGate
@@ -67,11 +67,23 @@ class RequestBudget:
 
     writes: int = MAX_PUSH
     items: int = MAX_LIMIT
+    # Log entries that filling pages of chosen types may read beyond their first
+    # pages (`api.service.reading.MAX_SCANNED`): one allowance for all fields.
+    scans: int = MAX_SCANNED
 
     def spend_writes(self, count: int) -> None:
         if count > self.writes:
             raise BadUserInput(f"at most {MAX_PUSH} writes per request, aliases included")
         self.writes -= count
+
+    def take_scans(self) -> int:
+        """All that is left of the scan allowance, for one field; it gives back what
+        it did not read (`refund_scans`). Fields run concurrently: one holds it."""
+        taken, self.scans = self.scans, 0
+        return taken
+
+    def refund_scans(self, count: int) -> None:
+        self.scans += count
 
     def spend_items(self, count: int) -> None:
         if count > self.items:
@@ -145,17 +157,25 @@ async def changes(
     wanted = None if chosen is None else frozenset(BY_CODE[t.value] for t in chosen)
     if wanted is not None and not wanted:
         raise BadUserInput("types must name at least one type")
-    page = await _for_tenant(
-        info,
-        tenantID,
-        lambda s: s.changes(
+    budget: RequestBudget = info.context.budget
+    allowance = budget.take_scans() if wanted is not None else 0
+    try:
+        page = await _for_tenant(
+            info,
             tenantID,
-            since=_given(since),
-            cursor=_given(cursor),
-            limit=_given(limit),
-            types=wanted,
-        ),
-    )
+            lambda s: s.changes(
+                tenantID,
+                since=_given(since),
+                cursor=_given(cursor),
+                limit=_given(limit),
+                types=wanted,
+                max_scanned=allowance,
+            ),
+        )
+    except BaseException:
+        budget.refund_scans(allowance)
+        raise
+    budget.refund_scans(allowance - page.scanned)
     return SynchronizedItemList(
         items=[to_synchronized_item(r) for r in page.items],
         cursor=page.cursor,

@@ -36,6 +36,8 @@ class Page:
     items: list[Record]
     cursor: str | None
     change_token: str | None
+    # Log entries read beyond the first page's, to fill a page of chosen types.
+    scanned: int = 0
 
 
 @dataclass(frozen=True)

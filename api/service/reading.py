@@ -4,6 +4,8 @@ cursor continues; and the first token a new subscription is told."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from api.domain.cursor import CursorCodec, Position
 from api.domain.errors import BadUserInput
 from api.domain.identifiers import check_identifier
@@ -14,9 +16,14 @@ from api.service.ports import Page, Store
 
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
-# A page of chosen types reads at most this many log entries (of every type): ten
-# full pages, about 3.5 MB of people, 900 read units.
-MAX_SCANNED = 10 * MAX_LIMIT
+# Filling a page of chosen types reads, beyond the first page, at most this many
+# log entries (of every type) per request, all its fields together: two full
+# pages, about 700 KB of people, about 190 read units; then the page stops with a
+# cursor. The worst request is then three full pages' reads (contract 3.4).
+MAX_SCANNED = 2 * MAX_LIMIT
+# Entries read per Query while filling such a page: a full page, whatever is
+# still missing (a limit of 1 once cost one Query per entry read).
+SCAN_PAGE = MAX_LIMIT
 # The first read of a sync takes the head and up to this many of the newest log
 # entries in one Query. A sync of at most TAIL_ITEMS - 1 changes ends with that
 # read when its entries are linked (`api.domain.chain`): the Limit leaves room
@@ -45,11 +52,13 @@ class Reading:
         cursor: str | None = None,
         limit: int | None = None,
         types: frozenset[ItemType] | None = None,
+        max_scanned: int = MAX_SCANNED,
     ) -> Page:
         """A page of the tenant's changes after `since` (or after `cursor`), in token order;
         with `types`, only changes of those types, in pages that stay full: a page
-        holds fewer than `limit` items only when the feed is drained (or when
-        MAX_SCANNED entries of other types were read for it: its cursor continues)."""
+        holds fewer than `limit` items only when the feed is drained, or when
+        `max_scanned` further entries of other types were read for it (its cursor
+        continues; `scanned` says how many were read)."""
         check_identifier(tenant_id, "tenantID")
         limit = DEFAULT_LIMIT if limit is None else limit
         if not 1 <= limit <= MAX_LIMIT:
@@ -57,13 +66,21 @@ class Reading:
         page = self._changes(tenant_id, since, cursor, limit)
         if types is None:
             return page
-        items = [r for r in page.items if r.item_type in types]
-        scanned = len(page.items)
-        while len(items) < limit and page.cursor is not None and scanned < MAX_SCANNED:
-            page = self._changes(tenant_id, None, page.cursor, limit - len(items))
-            items += [r for r in page.items if r.item_type in types]
+        items: list[Record] = []
+        scanned = 0
+        while True:
+            for record in page.items:
+                if record.item_type in types:
+                    items.append(record)
+                    if len(items) == limit and record is not page.items[-1]:
+                        # Full before the end of what was read: continue after it.
+                        return self._cut(tenant_id, items, page, scanned)
+            if len(items) == limit or page.cursor is None or scanned >= max_scanned:
+                return replace(page, items=items, scanned=scanned)
+            page = self._changes(
+                tenant_id, None, page.cursor, min(SCAN_PAGE, max_scanned - scanned)
+            )
             scanned += len(page.items)
-        return Page(items=items, cursor=page.cursor, change_token=page.change_token)
 
     def latest_change(self, tenant_id: str, after: str | None) -> str | None:
         """The newest change token a sync from `after` would reach now (None: none
@@ -114,6 +131,18 @@ class Reading:
             # Those and the linked entries are all of (after, bound], in order.
             items = items + tail.records
         return self._page(tenant_id, items[:limit], len(items) > limit, bound)
+
+    def _cut(self, tenant_id: str, items: list[Record], page: Page, scanned: int) -> Page:
+        """`items`, full, ending inside `page` (which has more, or a cursor): a page
+        whose cursor continues right after its last item, within `page`'s bound."""
+        assert page.cursor is not None or page.change_token is not None
+        upper = (
+            self._cursors.decode(tenant_id, page.cursor).upper
+            if page.cursor is not None
+            else page.change_token
+        )
+        assert upper is not None
+        return replace(self._page(tenant_id, items, True, upper), scanned=scanned)
 
     def _page(self, tenant_id: str, items: list[Record], more: bool, upper: str) -> Page:
         """A page of `items`; with `more`, its cursor continues above the last up to `upper`."""
