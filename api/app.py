@@ -52,7 +52,7 @@ from api.service import SyncService
 from api.settings import Settings
 from api.storage import models
 from api.storage.store import DynamoStore
-from api.tenant_gate import TenantGate
+from api.tenant_gate import READERS_PER_TENANT, TenantGate
 
 logger = logging.getLogger("api")
 
@@ -94,6 +94,7 @@ class _GraphQL(GraphQL[Context, None]):
         self._service = service
         self._authenticator = Authenticator(settings)
         self._writes = TenantGate()
+        self._reads = TenantGate(READERS_PER_TENANT, what="reads")
         self._realtime = realtime
 
     async def process_result(self, request: Any, result: ExecutionResult) -> GraphQLHTTPResponse:
@@ -123,6 +124,7 @@ class _GraphQL(GraphQL[Context, None]):
             principal=principal,
             auth_error=error,
             writes=self._writes,
+            reads=self._reads,
             feed=self._realtime.feed,
         )
 

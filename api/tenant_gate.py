@@ -1,11 +1,13 @@
-"""Per-tenant admission of writes, so that one tenant's writers can delay only that tenant.
+"""Per-tenant admission of reads and of writes, so that one tenant's load can delay
+only that tenant.
 
+Every read and write runs in the shared pool of worker threads (40 by default).
 Writes of one tenant serialize on its head anyway (docs/ordering.md): more than a
-few of them in flight in one process only queue up inside the shared worker
-threads, where they would hold threads that other tenants' requests need. The
-gate lets `WRITERS_PER_TENANT` writes of a tenant into the thread pool at a time;
-the others wait on the event loop (no thread held), and past `MAX_WAITING` a
-write is refused at once with UNAVAILABLE (retryable).
+few in flight only queue inside the pool. Reads do not serialize, but one
+tenant's requests (30 aliases each) could take every worker: another tenant's
+one-item read then waited 98.7 s. A gate lets `slots` calls of a tenant into the
+pool at a time; the others wait on the event loop (no thread held), and past
+`MAX_WAITING` a call is refused at once with UNAVAILABLE (retryable).
 """
 
 from __future__ import annotations
@@ -20,20 +22,26 @@ from api.domain.errors import Unavailable
 # while the previous commits. 45 concurrent 30-entry pushes to one tenant used to
 # hold every one of the 40 worker threads.
 WRITERS_PER_TENANT = 4
+# Reads of a tenant in the pool at once: a tenant holds at most 4 + 4 of its 40
+# workers, and every other tenant finds one free.
+READERS_PER_TENANT = 4
 MAX_WAITING = 64
 
 
 class TenantGate:
-    def __init__(self, writers: int = WRITERS_PER_TENANT, max_waiting: int = MAX_WAITING) -> None:
-        self._writers = writers
+    def __init__(
+        self, slots: int = WRITERS_PER_TENANT, max_waiting: int = MAX_WAITING, what: str = "writes"
+    ) -> None:
+        self._writers = slots
         self._max_waiting = max_waiting
+        self._what = what
         self._gates: dict[str, tuple[asyncio.Semaphore, int]] = {}
 
     @asynccontextmanager
     async def enter(self, tenant_id: str) -> AsyncIterator[None]:
         semaphore, users = self._gates.get(tenant_id, (asyncio.Semaphore(self._writers), 0))
         if users >= self._writers + self._max_waiting:
-            raise Unavailable("too many concurrent writes to this tenant; retry")
+            raise Unavailable(f"too many concurrent {self._what} of this tenant; retry")
         self._gates[tenant_id] = (semaphore, users + 1)
         try:
             async with semaphore:

@@ -54,7 +54,7 @@ from api.service import SyncService, Written
 from api.service.reading import DEFAULT_LIMIT, MAX_LIMIT, MAX_SCANNED
 from api.service.writing import MAX_PUSH
 from api.settings import Settings
-from api.tenant_gate import TenantGate
+from api.tenant_gate import READERS_PER_TENANT, TenantGate
 
 logger = logging.getLogger("api.graphql")
 _T = TypeVar("_T")
@@ -100,6 +100,7 @@ class Context:
     auth_error: SyncError | None = None
     budget: RequestBudget = field(default_factory=RequestBudget)
     writes: TenantGate = field(default_factory=TenantGate)  # the process's, from the view
+    reads: TenantGate = field(default_factory=lambda: TenantGate(READERS_PER_TENANT, what="reads"))
     feed: ChangeFeed | None = None  # where `changesAvailable` reads (None: not served)
     # graphql-transport-ws: connection_init's payload (Strawberry sets it), and the
     # connection's own tasks (its token's expiry), cancelled when it closes.
@@ -118,16 +119,14 @@ class Context:
 async def _for_tenant(
     info: strawberry.Info, tenant_id: str, work: Callable[[SyncService], _T], writes: bool = False
 ) -> _T:
-    """Run `work` for `tenant_id`, once the caller is known to belong to it; writes
-    pass the tenant's gate first (`api.tenant_gate`)."""
+    """Run `work` for `tenant_id`, once the caller is known to belong to it, through
+    the tenant's gate for reads or for writes (`api.tenant_gate`)."""
     context: Context = info.context
     context.caller().require_tenant(tenant_id)
     log = request_log.current()
     if log is not None:
         log.tenant = tenant_id
-    if not writes:
-        return await run_in_threadpool(work, context.service)
-    async with context.writes.enter(tenant_id):
+    async with (context.writes if writes else context.reads).enter(tenant_id):
         return await run_in_threadpool(work, context.service)
 
 
