@@ -6,6 +6,8 @@ import asyncio
 import contextlib
 import json
 import logging
+import time
+import uuid
 from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import Any
@@ -38,7 +40,7 @@ from api.domain.cursor import CursorCodec
 from api.domain.errors import SyncError, Unauthenticated, Unavailable
 from api.graphql.documents import too_long
 from api.graphql.errors import with_codes
-from api.graphql.schema import Context, make_schema
+from api.graphql.schema import Context, RequestBudget, make_schema, operation_budget
 from api.http import (
     RequestMiddleware,
     as_graphql_response,
@@ -71,6 +73,23 @@ class _TransportWSHandler(BaseGraphQLTransportWSHandler[Context, None]):
             )
             return
         await super().handle_subscribe(message)
+
+    async def run_operation(self, operation: Any) -> None:
+        """Each operation over the socket is a request of its own: its own budget
+        (one push of 100, one page of 1,000 items), and its own log line, written
+        when it ends (a subscription's, when it is completed or the socket closes).
+        The operation runs in a task of its own, so these do not leak to others."""
+        operation_budget.set(RequestBudget())
+        log, _ = request_log.start(f"ws-{uuid.uuid4().hex[:12]}-{operation.id}"[:64])
+        principal = self.context.principal
+        log.sub = None if principal is None else principal.sub
+        log.operation = operation.operation_name or "(websocket operation)"
+        started = time.perf_counter()
+        try:
+            await super().run_operation(operation)
+        finally:
+            duration_ms = (time.perf_counter() - started) * 1000
+            request_log.logger.info(log.line(200, duration_ms))
 
     async def shutdown(self) -> None:
         for task in self.context.tasks:  # the token's expiry, among others

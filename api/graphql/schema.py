@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Annotated, Any, TypeVar
 
@@ -91,6 +92,11 @@ class RequestBudget:
         self.items -= count
 
 
+# A WebSocket carries many operations over one connection (one Context): each is
+# a request of its own, with its own limits. Set in the operation's task.
+operation_budget: ContextVar[RequestBudget | None] = ContextVar("operation_budget", default=None)
+
+
 @dataclass
 class Context:
     request: Any
@@ -98,7 +104,9 @@ class Context:
     principal: Principal | None = None
     # Why there is no principal: reported by every @isAuthenticated field.
     auth_error: SyncError | None = None
-    budget: RequestBudget = field(default_factory=RequestBudget)
+    # An HTTP request's budget; over WebSocket, each operation has its own
+    # (`operation_budget`, set by the socket's handler for the operation's task).
+    request_budget: RequestBudget = field(default_factory=RequestBudget)
     writes: TenantGate = field(default_factory=TenantGate)  # the process's, from the view
     reads: TenantGate = field(default_factory=lambda: TenantGate(READERS_PER_TENANT, what="reads"))
     feed: ChangeFeed | None = None  # where `changesAvailable` reads (None: not served)
@@ -106,6 +114,10 @@ class Context:
     # connection's own tasks (its token's expiry), cancelled when it closes.
     connection_params: dict[str, Any] | None = None
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
+
+    @property
+    def budget(self) -> RequestBudget:
+        return operation_budget.get() or self.request_budget
 
     def caller(self) -> Principal:
         """The verified caller; else why the request has none (UNAUTHENTICATED or

@@ -247,7 +247,7 @@ def test_only_valid_authenticated_documents_are_cached_within_a_byte_budget(
 
 def test_a_tenants_writers_wait_outside_the_worker_pool_and_a_flood_is_refused() -> None:
     async def scenario() -> list[str]:
-        gate = TenantGate(writers=2, max_waiting=2)
+        gate = TenantGate(slots=2, max_waiting=2)
         release = asyncio.Event()
         outcomes: list[str] = []
 

@@ -7,6 +7,7 @@ tests (tests/ecosystem/js/subscribe.mjs).
 from __future__ import annotations
 
 import concurrent.futures
+import json
 import time
 from typing import Any
 
@@ -193,3 +194,40 @@ def test_bad_arguments_and_too_many_subscriptions_are_coded_errors(
         assert error["id"] == "one-too-many" and error["type"] == "error"
         ws.send_json({"type": "ping"})
         assert _receive(ws) == {"type": "pong"}
+
+
+def _operation(ws: Any, op_id: str, query: str, variables: dict[str, Any]) -> Any:
+    ws.send_json(
+        {"id": op_id, "type": "subscribe", "payload": {"query": query, "variables": variables}}
+    )
+    result = _receive(ws)
+    assert result["id"] == op_id, result
+    if result["type"] == "next":
+        assert _receive(ws) == {"id": op_id, "type": "complete"}
+    return result
+
+
+def test_each_operation_over_a_socket_has_its_own_budget_and_log_line(
+    app_client: TestClient, tenant: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Queries and mutations over WebSocket are requests of their own: after a push
+    of 100 a push of 1 still applies, eleven default pages are all served, and each
+    operation writes its request log line (a 2,000-call read left no trace)."""
+    push = "mutation($i: PushChangesInput!) { pushChanges(input: $i) { results { status } } }"
+    creates = [{"createPerson": {"tenantID": tenant, "person": {}}} for _ in range(100)]
+    page = "query($t: ID!) { changes(tenantID: $t) { changeToken } }"
+    with caplog.at_level("INFO", logger="api.request"), _connect(app_client) as ws:
+        _acked(ws, tenant)
+        full = _operation(ws, "p1", push, {"i": {"tenantID": tenant, "mutations": creates}})
+        assert full["type"] == "next" and "errors" not in full["payload"], full
+        one = _operation(ws, "p2", push, {"i": {"tenantID": tenant, "mutations": creates[:1]}})
+        assert "errors" not in one["payload"], one
+        assert one["payload"]["data"]["pushChanges"]["results"] == [{"status": "APPLIED"}]
+        for i in range(11):
+            served = _operation(ws, f"q{i}", page, {"t": tenant})
+            assert "errors" not in served["payload"], (i, served)
+    lines = [json.loads(r.getMessage()) for r in caplog.records if r.name == "api.request"]
+    socket_lines = [line for line in lines if line["requestId"].startswith("ws-")]
+    assert len(socket_lines) == 13, socket_lines
+    assert {line["tenant"] for line in socket_lines} == {tenant}
+    assert all(line["dynamodbCalls"] >= 1 for line in socket_lines)
