@@ -107,7 +107,7 @@ class _GraphQL(GraphQL[Context, None]):
             allow_queries_via_get=True,
             # graphql-ws's protocol (Apollo Client, urql, RxDB), on /graphql.
             subscription_protocols=(GRAPHQL_TRANSPORT_WS_PROTOCOL,),
-            connection_init_wait_timeout=timedelta(seconds=10),
+            connection_init_wait_timeout=timedelta(seconds=WS_INIT_TIMEOUT_S),
             max_subscriptions_per_connection=settings.ws_max_subscriptions_per_connection,
         )
         self._service = service
@@ -211,10 +211,10 @@ class _GraphQL(GraphQL[Context, None]):
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "websocket":
             async with self._realtime.connection() as admitted:
-                if not admitted:  # refuse the handshake: try again later
-                    await send({"type": "websocket.close", "code": 1013})
+                if not admitted:
+                    await _try_again_later(scope, send)
                     return
-                await super().__call__(scope, receive, send)
+                await _held_to_account(super().__call__, scope, receive, send)
             return
         if scope["type"] != "http":
             await super().__call__(scope, receive, send)
@@ -229,6 +229,66 @@ class _GraphQL(GraphQL[Context, None]):
             not_executed = getattr(request.state, "not_executed", False)
             response = as_graphql_response(response, not_executed)
         await response(scope, receive, send)
+
+
+# graphql-transport-ws: a socket must send connection_init within this long.
+WS_INIT_TIMEOUT_S = 10
+# A socket not acknowledged this long after it opened is dropped, whatever it sends:
+# Strawberry's timeout politely sends a close frame, which waits forever on a
+# client that never reads (it held its slot for the 300 s observed).
+WS_ACK_DEADLINE_S = WS_INIT_TIMEOUT_S + 2
+# A message that cannot be sent within this long (a client that stopped reading,
+# its buffers full) drops the socket and frees its slot.
+WS_SEND_TIMEOUT_S = 10
+
+
+async def _held_to_account(app: Any, scope: Scope, receive: Receive, send: Send) -> None:
+    """Run one WebSocket connection, dropped (its task cancelled, so its slot is
+    freed) when it is not acknowledged by WS_ACK_DEADLINE_S or a send stalls."""
+    acknowledged = asyncio.Event()
+    dropped = asyncio.Event()
+    connection: asyncio.Task[None]
+
+    def drop(why: str) -> None:
+        logger.info("websocket dropped: %s", why)
+        dropped.set()
+        connection.cancel()
+
+    async def bounded_send(message: Any) -> None:
+        if dropped.is_set():  # no polite close frame into a buffer nobody reads
+            raise ConnectionAbortedError("this socket was dropped")
+        if message.get("type") == "websocket.send" and '"connection_ack"' in (
+            message.get("text") or ""
+        ):
+            acknowledged.set()
+        try:
+            await asyncio.wait_for(send(message), WS_SEND_TIMEOUT_S)
+        except TimeoutError:
+            drop(f"a send stalled for {WS_SEND_TIMEOUT_S} s")
+            raise
+
+    connection = asyncio.ensure_future(app(scope, receive, bounded_send))
+    acked = asyncio.ensure_future(acknowledged.wait())
+    try:
+        await asyncio.wait(
+            {connection, acked}, timeout=WS_ACK_DEADLINE_S, return_when="FIRST_COMPLETED"
+        )
+        if not acknowledged.is_set() and not connection.done():
+            drop(f"not acknowledged within {WS_ACK_DEADLINE_S} s")
+        with contextlib.suppress(asyncio.CancelledError):
+            await connection
+    finally:
+        acked.cancel()
+        connection.cancel()
+
+
+async def _try_again_later(scope: Scope, send: Send) -> None:
+    """Refuse a socket over the process's limit with the documented 1013 (try again
+    later): a close before the handshake's accept would reach the client as HTTP 403."""
+    offered = scope.get("subprotocols") or []
+    protocol = GRAPHQL_TRANSPORT_WS_PROTOCOL if GRAPHQL_TRANSPORT_WS_PROTOCOL in offered else None
+    await send({"type": "websocket.accept", "subprotocol": protocol})
+    await send({"type": "websocket.close", "code": 1013, "reason": "server busy; retry later"})
 
 
 def _coded_http_error(exc: HTTPException, method: str) -> Response:
