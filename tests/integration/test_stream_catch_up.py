@@ -40,7 +40,14 @@ class _Published:
         return False
 
 
-def _follower(settings: Settings, published: _Published, tenant: str) -> tuple[StreamFollower, Any]:
+def _following(
+    settings: Settings, tenant: str
+) -> tuple[SyncService, _Published, StreamFollower, Any]:
+    """A tenant with a first write, and a follower (not started) of the table's
+    stream for it: the service, what the follower publishes, it, its streams client."""
+    service = SyncService(DynamoStore(), CursorCodec("x"))
+    service.create(PERSON, tenant, "p0", {})
+    published = _Published()
     streams = settings.dynamodb_client("dynamodbstreams")
     follower = StreamFollower(
         settings.dynamodb_client(),
@@ -51,16 +58,13 @@ def _follower(settings: Settings, published: _Published, tenant: str) -> tuple[S
         subscribed=lambda: {tenant},
         retry_wait_s=1.0,
     )
-    return follower, streams
+    return service, published, follower, streams
 
 
 def test_a_write_while_the_follower_takes_its_iterators_is_announced(
     settings: Settings, tenant: str
 ) -> None:
-    service = SyncService(DynamoStore(), CursorCodec("x"))
-    service.create(PERSON, tenant, "p0", {})
-    published = _Published()
-    follower, streams = _follower(settings, published, tenant)
+    service, published, follower, streams = _following(settings, tenant)
     written: list[str] = []
 
     def write_meanwhile(**_: Any) -> None:
@@ -82,10 +86,7 @@ def test_a_write_while_the_follower_takes_its_iterators_is_announced(
 def test_a_write_while_the_follower_restarts_after_an_error_is_announced(
     settings: Settings, tenant: str
 ) -> None:
-    service = SyncService(DynamoStore(), CursorCodec("x"))
-    service.create(PERSON, tenant, "p0", {})
-    published = _Published()
-    follower, streams = _follower(settings, published, tenant)
+    service, published, follower, streams = _following(settings, tenant)
     failure = Fault(lambda: dynamodb_error("InternalServerError", "injected"), times=0)
     with hooks_on(streams.meta.events) as register:
         register("before-send.dynamodbstreams.GetRecords", failure)
