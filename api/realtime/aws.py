@@ -18,122 +18,45 @@ without one, and clients see an ordinary close.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import functools
 import json
 import logging
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from typing import Any
 
-import boto3
-from botocore.exceptions import BotoCoreError, ClientError
 from graphql import GraphQLError, OperationDefinitionNode, parse
 from strawberry.types.execution import PreExecutionError
 from strawberry.utils.aio import aclosing
 
-from api.auth import Authenticator, Principal, connection_authorization
-from api.domain.cursor import CursorCodec
+from api.auth import Principal, connection_authorization
 from api.domain.errors import SyncError
 from api.graphql.documents import too_long
 from api.graphql.errors import with_codes
-from api.graphql.schema import Context, SyncSchema, make_schema
+from api.realtime.aws_runtime import Runtime, execute, next_message
+from api.realtime.aws_runtime import runtime as _runtime
 from api.realtime.connections import (
     MAX_STORED_DOCUMENT,
     MAX_STORED_VARIABLES,
     Connection,
-    Connections,
     Operation,
     Subscription,
     SubscriptionRefused,
 )
-from api.realtime.failed_batches import tenants_in_batch
+from api.realtime.fanout import FanOutIncomplete, drain, fan_out
 from api.realtime.streams import head_changes
-from api.service import SyncService
 from api.settings import Settings
-from api.storage import models
-from api.storage.store import DynamoStore
 
 logger = logging.getLogger("api.realtime")
 
+__all__ = ["FanOutIncomplete", "Runtime", "drain_handler", "stream_handler", "websocket_handler"]
+
 PROTOCOL = "graphql-transport-ws"
-# PostToConnection calls in flight at once during a fan-out (each is a network
-# round trip of a few milliseconds; 1,000 subscribers in well under a second).
-FAN_OUT_CONCURRENCY = 32
 _MAX_ID_LENGTH = 128
 # API Gateway's WebSocket message quota is 128 KB; a graphql-transport-ws message
 # nests 3 levels (message, payload, variables) above the variables' own values,
 # and changesAvailable's variables are scalars.
 MAX_MESSAGE = 128 * 1024
 MAX_MESSAGE_DEPTH = 16
-
-
-@dataclass
-class Runtime:
-    """What a Lambda instance builds once and reuses across invocations."""
-
-    settings: Settings
-    service: SyncService
-    schema: SyncSchema
-    authenticator: Authenticator
-    connections: Connections
-    management: Any  # boto3 apigatewaymanagementapi client
-    streams: Any  # boto3 dynamodbstreams client (the drain reads failed batches back)
-
-    def send(self, connection_id: str, message: dict[str, Any]) -> bool:
-        """PostToConnection; False when the connection is gone (and forget it)."""
-        return self.post(connection_id, message) is not False
-
-    def post(self, connection_id: str, message: dict[str, Any]) -> bool | None:
-        """PostToConnection: True if sent, False if the connection is gone (it is
-        forgotten), None if it failed otherwise (logged)."""
-        try:
-            self.management.post_to_connection(
-                ConnectionId=connection_id, Data=json.dumps(message).encode()
-            )
-        except ClientError as exc:
-            if exc.response["Error"]["Code"] == "GoneException":
-                self.connections.close(connection_id)
-                return False
-            logger.warning("PostToConnection failed: %s", exc.response["Error"]["Code"])
-            return None
-        except BotoCoreError as exc:
-            logger.warning("PostToConnection failed: %s", exc)
-            return None
-        return True
-
-    def hang_up(self, connection_id: str, why: str) -> None:
-        """Close the socket (graphql-ws would close with a 44xx code) and forget it."""
-        logger.info("closing websocket: %s", why)
-        with contextlib.suppress(ClientError, BotoCoreError):  # already gone
-            self.management.delete_connection(ConnectionId=connection_id)
-        self.connections.close(connection_id)
-
-
-def build_runtime(settings: Settings) -> Runtime:
-    settings.apply_local_credentials()
-    models.bind(settings)
-    service = SyncService(DynamoStore(), CursorCodec(settings.cursor_secret))
-    management = boto3.client(
-        "apigatewaymanagementapi",
-        region_name=settings.aws_region,
-        endpoint_url=settings.websocket_management_url,
-    )
-    return Runtime(
-        settings=settings,
-        service=service,
-        schema=make_schema(settings),
-        authenticator=Authenticator(settings),
-        connections=Connections(settings.dynamodb_client(), settings.table_name),
-        management=management,
-        streams=settings.dynamodb_client("dynamodbstreams"),
-    )
-
-
-@functools.cache
-def _runtime() -> Runtime:
-    return build_runtime(Settings.from_env())
 
 
 def websocket_handler(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
@@ -156,27 +79,13 @@ def drain_handler(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
     failures = []
     for message in event.get("Records", []):
         try:
-            sent = asyncio.run(_drain(rt, json.loads(message["body"])))
+            sent = asyncio.run(drain(rt, json.loads(message["body"])))
         except Exception:  # any: the message is retried, never dropped
             logger.exception("draining a failed fan-out batch failed")
             failures.append({"itemIdentifier": message["messageId"]})
         else:
             logger.info("drained a failed fan-out batch: %d sent", sent)
     return {"batchItemFailures": failures}
-
-
-async def _drain(rt: Runtime, record: dict[str, Any]) -> int:
-    info = record.get("DDBStreamBatchInfo")
-    if not isinstance(info, dict):
-        logger.error("not a stream batch's failure record: %s", str(record)[:500])
-        return 0
-    tenants = await asyncio.to_thread(tenants_in_batch, rt.streams, info)
-    heads: dict[str, str] = {}
-    for tenant_id in sorted(tenants):
-        latest = await asyncio.to_thread(rt.service.latest_change, tenant_id, None)
-        if latest is not None:
-            heads[tenant_id] = latest
-    return await fan_out(rt, heads)
 
 
 async def handle_websocket(rt: Runtime, event: dict[str, Any]) -> dict[str, Any]:
@@ -338,32 +247,14 @@ async def _run(
 ) -> bool:
     """Run `operation` with `feed` and send what it yields; True if it was refused
     before execution (an `error` message was sent)."""
-    source = await _execute(rt, operation, principal, feed)
+    source = await execute(rt, operation, principal, feed)
     async with aclosing(source):
         async for result in source:
             if isinstance(result, PreExecutionError):  # only ever the first result
                 _send_errors(rt, connection_id, subscription_id, result.errors or [])
                 return True
-            rt.send(connection_id, _next(subscription_id, result))
+            rt.send(connection_id, next_message(subscription_id, result))
     return False
-
-
-async def _execute(rt: Runtime, operation: Operation, principal: Principal, feed: Any) -> Any:
-    """The results of `operation` for `principal`, whose tokens come from `feed`."""
-    context = Context(request=None, service=rt.service, principal=principal, feed=feed)
-    return await rt.schema.subscribe(
-        operation.query,
-        variable_values=operation.variables,
-        context_value=context,
-        operation_name=operation.name,
-    )
-
-
-def _next(subscription_id: str, result: Any) -> dict[str, Any]:
-    payload: dict[str, Any] = {"data": result.data}
-    if result.errors:  # coded already, by the schema (SyncSchema.process_errors)
-        payload["errors"] = [e.formatted for e in result.errors]
-    return {"id": subscription_id, "type": "next", "payload": payload}
 
 
 def _send_errors(rt: Runtime, connection_id: str, subscription_id: str, errors: list[Any]) -> None:
@@ -425,99 +316,3 @@ class _RegisteringFeed:
 
 class _Refused(SyncError):
     code = "BAD_USER_INPUT"
-
-
-class _OneEvent:
-    """At fan-out: the one new token, if it is newer than the subscription's `since`.
-    It is sent only if it is also newer than the last token sent on that
-    subscription (`Connections.claim`): the event is shared by every subscriber of
-    one operation, the last token sent is each one's own."""
-
-    def __init__(self, token: str) -> None:
-        self._token = token
-
-    async def changes(self, tenant_id: str, after: str | None) -> AsyncIterator[str]:
-        if after is None or self._token > after:
-            yield self._token
-
-
-class FanOutIncomplete(Exception):
-    """Some subscribers were not sent their event: the batch is to be retried (only
-    they are sent it again: the others' claims hold)."""
-
-
-async def fan_out(rt: Runtime, changes: dict[str, str]) -> int:
-    """Send each tenant's newest token to its subscribers; how many were sent.
-    Raises once every tenant was tried if any subscriber could not be sent its
-    event, or a tenant's subscriptions could not be read."""
-    gate = asyncio.Semaphore(FAN_OUT_CONCURRENCY)
-    outcomes = [await _fan_out_tenant(rt, t, token, gate) for t, token in changes.items()]
-    failures = [o for o in outcomes if isinstance(o, BaseException)]
-    if failures:
-        raise FanOutIncomplete(f"{len(failures)} of {len(outcomes)} tenants") from failures[0]
-    return sum(o for o in outcomes if isinstance(o, int))
-
-
-async def _fan_out_tenant(
-    rt: Runtime, tenant_id: str, token: str, gate: asyncio.Semaphore
-) -> int | BaseException:
-    try:
-        subscriptions = await asyncio.to_thread(_subscriptions_of, rt, tenant_id)
-    except SyncError as exc:
-        return exc
-    now = time.time()
-    # Subscribers mostly send the same document: execute each distinct one once.
-    payloads: dict[str, dict[str, Any] | None] = {}
-    messages: list[tuple[Subscription, dict[str, Any]]] = []
-    expired: set[str] = set()
-    for subscription in subscriptions:
-        if subscription.until < now:
-            expired.add(subscription.connection_id)
-            continue
-        if subscription.last is not None and token <= subscription.last:
-            continue  # it was sent this token, or a newer one
-        key = subscription.operation.key()
-        if key not in payloads:
-            payloads[key] = await _event(rt, subscription, token)
-        message = payloads[key]
-        if message is not None:
-            messages.append((subscription, {**message, "id": subscription.subscription_id}))
-    for connection_id in expired:
-        await asyncio.to_thread(rt.hang_up, connection_id, "token expired")
-
-    async def deliver(subscription: Subscription, message: dict[str, Any]) -> bool:
-        async with gate:
-            return await asyncio.to_thread(_deliver, rt, subscription, token, message)
-
-    sent = await asyncio.gather(*(deliver(s, m) for s, m in messages), return_exceptions=True)
-    failed = [s for s in sent if isinstance(s, BaseException)]
-    return failed[0] if failed else sum(s is True for s in sent)
-
-
-def _deliver(rt: Runtime, subscription: Subscription, token: str, message: dict[str, Any]) -> bool:
-    """Claim `token` on the subscription, then send it; False if it was not newer
-    than the last one sent or the connection is gone. A failed send is released,
-    so that a retry of the batch sends it again."""
-    if not rt.connections.claim(subscription, token):
-        return False
-    posted = rt.post(subscription.connection_id, message)
-    if posted is None:
-        rt.connections.release(subscription, token)
-        raise FanOutIncomplete(f"PostToConnection failed for {subscription.connection_id}")
-    return posted
-
-
-def _subscriptions_of(rt: Runtime, tenant_id: str) -> list[Subscription]:
-    return list(rt.connections.subscriptions(tenant_id))
-
-
-async def _event(rt: Runtime, subscription: Subscription, token: str) -> dict[str, Any] | None:
-    """The `next` message of one subscription for `token` (None: not newer than its since)."""
-    principal = Principal(subscription.sub, frozenset({subscription.tenant_id}), subscription.until)
-    source = await _execute(rt, subscription.operation, principal, _OneEvent(token))
-    async with aclosing(source):
-        async for result in source:
-            if isinstance(result, PreExecutionError):
-                return None
-            return _next(subscription.subscription_id, result)
-    return None
