@@ -17,13 +17,14 @@ from urllib.parse import urlparse
 import pytest
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import connect
+from websockets.typing import Subprotocol
 
 from api.app import WS_ACK_DEADLINE_S
 from api.settings import Settings
 from tests.support.gql import bearer
 from tests.support.servers import api_server
 
-PROTOCOL = "graphql-transport-ws"
+PROTOCOL = Subprotocol("graphql-transport-ws")
 
 
 def _masked_text(payload: bytes) -> bytes:
