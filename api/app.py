@@ -10,7 +10,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cross_web import HTTPException  # what Strawberry 0.341 raises for HTTP errors
 from starlette.applications import Starlette
@@ -19,7 +19,7 @@ from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
-from starlette.routing import Route, WebSocketRoute
+from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette.types import Receive, Scope, Send
 from starlette_compress import CompressMiddleware
 from strawberry.asgi import GraphQL
@@ -34,7 +34,7 @@ from strawberry.subscriptions.protocols.graphql_transport_ws.types import Subscr
 from strawberry.types import ExecutionResult
 from strawberry.types.unset import UNSET, UnsetType
 
-from api import graphiql, request_log
+from api import request_log
 from api.auth import Authenticator, Principal, connection_authorization
 from api.domain.cursor import CursorCodec
 from api.domain.errors import SyncError, Unauthenticated, Unavailable
@@ -49,12 +49,14 @@ from api.http import (
     was_not_executed,
 )
 from api.ordering import wall_clock_ms
-from api.realtime.local import LocalRealtime, close_at
 from api.service import SyncService
 from api.settings import Settings
 from api.storage import models
 from api.storage.store import DynamoStore
 from api.tenant_gate import READERS_PER_TENANT, TenantGate
+
+if TYPE_CHECKING:  # imported only where sockets are served (not on the HTTP Lambda)
+    from api.realtime.local import LocalRealtime
 
 logger = logging.getLogger("api")
 
@@ -100,7 +102,9 @@ class _TransportWSHandler(BaseGraphQLTransportWSHandler[Context, None]):
 class _GraphQL(GraphQL[Context, None]):
     graphql_transport_ws_handler_class = _TransportWSHandler
 
-    def __init__(self, settings: Settings, service: SyncService, realtime: LocalRealtime) -> None:
+    def __init__(
+        self, settings: Settings, service: SyncService, realtime: LocalRealtime | None
+    ) -> None:
         super().__init__(
             make_schema(settings),
             graphql_ide="graphiql" if settings.graphiql else None,
@@ -128,6 +132,8 @@ class _GraphQL(GraphQL[Context, None]):
         return processed
 
     async def render_graphql_ide(self, request: Request) -> Response:
+        from api import graphiql  # only where GraphiQL is served (GRAPHIQL=true)
+
         return HTMLResponse(graphiql.page_html(), headers=graphiql.SECURITY_HEADERS)
 
     async def get_context(self, request: Any, response: Any) -> Context:
@@ -144,7 +150,7 @@ class _GraphQL(GraphQL[Context, None]):
             auth_error=error,
             writes=self._writes,
             reads=self._reads,
-            feed=self._realtime.feed,
+            feed=None if self._realtime is None else self._realtime.feed,
         )
 
     async def on_ws_connect(self, context: Context) -> UnsetType | dict[str, object] | None:
@@ -163,7 +169,7 @@ class _GraphQL(GraphQL[Context, None]):
             socket = context.request
             context.tasks.append(
                 asyncio.create_task(
-                    close_at(principal.expires_at, lambda: socket.close(4403, "token expired"))
+                    _close_at(principal.expires_at, lambda: socket.close(4403, "token expired"))
                 )
             )
         return UNSET
@@ -210,6 +216,9 @@ class _GraphQL(GraphQL[Context, None]):
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "websocket":
+            if self._realtime is None:  # this app serves no sockets (the HTTP Lambda)
+                await send({"type": "websocket.close", "code": 1000})
+                return
             async with self._realtime.connection() as admitted:
                 if not admitted:
                     await _try_again_later(scope, send)
@@ -229,6 +238,12 @@ class _GraphQL(GraphQL[Context, None]):
             not_executed = getattr(request.state, "not_executed", False)
             response = as_graphql_response(response, not_executed)
         await response(scope, receive, send)
+
+
+async def _close_at(when: float, close: Any) -> None:
+    from api.realtime.local import close_at
+
+    await close_at(when, close)
 
 
 # graphql-transport-ws: a socket must send connection_init within this long.
@@ -303,7 +318,9 @@ def _coded_http_error(exc: HTTPException, method: str) -> Response:
     return JSONResponse(bad_request_body(message), status_code=status, headers=headers)
 
 
-def create_app(settings: Settings | None = None) -> Starlette:
+def create_app(settings: Settings | None = None, sockets: bool = True) -> Starlette:
+    """The app; with `sockets` False (AWS Lambda behind an HTTP API, which carries
+    no WebSocket), without the realtime hub, its stream follower and their imports."""
     settings = settings or Settings.from_env()
     for warning in settings.check():
         logger.warning(warning)
@@ -312,13 +329,19 @@ def create_app(settings: Settings | None = None) -> Starlette:
     store = DynamoStore()
     store.on_response(request_log.record_consumed_capacity)
     offset = settings.clock_offset_ms
-    # The realtime hub reads the service's latest change; the service publishes to it.
-    realtime = LocalRealtime(settings, lambda tenant, after: service.latest_change(tenant, after))
+    realtime: LocalRealtime | None = None
+    if sockets:
+        from api.realtime.local import LocalRealtime
+
+        # The realtime hub reads the service's latest change; the service publishes to it.
+        realtime = LocalRealtime(
+            settings, lambda tenant, after: service.latest_change(tenant, after)
+        )
     service = SyncService(
         store,
         CursorCodec(settings.cursor_secret),
         clock_ms=(lambda: wall_clock_ms() + offset) if offset else wall_clock_ms,
-        on_commit=realtime.publish,
+        on_commit=None if realtime is None else realtime.publish,
     )
     view = _GraphQL(settings, service, realtime)
 
@@ -335,12 +358,15 @@ def create_app(settings: Settings | None = None) -> Starlette:
             return JSONResponse({"status": "error", "table": settings.table_name}, status_code=503)
         return JSONResponse({"status": "ok", "table": settings.table_name, "reachable": True})
 
-    routes = [
+    routes: list[BaseRoute] = [
         Route("/graphql", view, methods=["GET", "POST"]),
-        WebSocketRoute("/graphql", view),
         Route("/healthz", healthz, methods=["GET"]),
     ]
+    if realtime is not None:
+        routes.append(WebSocketRoute("/graphql", view))
     if settings.graphiql:
+        from api import graphiql
+
         routes.append(Route("/graphiql/assets/{name}", graphiql.asset, methods=["GET"]))
     middleware = [
         Middleware(RequestMiddleware, max_body_bytes=settings.max_body_bytes),
@@ -361,6 +387,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         yield
-        realtime.close()
+        if realtime is not None:
+            realtime.close()
 
     return Starlette(routes=routes, middleware=middleware, lifespan=lifespan)

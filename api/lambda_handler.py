@@ -15,4 +15,5 @@ from api.app import create_app
 
 logging.getLogger().setLevel(logging.INFO)  # Lambda's root handler is at WARNING
 
-handler = Mangum(create_app(), lifespan="off")
+# An HTTP API carries no WebSocket (realtime on AWS is api.realtime.aws): no hub.
+handler = Mangum(create_app(sockets=False), lifespan="off")
