@@ -38,6 +38,7 @@ from api import request_log
 from api.auth import Authenticator, Principal, connection_authorization
 from api.domain.cursor import CursorCodec
 from api.domain.errors import SyncError, Unauthenticated, Unavailable
+from api.domain.retention import Retention
 from api.graphql.documents import too_long
 from api.graphql.errors import with_codes
 from api.graphql.schema import Context, RequestBudget, make_schema, operation_budget
@@ -342,6 +343,8 @@ def create_app(settings: Settings | None = None, sockets: bool = True) -> Starle
         CursorCodec(settings.cursor_secret),
         clock_ms=(lambda: wall_clock_ms() + offset) if offset else wall_clock_ms,
         on_commit=None if realtime is None else realtime.publish,
+        retention=Retention(settings.retention_seconds),
+        history=settings.history,
     )
     view = _GraphQL(settings, service, realtime)
 

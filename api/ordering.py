@@ -33,6 +33,7 @@ from tenacity import (
 
 from api.domain.chain import Head
 from api.domain.errors import StaleHead, TransactionConflict, Unavailable, WriteContention
+from api.domain.retention import Retention
 from api.domain.tokens import next_token, token_ms
 
 # A write keeps retrying lost races for this long, then the client is told to
@@ -70,6 +71,8 @@ class Link:
 
     head: str | None
     check: tuple[str, ...] = ()
+    # The entries the head's transaction replaced: checked gone.
+    gone: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -77,11 +80,15 @@ class _KnownHead:
     head: Head | None
     wrote_it: bool  # this process's own transaction, answered with success
 
-    def link(self) -> Link:
+    def link(self, outlived: Callable[[str], bool]) -> Link:
+        """The link after this head. A head older than the retention period is not
+        checked: its deletions' entries may be gone by TTL (`api.domain.retention`),
+        and a transaction is applied long before (docs/ordering.md, "Retention")."""
         if self.head is None:
             return Link(None)
-        check = () if self.wrote_it else tuple(self.head.entry_tokens())
-        return Link(self.head.token, check)
+        if self.wrote_it or outlived(self.head.token):
+            return Link(self.head.token)
+        return Link(self.head.token, tuple(self.head.entry_tokens()), self.head.removed)
 
 
 def wall_clock_ms() -> int:
@@ -130,9 +137,11 @@ class TokenOrdering:
         self,
         read_head: Callable[[str], Head | None],
         clock_ms: Callable[[], int] = wall_clock_ms,
+        retention: Retention | None = None,
     ) -> None:
         self._read_head = read_head
         self._clock_ms = clock_ms
+        self._retention = retention or Retention()
         # The head last seen per tenant (None: the tenant has none). A hint: when it
         # is stale the store refuses the write and says what the head is.
         self._heads: dict[str, _KnownHead] = {}
@@ -166,7 +175,7 @@ class TokenOrdering:
         try:
             for try_ in retrying:
                 with try_, self._turns.take(tenant_id, TURN_WAIT_S):
-                    link = self._known(tenant_id).link()
+                    link = self._known(tenant_id).link(self._outlived)
                     number = try_.retry_state.attempt_number
                     token = self._propose(tenant_id, link.head, floor, number)
                     result = attempt(token, link)
@@ -174,6 +183,9 @@ class TokenOrdering:
             raise Unavailable("too many concurrent writes to this tenant; retry") from exc
         self._remember(tenant_id, _KnownHead(head_of(result), wrote_it=True))
         return result
+
+    def _outlived(self, token: str) -> bool:
+        return self._retention.outlived(token, self._clock_ms())
 
     def _known(self, tenant_id: str) -> _KnownHead:
         known = self._heads.get(tenant_id)

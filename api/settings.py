@@ -14,6 +14,8 @@ from typing import Any
 
 import boto3
 
+from api.domain.retention import DEFAULT_RETENTION_S
+
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_AUTH_SECRET = "dev-secret-change-me"
 
@@ -61,6 +63,12 @@ class Settings:
     ws_max_connections: int = 5000
     ws_max_subscriptions: int = 10000
     ws_max_subscriptions_per_connection: int = 10
+    # How long deletions and earlier versions are kept (contract 3.6): a device
+    # away longer must sync again from scratch (RESYNC_REQUIRED). Tests use seconds.
+    retention_seconds: int = DEFAULT_RETENTION_S
+    # Keep each entity's earlier versions (`history`): one more item per update or
+    # delete (contract 3.7). Off: nothing is kept and `history` returns nothing.
+    history: bool = True
     # AWS: the API Gateway Management API of the WebSocket API (set by serverless.yml).
     websocket_management_url: str | None = None
 
@@ -105,6 +113,8 @@ class Settings:
                 )
             ),
             websocket_management_url=env.get("WEBSOCKET_MANAGEMENT_URL") or None,
+            retention_seconds=int(env.get("RETENTION_SECONDS", cls.retention_seconds)),
+            history=_flag(env.get("HISTORY"), default=cls.history),
         )
 
     def check(self) -> list[str]:

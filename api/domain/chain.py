@@ -36,6 +36,10 @@ class Head:
 
     token: str
     entries: int = 1
+    # The log entries the transaction's updates and deletes removed (each entity's
+    # previous entry): the next transaction checks they are gone, so that a first
+    # sync may leave deletions out (docs/ordering.md, Lemma 2').
+    removed: tuple[str, ...] = ()
 
     def entry_tokens(self) -> list[str]:
         """The tokens of the log entries the head's transaction wrote."""

@@ -1,7 +1,9 @@
 """Pagination cursors for `changes`: opaque, signed, bound to one tenant.
 
-A cursor holds the position reached (`after`, the last token returned) and the
-page set's upper bound (`upper`, the tenant's head when the sync started). It is
+A cursor holds the position reached (`after`, the last token returned), the
+page set's upper bound (`upper`, the tenant's head when the sync started) and,
+for a first sync, `settled`: deletions up to it are left out (their entities'
+earlier entries are gone, docs/ordering.md). It is
 signed with HMAC-SHA256 over the tenant id too, so a cursor that was edited, made
 up, or issued for another tenant is rejected.
 """
@@ -25,6 +27,7 @@ _SIG_BYTES = 16
 class Position:
     after: str
     upper: str
+    settled: str | None = None
 
 
 class CursorCodec:
@@ -37,6 +40,8 @@ class CursorCodec:
 
     def encode(self, tenant_id: str, position: Position) -> str:
         body = f"{_VERSION}.{position.after}.{position.upper}"
+        if position.settled is not None:
+            body += f".{position.settled}"
         raw = body.encode() + self._sign(tenant_id, body)
         return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
@@ -49,6 +54,6 @@ class CursorCodec:
         if not hmac.compare_digest(signature, self._sign(tenant_id, body)):
             raise InvalidCursor("cursor is not valid for this tenant")
         parts = body.split(".")
-        if len(parts) != 3 or parts[0] != _VERSION or not all(map(is_token, parts[1:])):
+        if len(parts) not in (3, 4) or parts[0] != _VERSION or not all(map(is_token, parts[1:])):
             raise InvalidCursor("cursor is malformed")
-        return Position(after=parts[1], upper=parts[2])
+        return Position(*parts[1:])

@@ -52,6 +52,13 @@ class InvalidCursor(SyncError):
     code = "INVALID_CURSOR"
 
 
+class ResyncRequired(SyncError):
+    """The device's `since` is older than the deletions the tenant still keeps
+    (`api.domain.retention`): it syncs again from scratch (contract 3.6)."""
+
+    code = "RESYNC_REQUIRED"
+
+
 class InternalError(SyncError):
     """An unexpected failure, reported without detail (the log has the traceback)."""
 

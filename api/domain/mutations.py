@@ -214,6 +214,11 @@ class Write:
     record: Record
     expected_token: str | None
     outcome: StoredOutcome | None = None
+    # The version this write replaces, kept in the entity's history (None: a create,
+    # or history is off), and when that copy and a deletion's log entry expire
+    # (epoch seconds, `api.domain.retention`).
+    kept: Record | None = None
+    expires_at: int | None = None
 
 
 def _record_to_json(record: Record) -> dict[str, Any]:
@@ -224,6 +229,7 @@ def _record_to_json(record: Record) -> dict[str, Any]:
         "createdMs": int(record.created_at.timestamp() * 1000),
         "deleted": record.deleted,
         "fields": dict(record.fields),
+        **({} if record.written_by is None else {"by": record.written_by}),
     }
 
 
@@ -237,4 +243,5 @@ def _record_from_json(tenant_id: str, data: dict[str, Any]) -> Record:
         updated_at=token_time(data["token"]),
         deleted=data["deleted"],
         fields=data["fields"],
+        written_by=data.get("by"),
     )

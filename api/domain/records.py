@@ -27,6 +27,9 @@ class Record:
     updated_at: datetime
     deleted: bool = False
     fields: dict[str, Any] = field(default_factory=dict)
+    # The `sub` of the caller who wrote this version (None: written before writers
+    # were recorded, or by a bulk load).
+    written_by: str | None = None
 
 
 @dataclass(frozen=True)
@@ -44,6 +47,9 @@ class LogTail:
     bound: str | None  # how far a sync may go; None: no change is provably complete
     records: list[Record]
     complete: bool
+    # The head's `pv`: the last token of the transaction before the head's. Every
+    # deletion up to it has removed its entity's earlier entry (docs/ordering.md).
+    settled: str | None = None
 
     @property
     def lowest(self) -> str | None:

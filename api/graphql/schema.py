@@ -40,6 +40,7 @@ from api.graphql.execution import (
     plain_record_classes,
     plain_record_fields,
 )
+from api.graphql.history import RestorePayload, RestoreVersionInput, VersionList
 from api.graphql.push import PushChangesInput, PushChangesPayload, to_mutations, to_result
 from api.graphql.scalars import SCALAR_MAP
 from api.graphql.subscription import ChangeFeed, subscription_fields
@@ -52,6 +53,7 @@ from api.graphql.types import (
     to_synchronized_item,
 )
 from api.service import SyncService, Written
+from api.service.history import DEFAULT_VERSIONS, MAX_VERSIONS
 from api.service.reading import DEFAULT_LIMIT, MAX_LIMIT, MAX_SCANNED
 from api.service.writing import MAX_PUSH
 from api.settings import Settings
@@ -169,7 +171,8 @@ async def changes(
     if wanted is not None and not wanted:
         raise BadUserInput("types must name at least one type")
     budget: RequestBudget = info.context.budget
-    allowance = budget.take_scans() if wanted is not None else 0
+    # Pages of chosen types, and a first sync's, leave changes out and read on.
+    allowance = budget.take_scans()
     try:
         page = await _for_tenant(
             info,
@@ -214,8 +217,9 @@ def _mutation_fields(s: ItemTypeSchema) -> dict[str, Any]:
     async def _apply(info: strawberry.Info, verb: Verb, input: Any) -> Written:
         info.context.budget.spend_writes(1)
         mutation = s.mutation(verb, input)
+        by = info.context.caller().sub
         return await _for_tenant(
-            info, mutation.tenant_id, lambda svc: svc.apply(mutation), writes=True
+            info, mutation.tenant_id, lambda svc: svc.apply(mutation, by), writes=True
         )
 
     async def create(info: strawberry.Info, input: Any) -> Any:
@@ -251,10 +255,48 @@ async def push_changes(info: strawberry.Info, input: PushChangesInput) -> PushCh
     if len(input.mutations) <= MAX_PUSH:  # else the service says why
         info.context.budget.spend_writes(len(input.mutations))
     mutations = to_mutations(input)
+    by = info.context.caller().sub
     results = await _for_tenant(
-        info, input.tenantID, lambda s: s.push(input.tenantID, mutations), writes=True
+        info, input.tenantID, lambda s: s.push(input.tenantID, mutations, by), writes=True
     )
     return PushChangesPayload(results=[to_result(r) for r in results])
+
+
+async def history(
+    info: strawberry.Info,
+    tenantID: strawberry.ID,
+    id: strawberry.ID,
+    cursor: str | None = strawberry.UNSET,
+    limit: int | None = strawberry.UNSET,
+) -> VersionList:
+    requested = _given(limit)
+    if requested is None or 1 <= requested <= MAX_VERSIONS:  # else the service says why
+        info.context.budget.spend_items(DEFAULT_VERSIONS if requested is None else requested)
+    versions = await _for_tenant(
+        info, tenantID, lambda s: s.versions(tenantID, id, _given(cursor), requested)
+    )
+    return VersionList(
+        items=[to_synchronized_item(r) for r in versions.items], cursor=versions.cursor
+    )
+
+
+async def restore_version(info: strawberry.Info, input: RestoreVersionInput) -> RestorePayload:
+    info.context.budget.spend_writes(1)
+    by = info.context.caller().sub
+    written = await _for_tenant(
+        info,
+        input.tenantID,
+        lambda s: s.restore(
+            input.tenantID,
+            input.id,
+            input.changeToken,
+            input.version,
+            _given(input.clientMutationID),
+            by,
+        ),
+        writes=True,
+    )
+    return RestorePayload(item=to_synchronized_item(written.record), replayed=written.replayed)
 
 
 def _root(name: str, fields: dict[str, Any]) -> Any:
@@ -266,6 +308,12 @@ Query = _root(
     "Query",
     {
         "changes": strawberry.field(resolver=changes, **authenticated()),
+        "history": strawberry.field(
+            resolver=history,
+            description="An entity's earlier versions, newest first, kept for the retention "
+            "period (not its current version).",
+            **authenticated(),
+        ),
         **{k: v for s in ITEM_TYPE_SCHEMAS for k, v in _query_fields(s).items()},
     },
 )
@@ -273,6 +321,12 @@ Mutation = _root(
     "Mutation",
     {
         **{k: v for s in ITEM_TYPE_SCHEMAS for k, v in _mutation_fields(s).items()},
+        "restoreVersion": strawberry.mutation(
+            resolver=restore_version,
+            description="Write an earlier version's fields as the entity's next version: an "
+            "update guarded by `changeToken`, with conflicts as usual.",
+            **authenticated(),
+        ),
         "pushChanges": strawberry.mutation(
             resolver=push_changes,
             description=f"Up to {MAX_PUSH} queued mutations of any type, applied in order, "

@@ -38,6 +38,10 @@ class SynchronizedItem:
     changeToken: str
     createdAt: Time
     updatedAt: Time
+    writtenBy: str | None = strawberry.field(
+        default=None,
+        description="The `sub` of the caller who wrote this version (null: not recorded).",
+    )
 
 
 @strawberry.type(
@@ -360,6 +364,7 @@ def _common(record: Record) -> dict[str, Any]:
         "changeToken": record.change_token,
         "createdAt": record.created_at,
         "updatedAt": record.updated_at,
+        "writtenBy": record.written_by,
     }
 
 
@@ -378,6 +383,7 @@ def record_json(record: Record) -> dict[str, Any]:
         "changeToken": record.change_token,
         "createdAt": format_time(record.created_at),
         "updatedAt": format_time(record.updated_at),
+        "writtenBy": record.written_by,
     }
     if record.deleted:
         return {"__typename": "DeletedItem", **common, "type": record.item_type.code}

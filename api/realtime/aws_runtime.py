@@ -17,6 +17,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from api.auth import Authenticator, Principal
 from api.domain.cursor import CursorCodec
+from api.domain.retention import Retention
 from api.graphql.schema import Context, SyncSchema, make_schema
 from api.realtime.connections import Connections, Operation
 from api.service import SyncService
@@ -72,7 +73,12 @@ class Runtime:
 def build_runtime(settings: Settings) -> Runtime:
     settings.apply_local_credentials()
     models.bind(settings)
-    service = SyncService(DynamoStore(), CursorCodec(settings.cursor_secret))
+    service = SyncService(
+        DynamoStore(),
+        CursorCodec(settings.cursor_secret),
+        retention=Retention(settings.retention_seconds),
+        history=settings.history,
+    )
     management = boto3.client(
         "apigatewaymanagementapi",
         region_name=settings.aws_region,

@@ -1,5 +1,6 @@
 """The service, by capability: reading (`changes`, entities), writing (single
-writes and pushes), over a `Store` (`api.service.ports`). Knows nothing of GraphQL
+writes and pushes), history (earlier versions, restores), over a `Store`
+(`api.service.ports`). Knows nothing of GraphQL
 or HTTP. `SyncService` is the composition the GraphQL layer and realtime call:
 each capability a module of its own, wired here to one store."""
 
@@ -8,7 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from api.domain.cursor import CursorCodec
+from api.domain.retention import Retention
 from api.ordering import wall_clock_ms
+from api.service.history import History
 from api.service.ports import Page, PushResult, PushStatus, Store, Written
 from api.service.reading import Reading
 from api.service.writing import Writing
@@ -25,10 +28,14 @@ class SyncService:
         cursors: CursorCodec,
         clock_ms: Callable[[], int] = wall_clock_ms,
         on_commit: Callable[[str, str], None] | None = None,
+        retention: Retention | None = None,
+        history: bool = True,
     ) -> None:
-        self.reading = Reading(store, cursors)
+        retention = retention or Retention()
+        self.reading = Reading(store, cursors, clock_ms, retention)
         # on_commit is called with (tenant, token) after each committed transaction.
-        self.writing = Writing(store, clock_ms, on_commit)
+        self.writing = Writing(store, clock_ms, on_commit, retention, history)
+        self.history = History(store, self.writing)
         self.get = self.reading.get
         self.changes = self.reading.changes
         self.latest_change = self.reading.latest_change
@@ -37,3 +44,5 @@ class SyncService:
         self.create = self.writing.create
         self.update = self.writing.update
         self.delete = self.writing.delete
+        self.versions = self.history.versions
+        self.restore = self.history.restore

@@ -20,6 +20,7 @@ from api.domain.errors import (
 from api.domain.item_types import ItemType, apply_changes, check_size
 from api.domain.mutations import OUTCOME_RETENTION_S, Mutation, State, StoredOutcome, Write
 from api.domain.records import Record, not_found, write_refusal
+from api.domain.retention import Retention
 from api.domain.tokens import new_entity_id, token_time
 from api.service.ports import PushResult, PushStatus, Written
 
@@ -34,6 +35,7 @@ class Entry:
     position: int
     mutation: Mutation
     losses: int = 0
+    by: str | None = None  # the caller's sub, recorded on what it writes
 
     @property
     def client_mutation_id(self) -> str | None:
@@ -65,14 +67,22 @@ class Plan:
     entry: Entry
     entity_id: str
     expected: str | None  # the token it replaces; None: a create
-    current: Record | None  # the version it replaces (for createdAt)
+    current: Record | None  # the version it replaces (for createdAt and history)
     state: State
+    history: bool = False  # keep the version it replaces
+
+    @property
+    def kept(self) -> Record | None:
+        """The version this write keeps in the entity's history (None: none)."""
+        return self.current if self.history and self.expected is not None else None
 
     @property
     def items(self) -> int:
         """The transaction items it takes: entity and log entry, the old entry's
-        delete, the outcome."""
-        return 2 + (self.expected is not None) + (self.outcome is not None)
+        delete, the kept version, the outcome."""
+        return (
+            2 + (self.expected is not None) + (self.kept is not None) + (self.outcome is not None)
+        )
 
     @cached_property
     def outcome(self) -> StoredOutcome | None:
@@ -86,7 +96,7 @@ class Plan:
             mutation.client_mutation_id, mutation.fingerprint(), expires_at=expiry()
         )
 
-    def write(self, token: str) -> Write:
+    def write(self, token: str, retention: Retention) -> Write:
         mutation = self.entry.mutation
         record = _version(
             mutation.item_type,
@@ -97,15 +107,27 @@ class Plan:
             dict(self.state.fields),
             deleted=self.state.deleted,
         )
+        record = replace(record, written_by=self.entry.by)
         outcome = self.outcome
+        kept = self.kept
         return Write(
-            record, self.expected, None if outcome is None else replace(outcome, record=record)
+            record,
+            self.expected,
+            None if outcome is None else replace(outcome, record=record),
+            kept=kept,
+            expires_at=retention.expires_at(token) if kept or record.deleted else None,
         )
 
 
-def decide(entry: Entry, known: Known) -> Plan | Written | SyncError:
+def decide(entry: Entry, known: Known, history: bool = False) -> Plan | Written | SyncError:
     """What one mutation does, given what the push knows of the server: a write
-    to commit, or an answer without writing (a replay, a refusal, a no-op)."""
+    to commit (keeping the version it replaces with `history`), or an answer without
+    writing (a replay, a refusal, a no-op)."""
+    decision = _decide(entry, known)
+    return replace(decision, history=True) if history and isinstance(decision, Plan) else decision
+
+
+def _decide(entry: Entry, known: Known) -> Plan | Written | SyncError:
     mutation = entry.mutation
     cmid = mutation.client_mutation_id
     if cmid is not None and cmid in known.outcomes:
@@ -122,7 +144,7 @@ def decide(entry: Entry, known: Known) -> Plan | Written | SyncError:
     if refusal is not None:
         return refusal
     if mutation.verb == "delete":
-        return Plan(entry, entity_id, expected, None, State(deleted=True))
+        return Plan(entry, entity_id, expected, current, State(deleted=True))
     fields = apply_changes({} if current is None else current.fields, changes)
     check_size(fields)
     return Plan(entry, entity_id, expected, current, State(fields))

@@ -25,9 +25,18 @@ class Store(Protocol):
         self, tenant_id: str, after: str | None, upper: str, limit: int
     ) -> tuple[list[Record], bool]: ...
     def commit(
-        self, tenant_id: str, writes: Sequence[Write], head: str | None, check: Collection[str]
+        self,
+        tenant_id: str,
+        writes: Sequence[Write],
+        head: str | None,
+        check: Collection[str],
+        gone: Collection[str] = (),
     ) -> None: ...
     def get_outcome(self, tenant_id: str, client_mutation_id: str) -> StoredOutcome | None: ...
+    def version(self, tenant_id: str, entity_id: str, token: str) -> Record | None: ...
+    def versions(
+        self, tenant_id: str, entity_id: str, before: str | None, limit: int
+    ) -> tuple[list[Record], bool]: ...
     def put_outcome(self, tenant_id: str, outcome: StoredOutcome) -> None: ...
 
 
@@ -38,6 +47,8 @@ class Page:
     change_token: str | None
     # Log entries read beyond the first page's, to fill a page of chosen types.
     scanned: int = 0
+    # A first sync's: deletions up to this token are left out of its pages.
+    settled: str | None = None
 
 
 @dataclass(frozen=True)

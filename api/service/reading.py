@@ -4,6 +4,7 @@ cursor continues; and the first token a new subscription is told."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 from api.domain.cursor import CursorCodec, Position
@@ -11,7 +12,9 @@ from api.domain.errors import BadUserInput
 from api.domain.identifiers import check_identifier
 from api.domain.item_types import ItemType
 from api.domain.records import Record
+from api.domain.retention import Retention
 from api.domain.tokens import check_token, token_before
+from api.ordering import wall_clock_ms
 from api.service.ports import Page, Store
 
 DEFAULT_LIMIT = 100
@@ -33,9 +36,17 @@ TAIL_ITEMS = 11
 
 
 class Reading:
-    def __init__(self, store: Store, cursors: CursorCodec) -> None:
+    def __init__(
+        self,
+        store: Store,
+        cursors: CursorCodec,
+        clock_ms: Callable[[], int] = wall_clock_ms,
+        retention: Retention | None = None,
+    ) -> None:
         self._store = store
         self._cursors = cursors
+        self._clock_ms = clock_ms
+        self._retention = retention or Retention()
 
     def get(self, item_type: ItemType, tenant_id: str, entity_id: str) -> Record | None:
         check_identifier(tenant_id, "tenantID")
@@ -54,23 +65,32 @@ class Reading:
         types: frozenset[ItemType] | None = None,
         max_scanned: int = MAX_SCANNED,
     ) -> Page:
-        """A page of the tenant's changes after `since` (or after `cursor`), in token order;
-        with `types`, only changes of those types, in pages that stay full: a page
-        holds fewer than `limit` items only when the feed is drained, or when
-        `max_scanned` further entries of other types were read for it (its cursor
-        continues; `scanned` says how many were read)."""
+        """A page of the tenant's changes after `since` (or after `cursor`), in token order.
+
+        Some changes are left out, in pages that stay full: with `types`, those of
+        other types; in a first sync (no `since`), deletions (`Page.settled`). A
+        page holds fewer than `limit` items only when the feed is drained, or when
+        `max_scanned` further entries were read for it (its cursor continues;
+        `scanned` says how many were read)."""
         check_identifier(tenant_id, "tenantID")
         limit = DEFAULT_LIMIT if limit is None else limit
         if not 1 <= limit <= MAX_LIMIT:
             raise BadUserInput(f"limit must be between 1 and {MAX_LIMIT}")
         page = self._changes(tenant_id, since, cursor, limit)
-        if types is None:
+        settled = page.settled
+
+        def wanted(record: Record) -> bool:
+            if types is not None and record.item_type not in types:
+                return False
+            return not (record.deleted and settled is not None and record.change_token <= settled)
+
+        if types is None and settled is None:
             return page
         items: list[Record] = []
         scanned = 0
         while True:
             for record in page.items:
-                if record.item_type in types:
+                if wanted(record):
                     items.append(record)
                     if len(items) == limit and record is not page.items[-1]:
                         # Full before the end of what was read: continue after it.
@@ -98,12 +118,13 @@ class Reading:
         if cursor is not None:
             position = self._cursors.decode(tenant_id, cursor)
             items, more = self._store.changes(tenant_id, position.after, position.upper, limit)
-            return self._page(tenant_id, items, more, position.upper)
+            return self._page(tenant_id, items, more, position.upper, position.settled)
         return self._first_page(tenant_id, after, limit)
 
     def _first_page(self, tenant_id: str, after: str | None, limit: int) -> Page:
         """The first page of a sync: one read of the head and the newest entries gives
-        the sync's upper bound, and often every change below it (`api.domain.chain`)."""
+        the sync's upper bound, and often every change below it (`api.domain.chain`).
+        A first sync (no `after`) leaves out the deletions the read proves settled."""
         tail = self._store.log_tail(tenant_id, after, min(limit, TAIL_ITEMS))
         if tail.head is None:
             if after is not None:
@@ -114,6 +135,11 @@ class Reading:
             raise BadUserInput(
                 "since is newer than every change of this tenant; sync again with since: null"
             )
+        if after is not None and after < tail.head:
+            # Changes follow `since`: deletions among them may have expired. (A device
+            # up to date with a quiet tenant is not sent to resync, however old.)
+            self._retention.check_since(after, self._clock_ms())
+        settled = tail.settled if after is None else None
         bound = tail.bound
         if bound is None or (after is not None and bound <= after):
             # Nothing past `after` is provably complete yet (a write is still being
@@ -127,10 +153,10 @@ class Reading:
             upper = bound if tail.lowest is None else token_before(tail.lowest)
             items, more = self._store.changes(tenant_id, after, upper, limit)
             if more:
-                return self._page(tenant_id, items, more, bound)
+                return self._page(tenant_id, items, more, bound, settled)
             # Those and the linked entries are all of (after, bound], in order.
             items = items + tail.records
-        return self._page(tenant_id, items[:limit], len(items) > limit, bound)
+        return self._page(tenant_id, items[:limit], len(items) > limit, bound, settled)
 
     def _cut(self, tenant_id: str, items: list[Record], page: Page, scanned: int) -> Page:
         """`items`, full, ending inside `page` (which has more, or a cursor): a page
@@ -142,12 +168,21 @@ class Reading:
             else page.change_token
         )
         assert upper is not None
-        return replace(self._page(tenant_id, items, True, upper), scanned=scanned)
+        page_ = self._page(tenant_id, items, True, upper, page.settled)
+        return replace(page_, scanned=scanned)
 
-    def _page(self, tenant_id: str, items: list[Record], more: bool, upper: str) -> Page:
+    def _page(
+        self,
+        tenant_id: str,
+        items: list[Record],
+        more: bool,
+        upper: str,
+        settled: str | None = None,
+    ) -> Page:
         """A page of `items`; with `more`, its cursor continues above the last up to `upper`."""
         if not more:
-            return Page(items=items, cursor=None, change_token=upper)
+            return Page(items=items, cursor=None, change_token=upper, settled=settled)
         last = items[-1].change_token
-        next_cursor = self._cursors.encode(tenant_id, Position(after=last, upper=upper))
-        return Page(items=items, cursor=next_cursor, change_token=last)
+        position = Position(after=last, upper=upper, settled=settled)
+        next_cursor = self._cursors.encode(tenant_id, position)
+        return Page(items=items, cursor=next_cursor, change_token=last, settled=settled)

@@ -23,6 +23,7 @@ from api.domain.identifiers import check_identifier
 from api.domain.item_types import ItemType
 from api.domain.mutations import Mutation, StoredOutcome, is_stored_error
 from api.domain.records import Record
+from api.domain.retention import Retention
 from api.domain.tokens import tokens_from
 from api.ordering import Link, TokenOrdering, wall_clock_ms
 from api.service import deciding
@@ -47,27 +48,34 @@ class Writing:
         store: Store,
         clock_ms: Callable[[], int] = wall_clock_ms,
         on_commit: Callable[[str, str], None] | None = None,
+        retention: Retention | None = None,
+        history: bool = True,
     ) -> None:
         self._store = store
         # Called with (tenant, token) after each transaction this service commits.
         self._on_commit = on_commit
-        self._ordering = TokenOrdering(store.head, clock_ms)
+        self._retention = retention or Retention()
+        self._history = history  # keep each replaced version (contract 3.7)
+        self._ordering = TokenOrdering(store.head, clock_ms, self._retention)
 
-    def apply(self, mutation: Mutation) -> Written:
-        """Apply one mutation, at most once per clientMutationID."""
-        (result,) = self._apply_in_order(mutation.tenant_id, [mutation])
+    def apply(self, mutation: Mutation, by: str | None = None) -> Written:
+        """Apply one mutation, at most once per clientMutationID; `by` is the caller's
+        sub, recorded on the version it writes."""
+        (result,) = self._apply_in_order(mutation.tenant_id, [mutation], by)
         if result.error is not None:
             raise result.error
         assert result.record is not None
         return Written(result.record, replayed=result.replayed)
 
-    def push(self, tenant_id: str, mutations: list[Mutation]) -> list[PushResult]:
+    def push(
+        self, tenant_id: str, mutations: list[Mutation], by: str | None = None
+    ) -> list[PushResult]:
         """Apply mutations with the results and final state of applying them one by one
         in order, each atomically on its own; one result per mutation."""
         check_identifier(tenant_id, "tenantID")
         if len(mutations) > MAX_PUSH:
             raise BadUserInput(f"at most {MAX_PUSH} mutations per push, got {len(mutations)}")
-        return self._apply_in_order(tenant_id, mutations)
+        return self._apply_in_order(tenant_id, mutations, by)
 
     def create(
         self,
@@ -95,7 +103,9 @@ class Writing:
         mutation = Mutation("delete", item_type, tenant_id, entity_id, expected_token)
         return self.apply(mutation).record
 
-    def _apply_in_order(self, tenant_id: str, mutations: list[Mutation]) -> list[PushResult]:
+    def _apply_in_order(
+        self, tenant_id: str, mutations: list[Mutation], by: str | None = None
+    ) -> list[PushResult]:
         """Group commit: the writes go in as few transactions as DynamoDB allows, each
         holding the next mutations in order (docs/ordering.md, "Group commit")."""
         results: dict[int, PushResult] = {}
@@ -106,7 +116,7 @@ class Writing:
                 results[position] = answer(mutation, error)
                 continue
             try:
-                todo.append(Entry(position, mutation.validated()))
+                todo.append(Entry(position, mutation.validated(), by=by))
             except SyncError as exc:
                 results[position] = answer(mutation, exc)
         if todo:
@@ -139,7 +149,7 @@ class Writing:
             if claims & taken:
                 break  # a second write of one entity (or id) waits for the first's outcome
             try:
-                decision = deciding.decide(entry, known)
+                decision = deciding.decide(entry, known, self._history)
             except SyncError as exc:
                 decision = exc
             except Exception:
@@ -198,7 +208,7 @@ class Writing:
         sent: list[Record] = []  # the records of the last transaction sent
 
         def attempt(first: str, link: Link) -> list[Record]:
-            room = _ITEMS_FOR_WRITES - len(link.check)
+            room = _ITEMS_FOR_WRITES - len(link.check) - len(link.gone)
             fitting: list[Plan] = []
             for plan in group:
                 room -= plan.items
@@ -206,9 +216,12 @@ class Writing:
                     break
                 fitting.append(plan)
             tokens = tokens_from(first, len(fitting))
-            writes = [plan.write(token) for plan, token in zip(fitting, tokens, strict=True)]
+            writes = [
+                plan.write(token, self._retention)
+                for plan, token in zip(fitting, tokens, strict=True)
+            ]
             sent[:] = [w.record for w in writes]
-            self._store.commit(tenant_id, writes, link.head, link.check)
+            self._store.commit(tenant_id, writes, link.head, link.check, link.gone)
             return [w.record for w in writes]
 
         def head_of(records: list[Record]) -> Head:

@@ -26,7 +26,9 @@ _ID = RecordItem.id.attr_name
 _CREATED_MS = RecordItem.created_ms.attr_name
 _DELETED = RecordItem.deleted.attr_name
 _FIELDS = RecordItem.fields.attr_name
+_WRITTEN_BY = RecordItem.written_by.attr_name
 _ENTRIES = HeadItem.entries.attr_name
+_REMOVED = HeadItem.removed.attr_name
 _FINGERPRINT = OutcomeItem.fingerprint.attr_name
 _OUTCOME = OutcomeItem.outcome.attr_name
 _EXPIRES = OutcomeItem.expires.attr_name
@@ -41,9 +43,21 @@ def entity_item(record: Record) -> RecordItem:
     return _item(keys.tenant_pk(record.tenant_id), keys.entity_sk(record.id), record)
 
 
-def log_item(record: Record, prev: str | None) -> RecordItem:
+def log_item(record: Record, prev: str | None, expires_at: int | None = None) -> RecordItem:
+    """The log entry of `record`; a deletion's expires at `expires_at` (None: never)."""
     item = _item(keys.log_pk(record.tenant_id), record.change_token, record)
     item.prev = prev
+    if record.deleted:
+        item.expires = expires_at
+    return item
+
+
+def version_item(record: Record, expires_at: int | None) -> RecordItem:
+    """An earlier version of an entity, kept in its history until `expires_at`."""
+    item = _item(
+        keys.history_pk(record.tenant_id), keys.history_sk(record.id, record.change_token), record
+    )
+    item.expires = expires_at
     return item
 
 
@@ -57,6 +71,7 @@ def _item(pk: str, sk: str, record: Record) -> RecordItem:
         created_ms=int(record.created_at.timestamp() * 1000),
         deleted=True if record.deleted else None,
         fields=dict(record.fields) or None,
+        written_by=record.written_by,
     )
 
 
@@ -66,8 +81,10 @@ def prev_of(raw: dict[str, Any]) -> str | None:
 
 
 def head_from_raw(raw: dict[str, Any]) -> Head:
-    entries = raw.get(_ENTRIES)
-    return Head(str(raw[_TOKEN]["S"]), 1 if entries is None else int(entries["N"]))
+    entries, removed = raw.get(_ENTRIES), raw.get(_REMOVED, {}).get("SS", ())
+    return Head(
+        str(raw[_TOKEN]["S"]), 1 if entries is None else int(entries["N"]), tuple(sorted(removed))
+    )
 
 
 def record_from_raw(tenant_id: str, raw: dict[str, Any]) -> Record:
@@ -83,6 +100,7 @@ def record_from_raw(tenant_id: str, raw: dict[str, Any]) -> Record:
         updated_at=token_time(token),
         deleted=raw.get(_DELETED, {}).get("BOOL", False),
         fields={name: _plain(value) for name, value in fields.items()},
+        written_by=raw[_WRITTEN_BY]["S"] if _WRITTEN_BY in raw else None,
     )
 
 

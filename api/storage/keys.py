@@ -8,13 +8,20 @@ Items (all in one table, `pk` hash key, `sk` range key, both strings):
 
     item      pk                 sk            attributes
     -------   ----------------   -----------   ----------------------------------------
-    entity    T#<tenant>         I#<id>        ty, id, tok, ca, del, f (the record)
+    entity    T#<tenant>         I#<id>        ty, id, tok, ca, del, f (the record), by
+                                               (the writer's sub); a deleted entity's
+                                               stays: its id is never reused
     log       T#<tenant>#LOG     <token>       same record as the entity item, and
-                                               pv: the token of the write before it
+                                               pv: the token of the write before it;
+                                               a deletion's: exp (TTL, retention)
     head      T#<tenant>#LOG     ~HEAD         tok: the last token of the tenant's latest
                                                transaction, pv: the one before it (absent
                                                after the first), n: how many log entries
-                                               it wrote (absent: 1)
+                                               it wrote (absent: 1), dx: the entries its
+                                               writes replaced (absent: none)
+    version   T#<tenant>#HIST    <id>#<token>  an earlier version of entity <id>, the
+                                               record as written at <token>; exp (TTL:
+                                               retention after it was replaced)
     outcome   T#<tenant>         M#<cmid>      fp (fingerprint), out (JSON), exp (TTL)
     socket    C#<connection>     CONN          AWS WebSocket connection: sub, until (the
                                                token's exp), subs (subscription id ->
@@ -47,10 +54,14 @@ Access patterns:
                            its token), old log entry (delete), new log entry (put,
                            pv = the entry before it, h for the first), with a
                            clientMutationID its outcome (put, if absent or expired);
-                           then the head (update tok := last, pv := h, n, conditioned
-                           on tok = h) and, unless this process wrote the transaction
-                           at h, a ConditionCheck that each of its log entries
-                           exists (on the delete instead for an entry it replaces)
+                           with history on, the version it replaces (put);
+                           then the head (update tok := last, pv := h, n, dx,
+                           conditioned on tok = h) and, unless this process wrote the
+                           transaction at h, a ConditionCheck that each of its log
+                           entries exists (on the delete instead for an entry it
+                           replaces) and that each entry in its dx is gone
+    history                Query pk=T#<tenant>#HIST, begins_with(sk, <id>#),
+                           descending, Limit: an entity's earlier versions, newest first
     replay a mutation      GetItem outcome (consistent)
     AWS realtime           GetItem/PutItem/UpdateItem socket per WebSocket message;
                            TransactWriteItems per subscribe: the socket's map (update,
@@ -80,6 +91,7 @@ HEAD_SK = "~HEAD"
 _TENANT_PREFIX = "T#"
 _LOG_SUFFIX = "#LOG"
 _SUBSCRIPTIONS_SUFFIX = "#SUB"
+_HISTORY_SUFFIX = "#HIST"
 _CONNECTION_PREFIX = "C#"
 CONNECTION_SK = "CONN"
 _ENTITY_PREFIX = "I#"
@@ -94,6 +106,15 @@ def tenant_pk(tenant_id: str) -> str:
 
 def log_pk(tenant_id: str) -> str:
     return f"{_TENANT_PREFIX}{tenant_id}{_LOG_SUFFIX}"
+
+
+def history_pk(tenant_id: str) -> str:
+    return f"{_TENANT_PREFIX}{tenant_id}{_HISTORY_SUFFIX}"
+
+
+def history_sk(entity_id: str, token: str = "") -> str:
+    """The version of `entity_id` at `token`; without one, the prefix of them all."""
+    return f"{entity_id}#{token}"
 
 
 def entity_sk(entity_id: str) -> str:

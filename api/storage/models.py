@@ -12,6 +12,7 @@ from pynamodb.attributes import (
     MapAttribute,
     NumberAttribute,
     UnicodeAttribute,
+    UnicodeSetAttribute,
 )
 from pynamodb.models import Model
 
@@ -41,6 +42,8 @@ class HeadItem(Model):
     token = UnicodeAttribute(attr_name="tok")
     prev = UnicodeAttribute(attr_name="pv", null=True)  # absent after a tenant's first write
     entries = NumberAttribute(attr_name="n", null=True)  # absent: 1
+    # The log entries its writes replaced (absent: none), checked gone by the next.
+    removed = UnicodeSetAttribute(attr_name="dx", null=True)
 
 
 class RecordItem(Model):
@@ -59,6 +62,10 @@ class RecordItem(Model):
     fields = MapAttribute(attr_name="f", null=True)  # type: ignore[var-annotated]
     # Log entries only: the head's token this write replaced (its link in the chain).
     prev = UnicodeAttribute(attr_name="pv", null=True)
+    # The `sub` of the caller who wrote this version.
+    written_by = UnicodeAttribute(attr_name="by", null=True)
+    # A deletion's log entry and an earlier version: when DynamoDB's TTL may delete it.
+    expires = NumberAttribute(attr_name=TTL_ATTRIBUTE, null=True)
 
 
 class OutcomeItem(Model):

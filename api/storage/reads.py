@@ -14,7 +14,7 @@ from api.domain.chain import Head, prove_tail
 from api.domain.errors import Unavailable
 from api.domain.mutations import StoredOutcome
 from api.domain.records import LogTail, Record
-from api.domain.tokens import token_after
+from api.domain.tokens import token_after, token_before
 from api.storage import codecs, keys
 from api.storage.errors import translated
 from api.storage.models import RecordItem
@@ -67,6 +67,7 @@ def log_tail(tenant_id: str, after: str | None, count: int) -> LogTail:
         bound=proof.bound,
         records=[codecs.record_from_raw(tenant_id, entries[t]) for t in proof.linked],
         complete=proof.complete,
+        settled=head_prev,
     )
 
 
@@ -118,6 +119,28 @@ def log_range(
         if start_key is None:
             break
     records = [codecs.record_from_raw(tenant_id, raw) for raw in raw_items[: limit + 1]]
+    return records[:limit], len(records) > limit
+
+
+def version(tenant_id: str, entity_id: str, token: str) -> Record | None:
+    """The version of `entity_id` at `token` that its history keeps (None: none)."""
+    item = _get_raw(keys.history_pk(tenant_id), keys.history_sk(entity_id, token))
+    return None if item is None else codecs.record_from_raw(tenant_id, item)
+
+
+def versions(
+    tenant_id: str, entity_id: str, before: str | None, limit: int
+) -> tuple[list[Record], bool]:
+    """Earlier versions of `entity_id` below `before` (None: all), newest first, in one
+    Query; and whether more follow."""
+    prefix = keys.history_sk(entity_id)
+    condition = (
+        RecordItem.sk.startswith(prefix)
+        if before is None
+        else RecordItem.sk.between(prefix, keys.history_sk(entity_id, token_before(before)))
+    )
+    raw_items, _ = _query_page(keys.history_pk(tenant_id), condition, limit + 1, ascending=False)
+    records = [codecs.record_from_raw(tenant_id, raw) for raw in raw_items]
     return records[:limit], len(records) > limit
 
 

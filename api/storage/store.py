@@ -44,6 +44,14 @@ class DynamoStore:
     ) -> tuple[list[Record], bool]:
         return reads.log_range(tenant_id, after, upper, limit)
 
+    def version(self, tenant_id: str, entity_id: str, token: str) -> Record | None:
+        return reads.version(tenant_id, entity_id, token)
+
+    def versions(
+        self, tenant_id: str, entity_id: str, before: str | None, limit: int
+    ) -> tuple[list[Record], bool]:
+        return reads.versions(tenant_id, entity_id, before, limit)
+
     def get_outcome(self, tenant_id: str, client_mutation_id: str) -> StoredOutcome | None:
         return reads.outcome(tenant_id, client_mutation_id)
 
@@ -51,9 +59,14 @@ class DynamoStore:
         transactions.put_outcome(tenant_id, outcome)
 
     def commit(
-        self, tenant_id: str, writes: Sequence[Write], head: str | None, check: Collection[str]
+        self,
+        tenant_id: str,
+        writes: Sequence[Write],
+        head: str | None,
+        check: Collection[str],
+        gone: Collection[str] = (),
     ) -> None:
-        transactions.commit(tenant_id, writes, head, check)
+        transactions.commit(tenant_id, writes, head, check, gone)
 
     def bulk_load(self, tenant_id: str, records: list[Record]) -> None:
         """Load records of one tenant (an import, or benchmark data) with BatchWriteItem.

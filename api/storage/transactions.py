@@ -31,7 +31,11 @@ from api.storage.reads import connection
 
 
 def commit(
-    tenant_id: str, writes: Sequence[Write], head: str | None, check: Collection[str]
+    tenant_id: str,
+    writes: Sequence[Write],
+    head: str | None,
+    check: Collection[str],
+    gone: Collection[str] = (),
 ) -> None:
     """Write versions of distinct entities as one TransactWriteItems, the next link
     of the tenant's chain (docs/ordering.md): each write's entity (conditioned on
@@ -40,7 +44,9 @@ def commit(
     (conditioned on holding `head`); and the chain's check that the log entries
     at `check` (the previous transaction's, unless this process saw them applied)
     exist, as a condition on the delete of an entry this transaction replaces, or
-    as a ConditionCheck.
+    as a ConditionCheck, and that the entries at `gone` (those the previous
+    transaction's writes removed) do not. With history, each replaced version
+    is kept (`Write.kept`).
 
     Tokens must ascend in order and exceed `head`. Raises WritesRefused naming
     the writes whose entity or outcome refused the transaction, StaleHead,
@@ -66,6 +72,11 @@ def commit(
                     if expected in check:
                         tx.delete(old_entry, condition=RecordItem.sk.exists())
                         deletes.append(_Role("chain", index))
+                    elif expected in gone:
+                        # A stale write (its entity's condition fails too) of an
+                        # entry the previous transaction removed: the check rides here.
+                        tx.delete(old_entry, condition=RecordItem.sk.does_not_exist())
+                        deletes.append(_Role("chain", index))
                     else:
                         tx.delete(old_entry)
                         deletes.append(_Role("old entry", index))
@@ -75,8 +86,11 @@ def commit(
                     return_values=ALL_OLD,
                 )
                 puts.append(_Role("entity", index))
-                tx.save(codecs.log_item(record, prev))
+                tx.save(codecs.log_item(record, prev, write.expires_at))
                 puts.append(_Role("entry", index))
+                if write.kept is not None:
+                    tx.save(codecs.version_item(write.kept, write.expires_at))
+                    puts.append(_Role("version", index))
                 prev = record.change_token
                 if write.outcome is not None:
                     tx.save(
@@ -89,6 +103,12 @@ def commit(
             for token in sorted(set(check) - replaced):
                 tx.condition_check(RecordItem, log_pk, token, condition=RecordItem.sk.exists())
                 checks.append(_Role("chain", -1))
+            for token in sorted(set(gone) - replaced):
+                tx.condition_check(
+                    RecordItem, log_pk, token, condition=RecordItem.sk.does_not_exist()
+                )
+                checks.append(_Role("chain", -1))
+            removed = {w.expected_token for w in writes if w.expected_token is not None}
             tx.update(
                 HeadItem(log_pk, keys.HEAD_SK),
                 actions=[
@@ -97,6 +117,7 @@ def commit(
                     HeadItem.entries.remove()
                     if len(writes) == 1
                     else HeadItem.entries.set(len(writes)),
+                    HeadItem.removed.set(removed) if removed else HeadItem.removed.remove(),
                 ],
                 condition=_head_is(head),
                 return_values=ALL_OLD,
@@ -144,7 +165,7 @@ def bulk_load(tenant_id: str, head: str | None, records: list[Record]) -> None:
 class _Role:
     """What one action of a commit's transaction is for, and for which write."""
 
-    kind: str  # entity, entry, old entry, outcome, chain, head
+    kind: str  # entity, entry, old entry, version, outcome, chain, head
     write: int
 
 

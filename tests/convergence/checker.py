@@ -8,6 +8,10 @@ write was applied twice and that no deletion was lost. A failure names the seed
 and prints the history of the entity that diverged.
 
     scripts/converge --devices 8 --ops 2000 --seed 1 [--seeds 20] [--torn] [--servers N]
+        [--retention SECONDS]
+
+With a short retention, devices offline longer than it get RESYNC_REQUIRED and
+resync (contract 3.6), unsynced edits and all.
 """
 
 from __future__ import annotations
@@ -26,16 +30,18 @@ from pathlib import Path
 from typing import Any
 
 import boto3
-from sync_client import HttpTransport, SyncClient, TransportError
+from sync_client import HttpTransport, SyncClient, SyncReport, TransportError
 from sync_client.client import PushOutcome, SyncFailed
 
 from api.auth import make_local_token
+from api.domain.catalog import BY_CODE
 from api.settings import Settings
 from api.storage import keys
 from api.storage.table import ensure_table
 from scripts.local_engine import LocalEngine, free_port
 from tests.convergence.faults import DeviceCrash, FaultyTransport
 from tests.support.servers import api_server
+from tests.support.store_state import tenant_state
 from tests.support.torn import TornEngine
 
 SECRET = "converge-secret-" + "x" * 40
@@ -93,9 +99,19 @@ def _random_changes(rng: random.Random, type_name: str) -> dict[str, Any]:
     return {"title": f"{rng.choice(WORDS)} {rng.randint(0, 99)}", "completed": rng.random() < 0.5}
 
 
-def run_once(seed: int, devices: int, ops: int, urls: list[str], ddb: Any, table: str) -> Run:
+def run_once(
+    seed: int,
+    devices: int,
+    ops: int,
+    urls: list[str],
+    ddb: Any,
+    table: str,
+    away_s: float = 0,
+) -> Run:
     """One seeded run against running servers (device i talks to server i mod n);
-    raises Divergence with the seed on failure."""
+    raises Divergence with the seed on failure. With `away_s`, the fleet pauses
+    that long twice (a third and two thirds in), past the servers' retention: every
+    device's token, offline edits and all, is then older than it."""
     rng = random.Random(seed)
     tenant = f"conv-{seed}-{int(time.time() * 1000) % 10**9}"
     token = make_local_token(SECRET, "checker", [tenant], 3600)
@@ -110,6 +126,9 @@ def run_once(seed: int, devices: int, ops: int, urls: list[str], ddb: Any, table
             device.open(tenant)
             fleet.append(device)
         for step in range(ops):
+            if away_s and step in (ops // 3, 2 * ops // 3):
+                run.events.append(Event(step, -1, f"everyone away {away_s} s"))
+                time.sleep(away_s)
             device = rng.choice(fleet)
             _act(run, step, rng, device, tenant)
         _settle(run, fleet, tenant)
@@ -129,13 +148,13 @@ def _act(run: Run, step: int, rng: random.Random, device: Device, tenant: str) -
         if action == "edit":
             _edit(run, step, rng, device, client)
         elif action in ("sync", "push", "pull"):
-            report = client.sync() if action == "sync" else None
+            report = client.sync() if action == "sync" else SyncReport()
             if action == "push":
                 client.push()
             elif action == "pull":
-                client.pull()
-            if report is not None and report.conflicts:
-                run.stats["conflicts"] += report.conflicts
+                client.pull(report)
+            run.stats["conflicts"] += report.conflicts
+            run.stats["resyncs"] += report.resyncs
         elif action == "offline":
             device.transport.online = not device.transport.online
             run.events.append(
@@ -186,26 +205,29 @@ def _settle(run: Run, fleet: list[Device], tenant: str) -> None:
         device.client.pull()
 
 
-def _server_state(url: str, token: str, tenant: str) -> dict[str, dict[str, Any]]:
-    observer = HttpTransport(url, token)
-    from sync_client.client import PULL
-
+def _server_state(ddb: Any, table: str, tenant: str) -> dict[str, dict[str, Any]]:
+    """Every entity of the tenant, live or deleted, as `changes` would return it: from
+    the table itself (a first sync returns no deletions, contract 3.6)."""
     state: dict[str, dict[str, Any]] = {}
-    cursor = None
-    while True:
-        body = observer.execute(PULL, {"t": tenant, "since": None, "cursor": cursor, "limit": 1000})
-        page = body["data"]["changes"]
-        for item in page["items"]:
-            state[item["id"]] = item
-        cursor = page["cursor"]
-        if cursor is None:
-            return state
+    for item in tenant_state(ddb, table, tenant).entities.values():
+        item_type = BY_CODE[item["ty"]["S"]]
+        common = {"id": item["id"]["S"], "changeToken": item["tok"]["S"]}
+        if "del" in item:
+            state[common["id"]] = {"__typename": "DeletedItem", **common, "type": item_type.code}
+            continue
+        fields = {k: next(iter(v.values())) for k, v in item.get("f", {}).get("M", {}).items()}
+        state[common["id"]] = {
+            "__typename": item_type.name,
+            **common,
+            **{name: fields.get(name) for name in item_type.field_names},
+        }
+    return state
 
 
 def _check(
     run: Run, fleet: list[Device], url: str, token: str, tenant: str, ddb: Any, table: str
 ) -> None:
-    server = _server_state(url, token, tenant)
+    server = _server_state(ddb, table, tenant)
     live = {i: item for i, item in server.items() if item["__typename"] != "DeletedItem"}
 
     def fail(message: str, entity: str | None) -> None:
@@ -246,6 +268,8 @@ def _check(
                 fail(f"device {device.index} has {mine}, server has {expected_fields}", entity_id)
         versions = {v.entity_id: v.token for v in client.store.server_versions()}
         for entity_id, item in server.items():
+            if item["__typename"] == "DeletedItem" and entity_id not in versions:
+                continue  # deleted before this device's first sync (or its resync)
             if versions.get(entity_id) != item["changeToken"]:
                 fail(
                     f"device {device.index} holds token {versions.get(entity_id)}, "
@@ -300,16 +324,20 @@ def _check(
 
 @contextmanager
 def environment(
-    settings: Settings | None = None, servers: int = 1, torn_seed: int | None = None
+    settings: Settings | None = None,
+    servers: int = 1,
+    torn_seed: int | None = None,
+    retention_s: int | None = None,
 ) -> Iterator[tuple[list[str], Any, str]]:
     """Servers (and, without settings, their own DynamoDB Local), with `torn_seed`
-    through the torn-commit engine; yields their urls, a direct ddb client, the table."""
+    through the torn-commit engine, keeping deletions `retention_s` (None: the
+    default); yields their urls, a direct ddb client, the table."""
     with contextlib_engine(settings) as settings, ExitStack() as stack:
         ddb = boto3.client(
             "dynamodb", endpoint_url=settings.dynamodb_endpoint, region_name=settings.aws_region
         )
         ensure_table(ddb, settings.table_name)
-        env = {}
+        env = {} if retention_s is None else {"RETENTION_SECONDS": str(retention_s)}
         if torn_seed is not None:
             assert settings.dynamodb_endpoint is not None
             torn = stack.enter_context(TornEngine(settings.dynamodb_endpoint, seed=torn_seed))
@@ -346,16 +374,27 @@ def main(argv: list[str] | None = None) -> int:
         help="through the torn-commit engine: transactions applied item by item, with stalls",
     )
     parser.add_argument("--servers", type=int, default=None, help="default 1, 2 with --torn")
+    parser.add_argument(
+        "--retention",
+        type=int,
+        default=None,
+        help="seconds the servers keep deletions: devices offline longer resync",
+    )
     args = parser.parse_args(argv)
     servers = args.servers or (2 if args.torn else 1)
     failures = 0
     torn_seed = args.seed if args.torn else None
-    with environment(servers=servers, torn_seed=torn_seed) as (urls, ddb, table):
+    with environment(servers=servers, torn_seed=torn_seed, retention_s=args.retention) as (
+        urls,
+        ddb,
+        table,
+    ):
         print(f"{servers} server(s){', torn-commit engine' if args.torn else ''}", flush=True)
         for seed in range(args.seed, args.seed + args.seeds):
             started = time.perf_counter()
             try:
-                run = run_once(seed, args.devices, args.ops, urls, ddb, table)
+                away = 0 if args.retention is None else args.retention + 1
+                run = run_once(seed, args.devices, args.ops, urls, ddb, table, away)
             except Divergence as exc:
                 failures += 1
                 print(f"DIVERGED {exc}", flush=True)

@@ -10,24 +10,38 @@ import pytest
 from api.settings import Settings
 from tests.convergence.checker import environment, run_once
 
+# Seconds the "horizon" servers keep deletions: a run lasts several times longer,
+# so devices left offline cross it and resync.
+HORIZON_S = 2
 
-@pytest.fixture(scope="module", params=["atomic", "torn"])
+
+@pytest.fixture(scope="module", params=["atomic", "torn", "horizon"])
 def server(
     settings: Settings, request: pytest.FixtureRequest
 ) -> Iterator[tuple[list[str], Any, str]]:
-    """One server on DynamoDB Local, or two through the torn-commit engine."""
+    """One server on DynamoDB Local, two through the torn-commit engine, or one that
+    keeps deletions for HORIZON_S only."""
     if request.param == "atomic":
         with environment(settings) as env:
             yield env
-    else:
+    elif request.param == "torn":
         with environment(settings, servers=2, torn_seed=1) as env:
+            yield env
+    else:
+        with environment(settings, retention_s=HORIZON_S) as env:
             yield env
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_devices_converge_with_faults(server: tuple[list[str], Any, str], seed: int) -> None:
+def test_devices_converge_with_faults(
+    server: tuple[list[str], Any, str], seed: int, request: pytest.FixtureRequest
+) -> None:
     urls, ddb, table = server
-    run = run_once(seed, devices=4, ops=300, urls=urls, ddb=ddb, table=table)
+    horizon = request.node.callspec.params["server"] == "horizon"
+    away = HORIZON_S + 1 if horizon else 0
+    run = run_once(seed, devices=4, ops=300, urls=urls, ddb=ddb, table=table, away_s=away)
+    if horizon:
+        assert run.stats["resyncs"] > 0, run.stats
     # The run exercised what it claims to: conflicts, crashes and lost responses.
     assert run.stats["acknowledged"] > 50
     assert run.stats["crashes"] > 0

@@ -124,6 +124,22 @@ def _operations() -> dict[str, tuple[str, Callable[[str, dict[str, Any]], dict[s
             )
             for n in (p, r)
         },
+        "history": (
+            "query($t: ID!, $id: ID!) { history(tenantID: $t, id: $id) { items { id } cursor } }",
+            lambda t, e: {"t": t, "id": e[p]["id"]},
+        ),
+        "restoreVersion": (
+            "mutation($i: RestoreVersionInput!) { restoreVersion(input: $i) "
+            "{ item { id changeToken } } }",
+            lambda t, e: {
+                "i": {
+                    "tenantID": t,
+                    "id": e[p]["id"],
+                    "changeToken": e[p]["changeToken"],
+                    "version": e["earlier Person"]["changeToken"],
+                }
+            },
+        ),
         "pushChanges": (
             "mutation($i: PushChangesInput!) { pushChanges(input: $i) "
             "{ results { status item { id } } } }",
@@ -172,8 +188,12 @@ def test_the_matrix_covers_every_root_field() -> None:
 def test_every_operation_with_every_token(
     gql: GraphQLClient, tenant: str, operation: str, token_case: str
 ) -> None:
+    earlier = gql.create(tenant, "Person", {"givenName": VICTIM_MARKER})
     entities = {
-        "Person": gql.create(tenant, "Person", {"givenName": VICTIM_MARKER}),
+        "Person": gql.update(
+            tenant, "Person", earlier["id"], earlier["changeToken"], {"familyName": VICTIM_MARKER}
+        ),
+        "earlier Person": earlier,  # kept in the person's history
         "Reminder": gql.create(tenant, "Reminder", {"title": VICTIM_MARKER}),
     }
     before = gql.sync(tenant).items

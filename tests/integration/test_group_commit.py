@@ -49,8 +49,8 @@ def _transactions(inject: Inject) -> list[int]:
     return sizes
 
 
-def _service() -> SyncService:
-    return SyncService(DynamoStore(), CursorCodec("x"))
+def _service(history: bool = True) -> SyncService:
+    return SyncService(DynamoStore(), CursorCodec("x"), history=history)
 
 
 def _people(service: SyncService, tenant: str, n: int) -> list[Any]:
@@ -59,15 +59,21 @@ def _people(service: SyncService, tenant: str, n: int) -> list[Any]:
 
 
 @pytest.mark.parametrize(
-    ("with_ids", "transactions"), [(False, [99, 100, 100, 7]), (True, [99, 97, 97, 97, 17])]
+    ("with_ids", "history", "transactions"),
+    [
+        (False, False, [99, 100, 100, 7]),
+        (True, False, [99, 97, 97, 97, 17]),
+        (False, True, [99, 97, 97, 97, 17]),
+        (True, True, [98, 96, 96, 96, 96, 26]),
+    ],
 )
 def test_a_hundred_updates_take_the_fewest_transactions(
-    tenant: str, inject: Inject, with_ids: bool, transactions: list[int]
+    tenant: str, inject: Inject, with_ids: bool, history: bool, transactions: list[int]
 ) -> None:
-    service = _service()
+    service = _service(history)
     people = _people(service, tenant, 100)
     sizes = _transactions(inject)
-    cold = _service()  # a process that has not written here: checks the last entry
+    cold = _service(history)  # a process that has not written here: checks the last entry
     updates = [
         Mutation(
             "update",
@@ -84,9 +90,10 @@ def test_a_hundred_updates_take_the_fewest_transactions(
     assert {r.status for r in results} == {PushStatus.APPLIED}
     tokens = [r.record.change_token for r in results if r.record]
     assert tokens == sorted(tokens) and len(set(tokens)) == 100
-    # 3 items per update (4 with an id) and the head: at most 100 a transaction, the
-    # fewest that can hold them (300 or 400 items). The first also checks the two
-    # entries of the transaction before it, which this process did not write.
+    # 3 items per update (+1 with an id, +1 with history: the kept version) and the
+    # head: at most 100 a transaction, the fewest that can hold them. The first also
+    # checks the two entries of the transaction before it (creates: nothing replaced),
+    # which this process did not write.
     assert sizes == transactions
 
 
@@ -116,11 +123,11 @@ def test_a_write_refused_at_commit_is_answered_and_the_rest_retried_without_it(
         PushStatus.APPLIED
     ] * 2
     assert results[2].record == raced[0]  # the current version, from the cancellation
-    # The other server's update (3 items, head, 4 checks of the creates' entries),
-    # then this push: cancelled by p2's condition (5 updates, head); without p2,
-    # cancelled by the head the other server moved; then committed, checking the
-    # other server's entry.
-    assert sizes == [8, 16, 13, 14]
+    # The other server's update (4 items with its kept version, head, 4 checks of the
+    # creates' entries), then this push: cancelled by p2's condition (5 updates of 4
+    # items, head); without p2, cancelled by the head the other server moved; then
+    # committed, checking the other server's entry and its removal of p2's old one.
+    assert sizes == [9, 21, 17, 19]
     assert_consistent(tenant_state(ddb, settings.table_name, tenant))
 
 

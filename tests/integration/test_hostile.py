@@ -154,10 +154,10 @@ def test_an_unexpected_failure_in_one_entry_rejects_that_entry_only(
 ) -> None:
     real_decide = deciding.decide
 
-    def decide(entry: Any, known: Any) -> Any:
+    def decide(entry: Any, known: Any, history: bool = False) -> Any:
         if entry.mutation.changes.get("givenName") == "boom":
             raise RuntimeError("injected bug")
-        return real_decide(entry, known)
+        return real_decide(entry, known, history)
 
     monkeypatch.setattr(deciding, "decide", decide)
     with caplog.at_level(logging.ERROR, logger="api.service.writing"):

@@ -13,7 +13,7 @@ from __future__ import annotations
 import random
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -266,10 +266,10 @@ def test_devices_syncing_during_torn_commits_miss_no_change(
     for device in devices:
         device.sync()  # once everything is quiet
 
-    truth = {i["id"]: i for i in clients[0].sync(tenant).items}
+    truth = live(clients[0].sync(tenant).items)
     stored = tenant_state(ddb, settings.table_name, tenant)
     assert_consistent(stored)
-    assert {i: v["changeToken"] for i, v in truth.items()} == stored.tokens()
+    assert {i: v["changeToken"] for i, v in truth.items()} == stored.live_tokens()
     missed = [line for device in devices for line in device.missed(truth)]
     share = stats.counts.get("unavailable", 0) / max(stats.writes, 1)
     print(
@@ -282,7 +282,13 @@ def test_devices_syncing_during_torn_commits_miss_no_change(
     assert torn.stats.stalls > stalls_before
     assert missed == [], f"{len(missed)} missed changes:\n" + "\n".join(missed[:20])
     for device in devices:
-        assert device.replica == truth
+        assert live(device.replica.values()) == truth
+
+
+def live(items: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """id -> item of the live entities among `items` (a device keeps deletions it
+    received; a first sync returns none of the older ones)."""
+    return {i["id"]: i for i in items if i["__typename"] != "DeletedItem"}
 
 
 # --- forced interleavings (items held by the torn engine until released) ----------
@@ -456,3 +462,95 @@ def test_random_pushes_grouped_equal_one_by_one_on_torn_commits(
     assert seen.get("APPLIED", 0) > 10 and seen.get("CONFLICT", 0) > 0, seen
     for name in (grouped, one_by_one):
         assert_consistent(tenant_state(ddb, settings.table_name, name))
+
+
+# --- first syncs leave deletions out ------------------------------------------------
+
+
+def _log_delete(tenant: str, token: str) -> Callable[[Action], bool]:
+    """The removal of the log entry at `token` (a write replacing that version)."""
+    pk = f"T#{tenant}#LOG"
+    return lambda a: (
+        a.kind == "Delete"
+        and a.key_attributes["pk"]["S"] == pk
+        and a.key_attributes["sk"]["S"] == token
+    )
+
+
+def _first_sync(client: GraphQLClient, tenant: str) -> tuple[set[str], str]:
+    """What a new device holds after a first sync (applied in order, page by page),
+    and the token it keeps."""
+    held: set[str] = set()
+    cursor = None
+    while True:
+        page = client.changes_page(tenant, since=None, cursor=cursor, limit=2)
+        for item in page["items"]:
+            if item["__typename"] == "DeletedItem":
+                held.discard(item["id"])
+            else:
+                held.add(item["id"])
+        cursor = page["cursor"]
+        if cursor is None:
+            return held, page["changeToken"] or ""
+
+
+def _first_sync_live_ids(client: GraphQLClient, tenant: str) -> set[str]:
+    return _first_sync(client, tenant)[0]
+
+
+def test_a_first_sync_keeps_no_entity_whose_deletion_is_half_applied(
+    clients: list[GraphQLClient], tenant: str, torn: TornEngine
+) -> None:
+    """A deletion's tombstone and head are applied; the removal of the entity's
+    earlier log entry is held. Another server's write must not commit after it (it
+    checks that the removal is applied): else a first sync bounded at that write
+    would leave the tombstone out while still reading the earlier entry, and the
+    new device would keep the deleted entity for good."""
+    p = clients[0].create(tenant, "Person", {"givenName": "p"})
+    q = clients[0].create(tenant, "Person", {"givenName": "q"})
+    with torn.hold(_log_delete(tenant, p["changeToken"])) as hold:
+        a, _ = _in_thread(lambda: clients[0].delete(tenant, "Person", p["id"], p["changeToken"]))
+        assert hold.reached.wait(10)
+        b, created = _in_thread(lambda: clients[1].create(tenant, "Person", {"givenName": "b"}))
+        time.sleep(1.0)  # B retries meanwhile (TransactionConflict on the pending removal)
+        assert _first_sync_live_ids(clients[1], tenant) <= {q["id"]}
+        hold.release()
+        a.join(30)
+        b.join(30)
+    assert _first_sync_live_ids(clients[1], tenant) == {q["id"], created[0]["id"]}
+
+
+def test_a_first_sync_keeps_no_entity_whose_update_was_half_applied_before_its_deletion(
+    clients: list[GraphQLClient], tenant: str, torn: TornEngine
+) -> None:
+    """An update's removal of the entity's first entry is held; another server
+    deletes the entity from the updated version, then writes again. The deletion
+    must wait for that removal (it checks the update's removals): else a first sync
+    bounded at the later write would leave the deletion out and return the first
+    version, for good."""
+    p = clients[0].create(tenant, "Person", {"givenName": "v1"})
+    with torn.hold(_log_delete(tenant, p["changeToken"])) as hold:
+        a, _ = _in_thread(
+            lambda: clients[0].update(
+                tenant, "Person", p["id"], p["changeToken"], {"givenName": "v2"}
+            )
+        )
+        assert hold.reached.wait(10)
+        current = clients[1].get(tenant, "Person", p["id"])
+        assert current is not None and current["givenName"] == "v2"
+
+        def delete_then_write() -> str:
+            deleted = clients[1].delete(tenant, "Person", p["id"], current["changeToken"])
+            clients[1].create(tenant, "Person", {"givenName": "later"})
+            return str(deleted["changeToken"])
+
+        b, deleted_at = _in_thread(delete_then_write)
+        time.sleep(1.5)  # the deletion retries meanwhile (TransactionConflict)
+        live, bound = _first_sync(clients[1], tenant)
+        hold.release()
+        a.join(30)
+        b.join(30)
+    if bound >= deleted_at[0]:
+        assert p["id"] not in live, "a first sync past the deletion kept the entity"
+    live, bound = _first_sync(clients[1], tenant)
+    assert bound > deleted_at[0] and p["id"] not in live

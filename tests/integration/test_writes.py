@@ -113,7 +113,8 @@ def test_a_stale_token_is_a_conflict_carrying_the_current_version_and_writes_not
     )
     assert error.extensions["currentChangeToken"] == current["changeToken"]
     expected = {k: v for k, v in current.items()}
-    assert error.extensions["current"] == {**PERSON_FIELDS, **expected}
+    # `current` is the whole version, with who wrote it (the tests' token: "tester").
+    assert error.extensions["current"] == {**PERSON_FIELDS, **expected, "writtenBy": "tester"}
     assert tenant_state(ddb, settings.table_name, tenant) == before
 
     error = _expect_error(
@@ -174,7 +175,7 @@ def test_delete_leaves_a_sentinel_and_later_writes_conflict_with_it(
         (gql.update, (tenant, "Person", person["id"], person["changeToken"], {"givenName": "x"})),
     ):
         error = _expect_error("CONFLICT", call, *args)
-        assert error.extensions["current"] == {**deleted, "type": "PERSON"}
+        assert error.extensions["current"] == {**deleted, "type": "PERSON", "writtenBy": "tester"}
         assert error.extensions["currentChangeToken"] == deleted["changeToken"]
 
 

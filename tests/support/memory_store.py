@@ -29,6 +29,7 @@ class _Tenant:
     head: Head | None = None
     head_prev: str | None = None
     outcomes: dict[str, StoredOutcome] = field(default_factory=dict)
+    versions: dict[tuple[str, str], Record] = field(default_factory=dict)  # (id, token)
 
 
 class MemoryStore:
@@ -53,7 +54,13 @@ class MemoryStore:
             entries = {t: tenant.log[t][1] for t in newer[-wanted:]}
             proof = prove_tail(head, tenant.head_prev, entries, after)
             records = [tenant.log[t][0] for t in proof.linked]
-        return LogTail(head=head, bound=proof.bound, records=records, complete=proof.complete)
+        return LogTail(
+            head=head,
+            bound=proof.bound,
+            records=records,
+            complete=proof.complete,
+            settled=tenant.head_prev,
+        )
 
     def get(self, tenant_id: str, entity_id: str) -> Record | None:
         return self._tenant(tenant_id).entities.get(entity_id)
@@ -76,6 +83,19 @@ class MemoryStore:
             records = [tenant.log[t][0] for t in tokens[: limit + 1]]
         return records[:limit], len(records) > limit
 
+    def version(self, tenant_id: str, entity_id: str, token: str) -> Record | None:
+        return self._tenant(tenant_id).versions.get((entity_id, token))
+
+    def versions(
+        self, tenant_id: str, entity_id: str, before: str | None, limit: int
+    ) -> tuple[list[Record], bool]:
+        kept = self._tenant(tenant_id).versions
+        tokens = sorted(
+            (t for i, t in kept if i == entity_id and (before is None or t < before)),
+            reverse=True,
+        )
+        return [kept[(entity_id, t)] for t in tokens[:limit]], len(tokens) > limit
+
     def get_outcome(self, tenant_id: str, client_mutation_id: str) -> StoredOutcome | None:
         outcome = self._tenant(tenant_id).outcomes.get(client_mutation_id)
         if outcome is None or outcome.expires_at < time.time():
@@ -90,7 +110,12 @@ class MemoryStore:
             outcomes[outcome.client_mutation_id] = outcome
 
     def commit(
-        self, tenant_id: str, writes: Sequence[Write], head: str | None, check: Collection[str]
+        self,
+        tenant_id: str,
+        writes: Sequence[Write],
+        head: str | None,
+        check: Collection[str],
+        gone: Collection[str] = (),
     ) -> None:
         """One transaction: refused as DynamoStore refuses it (writes, then head)."""
         tenant = self._tenant(tenant_id)
@@ -123,6 +148,8 @@ class MemoryStore:
                 prev = record.change_token
                 if write.outcome is not None:
                     tenant.outcomes[write.outcome.client_mutation_id] = write.outcome
+                if write.kept is not None:
+                    tenant.versions[(record.id, write.kept.change_token)] = write.kept
                 self.writes += 1
             tenant.head = Head(writes[-1].record.change_token, len(writes))
             tenant.head_prev = head

@@ -38,6 +38,9 @@ class _Tenant:
     name: str
     versions: dict[str, list[str]] = field(default_factory=dict)  # id -> tokens, ascending
     new_ids: list[str] = field(default_factory=list)  # server-made ids, in order of creation
+    # What a device syncing incrementally holds (a first sync returns no deletions).
+    since: str | None = None
+    states: dict[str, Any] = field(default_factory=dict)
 
     def learn(self, item: dict[str, Any] | None) -> None:
         if item is None:
@@ -166,15 +169,16 @@ def _changed(body: dict[str, Any]) -> dict[str, Any]:
 
 def _states(client: GraphQLClient, tenant: _Tenant) -> dict[str, Any]:
     """What a device last saw of each entity, as a put's `assumed` state."""
-    states: dict[str, Any] = {}
-    for item in client.sync(tenant.name).items:
+    synced = client.sync(tenant.name, since=tenant.since)
+    for item in synced.items:
         tenant.learn(item)
         if item["__typename"] == "DeletedItem":
-            states[item["id"]] = {"deleted": True}
+            tenant.states[item["id"]] = {"deleted": True}
         else:
             person = {k: item[k] for k in ("givenName", "familyName") if item.get(k)}
-            states[item["id"]] = {"person": person}
-    return states
+            tenant.states[item["id"]] = {"person": person}
+    tenant.since = synced.change_token
+    return dict(tenant.states)
 
 
 def _push(client: GraphQLClient, tenant: str, entries: list[dict[str, Any]]) -> list[Any]:

@@ -37,6 +37,10 @@ class TenantState:
         """id -> current token of every entity, live or deleted."""
         return {i: item["tok"]["S"] for i, item in self.entities.items()}
 
+    def live_tokens(self) -> dict[str, str]:
+        """id -> current token of every live entity: what a first sync returns."""
+        return {i: item["tok"]["S"] for i, item in self.entities.items() if "del" not in item}
+
 
 def tenant_state(ddb: Any, table: str, tenant: str) -> TenantState:
     entities: dict[str, dict[str, Any]] = {}
@@ -70,7 +74,9 @@ def assert_consistent(state: TenantState) -> None:
     assert sorted(state.log) == sorted(state.tokens().values()), "log and entities disagree"
     for item in state.entities.values():
         entry = state.log[item["tok"]["S"]]
-        assert {k: v for k, v in entry.items() if k not in ("pk", "sk", "pv")} == {
+        # A deletion's entry expires (exp); its entity item stays (ids are not reused).
+        assert ("exp" in entry) == ("del" in entry), f"entry {item['tok']} expiry"
+        assert {k: v for k, v in entry.items() if k not in ("pk", "sk", "pv", "exp")} == {
             k: v for k, v in item.items() if k not in ("pk", "sk")
         }
     assert state.head == (max(state.log) if state.log else None)

@@ -16,6 +16,8 @@ from api.domain.cursor import CursorCodec
 from api.domain.errors import AlreadyExists, BadUserInput, Conflict, NotFound
 from api.domain.item_types import ItemType
 from api.domain.mutations import Mutation, State
+from api.domain.tokens import next_token
+from api.ordering import wall_clock_ms
 from api.service import PushStatus, SyncService
 from tests.support.memory_store import MemoryStore
 
@@ -143,7 +145,7 @@ def test_a_limit_out_of_range_and_a_foreign_since_are_bad_input(service: SyncSer
         with pytest.raises(BadUserInput):
             service.changes(T, limit=limit)
     with pytest.raises(BadUserInput):
-        service.changes("empty-tenant", since="0" * 26)
+        service.changes("empty-tenant", since=next_token(wall_clock_ms(), None))
     with pytest.raises(BadUserInput, match="newer than every change"):
         service.changes(T, since="1" + "0" * 25)  # in the year 3085
 

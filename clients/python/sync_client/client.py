@@ -52,6 +52,7 @@ class SyncReport:
     rejected: list[dict[str, Any]] = field(default_factory=list)
     pulled: int = 0
     pages: int = 0
+    resyncs: int = 0  # RESYNC_REQUIRED answered by a full download
 
 
 @dataclass(frozen=True)
@@ -160,6 +161,12 @@ class SyncClient:
             if not self.push(report):
                 break
         self.pull(report)
+        if report.resyncs:
+            # Edits kept through a resync go out now, based on what it downloaded.
+            for _ in range(10):
+                if not self.push(report):
+                    break
+            self.pull(report)
         return report
 
     def push(self, report: SyncReport | None = None) -> bool:
@@ -187,17 +194,19 @@ class SyncClient:
         return True
 
     def pull(self, report: SyncReport | None = None) -> None:
-        """Pull every change since the persisted token, page by page."""
+        """Pull every change since the persisted token, page by page; when the server
+        no longer keeps deletions that far back (RESYNC_REQUIRED), resync."""
         report = report or SyncReport()
         cursor: str | None = None
         since = self.store.since()
         while True:
-            body = self.transport.execute(
-                PULL, {"t": self.tenant_id, "since": since, "cursor": cursor, "limit": PULL_LIMIT}
-            )
-            if body.get("errors"):
-                raise SyncFailed(body["errors"])
-            page = body["data"]["changes"]
+            try:
+                page = self._page(since, cursor)
+            except SyncFailed as exc:
+                if cursor is None and _code(exc) == "RESYNC_REQUIRED":
+                    self.resync(report)
+                    return
+                raise
             # The page and its token in one local transaction: a crash before the
             # commit repeats the page, never skips it.
             with self.store.transaction():
@@ -210,6 +219,43 @@ class SyncClient:
             cursor = page["cursor"]
             if cursor is None:
                 return
+
+    def resync(self, report: SyncReport | None = None) -> None:
+        """Download the live data again (contract 3.6) and drop every entity it does not
+        return, except those an unsynced local edit names: the outbox stays, and is
+        pushed on top. The token moves only at the end, with the drop, in one local
+        transaction: a crash halfway resyncs again rather than keep a deleted entity."""
+        report = report or SyncReport()
+        returned: set[str] = set()
+        cursor: str | None = None
+        while True:
+            page = self._page(None, cursor)
+            with self.store.transaction():
+                for item in page["items"]:
+                    self.store.remember(_version(item))
+            returned.update(item["id"] for item in page["items"])
+            report.pulled += len(page["items"])
+            report.pages += 1
+            cursor = page["cursor"]
+            if cursor is None:
+                break
+        with self.store.transaction():
+            edited = {entry.entity_id for entry in self.store.entries()}
+            for version in self.store.server_versions():
+                if version.entity_id not in returned and version.entity_id not in edited:
+                    self.store.forget(version.entity_id)
+            if page["changeToken"] is not None:
+                self.store.set_since(page["changeToken"])
+        report.resyncs += 1
+
+    def _page(self, since: str | None, cursor: str | None) -> dict[str, Any]:
+        body = self.transport.execute(
+            PULL, {"t": self.tenant_id, "since": since, "cursor": cursor, "limit": PULL_LIMIT}
+        )
+        if body.get("errors"):
+            raise SyncFailed(body["errors"])
+        page: dict[str, Any] = body["data"]["changes"]
+        return page
 
     def _next_batch(self) -> list[Entry]:
         """The oldest entries, one per entity, with ids and bases fixed before sending."""
@@ -293,6 +339,11 @@ class SyncClient:
             self.store.save(replace(fresh, verb="update", changes=changes))
         else:
             self.store.remove(entry.seq)
+
+
+def _code(exc: SyncFailed) -> str | None:
+    code = exc.errors[0].get("extensions", {}).get("code")
+    return None if code is None else str(code)
 
 
 def _set(fields: dict[str, Any]) -> dict[str, Any]:

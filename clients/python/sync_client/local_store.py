@@ -89,6 +89,10 @@ class LocalStore:
             ),
         )
 
+    def forget(self, entity_id: str) -> None:
+        """Drop the server version of an entity the server no longer has (a resync)."""
+        self._db.execute("DELETE FROM base WHERE id = ?", (entity_id,))
+
     # --- outbox ------------------------------------------------------------
 
     def entries(self) -> list[Entry]:

@@ -1,0 +1,83 @@
+"""History: an entity's earlier versions, newest first, and restoring one as an
+ordinary token-guarded update (contract 3.7). Each write that replaces a version
+keeps it (`api.service.deciding.Plan.kept`) for the retention period
+(`api.domain.retention`); this module only reads them and writes through
+`Writing`, so a restore meets conflicts, outcomes and replays like any update."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from api.domain.errors import BadUserInput, NotFound
+from api.domain.identifiers import check_identifier
+from api.domain.mutations import Mutation
+from api.domain.records import Record
+from api.domain.tokens import check_token
+from api.service.ports import Store, Written
+from api.service.writing import Writing
+
+DEFAULT_VERSIONS = 20
+MAX_VERSIONS = 100
+
+
+@dataclass(frozen=True)
+class Versions:
+    items: list[Record]  # newest first
+    cursor: str | None  # continues below the last item; None: no older version kept
+
+
+class History:
+    def __init__(self, store: Store, writing: Writing) -> None:
+        self._store = store
+        self._writing = writing
+
+    def versions(
+        self,
+        tenant_id: str,
+        entity_id: str,
+        cursor: str | None = None,
+        limit: int | None = None,
+    ) -> Versions:
+        """Earlier versions of `entity_id` (not the current one), newest first; a
+        page of `limit` (at most MAX_VERSIONS), continued with `cursor`."""
+        check_identifier(tenant_id, "tenantID")
+        check_identifier(entity_id, "id")
+        limit = DEFAULT_VERSIONS if limit is None else limit
+        if not 1 <= limit <= MAX_VERSIONS:
+            raise BadUserInput(f"limit must be between 1 and {MAX_VERSIONS}")
+        before = None if cursor is None else check_token(cursor, "cursor")
+        items, more = self._store.versions(tenant_id, entity_id, before, limit)
+        return Versions(items, items[-1].change_token if more else None)
+
+    def restore(
+        self,
+        tenant_id: str,
+        entity_id: str,
+        change_token: str,
+        version: str,
+        client_mutation_id: str | None = None,
+        by: str | None = None,
+    ) -> Written:
+        """Write the fields of an earlier version as the entity's next version, if its
+        current version is still `change_token` (else CONFLICT, as any update)."""
+        check_identifier(tenant_id, "tenantID")
+        check_identifier(entity_id, "id")
+        check_token(version, "version")
+        kept = self._store.version(tenant_id, entity_id, version)
+        if kept is None or kept.deleted:
+            raise NotFound(
+                f"{entity_id} has no earlier version {version} "
+                "(versions are kept for the retention period)"
+            )
+        item_type = kept.item_type
+        changes = {name: kept.fields.get(name) for name in item_type.field_names}
+        mutation = Mutation(
+            "update",
+            item_type,
+            tenant_id,
+            entity_id,
+            change_token,
+            changes,
+            client_mutation_id=client_mutation_id,
+        )
+        return self._writing.apply(mutation, by)
