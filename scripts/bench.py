@@ -36,6 +36,7 @@ from api.settings import PROJECT_ROOT
 from api.storage import models
 from scripts.benchmarks import raw
 from scripts.benchmarks.bulk import measure_bulk, print_bulk
+from scripts.benchmarks.churn import measure_churn, print_churn
 from scripts.benchmarks.floor import FLOOR_APP
 from scripts.benchmarks.harness import SECRET, TABLE, Harness, local_engine_settings
 from scripts.benchmarks.prices import PRICES_AS_OF
@@ -98,12 +99,15 @@ def _measure(h: Harness) -> dict[str, Any]:
     scale = measure_scale(h)
     sweep = measure_sweep(h)
     bulk_row = measure_bulk(h, bulk)
+    churn = measure_churn(h)
     contention = measure_contention(h)
     return {
         "rows": h.rows,
         "scale": scale,
         "incremental_sync_units": sweep,
         "bulk_sync": bulk_row,
+        "churned_first_sync": churn,
+        "avg_item_bytes": avg_item,
         "write_throughput": contention,
         "write_units": write_units,
     }
@@ -114,6 +118,7 @@ def _report(h: Harness, result: dict[str, Any]) -> dict[str, Any]:
     print_write_units(result["write_units"])
     print_scale(h, result["scale"], result["incremental_sync_units"])
     print_bulk(result["bulk_sync"])
+    print_churn(result["churned_first_sync"], result["avg_item_bytes"])
     for label, c in result["write_throughput"].items():
         print(f"{label}: {c['writes_per_s']:.0f} creates/s, {c['failed']} failed")
     print_realtime(result["realtime"])

@@ -4,6 +4,7 @@ single writes), and write throughput with 8 writers."""
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import threading
 import time
@@ -159,25 +160,28 @@ def _write_units(
         return {"i": {"tenantID": tenant, "mutations": entries}}
 
     result: dict[str, dict[str, float]] = {}
-    for name, variables in (
-        ("create", lambda n: creates(1)),
-        ("update", lambda n: updates(people[:1], n)),
-        ("push of 100 updates", lambda n: updates(people, n)),
+    no_history = dataclasses.replace(h.settings, history=False)
+    for name, variables, settings in (
+        ("create", lambda n: creates(1), h.settings),
+        ("update", lambda n: updates(people[:1], n), h.settings),
+        ("update, history off", lambda n: updates(people[:1], n), no_history),
+        ("push of 100 updates", lambda n: updates(people, n), h.settings),
+        ("push of 100 updates, history off", lambda n: updates(people, n), no_history),
     ):
         result[name] = {}
         h.post(h.clients[0], PUSH, creates(1))  # another server writes the last transaction
-        for state in ("cold", "hot"):
-            n = len(result) * 2 + len(result[name])
-            if state == "cold":
-                with TestClient(create_app(h.settings)) as fresh:
-                    sent, data = _sent_write_units(h, variables(n), avg_item, fresh)
-            else:
-                h.post_local(PUSH, creates(1))  # now this process wrote the last one
-                sent, data = _sent_write_units(h, variables(n), avg_item, h.local)
-            written = [r["item"] for r in data["pushChanges"]["results"]]
-            if name != "create":
-                people[: len(written)] = written
-            result[name][state] = sent
+        with TestClient(create_app(settings)) as app:
+            for state in ("cold", "hot"):
+                n = len(result) * 2 + len(result[name])
+                if state == "hot":
+                    app.post(  # now this process wrote the last transaction
+                        "/graphql", json={"query": PUSH, "variables": creates(1)}, headers=h.headers
+                    )
+                sent, data = _sent_write_units(h, variables(n), avg_item, app)
+                written = [r["item"] for r in data["pushChanges"]["results"]]
+                if name != "create":
+                    people[: len(written)] = written
+                result[name][state] = sent
     return result
 
 

@@ -58,10 +58,20 @@ def test_bench_fast_prints_and_saves_a_complete_table(tmp_path: Path) -> None:
     assert data["bulk_sync"]["items"] == 10_000 and data["bulk_sync"]["pages"] >= 10
     assert set(data["write_throughput"]) == {"8 writers, 1 tenant", "8 writers, 8 tenants"}
     units = data["write_units"]
-    assert set(units) == {"create", "update", "push of 100 updates"}
+    assert set(units) == {
+        "create",
+        "update",
+        "update, history off",
+        "push of 100 updates",
+        "push of 100 updates, history off",
+    }
     for name, by_state in units.items():
         # A process that wrote the previous transaction checks nothing: never dearer.
         assert 0 < by_state["hot"] <= by_state["cold"], name
+    # The kept version: one more item per update.
+    assert units["update, history off"]["hot"] < units["update"]["hot"]
+    churn = data["churned_first_sync"]
+    assert churn["churn"]["items"] == churn["churn-min"]["items"] == churn["live"]
     sweep = data["incremental_sync_units"]
     assert [w["changes"] for w in sweep] == [1, 5, 10, 11, 20, 40, 100, 300]
     for w in sweep:
