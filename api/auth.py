@@ -16,8 +16,8 @@ import threading
 import time
 import warnings
 from collections import OrderedDict
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import jwt
@@ -41,20 +41,37 @@ LOCAL_ALGORITHMS = ["HS256"]
 JWKS_ALGORITHMS = ["RS256", "ES256"]
 
 
+# A member's role in a tenant (contract 6): each may do what the one after it may.
+OWNER, WRITER, READER = "owner", "writer", "reader"
+_ROLES = (OWNER, WRITER, READER)
+
+
 @dataclass(frozen=True)
 class Principal:
-    """Who is calling, and which tenants they may read and write."""
+    """Who is calling, which tenants they belong to, and their role in each."""
 
     sub: str
     tenants: frozenset[str]
     # When the token stops being accepted (epoch seconds): its `exp` plus
     # JWT_LEEWAY_SECONDS, the one rule for HTTP and for the sockets it opens.
     expires_at: float | None = None
+    # Roles other than owner, by tenant (a tenant named without a role: owner).
+    roles: Mapping[str, str] = field(default_factory=dict)
 
     def require_tenant(self, tenant_id: str) -> None:
         # The message names neither the caller's tenants nor whether the tenant exists.
         if tenant_id not in self.tenants:
             raise Forbidden("you do not have access to this tenant")
+
+    def role(self, tenant_id: str) -> str:
+        self.require_tenant(tenant_id)
+        return self.roles.get(tenant_id, OWNER)
+
+    def require_role(self, tenant_id: str, needed: str) -> None:
+        """FORBIDDEN unless the caller's role in the tenant is `needed` or above."""
+        role = self.role(tenant_id)
+        if _ROLES.index(role) > _ROLES.index(needed):
+            raise Forbidden(f"your role in this tenant is {role}; this needs {needed}")
 
 
 def connection_authorization(params: object) -> str | None:
@@ -142,10 +159,12 @@ class Authenticator:
         sub = claims.get("sub")
         if not isinstance(sub, str) or not sub:
             raise Unauthenticated("invalid token: no subject")
+        memberships = _memberships(_tenants(claims.get(self._settings.jwt_tenants_claim)))
         return Principal(
             sub=sub,
-            tenants=_tenants(claims.get(self._settings.jwt_tenants_claim)),
+            tenants=frozenset(memberships),
             expires_at=float(claims["exp"]) + self._settings.jwt_leeway_seconds,
+            roles={t: r for t, r in memberships.items() if r != OWNER},
         )
 
     def _decode(self, token: str) -> dict[str, Any]:
@@ -212,6 +231,21 @@ def _tenants(claim: Any) -> frozenset[str]:
     if not isinstance(claim, Iterable) or isinstance(claim, (str, bytes, dict)):
         return frozenset()
     return frozenset(t.strip() for t in claim if isinstance(t, str) and t.strip())
+
+
+def _memberships(entries: frozenset[str]) -> dict[str, str]:
+    """Tenant -> role, from entries "<tenant>" (owner: full access, as before roles)
+    or "<tenant>:<owner|writer|reader>". Tenant ids may hold ':' themselves: only a
+    last part that names a role is one. A tenant named twice gets the higher role."""
+    memberships: dict[str, str] = {}
+    for entry in entries:
+        tenant, _, role = entry.rpartition(":")
+        if not tenant or role not in _ROLES:
+            tenant, role = entry, OWNER
+        held = memberships.get(tenant)
+        if held is None or _ROLES.index(role) < _ROLES.index(held):
+            memberships[tenant] = role
+    return memberships
 
 
 def _reason(exc: jwt.PyJWTError) -> str:

@@ -22,7 +22,12 @@ def parse_ttl(value: str) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Print a local bearer token (HS256).")
     parser.add_argument("--sub", required=True, help="the caller's user id")
-    parser.add_argument("--tenant", action="append", default=[], help="a tenant id (repeatable)")
+    parser.add_argument(
+        "--tenant",
+        action="append",
+        default=[],
+        help="a tenant id, or <tenant>:<owner|writer|reader> (repeatable)",
+    )
     parser.add_argument("--ttl", type=parse_ttl, default="24h", help="lifetime (default 24h)")
     args = parser.parse_args(argv)
     if not args.tenant:

@@ -28,9 +28,9 @@ from strawberry.schema.config import StrawberryConfig
 from strawberry.types.execution import ExecutionContext
 
 from api import request_log
-from api.auth import Principal
+from api.auth import READER, WRITER, Principal
 from api.domain.catalog import BY_CODE
-from api.domain.errors import BadUserInput, SyncError, Unauthenticated
+from api.domain.errors import BadUserInput, Forbidden, SyncError, Unauthenticated
 from api.domain.mutations import Verb
 from api.graphql.directives import authenticated
 from api.graphql.documents import BoundedDocuments, ValidDocuments
@@ -52,7 +52,7 @@ from api.graphql.types import (
     to_deleted_item,
     to_synchronized_item,
 )
-from api.service import SyncService, Written
+from api.service import PushResult, PushStatus, SyncService, Written
 from api.service.history import DEFAULT_VERSIONS, MAX_VERSIONS
 from api.service.reading import DEFAULT_LIMIT, MAX_LIMIT, MAX_SCANNED
 from api.service.writing import MAX_PUSH
@@ -136,7 +136,10 @@ async def _for_tenant(
     """Run `work` for `tenant_id`, once the caller is known to belong to it, through
     the tenant's gate for reads or for writes (`api.tenant_gate`)."""
     context: Context = info.context
-    context.caller().require_tenant(tenant_id)
+    if writes:
+        context.caller().require_role(tenant_id, WRITER)
+    else:
+        context.caller().require_tenant(tenant_id)
     log = request_log.current()
     if log is not None:
         log.tenant = tenant_id
@@ -255,7 +258,16 @@ async def push_changes(info: strawberry.Info, input: PushChangesInput) -> PushCh
     if len(input.mutations) <= MAX_PUSH:  # else the service says why
         info.context.budget.spend_writes(len(input.mutations))
     mutations = to_mutations(input)
-    by = info.context.caller().sub
+    caller = info.context.caller()
+    by = caller.sub
+    if caller.role(input.tenantID) == READER:
+        # Each entry is refused alone, with its code, so that an outbox drains.
+        refusal = Forbidden("your role in this tenant is reader; writes need writer")
+        return PushChangesPayload(
+            results=[
+                to_result(PushResult(m, PushStatus.REJECTED, error=refusal)) for m in mutations
+            ]
+        )
     results = await _for_tenant(
         info, input.tenantID, lambda s: s.push(input.tenantID, mutations, by), writes=True
     )
