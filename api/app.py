@@ -345,6 +345,7 @@ def create_app(settings: Settings | None = None, sockets: bool = True) -> Starle
         on_commit=None if realtime is None else realtime.publish,
         retention=Retention(settings.retention_seconds),
         history=settings.history,
+        on_deleting=None if realtime is None else realtime.close_tenant,
     )
     view = _GraphQL(settings, service, realtime)
 

@@ -50,7 +50,7 @@ from tests.support.subscribers import pid_listening
 
 RESULTS = PROJECT_ROOT / ".bench-results"
 TENANTS = ["page", *(f"w{i}" for i in range(8)), "small", "large", "bulk", "hot", "sweep"]
-TENANTS += ["realtime", "wunits"]
+TENANTS += ["realtime", "wunits", "churn", "churn-min"]
 # Requests profiled per operation for the split by layer (--fast, --full).
 SPLIT_REQUESTS = {True: 50, False: 200}
 

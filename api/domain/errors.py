@@ -52,6 +52,13 @@ class InvalidCursor(SyncError):
     code = "INVALID_CURSOR"
 
 
+class TenantDeleted(SyncError):
+    """The tenant is being deleted, or the device's `since` is from before it was
+    deleted: the device drops its copy of the tenant (contract 3.8)."""
+
+    code = "TENANT_DELETED"
+
+
 class ResyncRequired(SyncError):
     """The device's `since` is older than the deletions the tenant still keeps
     (`api.domain.retention`): it syncs again from scratch (contract 3.6)."""

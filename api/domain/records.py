@@ -50,6 +50,8 @@ class LogTail:
     # The head's `pv`: the last token of the transaction before the head's. Every
     # deletion up to it has removed its entity's earlier entry (docs/ordering.md).
     settled: str | None = None
+    # The tenant's first token (None: not known): older ones are a deleted tenant's.
+    born: str | None = None
 
     @property
     def lowest(self) -> str | None:

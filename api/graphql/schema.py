@@ -28,7 +28,7 @@ from strawberry.schema.config import StrawberryConfig
 from strawberry.types.execution import ExecutionContext
 
 from api import request_log
-from api.auth import READER, WRITER, Principal
+from api.auth import OWNER, READER, WRITER, Principal
 from api.domain.catalog import BY_CODE
 from api.domain.errors import BadUserInput, Forbidden, SyncError, Unauthenticated
 from api.domain.mutations import Verb
@@ -44,6 +44,7 @@ from api.graphql.history import RestorePayload, RestoreVersionInput, VersionList
 from api.graphql.push import PushChangesInput, PushChangesPayload, to_mutations, to_result
 from api.graphql.scalars import SCALAR_MAP
 from api.graphql.subscription import ChangeFeed, subscription_fields
+from api.graphql.tenancy import DeleteTenantPayload
 from api.graphql.types import (
     ITEM_TYPE_SCHEMAS,
     DeletedItemType,
@@ -55,6 +56,7 @@ from api.graphql.types import (
 from api.service import PushResult, PushStatus, SyncService, Written
 from api.service.history import DEFAULT_VERSIONS, MAX_VERSIONS
 from api.service.reading import DEFAULT_LIMIT, MAX_LIMIT, MAX_SCANNED
+from api.service.tenancy import ITEMS_PER_CALL
 from api.service.writing import MAX_PUSH
 from api.settings import Settings
 from api.tenant_gate import READERS_PER_TENANT, TenantGate
@@ -311,6 +313,19 @@ async def restore_version(info: strawberry.Info, input: RestoreVersionInput) -> 
     return RestorePayload(item=to_synchronized_item(written.record), replayed=written.replayed)
 
 
+async def delete_tenant(
+    info: strawberry.Info, tenantID: strawberry.ID, confirm: strawberry.ID
+) -> DeleteTenantPayload:
+    budget: RequestBudget = info.context.budget
+    budget.spend_writes(MAX_PUSH)  # one deletion call per request, aliases included
+    caller = info.context.caller()
+    caller.require_role(tenantID, OWNER)
+    deletion = await _for_tenant(
+        info, tenantID, lambda s: s.delete_tenant(tenantID, confirm, caller.sub), writes=True
+    )
+    return DeleteTenantPayload(removedItems=deletion.removed, done=deletion.done)
+
+
 def _root(name: str, fields: dict[str, Any]) -> Any:
     namespace: dict[str, Any] = {"__module__": __name__, **fields}
     return strawberry.type(type(name, (), namespace))
@@ -337,6 +352,13 @@ Mutation = _root(
             resolver=restore_version,
             description="Write an earlier version's fields as the entity's next version: an "
             "update guarded by `changeToken`, with conflicts as usual.",
+            **authenticated(),
+        ),
+        "deleteTenant": strawberry.mutation(
+            resolver=delete_tenant,
+            description="Owners only: delete every item of the tenant, in calls of up to "
+            f"{ITEMS_PER_CALL} items (call again until `done`). From the first call, the "
+            "tenant's writes and syncs are TENANT_DELETED. `confirm` repeats the tenantID.",
             **authenticated(),
         ),
         "pushChanges": strawberry.mutation(

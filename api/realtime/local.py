@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 
-from api.realtime.signals import LiveFeed, TenantSignals
+from api.realtime.signals import DELETING, LiveFeed, TenantSignals
 from api.realtime.streams import StreamFollower
 from api.settings import Settings
 
@@ -38,6 +38,10 @@ class LocalRealtime:
     def publish(self, tenant_id: str, token: str) -> None:
         """A write of this process committed (any thread)."""
         self.signals.publish(tenant_id, token)
+
+    def close_tenant(self, tenant_id: str) -> None:
+        """The tenant is being deleted: its subscriptions end with TENANT_DELETED."""
+        self.signals.publish(tenant_id, DELETING)
 
     @contextlib.asynccontextmanager
     async def connection(self) -> AsyncIterator[bool]:

@@ -14,7 +14,11 @@ import threading
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
-from api.domain.errors import Unavailable
+from api.domain.errors import TenantDeleted, Unavailable
+
+# Published in place of a token when a tenant is being deleted: its subscriptions
+# end with TENANT_DELETED (it sorts above every token, so it is never overwritten).
+DELETING = "~deleting"
 
 
 @dataclass(eq=False)
@@ -33,6 +37,8 @@ class Slot:
 
     async def take(self) -> str:
         await self.ready.wait()
+        if self.token == DELETING:
+            raise TenantDeleted("this tenant was deleted")
         self.ready.clear()
         token, self.token = self.token, None
         assert token is not None

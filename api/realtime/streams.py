@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any
 
+from api.realtime.signals import DELETING
 from api.storage import keys
 
 logger = logging.getLogger("api.realtime")
@@ -38,7 +39,8 @@ _BATCH_GET_ROUNDS = 5
 
 
 def head_changes(records: Iterable[Mapping[str, Any]]) -> dict[str, str]:
-    """Tenant -> the newest head token among `records` (others are ignored)."""
+    """Tenant -> the newest head token among `records` (others are ignored); DELETING
+    for a tenant being deleted (its head carries the deletion's mark)."""
     newest: dict[str, str] = {}
     for record in records:
         if record.get("eventName") not in ("INSERT", "MODIFY"):
@@ -48,7 +50,8 @@ def head_changes(records: Iterable[Mapping[str, Any]]) -> dict[str, str]:
             change.get("Keys", {}).get("pk", {}).get("S", ""),
             change.get("Keys", {}).get("sk", {}).get("S", ""),
         )
-        token = change.get("NewImage", {}).get("tok", {}).get("S")
+        image = change.get("NewImage", {})
+        token = DELETING if keys.DELETING_ATTRIBUTE in image else image.get("tok", {}).get("S")
         if tenant_id is None or not isinstance(token, str):
             continue
         if token > newest.get(tenant_id, ""):

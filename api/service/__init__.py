@@ -1,5 +1,6 @@
 """The service, by capability: reading (`changes`, entities), writing (single
-writes and pushes), history (earlier versions, restores), over a `Store`
+writes and pushes), history (earlier versions, restores), tenancy (deleting a
+tenant), over a `Store`
 (`api.service.ports`). Knows nothing of GraphQL
 or HTTP. `SyncService` is the composition the GraphQL layer and realtime call:
 each capability a module of its own, wired here to one store."""
@@ -14,6 +15,7 @@ from api.ordering import wall_clock_ms
 from api.service.history import History
 from api.service.ports import Page, PushResult, PushStatus, Store, Written
 from api.service.reading import Reading
+from api.service.tenancy import TenantDeletion
 from api.service.writing import Writing
 
 __all__ = ["Page", "PushResult", "PushStatus", "Store", "SyncService", "Written"]
@@ -30,12 +32,15 @@ class SyncService:
         on_commit: Callable[[str, str], None] | None = None,
         retention: Retention | None = None,
         history: bool = True,
+        on_deleting: Callable[[str], None] | None = None,
     ) -> None:
         retention = retention or Retention()
         self.reading = Reading(store, cursors, clock_ms, retention)
         # on_commit is called with (tenant, token) after each committed transaction.
         self.writing = Writing(store, clock_ms, on_commit, retention, history)
         self.history = History(store, self.writing)
+        # on_deleting is called with a tenant being deleted (closes its subscriptions).
+        self.tenancy = TenantDeletion(store, clock_ms, on_deleting)
         self.get = self.reading.get
         self.changes = self.reading.changes
         self.latest_change = self.reading.latest_change
@@ -46,3 +51,4 @@ class SyncService:
         self.delete = self.writing.delete
         self.versions = self.history.versions
         self.restore = self.history.restore
+        self.delete_tenant = self.tenancy.delete_tenant

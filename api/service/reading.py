@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from api.domain.cursor import CursorCodec, Position
-from api.domain.errors import BadUserInput
+from api.domain.errors import BadUserInput, TenantDeleted
 from api.domain.identifiers import check_identifier
 from api.domain.item_types import ItemType
 from api.domain.records import Record
@@ -128,9 +128,17 @@ class Reading:
         tail = self._store.log_tail(tenant_id, after, min(limit, TAIL_ITEMS))
         if tail.head is None:
             if after is not None:
-                raise BadUserInput("since is not a change token of this tenant")
+                # Its tokens are gone: deleted (contract 3.8), or never written.
+                raise TenantDeleted(
+                    "this tenant holds no changes: drop your copy and sync with since: null"
+                )
             # No write has made the head yet (or the first is still being applied).
             return Page(items=[], cursor=None, change_token=None)
+        if after is not None and tail.born is not None and after < tail.born:
+            raise TenantDeleted(
+                "since is from before this tenant was deleted: drop your copy and sync "
+                "with since: null"
+            )
         if after is not None and after > tail.head:
             raise BadUserInput(
                 "since is newer than every change of this tenant; sync again with since: null"

@@ -29,6 +29,8 @@ _FIELDS = RecordItem.fields.attr_name
 _WRITTEN_BY = RecordItem.written_by.attr_name
 _ENTRIES = HeadItem.entries.attr_name
 _REMOVED = HeadItem.removed.attr_name
+_BORN = HeadItem.born.attr_name
+_DELETING_BY = HeadItem.deleting_by.attr_name
 _FINGERPRINT = OutcomeItem.fingerprint.attr_name
 _OUTCOME = OutcomeItem.outcome.attr_name
 _EXPIRES = OutcomeItem.expires.attr_name
@@ -85,6 +87,16 @@ def head_from_raw(raw: dict[str, Any]) -> Head:
     return Head(
         str(raw[_TOKEN]["S"]), 1 if entries is None else int(entries["N"]), tuple(sorted(removed))
     )
+
+
+def is_deleting(raw: dict[str, Any]) -> bool:
+    """Whether this head marks its tenant as being deleted."""
+    return _DELETING_BY in raw
+
+
+def born_of(raw: dict[str, Any]) -> str | None:
+    """The tenant's first token, from its head (None: written before it was kept)."""
+    return str(raw[_BORN]["S"]) if _BORN in raw else None
 
 
 def record_from_raw(tenant_id: str, raw: dict[str, Any]) -> Record:

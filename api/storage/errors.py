@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from botocore.exceptions import BotoCoreError
+from botocore.exceptions import BotoCoreError, ClientError
 from pynamodb.exceptions import PynamoDBException, TransactWriteError
 
 from api.domain.errors import Unavailable
@@ -34,7 +34,7 @@ def translated() -> Iterator[None]:
         yield
     except TransactWriteError:
         raise  # handled with its cancellation reasons by the transaction writer
-    except (PynamoDBException, BotoCoreError) as exc:
+    except (PynamoDBException, BotoCoreError, ClientError) as exc:
         raise translate(exc) from exc
 
 
@@ -46,6 +46,10 @@ def translate(exc: Exception) -> Exception:
 
 def error_code(exc: Exception) -> str | None:
     # PynamoDB's own `cause_response_code` fails when the cause is a connection error.
-    response = getattr(getattr(exc, "cause", None), "response", None) or {}
+    response = (
+        getattr(exc, "response", None)
+        or getattr(getattr(exc, "cause", None), "response", None)
+        or {}
+    )
     code = response.get("Error", {}).get("Code")
     return str(code) if code else None

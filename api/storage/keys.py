@@ -18,7 +18,10 @@ Items (all in one table, `pk` hash key, `sk` range key, both strings):
                                                transaction, pv: the one before it (absent
                                                after the first), n: how many log entries
                                                it wrote (absent: 1), dx: the entries its
-                                               writes replaced (absent: none)
+                                               writes replaced (absent: none), b: the
+                                               tenant's first token; while the tenant
+                                               is deleted: xby, xat (who, when), xn
+                                               (items removed so far)
     version   T#<tenant>#HIST    <id>#<token>  an earlier version of entity <id>, the
                                                record as written at <token>; exp (TTL:
                                                retention after it was replaced)
@@ -62,6 +65,9 @@ Access patterns:
                            replaces) and that each entry in its dx is gone
     history                Query pk=T#<tenant>#HIST, begins_with(sk, <id>#),
                            descending, Limit: an entity's earlier versions, newest first
+    delete a tenant        UpdateItem head (mark), then Query (keys only, consistent) each
+                           of T#<tenant>, T#<tenant>#HIST, T#<tenant>#SUB, T#<tenant>#LOG
+                           and BatchWriteItem deletes, 5,000 items a call; DeleteItem head
     replay a mutation      GetItem outcome (consistent)
     AWS realtime           GetItem/PutItem/UpdateItem socket per WebSocket message;
                            TransactWriteItems per subscribe: the socket's map (update,
@@ -98,6 +104,8 @@ _ENTITY_PREFIX = "I#"
 _OUTCOME_PREFIX = "M#"
 # DynamoDB's TTL deletes items whose `exp` (epoch seconds) has passed.
 TTL_ATTRIBUTE = "exp"
+# On a head: the tenant is being deleted (who asked); realtime reads it off the stream.
+DELETING_ATTRIBUTE = "xby"
 
 
 def tenant_pk(tenant_id: str) -> str:

@@ -18,7 +18,7 @@ from pynamodb.models import Model
 
 from api.settings import Settings
 from api.storage import json_items
-from api.storage.keys import TTL_ATTRIBUTE
+from api.storage.keys import DELETING_ATTRIBUTE, TTL_ATTRIBUTE
 
 
 class _TableMeta:
@@ -44,6 +44,13 @@ class HeadItem(Model):
     entries = NumberAttribute(attr_name="n", null=True)  # absent: 1
     # The log entries its writes replaced (absent: none), checked gone by the next.
     removed = UnicodeSetAttribute(attr_name="dx", null=True)
+    # The tenant's first token: a `since` below it is from before a deletion.
+    born = UnicodeAttribute(attr_name="b", null=True)
+    # While the tenant is being deleted (`api.storage.tenants`): who asked, when
+    # (epoch ms), how many items are removed so far. No write commits meanwhile.
+    deleting_by = UnicodeAttribute(attr_name=DELETING_ATTRIBUTE, null=True)
+    deleting_at = NumberAttribute(attr_name="xat", null=True)
+    removed_items = NumberAttribute(attr_name="xn", null=True)
 
 
 class RecordItem(Model):

@@ -11,7 +11,7 @@ from typing import Any
 from pynamodb.connection import Connection
 
 from api.domain.chain import Head, prove_tail
-from api.domain.errors import Unavailable
+from api.domain.errors import TenantDeleted, Unavailable
 from api.domain.mutations import StoredOutcome
 from api.domain.records import LogTail, Record
 from api.domain.tokens import token_after, token_before
@@ -31,6 +31,8 @@ def connection() -> Connection:
 
 def head(tenant_id: str) -> Head | None:
     item = _get_raw(keys.log_pk(tenant_id), keys.HEAD_SK)
+    if item is not None and codecs.is_deleting(item):
+        raise TenantDeleted("this tenant is being deleted")
     return None if item is None else codecs.head_from_raw(item)
 
 
@@ -46,10 +48,13 @@ def log_tail(tenant_id: str, after: str | None, count: int) -> LogTail:
         log_pk, None if after is None else RecordItem.sk > after, count + 1, ascending=False
     )
     head: Head | None = None
-    head_prev = None
+    head_prev = born = None
     if raw_items and codecs.sort_key(raw_items[0]) == keys.HEAD_SK:
         head_item, raw_items = raw_items[0], raw_items[1:]
+        if codecs.is_deleting(head_item):
+            raise TenantDeleted("this tenant is being deleted")
         head, head_prev = codecs.head_from_raw(head_item), codecs.prev_of(head_item)
+        born = codecs.born_of(head_item)
     entries = {codecs.sort_key(raw): raw for raw in raw_items}
     links = {t: codecs.prev_of(r) for t, r in entries.items()}
     head_token = None if head is None else head.token
@@ -68,6 +73,7 @@ def log_tail(tenant_id: str, after: str | None, count: int) -> LogTail:
         records=[codecs.record_from_raw(tenant_id, entries[t]) for t in proof.linked],
         complete=proof.complete,
         settled=head_prev,
+        born=born,
     )
 
 

@@ -13,7 +13,7 @@ from collections.abc import Callable, Collection, Iterable, Sequence
 from api.domain.chain import Head
 from api.domain.mutations import StoredOutcome, Write
 from api.domain.records import LogTail, Record
-from api.storage import reads, transactions
+from api.storage import reads, tenants, transactions
 
 
 class DynamoStore:
@@ -51,6 +51,15 @@ class DynamoStore:
         self, tenant_id: str, entity_id: str, before: str | None, limit: int
     ) -> tuple[list[Record], bool]:
         return reads.versions(tenant_id, entity_id, before, limit)
+
+    def mark_deleting(self, tenant_id: str, by: str, at_ms: int) -> int:
+        return tenants.mark_deleting(tenant_id, by, at_ms)
+
+    def remove_items(self, tenant_id: str, limit: int) -> int:
+        return tenants.remove_items(tenant_id, limit)
+
+    def finish_deletion(self, tenant_id: str) -> tuple[str, int, int]:
+        return tenants.finish(tenant_id)
 
     def get_outcome(self, tenant_id: str, client_mutation_id: str) -> StoredOutcome | None:
         return reads.outcome(tenant_id, client_mutation_id)

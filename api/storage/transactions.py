@@ -18,6 +18,7 @@ from api.domain.errors import (
     OutcomeRecorded,
     StaleHead,
     SyncError,
+    TenantDeleted,
     TransactionConflict,
     Unavailable,
     WritesRefused,
@@ -118,6 +119,7 @@ def commit(
                     if len(writes) == 1
                     else HeadItem.entries.set(len(writes)),
                     HeadItem.removed.set(removed) if removed else HeadItem.removed.remove(),
+                    *([HeadItem.born.set(writes[0].record.change_token)] if head is None else []),
                 ],
                 condition=_head_is(head),
                 return_values=ALL_OLD,
@@ -156,6 +158,7 @@ def bulk_load(tenant_id: str, head: str | None, records: list[Record]) -> None:
         keys.HEAD_SK,
         token=ordered[-1].change_token,
         prev=ordered[-2].change_token if len(ordered) > 1 else head,
+        born=ordered[0].change_token if head is None else None,
     )
     with translated():
         new_head.save(condition=_head_is(head))
@@ -197,6 +200,8 @@ def _cancellation_error(
                 current = codecs.record_from_raw(write.record.tenant_id, raw) if raw else None
                 refusals[role.write] = _entity_error(write, current)
         elif role.kind == "head":
+            if codecs.is_deleting(raw):
+                return TenantDeleted("this tenant is being deleted")
             # ALL_OLD is empty when the head does not exist yet.
             stale = StaleHead(codecs.head_from_raw(raw) if raw else None)
         elif role.kind == "chain":
@@ -231,8 +236,10 @@ def _entity_condition(record: Record, expected_token: str | None) -> Any:
 
 
 def _head_is(head: str | None) -> Any:
-    """The head holds `head` (absent: the tenant has no write yet)."""
-    return HeadItem.token.does_not_exist() if head is None else HeadItem.token == head
+    """The head holds `head` (absent: the tenant has no write yet), and the tenant is
+    not being deleted."""
+    holds = HeadItem.token.does_not_exist() if head is None else HeadItem.token == head
+    return holds & HeadItem.deleting_by.does_not_exist()
 
 
 def _outcome_absent() -> Any:

@@ -96,6 +96,15 @@ class MemoryStore:
         )
         return [kept[(entity_id, t)] for t in tokens[:limit]], len(tokens) > limit
 
+    def mark_deleting(self, tenant_id: str, by: str, at_ms: int) -> int:
+        raise NotImplementedError("tenant deletion is tested against DynamoDB Local")
+
+    def remove_items(self, tenant_id: str, limit: int) -> int:
+        raise NotImplementedError("tenant deletion is tested against DynamoDB Local")
+
+    def finish_deletion(self, tenant_id: str) -> tuple[str, int, int]:
+        raise NotImplementedError("tenant deletion is tested against DynamoDB Local")
+
     def get_outcome(self, tenant_id: str, client_mutation_id: str) -> StoredOutcome | None:
         outcome = self._tenant(tenant_id).outcomes.get(client_mutation_id)
         if outcome is None or outcome.expires_at < time.time():

@@ -13,7 +13,7 @@ import pytest
 
 from api.domain.catalog import PERSON, REMINDER
 from api.domain.cursor import CursorCodec
-from api.domain.errors import AlreadyExists, BadUserInput, Conflict, NotFound
+from api.domain.errors import AlreadyExists, BadUserInput, Conflict, NotFound, TenantDeleted
 from api.domain.item_types import ItemType
 from api.domain.mutations import Mutation, State
 from api.domain.tokens import next_token
@@ -139,12 +139,14 @@ def test_paging_from_any_token_gives_each_latest_change_once_in_order(
         assert page.change_token == max(tokens.values())
 
 
-def test_a_limit_out_of_range_and_a_foreign_since_are_bad_input(service: SyncService) -> None:
+def test_a_limit_out_of_range_is_bad_input_and_a_since_without_changes_is_refused(
+    service: SyncService,
+) -> None:
     service.create(PERSON, T, None, {})
     for limit in (0, 1001):
         with pytest.raises(BadUserInput):
             service.changes(T, limit=limit)
-    with pytest.raises(BadUserInput):
+    with pytest.raises(TenantDeleted):  # no changes at all: deleted, or never written
         service.changes("empty-tenant", since=next_token(wall_clock_ms(), None))
     with pytest.raises(BadUserInput, match="newer than every change"):
         service.changes(T, since="1" + "0" * 25)  # in the year 3085

@@ -53,6 +53,7 @@ class SyncReport:
     pulled: int = 0
     pages: int = 0
     resyncs: int = 0  # RESYNC_REQUIRED answered by a full download
+    tenant_deleted: bool = False  # TENANT_DELETED: the local copy was dropped
 
 
 @dataclass(frozen=True)
@@ -205,6 +206,12 @@ class SyncClient:
             except SyncFailed as exc:
                 if cursor is None and _code(exc) == "RESYNC_REQUIRED":
                     self.resync(report)
+                    return
+                if _code(exc) == "TENANT_DELETED":
+                    # Deleted on the server (contract 3.8): nothing of it is kept here.
+                    with self.store.transaction():
+                        self.store.clear()
+                    report.tenant_deleted = True
                     return
                 raise
             # The page and its token in one local transaction: a crash before the

@@ -127,6 +127,11 @@ class LocalStore:
     def remove(self, seq: int) -> None:
         self._db.execute("DELETE FROM outbox WHERE seq = ?", (seq,))
 
+    def clear(self) -> None:
+        """Forget the tenant: server versions, outbox and position (it was deleted)."""
+        for table in ("base", "outbox", "meta"):
+            self._db.execute(f"DELETE FROM {table}")  # noqa: S608 (fixed table names)
+
     # --- sync position -----------------------------------------------------
 
     def since(self) -> str | None:

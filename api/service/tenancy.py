@@ -1,0 +1,71 @@
+"""A tenant's data deleted in one call (contract 3.8): `deleteTenant`, owners only.
+
+The call marks the tenant (from then on its writes and syncs are TENANT_DELETED),
+closes its live subscriptions in this process, removes up to ITEMS_PER_CALL of
+its items, and says whether it is done; calling again continues, so a tenant of
+any size is deleted in bounded requests, and a call that dies halfway is resumed.
+The last call removes the mark: the table keeps nothing of the tenant. A tenant
+written again later starts empty, and tokens from before are refused
+(`api.service.reading`)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from api.domain.errors import BadUserInput
+from api.domain.identifiers import check_identifier
+from api.service.ports import Store
+
+logger = logging.getLogger(__name__)
+
+# Items removed per call: 200 BatchWriteItem calls of 25, a few seconds on DynamoDB,
+# far below API Gateway's 30 s and Lambda's timeout.
+ITEMS_PER_CALL = 5000
+
+
+@dataclass(frozen=True)
+class Deletion:
+    removed: int  # items removed so far, this call included
+    done: bool  # nothing of the tenant is left
+
+
+class TenantDeletion:
+    def __init__(
+        self,
+        store: Store,
+        clock_ms: Callable[[], int],
+        on_deleting: Callable[[str], None] | None = None,
+    ) -> None:
+        self._store = store
+        self._clock_ms = clock_ms
+        self._on_deleting = on_deleting  # closes the tenant's live subscriptions
+
+    def delete_tenant(
+        self, tenant_id: str, confirm: str, by: str, limit: int = ITEMS_PER_CALL
+    ) -> Deletion:
+        check_identifier(tenant_id, "tenantID")
+        if confirm != tenant_id:
+            raise BadUserInput("confirm must repeat the tenantID: nothing was deleted")
+        before = self._store.mark_deleting(tenant_id, by, self._clock_ms())
+        if self._on_deleting is not None:
+            try:
+                self._on_deleting(tenant_id)
+            except Exception:  # closing sockets is a courtesy: never fail the deletion
+                logger.exception("closing the subscriptions of a deleted tenant failed")
+        removed = self._store.remove_items(tenant_id, limit)
+        if removed == limit:
+            return Deletion(before + removed, done=False)
+        asked_by, asked_at_ms, total = self._store.finish_deletion(tenant_id)
+        asked_at = datetime.fromtimestamp(asked_at_ms / 1000, tz=UTC).isoformat()
+        logger.warning(
+            "tenant deleted: tenant=%s asked_by=%s asked_at=%s items_removed=%d finished_by=%s",
+            tenant_id,
+            asked_by,
+            asked_at,
+            total,
+            by,
+        )
+        return Deletion(total, done=True)

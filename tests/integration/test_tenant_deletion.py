@@ -1,0 +1,172 @@
+"""Deleting a tenant (contract 3.8) against DynamoDB Local: every item goes, in
+resumable calls; meanwhile and afterwards its writes and syncs are TENANT_DELETED;
+its live subscriptions end; a tenant written again starts empty."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from starlette.testclient import TestClient
+from sync_client import SyncClient, SyncReport
+
+from api.domain.cursor import CursorCodec
+from api.service import SyncService
+from api.settings import Settings
+from api.storage.store import DynamoStore
+from tests.integration.test_realtime import _acked, _connect, _receive, _subscribe
+from tests.support.gql import GraphQLClient, GraphQLError, bearer
+
+DELETE = (
+    "mutation($t: ID!, $c: ID!) { deleteTenant(tenantID: $t, confirm: $c) { removedItems done } }"
+)
+PUSH = (
+    "mutation($i: PushChangesInput!) { pushChanges(input: $i) "
+    "{ results { status error { code } } } }"
+)
+
+
+def _items_of(ddb: Any, table: str, tenant: str) -> list[dict[str, Any]]:
+    """Every item of the table whose key names the tenant: a full Scan."""
+    found: list[dict[str, Any]] = []
+    kwargs: dict[str, Any] = {"TableName": table, "ConsistentRead": True}
+    while True:
+        page = ddb.scan(**kwargs)
+        found += [i for i in page["Items"] if i["pk"]["S"].split("#")[1:2] == [tenant]]
+        if "LastEvaluatedKey" not in page:
+            return found
+        kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+
+def _code(call: Callable[[], object]) -> str:
+    """The code of the error `call` gets."""
+    with pytest.raises(GraphQLError) as raised:
+        call()
+    return str(raised.value.errors[0]["extensions"]["code"])
+
+
+def _fill(gql: GraphQLClient, tenant: str) -> str:
+    """People, an update (history), a deletion, outcomes; returns the device's token."""
+    people = [gql.create(tenant, "Person", {"givenName": f"p{i}"}) for i in range(6)]
+    gql.update(tenant, "Person", people[0]["id"], people[0]["changeToken"], {"givenName": "x"})
+    gql.delete(tenant, "Person", people[1]["id"], people[1]["changeToken"])
+    entries = [
+        {
+            "createReminder": {
+                "tenantID": tenant,
+                "clientMutationID": f"m{i}",
+                "reminder": {"title": "t"},
+            }
+        }
+        for i in range(3)
+    ]
+    gql.execute(PUSH, {"i": {"tenantID": tenant, "mutations": entries}})
+    token = gql.sync(tenant).change_token
+    assert token is not None
+    return token
+
+
+def test_an_owner_deletes_every_item_in_resumable_calls_and_the_tenant_starts_again_empty(
+    gql: GraphQLClient,
+    app_client: TestClient,
+    tenant: str,
+    ddb: Any,
+    settings: Settings,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    since = _fill(gql, tenant)
+    stored = len(_items_of(ddb, settings.table_name, tenant))
+    assert stored > 20
+
+    # A call that stops after 7 items, as a crash or a timeout would: the mark stays.
+    service = SyncService(DynamoStore(), CursorCodec(settings.cursor_secret))
+    first = service.delete_tenant(tenant, tenant, "owner-sub", limit=7)
+    assert (first.removed, first.done) == (7, False)
+    for call in (
+        lambda: gql.sync(tenant, since=since),
+        lambda: gql.sync(tenant),
+        lambda: gql.create(tenant, "Person", {"givenName": "late"}),
+    ):
+        assert _code(call) == "TENANT_DELETED"
+    pushed = gql.execute(
+        PUSH,
+        {
+            "i": {
+                "tenantID": tenant,
+                "mutations": [{"createPerson": {"tenantID": tenant, "person": {}}}],
+            }
+        },
+    )
+    assert pushed["data"]["pushChanges"]["results"][0]["error"]["code"] == "TENANT_DELETED"
+
+    with caplog.at_level(logging.WARNING, logger="api.service.tenancy"):
+        done = gql.data(DELETE, {"t": tenant, "c": tenant})["deleteTenant"]
+    assert done == {"removedItems": stored, "done": True}
+    assert _items_of(ddb, settings.table_name, tenant) == []
+    (line,) = [r.getMessage() for r in caplog.records if "tenant deleted" in r.getMessage()]
+    assert f"tenant={tenant}" in line and "asked_by=owner-sub" in line
+    assert f"items_removed={stored}" in line and "asked_at=20" in line
+
+    # Afterwards: a device's old token is refused; the tenant written again is empty.
+    assert _code(lambda: gql.sync(tenant, since=since)) == "TENANT_DELETED"
+    again = gql.create(tenant, "Person", {"givenName": "new life"})
+    assert [i["id"] for i in gql.sync(tenant).items] == [again["id"]]
+    assert _code(lambda: gql.sync(tenant, since=since)) == "TENANT_DELETED"
+
+
+def test_only_an_owner_deletes_and_only_with_the_tenant_repeated(
+    gql: GraphQLClient, tenant: str, ddb: Any, settings: Settings
+) -> None:
+    _fill(gql, tenant)
+    before = _items_of(ddb, settings.table_name, tenant)
+    for entry in (f"{tenant}:writer", f"{tenant}:reader", f"{tenant}-other"):
+        body = gql.execute(DELETE, {"t": tenant, "c": tenant}, headers=bearer([entry]))
+        assert body["errors"][0]["extensions"]["code"] == "FORBIDDEN", entry
+    wrong = gql.execute(DELETE, {"t": tenant, "c": tenant + "x"})
+    assert wrong["errors"][0]["extensions"]["code"] == "BAD_USER_INPUT"
+    assert _items_of(ddb, settings.table_name, tenant) == before
+
+
+def test_a_live_subscription_ends_with_tenant_deleted(
+    app_client: TestClient, gql: GraphQLClient, tenant: str
+) -> None:
+    person = gql.create(tenant, "Person", {"givenName": "Ann"})
+    with _connect(app_client) as ws:
+        _acked(ws, tenant)
+        _subscribe(ws, "s", tenant, since=person["changeToken"])
+        assert gql.data(DELETE, {"t": tenant, "c": tenant})["deleteTenant"]["done"]
+        message = _receive(ws)
+        # An error of the event stream: a `next` carrying it, then `complete`.
+        assert message["payload"]["errors"][0]["extensions"]["code"] == "TENANT_DELETED"
+        assert _receive(ws) == {"id": "s", "type": "complete"}
+
+
+def test_the_reference_client_drops_a_deleted_tenant_and_its_outbox(
+    gql: GraphQLClient, tenant: str, tmp_path: Path, app_client: TestClient
+) -> None:
+    device = SyncClient(tmp_path / "d.sqlite3", tenant, _InProcess(app_client, tenant))
+    device.create("Person", {"givenName": "Ann"})
+    device.sync()
+    device.create("Person", {"givenName": "unsent"})
+    assert gql.data(DELETE, {"t": tenant, "c": tenant})["deleteTenant"]["done"]
+    report = SyncReport()
+    device.pull(report)
+    assert report.tenant_deleted and device.items() == {} and device.pending() == 0
+    assert device.store.since() is None
+
+
+class _InProcess:
+    """The reference client's transport over the in-process app."""
+
+    def __init__(self, client: TestClient, tenant: str) -> None:
+        self._client, self._headers = client, bearer([tenant])
+
+    def execute(self, query: str, variables: dict[str, Any]) -> dict[str, Any]:
+        response = self._client.post(
+            "/graphql", json={"query": query, "variables": variables}, headers=self._headers
+        )
+        body: dict[str, Any] = response.json()
+        return body
