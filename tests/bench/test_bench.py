@@ -71,7 +71,10 @@ def test_bench_fast_prints_and_saves_a_complete_table(tmp_path: Path) -> None:
     # The kept version: one more item per update.
     assert units["update, history off"]["hot"] < units["update"]["hot"]
     churn = data["churned_first_sync"]
-    assert churn["churn"]["items"] == churn["churn-min"]["items"] == churn["live"]
+    assert churn["churn-min"]["items"] == churn["live"]
+    # Deletions are left out, but for the latest write's (contract 3.6): the loaded
+    # tenant's last record may be a deletion.
+    assert churn["live"] <= churn["churn"]["items"] <= churn["live"] + 1
     sweep = data["incremental_sync_units"]
     assert [w["changes"] for w in sweep] == [1, 5, 10, 11, 20, 40, 100, 300]
     for w in sweep:

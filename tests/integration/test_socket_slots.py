@@ -47,6 +47,16 @@ def _flooder(url: str, stop: threading.Event) -> socket.socket:
             f"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: {PROTOCOL}\r\n\r\n"
         ).encode()
     )
+    # The server's 101 means the slot is taken (admission precedes the accept): wait
+    # for it, or a loaded machine lets the next client in first (seen once in CI).
+    sock.settimeout(10)
+    answer = b""
+    while b"\r\n\r\n" not in answer:
+        chunk = sock.recv(1024)
+        assert chunk, "the server closed the flooder before its handshake"
+        answer += chunk
+    assert answer.startswith(b"HTTP/1.1 101"), answer[:80]
+    sock.settimeout(None)
     ping = _masked_text(json.dumps({"type": "ping"}).encode())
 
     def flood() -> None:
@@ -74,7 +84,6 @@ def test_a_silent_flooding_socket_that_never_reads_loses_its_slot(
         stop = threading.Event()
         flooder = _flooder(url, stop)
         try:
-            time.sleep(1)
             # The slot is taken: refused with 1013 (try again later), not HTTP 403.
             with (
                 pytest.raises((ConnectionClosed, InvalidStatus)) as refused,
