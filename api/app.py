@@ -39,6 +39,7 @@ from api.auth import Authenticator, Principal, connection_authorization
 from api.domain.cursor import CursorCodec
 from api.domain.errors import SyncError, Unauthenticated, Unavailable
 from api.domain.retention import Retention
+from api.downloads import export_route
 from api.graphql.documents import too_long
 from api.graphql.errors import with_codes
 from api.graphql.schema import Context, RequestBudget, make_schema, operation_budget
@@ -53,6 +54,7 @@ from api.ordering import wall_clock_ms
 from api.service import SyncService
 from api.settings import Settings
 from api.storage import models
+from api.storage.exports import ExportTable
 from api.storage.store import DynamoStore
 from api.tenant_gate import READERS_PER_TENANT, TenantGate
 
@@ -346,6 +348,7 @@ def create_app(settings: Settings | None = None, sockets: bool = True) -> Starle
         retention=Retention(settings.retention_seconds),
         history=settings.history,
         on_deleting=None if realtime is None else realtime.close_tenant,
+        exports=ExportTable(),
     )
     view = _GraphQL(settings, service, realtime)
 
@@ -365,6 +368,7 @@ def create_app(settings: Settings | None = None, sockets: bool = True) -> Starle
     routes: list[BaseRoute] = [
         Route("/graphql", view, methods=["GET", "POST"]),
         Route("/healthz", healthz, methods=["GET"]),
+        export_route(service),
     ]
     if realtime is not None:
         routes.append(WebSocketRoute("/graphql", view))

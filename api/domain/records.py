@@ -8,6 +8,7 @@ from typing import Any
 
 from api.domain.errors import AlreadyExists, Conflict, NotFound, SyncError
 from api.domain.item_types import ItemType
+from api.domain.timestamps import format_time
 
 
 @dataclass(frozen=True)
@@ -87,3 +88,20 @@ def not_found(item_type: ItemType, entity_id: str, current: Record | None) -> No
         other = current.item_type.name
         return NotFound(f"{entity_id} is a {other}, not a {item_type.name}")
     return NotFound(f"{item_type.name} {entity_id} does not exist")
+
+
+def record_json(record: Record) -> dict[str, Any]:
+    """The record as the JSON a client gets for its GraphQL type, every field
+    selected (a conflict's `current`, an export's lines)."""
+    common = {
+        "id": record.id,
+        "tenantID": record.tenant_id,
+        "changeToken": record.change_token,
+        "createdAt": format_time(record.created_at),
+        "updatedAt": format_time(record.updated_at),
+        "writtenBy": record.written_by,
+    }
+    if record.deleted:
+        return {"__typename": "DeletedItem", **common, "type": record.item_type.code}
+    fields = {name: record.fields.get(name) for name in record.item_type.field_names}
+    return {"__typename": record.item_type.name, **common, **fields}

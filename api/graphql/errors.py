@@ -18,7 +18,7 @@ from strawberry.extensions import SchemaExtension
 
 from api import request_log
 from api.domain.errors import CurrentVersionError, SyncError
-from api.graphql.types import record_json
+from api.domain.records import record_json
 
 logger = logging.getLogger("api.errors")
 

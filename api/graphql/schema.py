@@ -30,7 +30,13 @@ from strawberry.types.execution import ExecutionContext
 from api import request_log
 from api.auth import OWNER, READER, WRITER, Principal
 from api.domain.catalog import BY_CODE
-from api.domain.errors import BadUserInput, Forbidden, SyncError, Unauthenticated
+from api.domain.errors import (
+    BadUserInput,
+    Forbidden,
+    SyncError,
+    Unauthenticated,
+    Unavailable,
+)
 from api.domain.mutations import Verb
 from api.graphql.directives import authenticated
 from api.graphql.documents import BoundedDocuments, ValidDocuments
@@ -40,6 +46,7 @@ from api.graphql.execution import (
     plain_record_classes,
     plain_record_fields,
 )
+from api.graphql.exports import TenantExportPayload, to_payload
 from api.graphql.history import RestorePayload, RestoreVersionInput, VersionList
 from api.graphql.push import PushChangesInput, PushChangesPayload, to_mutations, to_result
 from api.graphql.scalars import SCALAR_MAP
@@ -54,6 +61,7 @@ from api.graphql.types import (
     to_synchronized_item,
 )
 from api.service import PushResult, PushStatus, SyncService, Written
+from api.service.exports import STEPS_PER_CALL
 from api.service.history import DEFAULT_VERSIONS, MAX_VERSIONS
 from api.service.reading import DEFAULT_LIMIT, MAX_LIMIT, MAX_SCANNED
 from api.service.tenancy import ITEMS_PER_CALL
@@ -326,6 +334,32 @@ async def delete_tenant(
     return DeleteTenantPayload(removedItems=deletion.removed, done=deletion.done)
 
 
+async def export_tenant(
+    info: strawberry.Info, tenantID: strawberry.ID, exportID: strawberry.ID | None = None
+) -> TenantExportPayload:
+    budget: RequestBudget = info.context.budget
+    budget.spend_writes(MAX_PUSH)  # one export call per request, aliases included
+    caller = info.context.caller()
+    caller.require_role(tenantID, OWNER)
+    exports = info.context.service.exports
+    if exports is None:
+        raise Unavailable("exports are not served here")
+
+    def work(service: SyncService) -> tuple[Any, tuple[int, str] | None]:
+        assert service.exports is not None
+        job = service.exports.export_tenant(tenantID, exportID, caller.sub)
+        return job, service.exports.link(job) if job.done else None
+
+    job, link = await _for_tenant(info, tenantID, work, writes=True)
+    return to_payload(job, _public_base_url(info.context.request), link)
+
+
+def _public_base_url(request: Any) -> str:
+    """Where this server is reached from the caller (an HTTP request's, or a socket's)."""
+    base = str(request.base_url)
+    return "http" + base[2:] if base.startswith("ws") else base
+
+
 def _root(name: str, fields: dict[str, Any]) -> Any:
     namespace: dict[str, Any] = {"__module__": __name__, **fields}
     return strawberry.type(type(name, (), namespace))
@@ -359,6 +393,14 @@ Mutation = _root(
             description="Owners only: delete every item of the tenant, in calls of up to "
             f"{ITEMS_PER_CALL} items (call again until `done`). From the first call, the "
             "tenant's writes and syncs are TENANT_DELETED. `confirm` repeats the tenantID.",
+            **authenticated(),
+        ),
+        "exportTenant": strawberry.mutation(
+            resolver=export_tenant,
+            description="Owners only: export the tenant's live entities and their earlier "
+            "versions as a gzipped JSON Lines file. Without `exportID`, starts an export; with "
+            f"it, goes on ({STEPS_PER_CALL} steps a call). Call again until `done`, then "
+            "download `downloadURL`.",
             **authenticated(),
         ),
         "pushChanges": strawberry.mutation(

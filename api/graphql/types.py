@@ -17,7 +17,6 @@ from api.domain import catalog
 from api.domain.item_types import Field, FieldKind, ItemType
 from api.domain.mutations import OUTCOME_RETENTION_S, Mutation, State, Verb
 from api.domain.records import Record
-from api.domain.timestamps import format_time
 from api.graphql.directives import HexColorDirective
 from api.graphql.scalars import Date, Time
 
@@ -373,19 +372,3 @@ def _to_graphql_value(spec: Field, value: Any) -> Any:
         return value
     assert spec.enum is not None
     return spec.enum[value]
-
-
-def record_json(record: Record) -> dict[str, Any]:
-    """The record as the JSON a client would get for its GraphQL type (conflict `current`)."""
-    common = {
-        "id": record.id,
-        "tenantID": record.tenant_id,
-        "changeToken": record.change_token,
-        "createdAt": format_time(record.created_at),
-        "updatedAt": format_time(record.updated_at),
-        "writtenBy": record.written_by,
-    }
-    if record.deleted:
-        return {"__typename": "DeletedItem", **common, "type": record.item_type.code}
-    fields = {name: record.fields.get(name) for name in record.item_type.field_names}
-    return {"__typename": record.item_type.name, **common, **fields}

@@ -1,6 +1,6 @@
 """The service, by capability: reading (`changes`, entities), writing (single
 writes and pushes), history (earlier versions, restores), tenancy (deleting a
-tenant), over a `Store`
+tenant), exports (a tenant's data as a file, over `ExportJobs`), over a `Store`
 (`api.service.ports`). Knows nothing of GraphQL
 or HTTP. `SyncService` is the composition the GraphQL layer and realtime call:
 each capability a module of its own, wired here to one store."""
@@ -12,6 +12,7 @@ from collections.abc import Callable
 from api.domain.cursor import CursorCodec
 from api.domain.retention import Retention
 from api.ordering import wall_clock_ms
+from api.service.exports import ExportJobs, TenantExport
 from api.service.history import History
 from api.service.ports import Page, PushResult, PushStatus, Store, Written
 from api.service.reading import Reading
@@ -33,6 +34,7 @@ class SyncService:
         retention: Retention | None = None,
         history: bool = True,
         on_deleting: Callable[[str], None] | None = None,
+        exports: ExportJobs | None = None,
     ) -> None:
         retention = retention or Retention()
         self.reading = Reading(store, cursors, clock_ms, retention)
@@ -52,3 +54,5 @@ class SyncService:
         self.versions = self.history.versions
         self.restore = self.history.restore
         self.delete_tenant = self.tenancy.delete_tenant
+        # Exports need their jobs' storage: a service built without it has none.
+        self.exports = None if exports is None else TenantExport(exports, self.reading, clock_ms)

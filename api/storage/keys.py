@@ -26,6 +26,13 @@ Items (all in one table, `pk` hash key, `sk` range key, both strings):
                                                record as written at <token>; exp (TTL:
                                                retention after it was replaced)
     outcome   T#<tenant>         M#<cmid>      fp (fingerprint), out (JSON), exp (TTL)
+    export    T#<tenant>#EXP     <export>      an export job: by, at, ph (phase), cur (where
+                                               it goes on), np (parts written), ne, nv
+                                               (entities, versions), nb (bytes), tok
+                                               (its sync's token), key (signs download
+                                               links), exp (TTL)
+    part      T#<tenant>#EXP     <export>#<n>  d: part n of the export's file (a gzip
+                                               member), exp (TTL)
     socket    C#<connection>     CONN          AWS WebSocket connection: sub, until (the
                                                token's exp), subs (subscription id ->
                                                tenant), exp (TTL)
@@ -65,8 +72,13 @@ Access patterns:
                            replaces) and that each entry in its dx is gone
     history                Query pk=T#<tenant>#HIST, begins_with(sk, <id>#),
                            descending, Limit: an entity's earlier versions, newest first
+    export a tenant        PutItem job; per step, a `changes` page (live entities) or a
+                           Query page of T#<tenant>#HIST (versions), then
+                           TransactWriteItems: its parts (put) and the job (update,
+                           conditioned on np); download: GetItem job, Query parts
     delete a tenant        UpdateItem head (mark), then Query (keys only, consistent) each
-                           of T#<tenant>, T#<tenant>#HIST, T#<tenant>#SUB, T#<tenant>#LOG
+                           of T#<tenant>, T#<tenant>#HIST, T#<tenant>#SUB, T#<tenant>#EXP,
+                           T#<tenant>#LOG
                            and BatchWriteItem deletes, 5,000 items a call; DeleteItem head
     replay a mutation      GetItem outcome (consistent)
     AWS realtime           GetItem/PutItem/UpdateItem socket per WebSocket message;
@@ -98,6 +110,7 @@ _TENANT_PREFIX = "T#"
 _LOG_SUFFIX = "#LOG"
 _SUBSCRIPTIONS_SUFFIX = "#SUB"
 _HISTORY_SUFFIX = "#HIST"
+_EXPORT_SUFFIX = "#EXP"
 _CONNECTION_PREFIX = "C#"
 CONNECTION_SK = "CONN"
 _ENTITY_PREFIX = "I#"
@@ -123,6 +136,15 @@ def history_pk(tenant_id: str) -> str:
 def history_sk(entity_id: str, token: str = "") -> str:
     """The version of `entity_id` at `token`; without one, the prefix of them all."""
     return f"{entity_id}#{token}"
+
+
+def export_pk(tenant_id: str) -> str:
+    return f"{_TENANT_PREFIX}{tenant_id}{_EXPORT_SUFFIX}"
+
+
+def export_part_sk(export_id: str, part: int | None = None) -> str:
+    """Part `part` of the export's file; without one, the prefix of them all."""
+    return f"{export_id}#" if part is None else f"{export_id}#{part:06d}"
 
 
 def entity_sk(entity_id: str) -> str:

@@ -25,6 +25,11 @@ _BATCH_GET_KEYS = 100
 _BATCH_GET_ROUNDS = 5
 
 
+# Raw client calls ask for the capacity they consume, as PynamoDB's own calls do:
+# the request log adds it up (`api.request_log`).
+TOTAL_CAPACITY = "TOTAL"
+
+
 def connection() -> Connection:
     return RecordItem._get_connection().connection
 

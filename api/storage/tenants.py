@@ -16,13 +16,14 @@ from api.domain.errors import TenantDeleted, Unavailable
 from api.storage import codecs, keys
 from api.storage.errors import translated
 from api.storage.models import HeadItem, RecordItem
-from api.storage.reads import connection
+from api.storage.reads import TOTAL_CAPACITY, connection
 
 # The tenant's partitions (api.storage.keys); the log's holds the head, removed last.
 _PARTITIONS: tuple[Callable[[str], str], ...] = (
     keys.tenant_pk,
     keys.history_pk,
     keys.subscriptions_pk,
+    keys.export_pk,
     keys.log_pk,
 )
 # BatchWriteItem takes at most 25 requests per call.
@@ -37,6 +38,7 @@ def mark_deleting(tenant_id: str, by: str, at_ms: int) -> int:
     by_attr, at_attr = HeadItem.deleting_by.attr_name, HeadItem.deleting_at.attr_name
     with translated():
         answer = connection().client.update_item(
+            ReturnConsumedCapacity=TOTAL_CAPACITY,
             TableName=RecordItem.Meta.table_name,
             Key=head,
             UpdateExpression="SET #by = if_not_exists(#by, :by), #at = if_not_exists(#at, :at)",
@@ -60,11 +62,12 @@ def remove_items(tenant_id: str, limit: int) -> int:
             if not doomed:
                 break
             _delete_all(doomed)
+            # Counted page by page: a call that dies leaves at most one page (1,000
+            # items) removed and not counted.
+            _count(tenant_id, len(doomed))
             removed += len(doomed)
         if removed >= limit:
             break
-    if removed:
-        _count(tenant_id, removed)
     return removed
 
 
@@ -74,6 +77,7 @@ def finish(tenant_id: str) -> tuple[str, int, int]:
     name = HeadItem.removed_items.attr_name
     with translated():
         answer = connection().client.delete_item(
+            ReturnConsumedCapacity=TOTAL_CAPACITY,
             TableName=RecordItem.Meta.table_name,
             Key={codecs.PK: {"S": keys.log_pk(tenant_id)}, codecs.SK: {"S": keys.HEAD_SK}},
             ReturnValues="ALL_OLD",
@@ -87,6 +91,7 @@ def finish(tenant_id: str) -> tuple[str, int, int]:
 def _keys_page(pk: str, limit: int) -> list[dict[str, Any]]:
     with translated():
         answer = connection().client.query(
+            ReturnConsumedCapacity=TOTAL_CAPACITY,
             TableName=RecordItem.Meta.table_name,
             KeyConditionExpression="#pk = :pk",
             ExpressionAttributeNames={"#pk": codecs.PK, "#sk": codecs.SK},
@@ -107,7 +112,9 @@ def _delete_all(item_keys: list[dict[str, Any]]) -> None:
             if round_:
                 time.sleep(0.01 * 2**round_)  # throttled: back off before asking again
             with translated():
-                answer = connection().client.batch_write_item(RequestItems={table: pending})
+                answer = connection().client.batch_write_item(
+                    RequestItems={table: pending}, ReturnConsumedCapacity=TOTAL_CAPACITY
+                )
             pending = answer.get("UnprocessedItems", {}).get(table, [])
             if not pending:
                 break
@@ -121,6 +128,7 @@ def _count(tenant_id: str, removed: int) -> None:
     with translated():
         try:
             connection().client.update_item(
+                ReturnConsumedCapacity=TOTAL_CAPACITY,
                 TableName=RecordItem.Meta.table_name,
                 Key=head,
                 UpdateExpression="ADD #n :n",

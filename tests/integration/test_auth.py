@@ -128,6 +128,10 @@ def _operations() -> dict[str, tuple[str, Callable[[str, dict[str, Any]], dict[s
             "mutation($t: ID!) { deleteTenant(tenantID: $t, confirm: $t) { removedItems done } }",
             lambda t, e: {"t": t},
         ),
+        "exportTenant": (
+            "mutation($t: ID!) { exportTenant(tenantID: $t) { exportID done downloadURL } }",
+            lambda t, e: {"t": t},
+        ),
         "history": (
             "query($t: ID!, $id: ID!) { history(tenantID: $t, id: $id) { items { id } cursor } }",
             lambda t, e: {"t": t, "id": e[p]["id"]},

@@ -4,11 +4,15 @@ its live subscriptions end; a tenant written again starts empty."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import pytest
 from starlette.testclient import TestClient
 from sync_client import SyncClient, SyncReport
@@ -17,8 +21,11 @@ from api.domain.cursor import CursorCodec
 from api.service import SyncService
 from api.settings import Settings
 from api.storage.store import DynamoStore
+from tests.integration.test_export import EXPORT
 from tests.integration.test_realtime import _acked, _connect, _receive, _subscribe
+from tests.support.bulk import bulk_people
 from tests.support.gql import GraphQLClient, GraphQLError, bearer
+from tests.support.servers import api_server, crash
 
 DELETE = (
     "mutation($t: ID!, $c: ID!) { deleteTenant(tenantID: $t, confirm: $c) { removedItems done } }"
@@ -49,7 +56,8 @@ def _code(call: Callable[[], object]) -> str:
 
 
 def _fill(gql: GraphQLClient, tenant: str) -> str:
-    """People, an update (history), a deletion, outcomes; returns the device's token."""
+    """People, an update (history), a deletion, outcomes, an export; returns the
+    device's token."""
     people = [gql.create(tenant, "Person", {"givenName": f"p{i}"}) for i in range(6)]
     gql.update(tenant, "Person", people[0]["id"], people[0]["changeToken"], {"givenName": "x"})
     gql.delete(tenant, "Person", people[1]["id"], people[1]["changeToken"])
@@ -64,6 +72,7 @@ def _fill(gql: GraphQLClient, tenant: str) -> str:
         for i in range(3)
     ]
     gql.execute(PUSH, {"i": {"tenantID": tenant, "mutations": entries}})
+    assert gql.data(EXPORT, {"t": tenant, "e": None})["exportTenant"]["done"]
     token = gql.sync(tenant).change_token
     assert token is not None
     return token
@@ -170,3 +179,60 @@ class _InProcess:
         )
         body: dict[str, Any] = response.json()
         return body
+
+
+@pytest.mark.slow
+def test_a_deletion_survives_a_crash_of_the_server(
+    settings: Settings, tenant: str, ddb: Any
+) -> None:
+    bulk_people(tenant, 10_000)
+    stored = len(_items_of(ddb, settings.table_name, tenant))
+    headers = bearer([tenant], sub="owner")
+
+    def call(base: str) -> dict[str, Any]:
+        response = httpx2.post(
+            f"{base}/graphql",
+            json={"query": DELETE, "variables": {"t": tenant, "c": tenant}},
+            headers=headers,
+            timeout=60,
+        )
+        body = response.json()
+        assert "errors" not in body, body
+        result: dict[str, Any] = body["data"]["deleteTenant"]
+        return result
+
+    with api_server(settings) as first:
+        # The server dies in the middle of the first call (20,001 items: 5,000 a call).
+        dying = threading.Thread(target=lambda: _swallow(lambda: call(first)))
+        dying.start()
+        time.sleep(0.5)
+        crash(first)
+        dying.join()
+    left = len(_items_of(ddb, settings.table_name, tenant))
+    assert 0 < left < stored  # it died halfway
+    with api_server(settings) as second:
+        assert _code_over_http(second, tenant, headers) == "TENANT_DELETED"
+        calls = 1
+        while not (done := call(second))["done"]:
+            calls += 1
+    assert _items_of(ddb, settings.table_name, tenant) == []
+    # A call that dies leaves at most one page of 1,000 removed items uncounted.
+    assert stored - 1000 <= done["removedItems"] <= stored and calls >= 2
+
+
+def _code_over_http(base: str, tenant: str, headers: dict[str, str]) -> str:
+    body = httpx2.post(
+        f"{base}/graphql",
+        json={
+            "query": "query($t: ID!) { changes(tenantID: $t) { cursor } }",
+            "variables": {"t": tenant},
+        },
+        headers=headers,
+        timeout=30,
+    ).json()
+    return str(body["errors"][0]["extensions"]["code"])
+
+
+def _swallow(call: Callable[[], object]) -> None:
+    with contextlib.suppress(httpx2.TransportError, AssertionError, ValueError):
+        call()  # the server dies under the call

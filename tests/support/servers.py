@@ -14,6 +14,15 @@ import httpx2
 from api.settings import PROJECT_ROOT, Settings
 from scripts.local_engine import free_port, stop_process
 
+# The running servers' processes, by base URL (`crash`).
+_RUNNING: dict[str, subprocess.Popen[bytes]] = {}
+
+
+def crash(base_url: str) -> None:
+    """Kill a server as a crash would (SIGKILL: no request finishes, nothing is flushed)."""
+    _RUNNING[base_url].kill()
+    _RUNNING[base_url].wait()
+
 
 @contextmanager
 def api_server(
@@ -66,6 +75,8 @@ def api_server(
             if process.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"API server on port {port} did not start")
             time.sleep(0.1)
+        _RUNNING[base] = process
         yield base
     finally:
+        _RUNNING.pop(base, None)
         stop_process(process)
