@@ -219,7 +219,12 @@ def test_the_function_and_its_http_api(packaged: dict[str, Any]) -> None:
         for r in _resources(packaged, "AWS::ApiGatewayV2::Route").values()
         if r["Properties"]["ApiId"] == {"Ref": "HttpApi"}
     }
-    assert routes == {"POST /graphql", "GET /graphql", "GET /healthz"}
+    assert routes == {
+        "POST /graphql",
+        "GET /graphql",
+        "GET /healthz",
+        "GET /exports/{tenant}/{export}",
+    }
     (stage,) = [
         s
         for s in _resources(packaged, "AWS::ApiGatewayV2::Stage").values()
@@ -374,3 +379,43 @@ def test_the_lambda_handler_returns_compressed_pages_base64_encoded(
         assert response["isBase64Encoded"] is True
         page = json.loads(decompress(base64.b64decode(response["body"])))
         assert len(page["data"]["changes"]["items"]) == 30
+
+
+def test_an_export_downloads_through_the_lambda_handler(
+    settings: Settings, app_client: TestClient, tenant: str
+) -> None:
+    import base64
+    import gzip
+    from urllib.parse import urlparse
+
+    from api.lambda_handler import handler
+
+    token = bearer([tenant])["Authorization"].split()[1]
+    context = SimpleNamespace(aws_request_id="export", function_name="api")
+    assert handler(_event("mutation", tenant, token), context)["statusCode"] == 200
+    event = _event("query", tenant, token)
+    event["body"] = json.dumps(
+        {
+            "query": "mutation($t: ID!) { exportTenant(tenantID: $t) { done downloadURL } }",
+            "variables": {"t": tenant},
+        }
+    )
+    payload = json.loads(handler(event, context)["body"])["data"]["exportTenant"]
+    assert payload["done"]
+    # The link names the API as its caller reached it (API Gateway's host, https).
+    url = urlparse(payload["downloadURL"])
+    assert f"{url.scheme}://{url.netloc}" == "https://abc123.execute-api.us-east-1.amazonaws.com"
+    download = _event("query", tenant, token)
+    del download["headers"]["authorization"], download["headers"]["content-type"]
+    download.update(
+        routeKey="GET /exports/{tenant}/{export}",
+        rawPath=url.path,
+        rawQueryString=url.query,
+        body="",
+    )
+    download["requestContext"]["http"].update(method="GET", path=url.path)
+    response = handler(download, context)
+    assert response["statusCode"] == 200 and response["isBase64Encoded"] is True
+    lines = gzip.decompress(base64.b64decode(response["body"])).splitlines()
+    assert json.loads(lines[1])["entity"]["id"] == "from-lambda"
+    assert json.loads(lines[-1])["end"]["entities"] == 1
