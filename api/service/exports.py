@@ -33,6 +33,7 @@ from api.domain.errors import NotFound
 from api.domain.exports import ExportJob, ExportPhase
 from api.domain.identifiers import check_identifier
 from api.domain.records import Record, record_json
+from api.domain.timestamps import format_time
 from api.service.reading import Reading
 
 # Entities or versions per step: a record is at most 16 KB (MAX_ITEM_BYTES), so a
@@ -160,12 +161,11 @@ class TenantExport:
 
 
 def _header(job: ExportJob) -> dict[str, Any]:
-    asked_at = datetime.fromtimestamp(job.asked_at_ms / 1000, tz=UTC)
     return {
         "tenantID": job.tenant_id,
         "exportID": job.export_id,
         "askedBy": job.asked_by,
-        "askedAt": asked_at.isoformat().replace("+00:00", "Z"),
+        "askedAt": format_time(datetime.fromtimestamp(job.asked_at_ms / 1000, tz=UTC)),
     }
 
 

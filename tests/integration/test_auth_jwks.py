@@ -165,13 +165,16 @@ def test_cognito_access_tokens_with_client_id_and_string_tenants(
     [
         ("wrong issuer", {"iss": "https://evil.example"}),
         ("wrong audience", {"aud": "someone-else"}),
-        ("expired", {"exp": int(time.time()) - 600}),
-        ("not yet valid", {"nbf": int(time.time()) + 600}),
+        # Times as offsets from the test's own start (collection may be minutes earlier).
+        ("expired", {"exp": -600}),
+        ("not yet valid", {"nbf": 600}),
     ],
 )
 def test_bad_claims_are_unauthenticated(
     client: TestClient, jwks: tuple[_Jwks, str], case: str, claims: dict[str, Any]
 ) -> None:
+    now = int(time.time())
+    claims = {k: now + v if k in ("exp", "nbf") else v for k, v in claims.items()}
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     jwks[0].add(f"k-{case}", key)
     assert _code(client, _token(key, f"k-{case}", **claims)) == "UNAUTHENTICATED"
