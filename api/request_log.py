@@ -24,7 +24,8 @@ class RequestLog:
     sub: str | None = None
     tenant: str | None = None
     codes: list[str] = field(default_factory=list)
-    capacity_units: float = 0.0
+    capacity_units: float = 0.0  # reads and writes
+    write_units: float = 0.0  # of them, writes'
     dynamodb_calls: int = 0
 
     def line(self, status: int, duration_ms: float) -> str:
@@ -39,6 +40,7 @@ class RequestLog:
                 "result": ",".join(sorted(set(self.codes))) or failed,
                 "durationMs": round(duration_ms, 1),
                 "capacityUnits": round(self.capacity_units, 2),
+                "writeUnits": round(self.write_units, 2),
                 "dynamodbCalls": self.dynamodb_calls,
             },
             separators=(",", ":"),
@@ -68,9 +70,11 @@ def finish(reset_token: Any) -> None:
     _current.reset(reset_token)
 
 
-def record_consumed_capacity(parsed: dict[str, Any] | None = None, **_: Any) -> None:
+def record_consumed_capacity(
+    parsed: dict[str, Any] | None = None, model: Any = None, **_: Any
+) -> None:
     """botocore `after-call.dynamodb` hook: count the call and add its ConsumedCapacity
-    to the request."""
+    to the request (to its writes too, for a write operation)."""
     log = _current.get()
     if log is None:
         return
@@ -79,4 +83,12 @@ def record_consumed_capacity(parsed: dict[str, Any] | None = None, **_: Any) -> 
         return
     consumed = parsed.get("ConsumedCapacity")
     entries = consumed if isinstance(consumed, list) else [consumed] if consumed else []
-    log.capacity_units += sum(float(e.get("CapacityUnits", 0)) for e in entries)
+    units = sum(float(e.get("CapacityUnits", 0)) for e in entries)
+    log.capacity_units += units
+    if getattr(model, "name", None) in _WRITE_OPERATIONS:
+        log.write_units += units
+
+
+_WRITE_OPERATIONS = frozenset(
+    {"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems"}
+)

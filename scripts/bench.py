@@ -43,6 +43,7 @@ from scripts.benchmarks.prices import PRICES_AS_OF
 from scripts.benchmarks.reads import measure_reads
 from scripts.benchmarks.realtime import measure_realtime, print_realtime
 from scripts.benchmarks.scale import measure_scale, measure_sweep, print_scale
+from scripts.benchmarks.tenancy import measure_tenancy, print_tenancy
 from scripts.benchmarks.writes import measure_contention, measure_writes, print_write_units
 from scripts.profile_request import print_split, profile
 from tests.support.servers import api_server
@@ -101,6 +102,7 @@ def _measure(h: Harness) -> dict[str, Any]:
     bulk_row = measure_bulk(h, bulk)
     churn = measure_churn(h)
     contention = measure_contention(h)
+    tenancy = measure_tenancy(h, "bulk")  # last: it deletes the tenant
     return {
         "rows": h.rows,
         "scale": scale,
@@ -110,6 +112,7 @@ def _measure(h: Harness) -> dict[str, Any]:
         "avg_item_bytes": avg_item,
         "write_throughput": contention,
         "write_units": write_units,
+        "tenancy": tenancy,
     }
 
 
@@ -119,6 +122,7 @@ def _report(h: Harness, result: dict[str, Any]) -> dict[str, Any]:
     print_scale(h, result["scale"], result["incremental_sync_units"])
     print_bulk(result["bulk_sync"])
     print_churn(result["churned_first_sync"], result["avg_item_bytes"])
+    print_tenancy(result["tenancy"], result["bulk_sync"]["items"])
     for label, c in result["write_throughput"].items():
         print(f"{label}: {c['writes_per_s']:.0f} creates/s, {c['failed']} failed")
     print_realtime(result["realtime"])

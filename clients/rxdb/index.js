@@ -26,6 +26,13 @@
 // `fieldLevelConflictHandler` (for `addCollections`) keeps a device's edits of
 // fields the server did not also change, where RxDB's default handler keeps the
 // server's document whenever any field differs.
+//
+// RESYNC_REQUIRED (the device was away longer than the server keeps deletions,
+// contract 3.6): the pull downloads the live data again (`since: null`), then
+// marks every local document it did not return as deleted. RxDB applies that
+// only to documents the device has not edited since its last sync: a local
+// edit or create is kept and pushed (an update of a document deleted meanwhile
+// comes back as a conflict with the deletion). `onResync` is told when one starts.
 import { createClient } from "graphql-ws/client";
 import { defaultConflictHandler, deepEqual, newRxError } from "rxdb";
 import { replicateGraphQL } from "rxdb/plugins/replication-graphql";
@@ -44,6 +51,7 @@ export function replicateSyncAPI({
   batchSize = 100,
   live = true,
   onRejected,
+  onResync,
   pull = {},
   push = {},
   ...rest
@@ -58,6 +66,9 @@ export function replicateSyncAPI({
   const socketUrl = live && wsUrl !== false ? (wsUrl ?? url.replace(/^http/, "ws")) : null;
   const pokes$ = new Subject(); // a poke: pull from the checkpoint
   const pending = new Map(); // row content -> clientMutationID, while the row is retried
+  // During a resync: the ids its pages returned (the checkpoint says a resync runs,
+  // so one interrupted by a restart starts again from its first page).
+  let resync = null;
   let state;
 
   const itemToDoc = (item) => {
@@ -73,6 +84,20 @@ export function replicateSyncAPI({
     return { deleted: false, [key]: set };
   };
   const selection = `__typename id ... on ${name} { ${fields.join(" ")} }`;
+  const pullQuery = `query($t: ID!, $since: ID, $cursor: String, $limit: Int, $types: [DeletedItemType!]) {
+          changes(tenantID: $t, since: $since, cursor: $cursor, limit: $limit, types: $types) {
+            items { ${selection} } cursor changeToken } }`;
+  const startResync = () => {
+    resync = { seen: new Set() };
+    onResync?.();
+  };
+  // Every document of the collection the resync did not return, as deleted.
+  const notReturned = async () => {
+    const local = await collection.find().exec();
+    return local
+      .filter((doc) => !resync.seen.has(doc.primary))
+      .map((doc) => ({ [primary]: doc.primary, [DELETED]: true }));
+  };
 
   // A fresh id per row, kept while that row is retried (a lost response replays its
   // first result); dropped once the server answered, so a later identical edit
@@ -103,25 +128,35 @@ export function replicateSyncAPI({
     },
     pull: {
       batchSize,
-      queryBuilder: (checkpoint, limit) => ({
-        query: `query($t: ID!, $since: ID, $cursor: String, $limit: Int, $types: [DeletedItemType!]) {
-          changes(tenantID: $t, since: $since, cursor: $cursor, limit: $limit, types: $types) {
-            items { ${selection} } cursor changeToken } }`,
-        variables: {
-          t: tenantID,
-          since: checkpoint?.cursor ? null : checkpoint?.since ?? null,
-          cursor: checkpoint?.cursor ?? null,
-          limit,
-          types: [type],
-        },
-      }),
-      responseModifier: (data, origin, previous) => {
+      queryBuilder: (checkpoint, limit) => {
+        const restart = checkpoint?.resync && resync === null; // interrupted: again
+        if (restart) startResync();
+        return {
+          query: pullQuery,
+          variables: {
+            t: tenantID,
+            since: restart || checkpoint?.cursor ? null : checkpoint?.since ?? null,
+            cursor: restart ? null : checkpoint?.cursor ?? null,
+            limit,
+            types: [type],
+          },
+        };
+      },
+      responseModifier: async (data, origin, previous) => {
         if (origin === "stream") return "RESYNC"; // a poke: pull from the checkpoint
-        // Both keys always: RxDB stacks checkpoints key by key.
+        const documents = data.items.map(itemToDoc);
+        if (resync !== null) {
+          for (const item of data.items) resync.seen.add(item.id);
+          if (data.cursor) return { documents, checkpoint: { since: null, cursor: data.cursor, resync: true } };
+          documents.push(...(await notReturned()));
+          resync = null;
+          return { documents, checkpoint: { since: data.changeToken, cursor: null, resync: false } };
+        }
+        // All keys always: RxDB stacks checkpoints key by key.
         const checkpoint = data.cursor
-          ? { since: previous?.since ?? null, cursor: data.cursor }
-          : { since: data.changeToken ?? previous?.since ?? null, cursor: null };
-        return { documents: data.items.map(itemToDoc), checkpoint };
+          ? { since: previous?.since ?? null, cursor: data.cursor, resync: false }
+          : { since: data.changeToken ?? previous?.since ?? null, cursor: null, resync: false };
+        return { documents, checkpoint };
       },
       ...pull,
     },
@@ -155,6 +190,8 @@ export function replicateSyncAPI({
           rowsById.delete(result.clientMutationID);
           if (sent) pending.delete(sent.content);
           const id = sent?.row.newDocumentState[primary];
+          // Written during a resync: after its pages' bound, yet not gone.
+          if (resync !== null && id !== undefined) resync.seen.add(id);
           if (result.status === "CONFLICT" && result.item) {
             conflicts.push(itemToDoc(result.item));
           } else if (result.status === "APPLIED" && result.item && sent && !result.item.__typename.startsWith("Deleted")) {
@@ -181,6 +218,16 @@ export function replicateSyncAPI({
     replicationIdentifier: `sync-api-${url}-${tenantID}-${type}`,
     ...rest,
   });
+  // A pull refused with RESYNC_REQUIRED is asked again as the first page of a resync.
+  const request = state.graphQLRequest.bind(state);
+  state.graphQLRequest = async (params) => {
+    const body = await request(params);
+    if (params.query !== pullQuery || body.errors?.[0]?.extensions?.code !== "RESYNC_REQUIRED") {
+      return body;
+    }
+    startResync();
+    return request({ ...params, variables: { ...params.variables, since: null, cursor: null } });
+  };
   if (socketUrl) attachSocket(state, socketUrl, tenantID, headersNow, pokes$, pull.wsOptions);
   return state;
 }

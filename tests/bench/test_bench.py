@@ -75,6 +75,11 @@ def test_bench_fast_prints_and_saves_a_complete_table(tmp_path: Path) -> None:
     # Deletions are left out, but for the latest write's (contract 3.6): the loaded
     # tenant's last record may be a deletion.
     assert churn["live"] <= churn["churn"]["items"] <= churn["live"] + 1
+    tenancy = data["tenancy"]
+    assert set(tenancy) == {"first sync (baseline)", "export", "delete"}
+    assert tenancy["export"]["bytes"] > 0 and tenancy["export"]["write_units"] > 0
+    # 10,000 entities and their 10,000 log entries (and the head) go.
+    assert tenancy["delete"]["write_units"] >= 20_000 and tenancy["delete"]["calls"] >= 4
     sweep = data["incremental_sync_units"]
     assert [w["changes"] for w in sweep] == [1, 5, 10, 11, 20, 40, 100, 300]
     for w in sweep:

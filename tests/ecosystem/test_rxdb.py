@@ -85,6 +85,50 @@ def report(module_dir: Path, settings: Settings) -> Iterator[dict[str, Any]]:
     yield data
 
 
+def _run(module_dir: Path, url: str, token: str, prefix: str, *only: str) -> dict[str, Any]:
+    node = shutil.which("node")
+    assert node
+    result = subprocess.run(
+        [
+            node,
+            "test/scenarios.mjs",
+            f"{url}/graphql",
+            token,
+            prefix,
+            *([",".join(only)] if only else []),
+        ],
+        cwd=module_dir,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    data: dict[str, Any] = json.loads(result.stdout.strip().splitlines()[-1])
+    for name, findings in data.items():
+        assert "failed" not in findings, (name, findings.get("failed", ""))
+    return data
+
+
+def test_a_device_away_longer_than_the_retention_resyncs_and_keeps_its_offline_edits(
+    module_dir: Path, settings: Settings
+) -> None:
+    """Contract 3.6 with RxDB: the server keeps deletions 2 s; a device offline for
+    3 s, with an edit and a create of its own, gets RESYNC_REQUIRED, downloads the
+    live data again, drops the entity deleted meanwhile and pushes its edits."""
+    prefix = f"rx-{uuid.uuid4().hex[:8]}"
+    token = bearer([f"{prefix}-resync"], secret=TEST_AUTH_SECRET)["Authorization"].split()[1]
+    with api_server(settings, extra_env={"RETENTION_SECONDS": "2"}) as url:
+        found = _run(module_dir, url, token, prefix, "resyncAcrossTheHorizon")
+    resync = found["resyncAcrossTheHorizon"]
+    assert resync["resyncs"] >= 1 and resync["errors"] == []
+    assert resync["equal"], resync
+    server = resync["server"]
+    assert "x" not in server  # deleted while the device was away: dropped by the resync
+    assert server["y"] == {"givenName": "y", "familyName": "changed"}
+    assert server["z"] == {"givenName": "z", "occupation": "offline edit"}
+    assert server["w"] == {"givenName": "created offline"}
+
+
 def test_a_bulk_pull_of_250_people_comes_in_pages_of_only_that_type(report: dict[str, Any]) -> None:
     bulk = report["bulkPull"]
     assert bulk["count"] == 250 and bulk["equal"]

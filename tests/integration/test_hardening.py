@@ -205,6 +205,8 @@ def test_one_json_log_line_per_request_without_secrets(
     assert line["status"] == 200 and line["result"] == "OK"
     assert line["durationMs"] > 0
     assert line["capacityUnits"] > 0  # the GetItem and the transaction were counted
+    # The transaction's share: 2 units per KB of each item it writes (AWS's rule).
+    assert 0 < line["writeUnits"] < line["capacityUnits"]
     everything = caplog.text
     for secret in (token, "SecretGivenName", "AnotherSecret"):
         assert secret not in everything
