@@ -42,7 +42,7 @@ from scripts.local_engine import LocalEngine, free_port
 from tests.convergence.faults import DeviceCrash, FaultyTransport
 from tests.support.servers import api_server
 from tests.support.store_state import tenant_state
-from tests.support.torn import TornEngine
+from tests.support.torn import StoreFaults, TornEngine
 
 SECRET = "converge-secret-" + "x" * 40
 RATES = {"lost_request": 0.05, "lost_response": 0.08, "crash_after_send": 0.03}
@@ -322,16 +322,27 @@ def _check(
             run.stats[f"transport {key}"] += count
 
 
+ENGINES: list[TornEngine] = []
+# What the fault runs inject, per request: rare enough that syncs make progress,
+# frequent enough that a few hundred operations meet each many times.
+STORE_FAULTS = StoreFaults(
+    throttle=0.02, server_error=0.02, lost_after_apply=0.03, in_progress=0.5, spike=0.01
+)
+
+
 @contextmanager
 def environment(
     settings: Settings | None = None,
     servers: int = 1,
     torn_seed: int | None = None,
     retention_s: int | None = None,
+    faults: StoreFaults | None = None,
 ) -> Iterator[tuple[list[str], Any, str]]:
     """Servers (and, without settings, their own DynamoDB Local), with `torn_seed`
-    through the torn-commit engine, keeping deletions `retention_s` (None: the
-    default); yields their urls, a direct ddb client, the table."""
+    through the torn-commit engine (with `faults`, one that also throttles, fails
+    and loses answers as DynamoDB does), keeping deletions `retention_s` (None: the
+    default); yields their urls, a direct ddb client, the table. The engine, if
+    any, is `ENGINES[-1]` meanwhile (its stats: what it injected)."""
     with contextlib_engine(settings) as settings, ExitStack() as stack:
         ddb = boto3.client(
             "dynamodb", endpoint_url=settings.dynamodb_endpoint, region_name=settings.aws_region
@@ -340,7 +351,11 @@ def environment(
         env = {} if retention_s is None else {"RETENTION_SECONDS": str(retention_s)}
         if torn_seed is not None:
             assert settings.dynamodb_endpoint is not None
-            torn = stack.enter_context(TornEngine(settings.dynamodb_endpoint, seed=torn_seed))
+            torn = stack.enter_context(
+                TornEngine(settings.dynamodb_endpoint, seed=torn_seed, faults=faults)
+            )
+            ENGINES.append(torn)
+            stack.callback(ENGINES.remove, torn)
             env["DYNAMODB_ENDPOINT"] = torn.endpoint
         server_settings = dataclasses.replace(settings, auth_secret=SECRET)
         urls = [
@@ -373,6 +388,12 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="through the torn-commit engine: transactions applied item by item, with stalls",
     )
+    parser.add_argument(
+        "--faults",
+        action="store_true",
+        help="with --torn: the store also throttles, answers 500, loses answers after "
+        "applying a write, and answers TransactionInProgressException (STORE_FAULTS)",
+    )
     parser.add_argument("--servers", type=int, default=None, help="default 1, 2 with --torn")
     parser.add_argument(
         "--retention",
@@ -384,7 +405,10 @@ def main(argv: list[str] | None = None) -> int:
     servers = args.servers or (2 if args.torn else 1)
     failures = 0
     torn_seed = args.seed if args.torn else None
-    with environment(servers=servers, torn_seed=torn_seed, retention_s=args.retention) as (
+    faults = STORE_FAULTS if args.faults else None
+    with environment(
+        servers=servers, torn_seed=torn_seed, retention_s=args.retention, faults=faults
+    ) as (
         urls,
         ddb,
         table,
@@ -399,6 +423,9 @@ def main(argv: list[str] | None = None) -> int:
                 failures += 1
                 print(f"DIVERGED {exc}", flush=True)
                 continue
+            if faults is not None:
+                injected = dataclasses.asdict(ENGINES[-1].stats)
+                print(f"  store: {injected}", flush=True)
             stats = ", ".join(f"{k} {v}" for k, v in sorted(run.stats.items()))
             print(
                 f"seed {seed}: converged in {time.perf_counter() - started:.1f} s ({stats})",

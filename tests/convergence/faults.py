@@ -29,8 +29,15 @@ class FaultyTransport:
         if self.enabled and self.rng.random() < self.rates.get("lost_request", 0):
             self.counts["lost_request"] += 1
             raise TransportError("connection reset before the request arrived")
-        body = self.inner.execute(query, variables)
+        try:
+            body = self.inner.execute(query, variables)
+        except TransportError as exc:
+            if str(exc).startswith("server error"):  # an HTTP 5xx: never an honest answer
+                self.counts["server error"] = self.counts.get("server error", 0) + 1
+            raise
         self.counts["sent"] += 1
+        for code in _codes(body):
+            self.counts[f"code {code}"] = self.counts.get(f"code {code}", 0) + 1
         if self.enabled:
             roll = self.rng.random()
             if roll < self.rates.get("crash_after_send", 0):
@@ -40,3 +47,11 @@ class FaultyTransport:
                 self.counts["lost_response"] += 1
                 raise TransportError("response lost after the server applied the request")
         return body
+
+
+def _codes(body: dict[str, Any]) -> list[str]:
+    """The error codes a response carries: its errors', and its push results'."""
+    codes = [str((e.get("extensions") or {}).get("code")) for e in body.get("errors") or []]
+    push = (body.get("data") or {}).get("pushChanges") or {}
+    codes += [str(r["error"].get("code")) for r in push.get("results") or [] if r.get("error")]
+    return codes

@@ -8,14 +8,14 @@ from typing import Any
 import pytest
 
 from api.settings import Settings
-from tests.convergence.checker import environment, run_once
+from tests.convergence.checker import ENGINES, STORE_FAULTS, environment, run_once
 
 # Seconds the "horizon" servers keep deletions: a run lasts several times longer,
 # so devices left offline cross it and resync.
 HORIZON_S = 2
 
 
-@pytest.fixture(scope="module", params=["atomic", "torn", "horizon"])
+@pytest.fixture(scope="module", params=["atomic", "torn", "horizon", "faults"])
 def server(
     settings: Settings, request: pytest.FixtureRequest
 ) -> Iterator[tuple[list[str], Any, str]]:
@@ -26,6 +26,9 @@ def server(
             yield env
     elif request.param == "torn":
         with environment(settings, servers=2, torn_seed=1) as env:
+            yield env
+    elif request.param == "faults":
+        with environment(settings, servers=2, torn_seed=2, faults=STORE_FAULTS) as env:
             yield env
     else:
         with environment(settings, retention_s=HORIZON_S) as env:
@@ -42,6 +45,12 @@ def test_devices_converge_with_faults(
     run = run_once(seed, devices=4, ops=300, urls=urls, ddb=ddb, table=table, away_s=away)
     if horizon:
         assert run.stats["resyncs"] > 0, run.stats
+    if request.node.callspec.params["server"] == "faults":
+        injected = ENGINES[-1].stats
+        assert injected.lost_after_apply and injected.throttled and injected.server_errors
+        # Whatever the store did, each answer was honest and coded: never a 500.
+        assert run.stats["transport code INTERNAL_SERVER_ERROR"] == 0, run.stats
+        assert run.stats["transport server error"] == 0, run.stats
     # The run exercised what it claims to: conflicts, crashes and lost responses.
     assert run.stats["acknowledged"] > 50
     assert run.stats["crashes"] > 0

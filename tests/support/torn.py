@@ -35,6 +35,14 @@ interleaving: held items are applied last, once the test releases them.
 
 With `tear=False` it forwards every request unchanged, after `latency_ms`: a
 network between the server and DynamoDB, for benchmarks that count round trips.
+
+With `faults` (`StoreFaults`), it also does, at random and at the given rates,
+what Amazon DynamoDB does now and then and DynamoDB Local never: throttles
+(`ThrottlingException`) and answers 500 (`InternalServerError`) before applying
+a request; applies a write and then loses its answer (a 500 after the write);
+answers `TransactionInProgressException` to a retried transaction (same
+`ClientRequestToken`) whose first answer was lost, as DynamoDB does while the
+first is still committing; and stalls a request (a latency spike).
 """
 
 from __future__ import annotations
@@ -83,6 +91,21 @@ class Hold:
         self.released.set()
 
 
+@dataclass(frozen=True)
+class StoreFaults:
+    """Rates per request of what DynamoDB does now and then (see the module's text)."""
+
+    throttle: float = 0.0
+    server_error: float = 0.0
+    lost_after_apply: float = 0.0  # writes only
+    in_progress: float = 0.0  # of the retries of a transaction whose answer was lost
+    spike: float = 0.0
+    spike_seconds: tuple[float, float] = (0.1, 0.6)
+
+
+_WRITES = {"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems"}
+
+
 @dataclass
 class TornStats:
     transactions: int = 0
@@ -92,6 +115,12 @@ class TornStats:
     plain_write_conflicts: int = 0
     stalls: int = 0
     calls: int = 0  # requests of any kind
+    # Injected store faults (`StoreFaults`).
+    throttled: int = 0
+    server_errors: int = 0
+    lost_after_apply: int = 0
+    in_progress: int = 0
+    spikes: int = 0
 
 
 class TornEngine:
@@ -107,8 +136,11 @@ class TornEngine:
         max_query_spread_ms: float = 10.0,
         tear: bool = True,
         latency_ms: float = 0.0,
+        faults: StoreFaults | None = None,
     ) -> None:
         self.upstream = upstream.rstrip("/")
+        self.faults = faults
+        self._lost_tokens: set[str] = set()  # transactions applied whose answer was lost
         self.tear = tear
         self.latency_ms = latency_ms
         self.max_pause_ms = max_pause_ms
@@ -180,6 +212,54 @@ class TornEngine:
             self.stats.calls += 1
         if self.latency_ms:
             time.sleep(self.latency_ms / 1000)
+        if self.faults is None:
+            return self._handle(operation, target, headers, body)
+        return self._with_faults(self.faults, operation, target, headers, body)
+
+    def _with_faults(
+        self,
+        faults: StoreFaults,
+        operation: str,
+        target: str,
+        headers: dict[str, str],
+        body: bytes,
+    ) -> tuple[int, bytes]:
+        token = None
+        if operation == "TransactWriteItems":
+            token = json.loads(body).get("ClientRequestToken")
+        with self._rng_lock:
+            spike, before, after, busy = (self._rng.random() for _ in range(4))
+            pause = self._rng.uniform(*faults.spike_seconds)
+            if token is not None and token in self._lost_tokens and busy < faults.in_progress:
+                self.stats.in_progress += 1
+                return _error(
+                    "TransactionInProgressException",
+                    "The transaction with the given request token is already in progress.",
+                )
+            if before < faults.throttle:
+                self.stats.throttled += 1
+                return _error(
+                    "ThrottlingException", "Rate of requests exceeds the allowed throughput."
+                )
+            if before < faults.throttle + faults.server_error:
+                self.stats.server_errors += 1
+                return _internal_error()
+            if spike < faults.spike:
+                self.stats.spikes += 1
+        if spike < faults.spike:
+            time.sleep(pause)
+        status, data = self._handle(operation, target, headers, body)
+        if status == 200 and operation in _WRITES and after < faults.lost_after_apply:
+            with self._rng_lock:
+                self.stats.lost_after_apply += 1
+                if token is not None:
+                    self._lost_tokens.add(token)
+            return _internal_error()  # applied; the answer is lost
+        return status, data
+
+    def _handle(
+        self, operation: str, target: str, headers: dict[str, str], body: bytes
+    ) -> tuple[int, bytes]:
         if not self.tear:
             return self._forward(target, headers, body)
         if operation == "TransactWriteItems":
@@ -424,6 +504,14 @@ def _placeholders(body: dict[str, Any], expression: str) -> dict[str, Any]:
 def _error(code: str, message: str, **extra: Any) -> tuple[int, bytes]:
     body = {"__type": f"com.amazonaws.dynamodb.v20120810#{code}", "message": message, **extra}
     return 400, json.dumps(body).encode()
+
+
+def _internal_error() -> tuple[int, bytes]:
+    body = {
+        "__type": "com.amazonaws.dynamodb.v20120810#InternalServerError",
+        "message": "Internal server error",
+    }
+    return 500, json.dumps(body).encode()
 
 
 def _cancelled(busy: list[bool]) -> tuple[int, bytes]:
