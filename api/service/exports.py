@@ -1,9 +1,12 @@
 """A tenant's data exported (contract 3.9): `exportTenant`, owners only.
 
 The file is gzipped JSON Lines: a first line naming the export, one line per live
-entity (`{"entity": ...}`, as a first sync returns it), one per earlier version
-(`{"version": ...}`, as `history` returns it), and a last line with the counts and
-the first sync's `changeToken` (`{"end": ...}`): a file without it is truncated.
+entity (`{"entity": ...}`, as a first sync returns it), then what changed while
+those were read (`entity` lines again, and `{"deleted": ...}`), one line per
+earlier version (`{"version": ...}`, as `history` returns it), and a last line
+with the counts and the token of the sync the file ends at (`{"end": ...}`): a
+file without it is truncated. Applied in order like sync pages, the lines give
+the tenant at that token.
 
 A call starts a job, or goes on with one, for up to STEPS_PER_CALL steps; calling
 again continues it, so a tenant of any size is exported in bounded requests. A
@@ -132,7 +135,26 @@ class TenantExport:
                 job,
                 entities=job.entities + len(live),
                 position=page.cursor,
-                phase=ExportPhase.ENTITIES if page.cursor else ExportPhase.VERSIONS,
+                change_token=job.change_token if page.cursor else page.change_token,
+            )
+            if not page.cursor:  # an empty tenant has no token to sync on from
+                next_phase = ExportPhase.CHANGES if page.change_token else ExportPhase.VERSIONS
+                after = dataclasses.replace(after, phase=next_phase)
+        elif job.phase is ExportPhase.CHANGES:
+            # What moved while the first sync's pages were read (an entity updated
+            # meanwhile left its old place behind them): one sync from their token.
+            page = self._reading.changes(
+                job.tenant_id,
+                since=None if job.position else job.change_token,
+                cursor=job.position,
+                limit=STEP_ITEMS,
+            )
+            lines += [{"deleted" if r.deleted else "entity": record_json(r)} for r in page.items]
+            after = dataclasses.replace(
+                job,
+                entities=job.entities + sum(not r.deleted for r in page.items),
+                position=page.cursor,
+                phase=ExportPhase.CHANGES if page.cursor else ExportPhase.VERSIONS,
                 change_token=job.change_token if page.cursor else page.change_token,
             )
         else:

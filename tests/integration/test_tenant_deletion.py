@@ -24,7 +24,7 @@ from api.storage.store import DynamoStore
 from tests.integration.test_export import EXPORT
 from tests.integration.test_realtime import _acked, _connect, _receive, _subscribe
 from tests.support.bulk import bulk_people
-from tests.support.gql import GraphQLClient, GraphQLError, bearer
+from tests.support.gql import GraphQLClient, GraphQLError, bearer, post_data
 from tests.support.servers import api_server, crash
 
 DELETE = (
@@ -190,15 +190,9 @@ def test_a_deletion_survives_a_crash_of_the_server(
     headers = bearer([tenant], sub="owner")
 
     def call(base: str) -> dict[str, Any]:
-        response = httpx2.post(
-            f"{base}/graphql",
-            json={"query": DELETE, "variables": {"t": tenant, "c": tenant}},
-            headers=headers,
-            timeout=60,
-        )
-        body = response.json()
-        assert "errors" not in body, body
-        result: dict[str, Any] = body["data"]["deleteTenant"]
+        result: dict[str, Any] = post_data(base, DELETE, {"t": tenant, "c": tenant}, headers)[
+            "deleteTenant"
+        ]
         return result
 
     with api_server(settings) as first:

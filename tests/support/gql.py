@@ -6,6 +6,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+import httpx2
+
 from api.auth import make_local_token
 
 TEST_AUTH_SECRET = "test-auth-secret-" + "0123456789abcdef" * 3  # long enough for HS512
@@ -160,3 +162,15 @@ def _tenant_of(variables: dict[str, Any]) -> str | None:
         if isinstance(value, dict) and isinstance(value.get("tenantID"), str):
             return str(value["tenantID"])
     return None
+
+
+def post_data(base: str, query: str, variables: dict[str, Any], headers: dict[str, str]) -> Any:
+    """`data` of one POST to a running server (`api_server`); fails on any error."""
+    body = httpx2.post(
+        f"{base}/graphql",
+        json={"query": query, "variables": variables},
+        headers=headers,
+        timeout=60,
+    ).json()
+    assert "errors" not in body, body
+    return body["data"]
