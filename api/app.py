@@ -13,6 +13,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from cross_web import HTTPException  # what Strawberry 0.341 raises for HTTP errors
+from graphql import GraphQLError
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.middleware import Middleware
@@ -32,12 +33,13 @@ from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import (
 )
 from strawberry.subscriptions.protocols.graphql_transport_ws.types import SubscribeMessage
 from strawberry.types import ExecutionResult
+from strawberry.types.graphql import OperationType
 from strawberry.types.unset import UNSET, UnsetType
 
 from api import request_log
 from api.auth import Authenticator, Principal, connection_authorization
 from api.domain.cursor import CursorCodec
-from api.domain.errors import SyncError, Unauthenticated, Unavailable
+from api.domain.errors import BadUserInput, SyncError, Unauthenticated, Unavailable
 from api.domain.retention import Retention
 from api.downloads import export_route
 from api.graphql.documents import too_long
@@ -57,6 +59,7 @@ from api.storage import models
 from api.storage.exports import ExportTable
 from api.storage.store import DynamoStore
 from api.tenant_gate import READERS_PER_TENANT, TenantGate
+from api.ws_messages import malformed
 
 if TYPE_CHECKING:  # imported only where sockets are served (not on the HTTP Lambda)
     from api.realtime.local import LocalRealtime
@@ -65,12 +68,25 @@ logger = logging.getLogger("api")
 
 
 class _TransportWSHandler(BaseGraphQLTransportWSHandler[Context, None]):
-    """graphql-transport-ws with the HTTP path's bound on document size."""
+    """graphql-transport-ws with the HTTP path's bound on document size, messages
+    checked for their shape, and coded errors."""
+
+    async def handle_message(self, message: Any) -> None:
+        problem = malformed(message)
+        if problem is not None:
+            await self.handle_invalid_message(problem)  # close 4400
+            return
+        await super().handle_message(message)
 
     async def handle_subscribe(self, message: SubscribeMessage) -> None:
         payload = message.get("payload")
         query = payload.get("query") if isinstance(payload, dict) else None
         refused = too_long(query if isinstance(query, str) else "", authenticated=True)
+        limit = self.max_subscriptions_per_connection
+        if refused is None and limit is not None and len(self.operations) >= limit:
+            # Strawberry's own refusal carries no code.
+            why = f"at most {limit} operations at once on one socket"
+            refused = GraphQLError(why, original_error=BadUserInput(why))
         if refused is not None and self.connection_acknowledged:
             error = with_codes([refused])[0]
             await self.send_message(
@@ -312,9 +328,13 @@ async def _try_again_later(scope: Scope, send: Send) -> None:
 def _coded_http_error(exc: HTTPException, method: str) -> Response:
     status, message = exc.status_code, exc.reason
     headers = {}
-    if method == "GET" and isinstance(exc.__cause__, InvalidOperationTypeError):
-        status, message = 405, "mutations are only allowed over POST"
-        headers["Allow"] = "POST"
+    cause = exc.__cause__
+    if isinstance(cause, InvalidOperationTypeError):
+        if cause.operation_type is OperationType.SUBSCRIPTION:
+            status, message = 400, "subscriptions are served over WebSocket (graphql-transport-ws)"
+        elif method == "GET":
+            status, message = 405, "mutations are only allowed over POST"
+            headers["Allow"] = "POST"
     log = request_log.current()
     if log is not None:
         log.codes.append("BAD_USER_INPUT")

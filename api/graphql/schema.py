@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Annotated, Any, TypeVar
@@ -25,7 +25,9 @@ from strawberry.extensions import (
     SchemaExtension,
 )
 from strawberry.schema.config import StrawberryConfig
-from strawberry.types.execution import ExecutionContext
+from strawberry.schema.schema import DEFAULT_ALLOWED_OPERATION_TYPES
+from strawberry.types.execution import ExecutionContext, ExecutionResult
+from strawberry.types.graphql import OperationType
 
 from api import request_log
 from api.auth import OWNER, READER, WRITER, Principal
@@ -417,6 +419,31 @@ Subscription = _root("Subscription", subscription_fields())
 
 class SyncSchema(strawberry.Schema):
     documents: ValidDocuments  # the parsed documents this schema keeps (bounded)
+
+    async def execute(
+        self,
+        query: str | None,
+        variable_values: dict[str, Any] | None = None,
+        context_value: Any | None = None,
+        root_value: Any | None = None,
+        operation_name: str | None = None,
+        allowed_operation_types: Iterable[OperationType] | None = None,
+        operation_extensions: dict[str, Any] | None = None,
+    ) -> ExecutionResult:
+        """As Strawberry's, never for a subscription: `execute` runs queries and
+        mutations (over HTTP and WebSocket alike); a subscription over HTTP is then
+        refused before it runs (`api.app`: 400, BAD_USER_INPUT), where Strawberry
+        would fail inside it."""
+        allowed = set(allowed_operation_types or DEFAULT_ALLOWED_OPERATION_TYPES)
+        return await super().execute(
+            query,
+            variable_values,
+            context_value,
+            root_value,
+            operation_name,
+            allowed - {OperationType.SUBSCRIPTION},
+            operation_extensions,
+        )
 
     def process_errors(
         self, errors: list[GraphQLError], execution_context: ExecutionContext | None = None

@@ -11,7 +11,7 @@ from api.domain.cursor import CursorCodec, Position
 from api.domain.errors import BadUserInput, TenantDeleted
 from api.domain.identifiers import check_identifier
 from api.domain.item_types import ItemType
-from api.domain.records import Record
+from api.domain.records import LogTail, Record
 from api.domain.retention import Retention
 from api.domain.tokens import check_token, token_before
 from api.ordering import wall_clock_ms
@@ -108,7 +108,10 @@ class Reading:
         check_identifier(tenant_id, "tenantID")
         if after is not None:
             check_token(after, "since")
-        bound = self._store.log_tail(tenant_id, after, 1).bound
+        tail = self._store.log_tail(tenant_id, after, 1)
+        if after is not None:
+            _check_since(tail, after)
+        bound = tail.bound
         return bound if bound is not None and (after is None or bound > after) else None
 
     def _changes(self, tenant_id: str, since: str | None, cursor: str | None, limit: int) -> Page:
@@ -126,23 +129,11 @@ class Reading:
         the sync's upper bound, and often every change below it (`api.domain.chain`).
         A first sync (no `after`) leaves out the deletions the read proves settled."""
         tail = self._store.log_tail(tenant_id, after, min(limit, TAIL_ITEMS))
+        if after is not None:
+            _check_since(tail, after)
         if tail.head is None:
-            if after is not None:
-                # Its tokens are gone: deleted (contract 3.8), or never written.
-                raise TenantDeleted(
-                    "this tenant holds no changes: drop your copy and sync with since: null"
-                )
             # No write has made the head yet (or the first is still being applied).
             return Page(items=[], cursor=None, change_token=None)
-        if after is not None and tail.born is not None and after < tail.born:
-            raise TenantDeleted(
-                "since is from before this tenant was deleted: drop your copy and sync "
-                "with since: null"
-            )
-        if after is not None and after > tail.head:
-            raise BadUserInput(
-                "since is newer than every change of this tenant; sync again with since: null"
-            )
         if after is not None and after < tail.head:
             # Changes follow `since`: deletions among them may have expired. (A device
             # up to date with a quiet tenant is not sent to resync, however old.)
@@ -194,3 +185,21 @@ class Reading:
         position = Position(after=last, upper=upper, settled=settled)
         next_cursor = self._cursors.encode(tenant_id, position)
         return Page(items=items, cursor=next_cursor, change_token=last, settled=settled)
+
+
+def _check_since(tail: LogTail, since: str) -> None:
+    """A `since` the tenant cannot have given: from before its deletion, or newer
+    than its every change (a sync and a subscription refuse it alike)."""
+    if tail.head is None:
+        # Its tokens are gone: deleted (contract 3.8), or never written.
+        raise TenantDeleted(
+            "this tenant holds no changes: drop your copy and sync with since: null"
+        )
+    if tail.born is not None and since < tail.born:
+        raise TenantDeleted(
+            "since is from before this tenant was deleted: drop your copy and sync with since: null"
+        )
+    if since > tail.head:
+        raise BadUserInput(
+            "since is newer than every change of this tenant; sync again with since: null"
+        )

@@ -1,0 +1,99 @@
+"""What a client that sends the wrong thing over graphql-transport-ws (or a
+subscription over HTTP) gets: a coded answer, the documented close code, and no
+traceback in the log (issue 25, point 9)."""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+import pytest
+from starlette.testclient import TestClient
+from starlette.websockets import WebSocketDisconnect
+
+from api.domain.tokens import next_token
+from tests.integration.test_realtime import SUBSCRIBE, _acked, _connect, _receive, _subscribe
+from tests.support.gql import GraphQLClient, bearer
+
+MALFORMED: dict[str, Any] = {
+    "a list": [],
+    "a number": 5,
+    "no type": {"id": "1"},
+    "a complete whose id is an object": {"type": "complete", "id": {"a": 1}},
+    "a subscribe whose payload is a list": {"type": "subscribe", "id": "x", "payload": []},
+    "a subscribe without a query": {"type": "subscribe", "id": "x", "payload": {}},
+    "variables that are a list": {
+        "type": "subscribe",
+        "id": "x",
+        "payload": {"query": SUBSCRIBE, "variables": [1]},
+    },
+    "a ping whose payload is a string": {"type": "ping", "payload": "x"},
+}
+
+
+def _tracebacks(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.exc_info]
+
+
+@pytest.mark.parametrize("case", list(MALFORMED))
+def test_a_malformed_message_closes_the_socket_4400_without_a_traceback(
+    app_client: TestClient, tenant: str, case: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.INFO), _connect(app_client) as ws:
+        _acked(ws, tenant)
+        ws.send_text(json.dumps(MALFORMED[case]))
+        with pytest.raises(WebSocketDisconnect) as closed:
+            _receive(ws)
+    assert closed.value.code == 4400, closed.value
+    assert _tracebacks(caplog) == []
+
+
+@pytest.mark.parametrize("authenticated", [True, False])
+def test_a_subscription_over_http_is_a_coded_400(
+    app_client: TestClient, tenant: str, authenticated: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    response = app_client.post(
+        "/graphql",
+        json={"query": SUBSCRIBE, "variables": {"t": tenant, "s": None}},
+        headers=bearer([tenant]) if authenticated else {},
+    )
+    assert response.status_code == 400
+    (error,) = response.json()["errors"]
+    assert error["extensions"]["code"] == "BAD_USER_INPUT"
+    assert "WebSocket" in error["message"]
+    assert _tracebacks(caplog) == []
+
+
+def test_a_since_from_the_future_is_refused_over_http_and_websocket_alike(
+    app_client: TestClient, gql: GraphQLClient, tenant: str
+) -> None:
+    gql.create(tenant, "Person", {"givenName": "Ann"})
+    future = next_token(4_102_444_800_000, None)  # the year 2100
+    body = gql.execute(
+        "query($t: ID!, $s: ID) { changes(tenantID: $t, since: $s) { cursor } }",
+        {"t": tenant, "s": future},
+    )
+    assert body["errors"][0]["extensions"]["code"] == "BAD_USER_INPUT"
+    with _connect(app_client) as ws:
+        _acked(ws, tenant)
+        _subscribe(ws, "s", tenant, since=future)
+        message = _receive(ws)
+    errors = message["payload"] if message["type"] == "error" else message["payload"]["errors"]
+    assert errors[0]["extensions"]["code"] == "BAD_USER_INPUT", message
+
+
+def test_an_operation_over_the_sockets_limit_gets_a_coded_error(
+    app_client: TestClient, tenant: str
+) -> None:
+    with _connect(app_client) as ws:
+        _acked(ws, tenant)
+        for i in range(11):  # WS_MAX_SUBSCRIPTIONS_PER_CONNECTION is 10
+            _subscribe(ws, f"s{i}", tenant)
+        refused: list[dict[str, Any]] = []
+        while not refused:
+            message = _receive(ws)
+            if message["type"] == "error":
+                refused.append(message)
+    assert refused[0]["id"] == "s10"
+    assert refused[0]["payload"][0]["extensions"]["code"] == "BAD_USER_INPUT"
