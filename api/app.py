@@ -115,6 +115,8 @@ class _TransportWSHandler(BaseGraphQLTransportWSHandler[Context, None]):
     async def shutdown(self) -> None:
         for task in self.context.tasks:  # the token's expiry, among others
             task.cancel()
+        for release in self.context.on_close:  # the user's share of sockets
+            release()
         await super().shutdown()
 
 
@@ -183,6 +185,12 @@ class _GraphQL(GraphQL[Context, None]):
         if principal is None:
             logger.info("websocket refused: %s", error)
             raise ConnectionRejectionError()
+        if self._realtime is not None:
+            release = self._realtime.admit_user(principal.sub)
+            if release is None:
+                logger.info("websocket refused: the user holds their share of sockets")
+                raise ConnectionRejectionError({"reason": "too many sockets of this user"})
+            context.on_close.append(release)
         context.principal, context.auth_error = principal, None
         if principal.expires_at is not None:
             socket = context.request

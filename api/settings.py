@@ -61,6 +61,10 @@ class Settings:
     # this many connections and subscriptions per process, and subscriptions per
     # connection. A subscription holds one token (about 2 KB with its task).
     ws_max_connections: int = 5000
+    # One user's share of a process's sockets and subscriptions (a phone, a tablet and
+    # a few browser tabs fit), so that one user cannot take them all.
+    ws_max_connections_per_user: int = 20
+    ws_max_subscriptions_per_user: int = 100
     ws_max_subscriptions: int = 10000
     ws_max_subscriptions_per_connection: int = 10
     # How long deletions and earlier versions are kept (contract 3.6): a device
@@ -106,6 +110,12 @@ class Settings:
             ),
             compress_min_bytes=int(env.get("COMPRESS_MIN_BYTES", cls.compress_min_bytes)),
             ws_max_connections=int(env.get("WS_MAX_CONNECTIONS", cls.ws_max_connections)),
+            ws_max_connections_per_user=int(
+                env.get("WS_MAX_CONNECTIONS_PER_USER", cls.ws_max_connections_per_user)
+            ),
+            ws_max_subscriptions_per_user=int(
+                env.get("WS_MAX_SUBSCRIPTIONS_PER_USER", cls.ws_max_subscriptions_per_user)
+            ),
             ws_max_subscriptions=int(env.get("WS_MAX_SUBSCRIPTIONS", cls.ws_max_subscriptions)),
             ws_max_subscriptions_per_connection=int(
                 env.get(

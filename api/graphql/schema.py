@@ -128,6 +128,7 @@ class Context:
     # connection's own tasks (its token's expiry), cancelled when it closes.
     connection_params: dict[str, Any] | None = None
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
+    on_close: list[Callable[[], None]] = field(default_factory=list)  # at the socket's close
 
     @property
     def budget(self) -> RequestBudget:

@@ -21,8 +21,9 @@ from api.graphql.directives import authenticated
 
 
 class ChangeFeed(Protocol):
-    def changes(self, tenant_id: str, after: str | None) -> AsyncIterator[str]:
-        """Change tokens of the tenant newer than `after`, each newer than the last."""
+    def changes(self, tenant_id: str, after: str | None, user: str = "") -> AsyncIterator[str]:
+        """Change tokens of the tenant newer than `after`, each newer than the last
+        (`user`: whose subscription, counted against their share)."""
         ...
 
 
@@ -45,18 +46,19 @@ async def changes_available(
 ) -> AsyncIterator[ChangesAvailable]:
     context = info.context
     check_identifier(tenantID, "tenantID")
-    context.caller().require_tenant(tenantID)
+    caller = context.caller()
+    caller.require_tenant(tenantID)
     after = None if since is None or since is strawberry.UNSET else check_token(since, "since")
     feed: ChangeFeed | None = getattr(context, "feed", None)
     if feed is None:
         raise Unavailable("subscriptions are not served on this endpoint")
-    return _events(feed, tenantID, after)
+    return _events(feed, tenantID, after, caller.sub)
 
 
 async def _events(
-    feed: ChangeFeed, tenant_id: str, after: str | None
+    feed: ChangeFeed, tenant_id: str, after: str | None, user: str
 ) -> AsyncIterator[ChangesAvailable]:
-    async for token in feed.changes(tenant_id, after):
+    async for token in feed.changes(tenant_id, after, user):
         yield ChangesAvailable(tenantID=strawberry.ID(tenant_id), changeToken=token)
 
 

@@ -28,10 +28,13 @@ class LocalRealtime:
         self, settings: Settings, latest_change: Callable[[str, str | None], str | None]
     ) -> None:
         self._settings = settings
-        self.signals = TenantSignals(settings.ws_max_subscriptions)
+        self.signals = TenantSignals(
+            settings.ws_max_subscriptions, settings.ws_max_subscriptions_per_user
+        )
         self.feed = LiveFeed(self.signals, latest_change)
         self.follower: StreamFollower | None = None
         self._connections = 0
+        self._users: dict[str, int] = {}  # acknowledged sockets by user
         self._lock = threading.Lock()
         self.signals.on_first_subscription(self._start_follower)
 
@@ -56,6 +59,27 @@ class LocalRealtime:
             if admitted:
                 with self._lock:
                     self._connections -= 1
+
+    def admit_user(self, user: str) -> Callable[[], None] | None:
+        """Count an acknowledged socket of `user` if under their share; returns what
+        releases it (at the socket's close), or None when refused."""
+        with self._lock:
+            if self._users.get(user, 0) >= self._settings.ws_max_connections_per_user:
+                return None
+            self._users[user] = self._users.get(user, 0) + 1
+        released = False
+
+        def release() -> None:
+            nonlocal released
+            with self._lock:
+                if released:
+                    return
+                released = True
+                left = self._users.pop(user) - 1
+                if left:
+                    self._users[user] = left
+
+        return release
 
     def close(self) -> None:
         if self.follower is not None:

@@ -14,7 +14,7 @@ import threading
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
-from api.domain.errors import TenantDeleted, Unavailable
+from api.domain.errors import BadUserInput, TenantDeleted, Unavailable
 
 # Published in place of a token when a tenant is being deleted: its subscriptions
 # end with TENANT_DELETED (it sorts above every token, so it is never overwritten).
@@ -26,6 +26,7 @@ class Slot:
     """One subscription's mailbox: the newest token published and not yet taken."""
 
     loop: asyncio.AbstractEventLoop
+    user: str = ""  # whose subscription (a token's `sub`)
     token: str | None = None
     ready: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -46,12 +47,15 @@ class Slot:
 
 
 class TenantSignals:
-    """Subscriptions by tenant, at most `capacity` in this process."""
+    """Subscriptions by tenant, at most `capacity` in this process and `per_user` of
+    one user."""
 
-    def __init__(self, capacity: int) -> None:
+    def __init__(self, capacity: int, per_user: int | None = None) -> None:
         self.capacity = capacity
+        self.per_user = capacity if per_user is None else per_user
         self._slots: dict[str, set[Slot]] = {}
         self._count = 0
+        self._by_user: dict[str, int] = {}
         self._lock = threading.Lock()
         self._on_first: list[Callable[[], None]] = []
 
@@ -60,15 +64,20 @@ class TenantSignals:
         follower lazily: a process nobody subscribes to reads no stream)."""
         self._on_first.append(callback)
 
-    def register(self, tenant_id: str) -> Slot:
-        slot = Slot(asyncio.get_running_loop())
+    def register(self, tenant_id: str, user: str = "") -> Slot:
+        slot = Slot(asyncio.get_running_loop(), user=user)
         with self._lock:
+            if self._by_user.get(user, 0) >= self.per_user:
+                raise BadUserInput(
+                    f"at most {self.per_user} subscriptions of one user on one server"
+                )
             if self._count >= self.capacity:
                 raise Unavailable(
                     f"this server holds its maximum of {self.capacity} subscriptions; retry later"
                 )
             self._slots.setdefault(tenant_id, set()).add(slot)
             self._count += 1
+            self._by_user[user] = self._by_user.get(user, 0) + 1
             first, self._on_first = self._on_first, []
         for callback in first:
             callback()
@@ -80,6 +89,9 @@ class TenantSignals:
             if slots is not None and slot in slots:
                 slots.discard(slot)
                 self._count -= 1
+                left = self._by_user.pop(slot.user) - 1
+                if left:
+                    self._by_user[slot.user] = left
                 if not slots:
                     del self._slots[tenant_id]
 
@@ -110,10 +122,12 @@ class LiveFeed:
         # Blocking: the newest complete change newer than `after`, or None.
         self._first_bound = first_bound
 
-    async def changes(self, tenant_id: str, after: str | None) -> AsyncIterator[str]:
+    async def changes(
+        self, tenant_id: str, after: str | None, user: str = ""
+    ) -> AsyncIterator[str]:
         # Register before reading the table: a write committed in between is then
         # published to this slot, so nothing slips between the read and the wait.
-        slot = self._signals.register(tenant_id)
+        slot = self._signals.register(tenant_id, user)
         try:
             first = await asyncio.to_thread(self._first_bound, tenant_id, after)
             if first is not None:

@@ -4,15 +4,20 @@ traceback in the log (issue 25, point 9)."""
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import json
 import logging
+import uuid
 from typing import Any
 
 import pytest
 from starlette.testclient import TestClient
 from starlette.websockets import WebSocketDisconnect
 
+from api.app import create_app
 from api.domain.tokens import next_token
+from api.settings import Settings
 from tests.integration.test_realtime import SUBSCRIBE, _acked, _connect, _receive, _subscribe
 from tests.support.gql import GraphQLClient, bearer
 
@@ -97,3 +102,46 @@ def test_an_operation_over_the_sockets_limit_gets_a_coded_error(
                 refused.append(message)
     assert refused[0]["id"] == "s10"
     assert refused[0]["payload"][0]["extensions"]["code"] == "BAD_USER_INPUT"
+
+
+def test_one_user_cannot_take_every_socket_or_subscription_of_a_server(
+    settings: Settings,
+) -> None:
+    """Shares per user (WS_MAX_CONNECTIONS_PER_USER, WS_MAX_SUBSCRIPTIONS_PER_USER)
+    beside the process's limits: a user over theirs is refused, another is not."""
+    shares = dataclasses.replace(
+        settings, ws_max_connections_per_user=2, ws_max_subscriptions_per_user=3
+    )
+    tenant = f"t-{uuid.uuid4().hex[:12]}"
+    greedy = bearer([tenant], sub="greedy")["Authorization"]
+    other = bearer([tenant], sub="other")["Authorization"]
+    with TestClient(create_app(shares)) as client, contextlib.ExitStack() as sockets:
+        held = [sockets.enter_context(_connect(client)) for _ in range(2)]
+        for ws in held:
+            ws.send_json({"type": "connection_init", "payload": {"Authorization": greedy}})
+            assert _receive(ws) == {"type": "connection_ack"}
+        with _connect(client) as third:
+            third.send_json({"type": "connection_init", "payload": {"Authorization": greedy}})
+            with pytest.raises(WebSocketDisconnect) as refused:
+                _receive(third)
+        assert refused.value.code == 4403
+        # Three subscriptions over the user's two sockets; the fourth is refused.
+        for i, ws in enumerate([held[0], held[0], held[1], held[1]]):
+            _subscribe(ws, f"s{i}", tenant)
+        refusal = _receive(held[1])  # an error of the event stream: `next`, then `complete`
+        assert refusal["id"] == "s3"
+        assert refusal["payload"]["errors"][0]["extensions"]["code"] == "BAD_USER_INPUT"
+        assert _receive(held[1]) == {"id": "s3", "type": "complete"}
+        # Another user is untouched by the first one's shares.
+        with _connect(client) as ws:
+            ws.send_json({"type": "connection_init", "payload": {"Authorization": other}})
+            assert _receive(ws) == {"type": "connection_ack"}
+            _subscribe(ws, "mine", tenant)
+            _subscribe(ws, "mine too", tenant)
+            with pytest.raises(AssertionError):  # no error comes: both are live
+                _receive(ws, timeout=1)
+        # A socket closed gives its share back.
+        held[0].close()
+        with _connect(client) as again:
+            again.send_json({"type": "connection_init", "payload": {"Authorization": greedy}})
+            assert _receive(again) == {"type": "connection_ack"}
