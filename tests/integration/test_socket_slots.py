@@ -30,11 +30,14 @@ PROTOCOL = Subprotocol("graphql-transport-ws")
 def _masked_text(payload: bytes) -> bytes:
     mask = os.urandom(4)
     body = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
-    return bytes([0x81, 0x80 | len(payload)]) + mask + body
+    if len(payload) < 126:
+        return bytes([0x81, 0x80 | len(payload)]) + mask + body
+    return bytes([0x81, 0x80 | 126]) + len(payload).to_bytes(2, "big") + mask + body
 
 
-def _flooder(url: str, stop: threading.Event) -> socket.socket:
-    """Opens a socket, never sends connection_init, floods pings, never reads."""
+def _opened(url: str) -> socket.socket:
+    """A raw socket past the WebSocket handshake (the server's 101 read: the slot is
+    taken, since admission precedes the accept)."""
     host, port = urlparse(url).hostname, urlparse(url).port
     sock = socket.socket()
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # fills fast
@@ -47,16 +50,20 @@ def _flooder(url: str, stop: threading.Event) -> socket.socket:
             f"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: {PROTOCOL}\r\n\r\n"
         ).encode()
     )
-    # The server's 101 means the slot is taken (admission precedes the accept): wait
-    # for it, or a loaded machine lets the next client in first (seen once in CI).
     sock.settimeout(10)
     answer = b""
     while b"\r\n\r\n" not in answer:
         chunk = sock.recv(1024)
-        assert chunk, "the server closed the flooder before its handshake"
+        assert chunk, "the server closed the socket before its handshake"
         answer += chunk
     assert answer.startswith(b"HTTP/1.1 101"), answer[:80]
     sock.settimeout(None)
+    return sock
+
+
+def _flooder(url: str, stop: threading.Event) -> socket.socket:
+    """Opens a socket, never sends connection_init, floods pings, never reads."""
+    sock = _opened(url)
     ping = _masked_text(json.dumps({"type": "ping"}).encode())
 
     def flood() -> None:
@@ -107,3 +114,52 @@ def test_a_silent_flooding_socket_that_never_reads_loses_its_slot(
         finally:
             stop.set()
             flooder.close()
+
+
+def _wait_for_the_slot(url: str, tenant: str, within_s: float) -> float:
+    """Seconds until a real client is acknowledged (refused 1013 meanwhile)."""
+    started = time.monotonic()
+    while True:
+        try:
+            with connect(_ws(url), subprotocols=[PROTOCOL], open_timeout=5) as ws:
+                payload = {"Authorization": bearer([tenant])["Authorization"]}
+                ws.send(json.dumps({"type": "connection_init", "payload": payload}))
+                assert json.loads(ws.recv(timeout=5)) == {"type": "connection_ack"}
+                return time.monotonic() - started
+        except (ConnectionClosed, TimeoutError):  # refused (1013), or busy: again
+            assert time.monotonic() - started < within_s, "the silent socket kept its slot"
+            time.sleep(0.5)
+
+
+@pytest.mark.slow
+def test_an_acknowledged_socket_that_stops_answering_pings_loses_its_slot(
+    settings: Settings, tenant: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The keepalive: a device acknowledged and subscribed that then goes silent (it
+    neither reads nor answers the server's pings, as behind a dead network) is
+    dropped once a ping goes unanswered, and its slot goes to the next client."""
+    monkeypatch.setenv("TEST_UVICORN_ARGS", "--ws-ping-interval 1 --ws-ping-timeout 1")
+    with api_server(settings, extra_env={"WS_MAX_CONNECTIONS": "1"}) as url:
+        silent = _opened(url)
+        try:
+            payload = {"Authorization": bearer([tenant])["Authorization"]}
+            silent.sendall(
+                _masked_text(json.dumps({"type": "connection_init", "payload": payload}).encode())
+            )
+            silent.settimeout(5)
+            assert b"connection_ack" in silent.recv(4096)
+            subscribe = {
+                "id": "s",
+                "type": "subscribe",
+                "payload": {
+                    "query": "subscription($t: ID!) { changesAvailable(tenantID: $t) "
+                    "{ changeToken } }",
+                    "variables": {"t": tenant},
+                },
+            }
+            silent.sendall(_masked_text(json.dumps(subscribe).encode()))
+            # From now on it reads nothing and answers no ping.
+            waited = _wait_for_the_slot(url, tenant, within_s=20)
+        finally:
+            silent.close()
+    assert waited < 20
