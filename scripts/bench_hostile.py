@@ -7,27 +7,52 @@
    operation name.
 3. Fairness: the same read of another tenant while 45 clients each push 30
    creates to one tenant at once.
+4. Read amplification: one request of 30 aliases of `changes(types: [REMINDER],
+   limit: 1)` on a tenant of 10,500 people and one reminder (issue 25: before its
+   fixes, one alias took 15.4 s, 10,001 calls and 10,001 read units), its read
+   units and time; and another tenant's read while two clients send it over and
+   over (before: held 98.7 s).
+5. A socket slot: how long a client that opens a socket, never sends
+   connection_init, floods pings and never reads keeps a server's only slot from
+   a real client (before: the whole 300 s observed).
 
 Starts its own DynamoDB Local and server; prints one table. Run with scripts/bench-hostile.
 """
 
 from __future__ import annotations
 
+import json
+import logging
 import statistics
 import sys
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import httpx2
+from starlette.testclient import TestClient
 
+from api.app import create_app
 from api.auth import make_local_token
+from api.storage import models
 from scripts.benchmarks.harness import SECRET, local_engine_settings
+from tests.support.bulk import bulk_people
 from tests.support.servers import api_server
+from tests.support.sockets import flooder, wait_for_a_slot
 from tests.support.subscribers import pid_listening
 
 READ = 'query { changes(tenantID: "calm", limit: 10) { changeToken items { id } } }'
+# Thirty aliases of a page of one reminder among 10,500 people.
+AMPLIFIED = (
+    "query {"
+    + " ".join(
+        f'a{i}: changes(tenantID: "big", types: [REMINDER], limit: 1) {{ cursor items {{ id }} }}'
+        for i in range(30)
+    )
+    + " }"
+)
 PUSH = "mutation($i: PushChangesInput!) { pushChanges(input: $i) { results { status } } }"
 
 
@@ -71,6 +96,32 @@ def _during(
         stop.set()
         for t in threads:
             t.join()
+
+
+def _one_request(settings: Any, query: str, headers: dict[str, str]) -> tuple[float, int, float]:
+    """Read units, DynamoDB calls and seconds of one request, through the in-process
+    app (whose request log line has the units)."""
+    lines: list[dict[str, Any]] = []
+
+    class Capture(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            lines.append(json.loads(record.getMessage()))
+
+    request_log = logging.getLogger("api.request")
+    handler = Capture()
+    request_log.addHandler(handler)
+    request_log.setLevel(logging.INFO)
+    try:
+        with TestClient(create_app(settings)) as local:
+            started = time.perf_counter()
+            body = local.post("/graphql", json={"query": query}, headers=headers).json()
+            seconds = time.perf_counter() - started
+    finally:
+        request_log.removeHandler(handler)
+    assert "errors" not in body, body
+    line = lines[-1]
+    read = float(line["capacityUnits"]) - float(line["writeUnits"])
+    return read, int(line["dynamodbCalls"]), seconds
 
 
 def main() -> int:
@@ -146,6 +197,61 @@ def main() -> int:
                     f"{flooded[0]:.1f} / {flooded[1]:.1f}",
                 )
             )
+            # 4. read amplification
+            models.bind(settings)
+            bulk_people("big", 10_500)
+            big = {"Authorization": f"Bearer {make_local_token(SECRET, 'big', ['big'], 3600)}"}
+            reminder = {"tenantID": "big", "reminder": {"title": "the one"}}
+            http.post(
+                "/graphql",
+                json={
+                    "query": PUSH,
+                    "variables": {
+                        "i": {"tenantID": "big", "mutations": [{"createReminder": reminder}]}
+                    },
+                },
+                headers=big,
+            )
+            units, calls, seconds = _one_request(settings, AMPLIFIED, big)
+            rows.append(
+                (
+                    "30 x changes(types: [REMINDER], limit: 1), 10,500 people: read units, "
+                    "DynamoDB calls, s",
+                    f"{units:.0f}, {calls}, {seconds:.2f}",
+                )
+            )
+
+            def amplify(stop: threading.Event) -> None:
+                with httpx2.Client(base_url=url, timeout=300) as own:
+                    while not stop.is_set():
+                        own.post("/graphql", json={"query": AMPLIFIED}, headers=big)
+
+            attacked = _during(amplify, 2, lambda: _reads(http, calm, 20))
+            rows.append(
+                (
+                    "other tenant's read during 2 clients sending that: p50 / max ms",
+                    f"{attacked[0]:.1f} / {attacked[1]:.1f}",
+                )
+            )
+
+    # 5. a socket slot
+    with (
+        local_engine_settings() as settings,
+        api_server(settings, extra_env={"WS_MAX_CONNECTIONS": "1"}) as url,
+    ):
+        stop = threading.Event()
+        flooding = flooder(url, stop)
+        try:
+            held = wait_for_a_slot(url, "calm", within_s=300)
+        finally:
+            stop.set()
+            flooding.close()
+        rows.append(
+            (
+                "a silent, flooding, non-reading socket holds the only slot for, s",
+                f"{held:.0f}",
+            )
+        )
     width = max(len(k) for k, _ in rows)
     for key, value in rows:
         print(f"{key:<{width}}  {value}")
