@@ -242,7 +242,7 @@ def main() -> int:
         stop = threading.Event()
         flooding = flooder(url, stop)
         try:
-            held = wait_for_a_slot(url, "calm", within_s=300)
+            held = wait_for_a_slot(url, calm["Authorization"], within_s=300)
         finally:
             stop.set()
             flooding.close()

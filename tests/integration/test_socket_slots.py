@@ -37,7 +37,7 @@ def test_a_silent_flooding_socket_that_never_reads_loses_its_slot(
             assert isinstance(refused.value, ConnectionClosed), refused.value
             assert refused.value.rcvd is not None and refused.value.rcvd.code == 1013
             # After the ack deadline the flooder is gone and a real client gets in.
-            wait_for_a_slot(url, tenant, within_s=WS_ACK_DEADLINE_S + 15)
+            wait_for_a_slot(url, bearer([tenant])["Authorization"], WS_ACK_DEADLINE_S + 15)
         finally:
             stop.set()
             flooding.close()
@@ -71,7 +71,7 @@ def test_an_acknowledged_socket_that_stops_answering_pings_loses_its_slot(
             }
             silent.sendall(masked_text(json.dumps(subscribe).encode()))
             # From now on it reads nothing and answers no ping.
-            waited = wait_for_a_slot(url, tenant, within_s=20)
+            waited = wait_for_a_slot(url, bearer([tenant])["Authorization"], within_s=20)
         finally:
             silent.close()
     assert waited < 20

@@ -16,8 +16,6 @@ from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 from websockets.typing import Subprotocol
 
-from tests.support.gql import bearer
-
 PROTOCOL = Subprotocol("graphql-transport-ws")
 
 
@@ -77,16 +75,22 @@ def ws_url(url: str) -> str:
     return url.replace("http://", "ws://") + "/graphql"
 
 
-def wait_for_a_slot(url: str, tenant: str, within_s: float) -> float:
-    """Seconds until a real client is acknowledged (refused 1013 meanwhile)."""
+def wait_for_a_slot(url: str, authorization: str, within_s: float) -> float:
+    """Seconds until a real client (with `authorization`, a bearer header) is
+    acknowledged; refused meanwhile with 1013 (busy), or timed out."""
     started = time.monotonic()
     while True:
         try:
             with connect(ws_url(url), subprotocols=[PROTOCOL], open_timeout=5) as ws:
-                payload = {"Authorization": bearer([tenant])["Authorization"]}
-                ws.send(json.dumps({"type": "connection_init", "payload": payload}))
+                ws.send(
+                    json.dumps(
+                        {"type": "connection_init", "payload": {"Authorization": authorization}}
+                    )
+                )
                 assert json.loads(ws.recv(timeout=5)) == {"type": "connection_ack"}
                 return time.monotonic() - started
-        except (ConnectionClosed, TimeoutError):  # refused (1013), or busy: again
+        except (ConnectionClosed, TimeoutError) as refused:
+            if isinstance(refused, ConnectionClosed) and refused.rcvd is not None:
+                assert refused.rcvd.code == 1013, refused  # busy; anything else is a bug
             assert time.monotonic() - started < within_s, "the silent socket kept its slot"
             time.sleep(0.5)
