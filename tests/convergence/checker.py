@@ -326,7 +326,13 @@ ENGINES: list[TornEngine] = []
 # What the fault runs inject, per request: rare enough that syncs make progress,
 # frequent enough that a few hundred operations meet each many times.
 STORE_FAULTS = StoreFaults(
-    throttle=0.02, server_error=0.02, lost_after_apply=0.03, in_progress=0.5, spike=0.01
+    throttle=0.02,
+    server_error=0.02,
+    lost_after_apply=0.03,
+    in_progress=0.5,
+    unprocessed=0.05,
+    cancelled_throttling=0.03,
+    spike=0.01,
 )
 
 

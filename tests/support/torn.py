@@ -39,10 +39,11 @@ network between the server and DynamoDB, for benchmarks that count round trips.
 With `faults` (`StoreFaults`), it also does, at random and at the given rates,
 what Amazon DynamoDB does now and then and DynamoDB Local never: throttles
 (`ThrottlingException`) and answers 500 (`InternalServerError`) before applying
-a request; applies a write and then loses its answer (a 500 after the write);
-answers `TransactionInProgressException` to a retried transaction (same
-`ClientRequestToken`) whose first answer was lost, as DynamoDB does while the
-first is still committing; and stalls a request (a latency spike).
+a request; answers a `BatchGetItem` with every key unprocessed; cancels a
+transaction with `ThrottlingError`; applies a write and then loses its answer (a
+500 after the write); answers `TransactionInProgressException` to a retried
+transaction (same `ClientRequestToken`) whose first answer was lost, as DynamoDB
+does while the first is still committing; and stalls a request (a latency spike).
 """
 
 from __future__ import annotations
@@ -99,6 +100,8 @@ class StoreFaults:
     server_error: float = 0.0
     lost_after_apply: float = 0.0  # writes only
     in_progress: float = 0.0  # of the retries of a transaction whose answer was lost
+    unprocessed: float = 0.0  # a BatchGetItem answered with every key unprocessed
+    cancelled_throttling: float = 0.0  # a transaction cancelled with ThrottlingError
     spike: float = 0.0
     spike_seconds: tuple[float, float] = (0.1, 0.6)
 
@@ -120,6 +123,8 @@ class TornStats:
     server_errors: int = 0
     lost_after_apply: int = 0
     in_progress: int = 0
+    unprocessed: int = 0
+    cancelled_throttling: int = 0
     spikes: int = 0
 
 
@@ -244,6 +249,21 @@ class TornEngine:
             if before < faults.throttle + faults.server_error:
                 self.stats.server_errors += 1
                 return _internal_error()
+            if operation == "BatchGetItem" and busy < faults.unprocessed:
+                self.stats.unprocessed += 1
+                keys = json.loads(body)["RequestItems"]
+                return 200, json.dumps({"Responses": {}, "UnprocessedKeys": keys}).encode()
+            if operation == "TransactWriteItems" and busy < faults.cancelled_throttling:
+                self.stats.cancelled_throttling += 1
+                actions = json.loads(body)["TransactItems"]
+                reasons = [{"Code": "ThrottlingError", "Message": "Throughput exceeds the limit"}]
+                reasons += [{"Code": "None"}] * (len(actions) - 1)
+                return _error(
+                    "TransactionCanceledException",
+                    "Transaction cancelled, please refer cancellation reasons for specific "
+                    "reasons [ThrottlingError]",
+                    CancellationReasons=reasons,
+                )
             if spike < faults.spike:
                 self.stats.spikes += 1
         if spike < faults.spike:
