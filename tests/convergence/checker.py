@@ -42,7 +42,7 @@ from scripts.local_engine import LocalEngine, free_port
 from tests.convergence.faults import DeviceCrash, FaultyTransport
 from tests.support.servers import api_server
 from tests.support.store_state import tenant_state
-from tests.support.torn import StoreFaults, TornEngine
+from tests.support.torn import AWS_FAULTS, StoreFaults, TornEngine
 
 SECRET = "converge-secret-" + "x" * 40
 RATES = {"lost_request": 0.05, "lost_response": 0.08, "crash_after_send": 0.03}
@@ -323,17 +323,7 @@ def _check(
 
 
 ENGINES: list[TornEngine] = []
-# What the fault runs inject, per request: rare enough that syncs make progress,
-# frequent enough that a few hundred operations meet each many times.
-STORE_FAULTS = StoreFaults(
-    throttle=0.02,
-    server_error=0.02,
-    lost_after_apply=0.03,
-    in_progress=0.5,
-    unprocessed=0.05,
-    cancelled_throttling=0.03,
-    spike=0.01,
-)
+STORE_FAULTS = AWS_FAULTS
 
 
 @contextmanager

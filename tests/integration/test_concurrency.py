@@ -2,40 +2,65 @@
 
 Writers go through two independent server processes sharing the table, one with
 its clock 5 s behind, so neither an in-process lock nor an in-process ULID
-generator can hide an ordering bug; on DynamoDB Local and on the torn-commit
-engine. Readers sync incrementally with small pages
-the whole time, the way devices do.
+generator can hide an ordering bug; on DynamoDB Local, on the torn-commit
+engine, and on the torn engine with DynamoDB's faults (throttles, 500s, answers
+lost after the write, `TransactionInProgressException`): there a client may also
+be told UNAVAILABLE (retryable), never anything uncoded. Readers sync
+incrementally with small pages the whole time, the way devices do.
 """
 
 from __future__ import annotations
 
+import contextlib
 import random
 import threading
-from collections.abc import Iterable, Iterator
+import time
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx2
 import pytest
 
 from api.settings import Settings
+from scripts.local_engine import LocalEngine
 from tests.support.gql import GraphQLClient, GraphQLError
 from tests.support.servers import api_server
 from tests.support.store_state import assert_consistent, tenant_state
+from tests.support.torn import AWS_FAULTS, TornEngine
+
+_T = TypeVar("_T")
 
 
-@pytest.fixture(scope="module", params=["atomic", "torn"])
-def server_urls(settings: Settings, request: pytest.FixtureRequest) -> Iterator[list[str]]:
-    """Two servers on DynamoDB Local directly (atomic transactions), or through the
-    torn-commit engine (transactions applied item by item, as DynamoDB does)."""
-    env = {}
-    if request.param == "torn":
-        env["DYNAMODB_ENDPOINT"] = request.getfixturevalue("torn").endpoint
-    with (
-        api_server(settings, extra_env=env) as on_time,
-        api_server(settings, clock_offset_ms=-5000, extra_env=env) as behind,
-    ):
+@pytest.fixture(scope="module", params=["atomic", "torn", "faults"])
+def server_urls(
+    settings: Settings, engine: LocalEngine, request: pytest.FixtureRequest
+) -> Iterator[list[str]]:
+    """Two servers on DynamoDB Local directly (atomic transactions), through the
+    torn-commit engine (transactions applied item by item, as DynamoDB does), or
+    through one that also injects DynamoDB's faults."""
+    with contextlib.ExitStack() as stack:
+        env = {}
+        if request.param == "torn":
+            env["DYNAMODB_ENDPOINT"] = request.getfixturevalue("torn").endpoint
+        elif request.param == "faults":
+            faulty = TornEngine(engine.endpoint, seed=3, faults=AWS_FAULTS)
+            env["DYNAMODB_ENDPOINT"] = stack.enter_context(faulty).endpoint
+        on_time = stack.enter_context(api_server(settings, extra_env=env))
+        behind = stack.enter_context(api_server(settings, clock_offset_ms=-5000, extra_env=env))
         yield [on_time, behind]
+
+
+def _retried(call: Callable[[], _T]) -> _T:
+    """`call` again while the answer is UNAVAILABLE (retryable), as a device does."""
+    for _ in range(50):
+        try:
+            return call()
+        except GraphQLError as exc:
+            if exc.code != "UNAVAILABLE":
+                raise
+            time.sleep(0.05)
+    return call()
 
 
 _open_clients: list[httpx2.Client] = []
@@ -79,14 +104,20 @@ def test_sixteen_concurrent_updates_from_one_token_exactly_one_wins(
         t.join()
 
     winners = [o for o in outcomes if isinstance(o, dict)]
-    losers = [o for o in outcomes if isinstance(o, GraphQLError)]
-    assert len(winners) == 1 and len(losers) == 15
-    winner = winners[0]
+    losers = [o for o in outcomes if isinstance(o, GraphQLError) and o.code == "CONFLICT"]
+    # Under faults, a write may be answered UNAVAILABLE: not known to be applied.
+    unknown = [o for o in outcomes if isinstance(o, GraphQLError) and o.code == "UNAVAILABLE"]
+    assert len(winners) + len(losers) + len(unknown) == 16, outcomes
+    assert len(winners) <= 1 and (winners or unknown), outcomes
+    stored = _retried(lambda: clients[1].get(tenant, "Person", person["id"]))
+    assert stored is not None
+    if winners:
+        assert stored == winners[0]
+    else:  # one of the unknown outcomes applied: exactly one write won
+        assert stored["givenName"] in {f"w{i}" for i in range(16)}
     for loser in losers:
-        assert loser.code == "CONFLICT"
-        assert loser.extensions["currentChangeToken"] == winner["changeToken"]
-        assert loser.extensions["current"]["givenName"] == winner["givenName"]
-    assert clients[1].get(tenant, "Person", person["id"]) == winner
+        assert loser.extensions["currentChangeToken"] == stored["changeToken"]
+        assert loser.extensions["current"]["givenName"] == stored["givenName"]
 
 
 @dataclass
@@ -106,8 +137,10 @@ class _Reader:
         # Small limits page a lot; above the tail size (10) a sync can end in one read.
         limit = self.rng.choice([1, 2, 3, 5, 7, 12, 30])
         while True:
-            page = self.client.changes_page(
-                self.tenant, since=self.since, cursor=cursor, limit=limit
+            page = _retried(
+                lambda c=cursor: self.client.changes_page(  # type: ignore[misc]
+                    self.tenant, since=self.since, cursor=c, limit=limit
+                )
             )
             self.pages += 1
             for item in page["items"]:
@@ -183,7 +216,11 @@ def _writer(
 
 @pytest.mark.slow
 def test_concurrent_writers_and_paging_readers_converge_without_missed_changes(
-    server_urls: list[str], tenant: str, ddb: Any, settings: Settings
+    server_urls: list[str],
+    tenant: str,
+    ddb: Any,
+    settings: Settings,
+    request: pytest.FixtureRequest,
 ) -> None:
     known: dict[str, Any] = {}
     lock = threading.Lock()
@@ -218,11 +255,13 @@ def test_concurrent_writers_and_paging_readers_converge_without_missed_changes(
     state = tenant_state(ddb, settings.table_name, tenant)
     assert_consistent(state)
     # A first sync: the live entities (a deletion of the latest push may come too).
-    truth = _live(_client(server_urls[0]).sync(tenant).items)
+    truth = _live(_retried(lambda: _client(server_urls[0]).sync(tenant)).items)
     assert {i: v["changeToken"] for i, v in truth.items()} == state.live_tokens()
     assert stats.get("update", 0) > 20 and stats.get("delete", 0) > 5, stats
-    # 8 writers on one tenant: a few may be told to retry, never many.
-    assert stats.get("unavailable", 0) <= 0.05 * sum(stats.values()), stats
+    # 8 writers on one tenant: a few may be told to retry, never many (more when
+    # the store itself fails now and then).
+    share = 0.25 if "faults" in request.node.callspec.id else 0.05
+    assert stats.get("unavailable", 0) <= share * sum(stats.values()), stats
     for reader in readers:
         assert reader.regressions == [], reader.regressions[:5]
         assert reader.pages > 10

@@ -106,6 +106,18 @@ class StoreFaults:
     spike_seconds: tuple[float, float] = (0.1, 0.6)
 
 
+# What the fault runs inject, per request: rare enough that syncs make progress,
+# frequent enough that a few hundred operations meet each several times.
+AWS_FAULTS = StoreFaults(
+    throttle=0.02,
+    server_error=0.02,
+    lost_after_apply=0.03,
+    in_progress=0.5,
+    unprocessed=0.05,
+    cancelled_throttling=0.03,
+    spike=0.01,
+)
+
 _WRITES = {"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems"}
 
 
@@ -118,6 +130,7 @@ class TornStats:
     plain_write_conflicts: int = 0
     stalls: int = 0
     calls: int = 0  # requests of any kind
+    idempotent_retries: int = 0  # a committed transaction's token sent again
     # Injected store faults (`StoreFaults`).
     throttled: int = 0
     server_errors: int = 0
@@ -146,6 +159,7 @@ class TornEngine:
         self.upstream = upstream.rstrip("/")
         self.faults = faults
         self._lost_tokens: set[str] = set()  # transactions applied whose answer was lost
+        self._committed_tokens: set[str] = set()  # ClientRequestTokens of committed ones
         self.tear = tear
         self.latency_ms = latency_ms
         self.max_pause_ms = max_pause_ms
@@ -316,6 +330,14 @@ class TornEngine:
     def _transact_write(
         self, headers: dict[str, str], request: dict[str, Any]
     ) -> tuple[int, bytes]:
+        # AWS: "multiple identical calls [with one ClientRequestToken] have the same
+        # effect as one single call" for 10 minutes: a retry of a transaction that
+        # committed (its answer lost) succeeds again without applying anything.
+        token = request.get("ClientRequestToken")
+        with self._marks_lock:
+            if token is not None and token in self._committed_tokens:
+                self.stats.idempotent_retries += 1
+                return 200, b"{}"
         actions = [self._action(entry, headers) for entry in request["TransactItems"]]
         with self._marks_lock:
             self.stats.transactions += 1
@@ -341,7 +363,10 @@ class TornEngine:
             self.stats.condition_failures += 1
             return status, data
         units = self._commit(headers, actions, tx)
-        self.stats.committed += 1
+        with self._marks_lock:
+            self.stats.committed += 1
+            if token is not None:
+                self._committed_tokens.add(token)
         response: dict[str, Any] = {}
         if request.get("ReturnConsumedCapacity") in ("TOTAL", "INDEXES"):
             response["ConsumedCapacity"] = [
