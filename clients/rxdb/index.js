@@ -33,6 +33,10 @@
 // only to documents the device has not edited since its last sync: a local
 // edit or create is kept and pushed (an update of a document deleted meanwhile
 // comes back as a conflict with the deletion). `onResync` is told when one starts.
+//
+// TENANT_DELETED (an owner deleted the tenant, contract 3.8): the replication
+// stops (cancel) and `onTenantDeleted` is called: the app drops its copy, for
+// example with `collection.remove()`, outbox included.
 import { createClient } from "graphql-ws/client";
 import { defaultConflictHandler, deepEqual, newRxError } from "rxdb";
 import { replicateGraphQL } from "rxdb/plugins/replication-graphql";
@@ -52,6 +56,7 @@ export function replicateSyncAPI({
   live = true,
   onRejected,
   onResync,
+  onTenantDeleted,
   pull = {},
   push = {},
   ...rest
@@ -220,9 +225,16 @@ export function replicateSyncAPI({
   });
   // A pull refused with RESYNC_REQUIRED is asked again as the first page of a resync.
   const request = state.graphQLRequest.bind(state);
+  let deleted = false;
   state.graphQLRequest = async (params) => {
     const body = await request(params);
-    if (params.query !== pullQuery || body.errors?.[0]?.extensions?.code !== "RESYNC_REQUIRED") {
+    const code = body.errors?.[0]?.extensions?.code;
+    if (code === "TENANT_DELETED" && !deleted) {
+      deleted = true; // once: stop asking, and tell the app
+      state.cancel();
+      onTenantDeleted?.();
+    }
+    if (params.query !== pullQuery || code !== "RESYNC_REQUIRED") {
       return body;
     }
     startResync();

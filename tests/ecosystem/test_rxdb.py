@@ -63,6 +63,7 @@ def report(module_dir: Path, settings: Settings) -> Iterator[dict[str, Any]]:
             "pause",
             "merge-fieldLevel",
             "merge-default",
+            "deleted",
             "random-1",
             "random-2",
         )
@@ -198,3 +199,11 @@ def test_random_multi_device_runs_end_with_every_device_equal_to_the_server(
     for name in ("random1", "random2"):
         assert report[name]["equal"], report[name]
         assert report[name]["serverCount"] > 0
+
+
+def test_a_deleted_tenant_stops_the_replication_and_tells_the_app(
+    report: dict[str, Any],
+) -> None:
+    deleted = report["tenantDeleted"]
+    assert deleted["told"] == 1 and deleted["stopped"] is True
+    assert deleted["server"] == {}

@@ -97,6 +97,7 @@ class Device {
       retryTime: 200,
       replicationIdentifier: `${this.name}-${this.tenant}`,
       onResync: this.options.onResync,
+      onTenantDeleted: this.options.onTenantDeleted,
     });
     this.state.error$.subscribe((e) => this.errors.push(e.parameters?.errors?.[0]?.code ?? e.code));
     return this.state;
@@ -412,6 +413,29 @@ async function resyncAcrossTheHorizon() {
   return { ...(await converged(tenant, a, b)), resyncs, errors };
 }
 
+async function tenantDeleted() {
+  // An owner deletes the tenant: the device stops replicating, is told, drops its copy.
+  const tenant = `${prefix}-deleted`;
+  let told = 0;
+  const a = await new Device(tenant, { onTenantDeleted: () => told++ }).open();
+  await a.people.insert({ id: "gone", givenName: "Ann" });
+  await a.sync();
+  for (;;) {
+    const data = await gql(
+      `mutation($t: ID!) { deleteTenant(tenantID: $t, confirm: $t) { done } }`,
+      { t: tenant },
+    );
+    if (data.deleteTenant.done) break;
+  }
+  a.state.reSync();
+  for (let i = 0; i < 50 && told === 0; i++) await sleep(100);
+  const stopped = a.state.isStopped();
+  await a.people.remove(); // what an app does when told: its copy and outbox go
+  const errors = a.errors;
+  await a.db.close();
+  return { told, stopped, errors, server: await serverPeople(tenant) };
+}
+
 async function randomRun(seed) {
   const tenant = `${prefix}-random-${seed}`;
   let x = seed;
@@ -465,6 +489,7 @@ for (const [name, run] of Object.entries(only ? Object.fromEntries(only.map((n) 
   pauseStartOneSocket,
   fieldLevelConflicts,
   rejectedRow,
+  tenantDeleted,
   random1: () => randomRun(1),
   random2: () => randomRun(2),
 })) {
