@@ -98,8 +98,13 @@ class TenantExport:
             after, parts = self._step(job)
             if self._jobs.advance(job, after, parts, _expires_at(job)):
                 job = after
-            else:  # another call moved the job: go on from where it stands
-                job = self._jobs.get(tenant_id, job.export_id) or job
+                continue
+            # Another call moved the job: go on from where it stands. Or the job is
+            # gone: expired, or its tenant deleted (contract 3.8).
+            moved = self._jobs.get(tenant_id, job.export_id)
+            if moved is None:
+                raise NotFound(f"export {job.export_id} is gone: expired, or its tenant deleted")
+            job = moved
         return job
 
     def link(self, job: ExportJob) -> tuple[int, str]:

@@ -20,10 +20,12 @@ import pytest
 from starlette.testclient import TestClient
 
 from api.domain.cursor import CursorCodec
+from api.domain.errors import NotFound
 from api.domain.exports import ExportJob
 from api.service import SyncService
 from api.service.exports import DOWNLOAD_LINK_S, Link
 from api.settings import Settings
+from api.storage import keys
 from api.storage.exports import ExportTable
 from api.storage.store import DynamoStore
 from tests.support.bulk import bulk_people
@@ -271,3 +273,31 @@ def test_what_changes_during_an_export_is_in_the_file_in_sync_order(
     assert set(applied) == set(synced) and len(synced) == 249
     assert applied[last["id"]]["givenName"] == "moved"
     assert lines[-1]["end"]["changeToken"] == gql.sync(tenant).change_token
+
+
+def test_an_export_whose_tenant_is_deleted_meanwhile_is_not_found(
+    gql: GraphQLClient, tenant: str, settings: Settings, ddb: Any
+) -> None:
+    """The deletion sweeps the job while a call is in a step: the step's transaction
+    is refused (its job is gone), nothing is written, the call says NOT_FOUND."""
+    for i in range(150):
+        gql.create(tenant, "Person", {"givenName": f"p{i}"})
+
+    class SweptMidStep(ExportTable):
+        def advance(self, before: ExportJob, *args: Any) -> bool:
+            key = {"pk": {"S": keys.export_pk(tenant)}, "sk": {"S": before.export_id}}
+            ddb.delete_item(TableName=settings.table_name, Key=key)
+            return super().advance(before, *args)
+
+    service = SyncService(
+        DynamoStore(), CursorCodec(settings.cursor_secret), exports=SweptMidStep()
+    )
+    assert service.exports is not None
+    with pytest.raises(NotFound):
+        service.exports.export_tenant(tenant, None, "owner")
+    left = ddb.query(
+        TableName=settings.table_name,
+        KeyConditionExpression="pk = :p",
+        ExpressionAttributeValues={":p": {"S": keys.export_pk(tenant)}},
+    )["Items"]
+    assert left == []  # no part was written without its job
