@@ -10,6 +10,7 @@ names the entity, the versions and the sync that skipped it.
 
 from __future__ import annotations
 
+import contextlib
 import random
 import threading
 import time
@@ -338,14 +339,30 @@ def test_a_write_stalled_after_its_head_delays_syncs_and_is_delivered(
     assert device.since == created[0]["changeToken"]
 
 
+@pytest.mark.parametrize("marks", ["kept until applied", "released at prepare"])
 def test_a_later_write_cannot_overtake_one_whose_entry_is_pending(
-    clients: list[GraphQLClient], tenant: str, torn: TornEngine
+    clients: list[GraphQLClient], tenant: str, torn: TornEngine, marks: str
 ) -> None:
     """T1's head is applied, its entry pending; T2 (another server) must not commit
-    past it, or a sync could bound itself at T2 and skip T1 for good."""
+    past it, or a sync could bound itself at T2 and skip T1 for good. It holds
+    without premise P2 too (docs/ordering.md): T2's check of an entry not yet
+    applied fails as a conflict would, and T2 retries."""
     first = clients[0].create(tenant, "Person", {"givenName": "first"})
     device = Device("device", clients[1], tenant, random.Random(2))
     device.sync()
+    torn.release_marks_at_prepare = marks == "released at prepare"
+    with contextlib.ExitStack() as restore:
+        restore.callback(setattr, torn, "release_marks_at_prepare", False)
+        _overtake_attempt(clients, tenant, torn, device, first)
+
+
+def _overtake_attempt(
+    clients: list[GraphQLClient],
+    tenant: str,
+    torn: TornEngine,
+    device: Device,
+    first: dict[str, Any],
+) -> None:
     with torn.hold(_log_put(tenant)) as hold:
         t1, one = _in_thread(lambda: clients[0].create(tenant, "Person", {"givenName": "t1"}))
         assert hold.reached.wait(10)
@@ -554,3 +571,39 @@ def test_a_first_sync_keeps_no_entity_whose_update_was_half_applied_before_its_d
         assert p["id"] not in live, "a first sync past the deletion kept the entity"
     live, bound = _first_sync(clients[1], tenant)
     assert bound > deleted_at[0] and p["id"] not in live
+
+
+def _entity_put(tenant: str) -> Callable[[Action], bool]:
+    pk = f"T#{tenant}"
+    return lambda a: a.kind == "Put" and a.key_attributes["pk"]["S"] == pk
+
+
+@pytest.mark.parametrize("premise", ["kept", "broken"])
+def test_no_missed_change_rests_on_monotonic_visibility(
+    clients: list[GraphQLClient], tenant: str, torn: TornEngine, premise: str
+) -> None:
+    """Premise P1 (docs/ordering.md), shown by breaking it. T1 is applied but for
+    its entity item (held); T2, on the other server, checks T1's log entry, sees it
+    and commits; a device syncs. With P1, the device's read sees T1's entry too
+    and delivers it; without it (T1's writes hidden from Queries until T1 ends),
+    the device's token moves past T1's entry and the change is missed for good."""
+    device = Device("device", clients[1], tenant, random.Random(3))
+    clients[0].create(tenant, "Person", {"givenName": "first"})
+    device.sync()
+    torn.hide_until_committed = premise == "broken"
+    try:
+        with torn.hold(_entity_put(tenant)) as hold:
+            t1, one = _in_thread(lambda: clients[0].create(tenant, "Person", {"givenName": "t1"}))
+            assert hold.reached.wait(10)
+            two = clients[1].create(tenant, "Person", {"givenName": "t2"})
+            device.sync()
+            hold.release()
+            t1.join(30)
+    finally:
+        torn.hide_until_committed = False
+    device.sync()
+    assert device.replica[two["id"]] == two
+    if premise == "kept":
+        assert device.replica[one[0]["id"]] == one[0]
+    else:
+        assert one[0]["id"] not in device.replica  # missed: the proof needs P1

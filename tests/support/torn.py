@@ -36,6 +36,15 @@ interleaving: held items are applied last, once the test releases them.
 With `tear=False` it forwards every request unchanged, after `latency_ms`: a
 network between the server and DynamoDB, for benchmarks that count round trips.
 
+With `hide_until_committed` it breaks premise P1 of docs/ordering.md (monotonic
+visibility), to show what rests on it: while a transaction commits, a Query sees
+none of its writes (a new item is absent, an updated one in its state before),
+even those already applied and already seen by another transaction's check,
+until its last item is applied. (Items it deletes are not brought back.) With
+`release_marks_at_prepare` it breaks P2 (marks last until applied): a
+transaction's items stop being part of it once its conditions are checked, before
+any is applied, so a later transaction touching one is not cancelled.
+
 With `faults` (`StoreFaults`), it also does, at random and at the given rates,
 what Amazon DynamoDB does now and then and DynamoDB Local never: throttles
 (`ThrottlingException`) and answers 500 (`InternalServerError`) before applying
@@ -155,9 +164,14 @@ class TornEngine:
         tear: bool = True,
         latency_ms: float = 0.0,
         faults: StoreFaults | None = None,
+        hide_until_committed: bool = False,
+        release_marks_at_prepare: bool = False,
     ) -> None:
         self.upstream = upstream.rstrip("/")
         self.faults = faults
+        self.hide_until_committed = hide_until_committed
+        self.release_marks_at_prepare = release_marks_at_prepare
+        self._hidden: dict[Key, dict[str, Any] | None] = {}  # key -> its state before
         self._lost_tokens: set[str] = set()  # transactions applied whose answer was lost
         self._committed_tokens: set[str] = set()  # ClientRequestTokens of committed ones
         self.tear = tear
@@ -362,7 +376,15 @@ class TornEngine:
             self._unmark(actions, tx)
             self.stats.condition_failures += 1
             return status, data
-        units = self._commit(headers, actions, tx)
+        if self.release_marks_at_prepare:
+            self._unmark(actions, tx)
+        hidden = self._hide(headers, actions) if self.hide_until_committed else []
+        try:
+            units = self._commit(headers, actions, tx)
+        finally:
+            with self._marks_lock:
+                for key in hidden:
+                    self._hidden.pop(key, None)
         with self._marks_lock:
             self.stats.committed += 1
             if token is not None:
@@ -373,6 +395,38 @@ class TornEngine:
                 {"TableName": table, "CapacityUnits": total} for table, total in units.items()
             ]
         return 200, json.dumps(response).encode()
+
+    def _hide(self, headers: dict[str, str], actions: list[Action]) -> list[Key]:
+        """Remember the state before the transaction of each item it writes."""
+        hidden = []
+        for action in actions:
+            if action.kind == "ConditionCheck":
+                continue
+            table = action.key[0]
+            before = self._call(
+                headers,
+                "GetItem",
+                {"TableName": table, "Key": action.key_attributes, "ConsistentRead": True},
+            ).get("Item")
+            with self._marks_lock:
+                self._hidden[action.key] = before
+            hidden.append(action.key)
+        return hidden
+
+    def _as_before(self, table: str, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """`items` with those of transactions still committing in their state before."""
+        with self._marks_lock:
+            if not self._hidden:
+                return items
+            hidden = dict(self._hidden)
+        shown = []
+        for item in items:
+            key = self._key_of(table, item)
+            if key not in hidden:
+                shown.append(item)
+            elif hidden[key] is not None:
+                shown.append(hidden[key])
+        return shown
 
     def _spread_query(self, headers: dict[str, str], request: dict[str, Any]) -> tuple[int, bytes]:
         """A Query whose items are each read at some instant of its run (see above)."""
@@ -393,7 +447,7 @@ class TornEngine:
             seen.setdefault(self._key_of(table, item)[1], [None, None])[1] = item
         with self._rng_lock:
             chosen = [pair[self._rng.randrange(2)] for pair in seen.values()]
-        items = [item for item in chosen if item is not None]
+        items = self._as_before(table, [item for item in chosen if item is not None])
         sort_key = names[1] if len(names) > 1 else names[0]
         items.sort(
             key=lambda item: next(iter(item[sort_key].values())),
