@@ -279,7 +279,10 @@ class _RegisteringFeed:
         self._subscription = (subscription_id, operation)
         self.registered = False
 
-    async def changes(self, tenant_id: str, after: str | None) -> AsyncIterator[str]:
+    async def changes(
+        self, tenant_id: str, after: str | None, user: str = ""
+    ) -> AsyncIterator[str]:
+        # `user` is the connection's own: on AWS the share is per connection (10).
         subscription_id, operation = self._subscription
         connection = self._connection
         subscription = Subscription(

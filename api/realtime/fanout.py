@@ -35,7 +35,9 @@ class _OneEvent:
     def __init__(self, token: str) -> None:
         self._token = token
 
-    async def changes(self, tenant_id: str, after: str | None) -> AsyncIterator[str]:
+    async def changes(
+        self, tenant_id: str, after: str | None, user: str = ""
+    ) -> AsyncIterator[str]:
         if after is None or self._token > after:
             yield self._token
 

@@ -22,7 +22,14 @@ from api.settings import Settings
 from api.storage import keys
 from scripts.benchmarks.prices import STREAM_READ_USD
 from tests.support.servers import api_server
-from tests.support.subscribers import close_all, pid_listening, rss_kb, subscribe_many, ws_url
+from tests.support.subscribers import (
+    ONE_USER_FLEET,
+    close_all,
+    pid_listening,
+    rss_kb,
+    subscribe_many,
+    ws_url,
+)
 
 CREATE = "mutation($i: CreatePersonInput!) { createPerson(input: $i) { person { changeToken } } }"
 
@@ -38,7 +45,10 @@ async def _measure(settings: Settings, ddb: Any, authorization: str, fast: bool)
     rounds = 30 if fast else 200
     fan = 300 if fast else 1000
     headers = {"Authorization": authorization}
-    with api_server(settings) as a, api_server(settings) as b:
+    with (
+        api_server(settings, extra_env=ONE_USER_FLEET) as a,
+        api_server(settings, extra_env=ONE_USER_FLEET) as b,
+    ):
         async with (
             httpx2.AsyncClient(base_url=a, headers=headers, timeout=30) as http_a,
         ):

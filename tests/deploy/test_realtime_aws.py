@@ -170,12 +170,18 @@ def test_subscribe_then_a_write_pokes_the_subscriber_through_the_stream(
         },
     }
     # A stale since gets an event at once, carrying the newest token.
-    device.subscribe("s2", tenant, since="0" * 26)
+    newest = gql.create(tenant, "Person", {"givenName": "Bo"})
+    device.subscribe("s2", tenant, since=written["changeToken"])
     assert device.received()[-1]["id"] == "s2"
     assert (
         device.received()[-1]["payload"]["data"]["changesAvailable"]["changeToken"]
-        == (written["changeToken"])
+        == (newest["changeToken"])
     )
+    # A since from before the tenant's first write is a deleted tenant's (contract 3.8).
+    device.subscribe("s3", tenant, since="0" * 26)
+    refused, completed = device.received()[-2:]
+    assert refused["payload"]["errors"][0]["extensions"]["code"] == "TENANT_DELETED"
+    assert completed == {"id": "s3", "type": "complete"}
     # `complete` and `$disconnect` remove what the table holds for them.
     device.send({"id": "s1", "type": "complete"})
     device.disconnect()

@@ -12,7 +12,14 @@ import pytest
 from api.settings import Settings
 from tests.support.gql import bearer
 from tests.support.servers import api_server
-from tests.support.subscribers import close_all, pid_listening, rss_kb, subscribe_many, ws_url
+from tests.support.subscribers import (
+    ONE_USER_FLEET,
+    close_all,
+    pid_listening,
+    rss_kb,
+    subscribe_many,
+    ws_url,
+)
 
 SUBSCRIBERS = 1000
 # Per connection with one subscription: the socket's buffers, uvicorn's and
@@ -25,7 +32,7 @@ BUDGET_KB_PER_SUBSCRIBER = 150
 def test_a_thousand_subscribers_fit_the_budget_and_all_get_the_write(
     settings: Settings, tenant: str
 ) -> None:
-    with api_server(settings) as url:
+    with api_server(settings, extra_env=ONE_USER_FLEET) as url:
         pid = pid_listening(url)
         assert pid is not None
         headers = bearer([tenant])

@@ -34,6 +34,11 @@ class Subscriber:
         return next((at for at, t in self.events if t >= token), None)
 
 
+# `subscribe_many` connects every socket with one token, one user: a server it
+# loads lifts the per-user shares (WS_MAX_*_PER_USER) to the process's limits.
+ONE_USER_FLEET = {"WS_MAX_CONNECTIONS_PER_USER": "5000", "WS_MAX_SUBSCRIPTIONS_PER_USER": "10000"}
+
+
 async def subscribe_many(
     ws_url: str, authorization: str, tenant: str, since: str | None, count: int
 ) -> tuple[list[Subscriber], list[asyncio.Task[None]]]:
