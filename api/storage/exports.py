@@ -29,13 +29,19 @@ class ExportTable:
 
     def create(self, job: ExportJob, expires_at: int) -> None:
         """Store a new job (its id is fresh: a ULID)."""
+        client = connection().client
         with translated():
-            connection().client.put_item(
-                ReturnConsumedCapacity=TOTAL_CAPACITY,
-                TableName=_table(),
-                Item=_job_item(job, expires_at),
-                ConditionExpression="attribute_not_exists(pk)",
-            )
+            try:
+                client.put_item(
+                    ReturnConsumedCapacity=TOTAL_CAPACITY,
+                    TableName=_table(),
+                    Item=_job_item(job, expires_at),
+                    ConditionExpression="attribute_not_exists(pk)",
+                )
+            except client.exceptions.ConditionalCheckFailedException:
+                # Its id is fresh, so the job there is this one: botocore retried a
+                # put that DynamoDB applied and whose answer was lost.
+                pass
 
     def get(self, tenant_id: str, export_id: str) -> ExportJob | None:
         with translated():

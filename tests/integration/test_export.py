@@ -301,3 +301,15 @@ def test_an_export_whose_tenant_is_deleted_meanwhile_is_not_found(
         ExpressionAttributeValues={":p": {"S": keys.export_pk(tenant)}},
     )["Items"]
     assert left == []  # no part was written without its job
+
+
+def test_a_retried_job_creation_whose_first_answer_was_lost_is_no_error(
+    settings: Settings, tenant: str
+) -> None:
+    """botocore retries a put that DynamoDB applied and whose answer it lost: the
+    retry meets the job it created, which is not an uncoded error."""
+    table = ExportTable()
+    job = ExportJob(tenant, "01JEXPORTRETRY000000000000", "owner", 0, key="k" * 32)
+    table.create(job, expires_at=2_000_000_000)
+    table.create(job, expires_at=2_000_000_000)  # the retry
+    assert table.get(tenant, job.export_id) == job
