@@ -7,6 +7,7 @@ nothing."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from typing import Any
 
@@ -30,18 +31,15 @@ class ExportTable:
     def create(self, job: ExportJob, expires_at: int) -> None:
         """Store a new job (its id is fresh: a ULID)."""
         client = connection().client
-        with translated():
-            try:
-                client.put_item(
-                    ReturnConsumedCapacity=TOTAL_CAPACITY,
-                    TableName=_table(),
-                    Item=_job_item(job, expires_at),
-                    ConditionExpression="attribute_not_exists(pk)",
-                )
-            except client.exceptions.ConditionalCheckFailedException:
-                # Its id is fresh, so the job there is this one: botocore retried a
-                # put that DynamoDB applied and whose answer was lost.
-                pass
+        # Its id is fresh, so a job already there is this one: botocore retried a put
+        # that DynamoDB applied and whose answer was lost.
+        with translated(), contextlib.suppress(client.exceptions.ConditionalCheckFailedException):
+            client.put_item(
+                ReturnConsumedCapacity=TOTAL_CAPACITY,
+                TableName=_table(),
+                Item=_job_item(job, expires_at),
+                ConditionExpression="attribute_not_exists(pk)",
+            )
 
     def get(self, tenant_id: str, export_id: str) -> ExportJob | None:
         with translated():
