@@ -130,37 +130,35 @@ class TenantExport:
     def _step(self, job: ExportJob) -> tuple[ExportJob, list[bytes]]:
         """The job after its next step, and the parts that step writes."""
         lines: list[dict[str, Any]] = []
-        if job.phase is ExportPhase.ENTITIES:
-            if job.parts == 0 and job.position is None:
+        if job.phase in (ExportPhase.ENTITIES, ExportPhase.CHANGES):
+            # The first sync's pages, then one sync from their token: what moved while
+            # they were read (an entity updated meanwhile left its place behind them).
+            first = job.phase is ExportPhase.ENTITIES
+            if first and job.parts == 0 and job.position is None:
                 lines.append({"export": _header(job)})
-            page = self._reading.changes(job.tenant_id, cursor=job.position, limit=STEP_ITEMS)
-            live = [r for r in page.items if not r.deleted]  # the latest write's deletions
-            lines += [{"entity": record_json(r)} for r in live]
-            after = dataclasses.replace(
-                job,
-                entities=job.entities + len(live),
-                position=page.cursor,
-                change_token=job.change_token if page.cursor else page.change_token,
-            )
-            if not page.cursor:  # an empty tenant has no token to sync on from
-                next_phase = ExportPhase.CHANGES if page.change_token else ExportPhase.VERSIONS
-                after = dataclasses.replace(after, phase=next_phase)
-        elif job.phase is ExportPhase.CHANGES:
-            # What moved while the first sync's pages were read (an entity updated
-            # meanwhile left its old place behind them): one sync from their token.
             page = self._reading.changes(
                 job.tenant_id,
-                since=None if job.position else job.change_token,
+                since=None if first or job.position else job.change_token,
                 cursor=job.position,
                 limit=STEP_ITEMS,
             )
-            lines += [{"deleted" if r.deleted else "entity": record_json(r)} for r in page.items]
+            # A first sync's deletions are the latest write's: not the tenant's data.
+            kept = [r for r in page.items if not (first and r.deleted)]
+            lines += [{"deleted" if r.deleted else "entity": record_json(r)} for r in kept]
+            ended = page.cursor is None
+            phase: ExportPhase
+            if not ended:
+                phase = job.phase
+            elif first and page.change_token:
+                phase = ExportPhase.CHANGES
+            else:  # caught up, or an empty tenant with no token to sync on from
+                phase = ExportPhase.VERSIONS
             after = dataclasses.replace(
                 job,
-                entities=job.entities + sum(not r.deleted for r in page.items),
+                entities=job.entities + sum(not r.deleted for r in kept),
                 position=page.cursor,
-                phase=ExportPhase.CHANGES if page.cursor else ExportPhase.VERSIONS,
-                change_token=job.change_token if page.cursor else page.change_token,
+                phase=phase,
+                change_token=page.change_token if ended else job.change_token,
             )
         else:
             versions, position = self._jobs.versions_page(job.tenant_id, job.position, STEP_ITEMS)
