@@ -144,19 +144,23 @@ class Context:
 
 
 async def _for_tenant(
-    info: strawberry.Info, tenant_id: str, work: Callable[[SyncService], _T], writes: bool = False
+    info: strawberry.Info,
+    tenant_id: str,
+    work: Callable[[SyncService], _T],
+    role: str | None = None,
 ) -> _T:
-    """Run `work` for `tenant_id`, once the caller is known to belong to it, through
-    the tenant's gate for reads or for writes (`api.tenant_gate`)."""
+    """Run `work` for `tenant_id`, once the caller is known to belong to it (with
+    `role`, to hold that role or a higher one), through the tenant's gate for reads,
+    or for writes when a role is needed (`api.tenant_gate`)."""
     context: Context = info.context
-    if writes:
-        context.caller().require_role(tenant_id, WRITER)
+    if role is not None:
+        context.caller().require_role(tenant_id, role)
     else:
         context.caller().require_tenant(tenant_id)
     log = request_log.current()
     if log is not None:
         log.tenant = tenant_id
-    async with (context.writes if writes else context.reads).enter(tenant_id):
+    async with (context.reads if role is None else context.writes).enter(tenant_id):
         return await run_in_threadpool(work, context.service)
 
 
@@ -235,7 +239,7 @@ def _mutation_fields(s: ItemTypeSchema) -> dict[str, Any]:
         mutation = s.mutation(verb, input)
         by = info.context.caller().sub
         return await _for_tenant(
-            info, mutation.tenant_id, lambda svc: svc.apply(mutation, by), writes=True
+            info, mutation.tenant_id, lambda svc: svc.apply(mutation, by), role=WRITER
         )
 
     async def create(info: strawberry.Info, input: Any) -> Any:
@@ -282,7 +286,7 @@ async def push_changes(info: strawberry.Info, input: PushChangesInput) -> PushCh
             ]
         )
     results = await _for_tenant(
-        info, input.tenantID, lambda s: s.push(input.tenantID, mutations, by), writes=True
+        info, input.tenantID, lambda s: s.push(input.tenantID, mutations, by), role=WRITER
     )
     return PushChangesPayload(results=[to_result(r) for r in results])
 
@@ -319,7 +323,7 @@ async def restore_version(info: strawberry.Info, input: RestoreVersionInput) -> 
             _given(input.clientMutationID),
             by,
         ),
-        writes=True,
+        role=WRITER,
     )
     return RestorePayload(item=to_synchronized_item(written.record), replayed=written.replayed)
 
@@ -330,9 +334,8 @@ async def delete_tenant(
     budget: RequestBudget = info.context.budget
     budget.spend_writes(MAX_PUSH)  # one deletion call per request, aliases included
     caller = info.context.caller()
-    caller.require_role(tenantID, OWNER)
     deletion = await _for_tenant(
-        info, tenantID, lambda s: s.delete_tenant(tenantID, confirm, caller.sub), writes=True
+        info, tenantID, lambda s: s.delete_tenant(tenantID, confirm, caller.sub), role=OWNER
     )
     return DeleteTenantPayload(removedItems=deletion.removed, done=deletion.done)
 
@@ -343,17 +346,15 @@ async def export_tenant(
     budget: RequestBudget = info.context.budget
     budget.spend_writes(MAX_PUSH)  # one export call per request, aliases included
     caller = info.context.caller()
-    caller.require_role(tenantID, OWNER)
     exports = info.context.service.exports
     if exports is None:
         raise Unavailable("exports are not served here")
 
-    def work(service: SyncService) -> tuple[Any, tuple[int, str] | None]:
-        assert service.exports is not None
-        job = service.exports.export_tenant(tenantID, exportID, caller.sub)
-        return job, service.exports.link(job) if job.done else None
+    def work(_: SyncService) -> tuple[Any, tuple[int, str] | None]:
+        job = exports.export_tenant(tenantID, exportID, caller.sub)
+        return job, exports.link(job) if job.done else None
 
-    job, link = await _for_tenant(info, tenantID, work, writes=True)
+    job, link = await _for_tenant(info, tenantID, work, role=OWNER)
     return to_payload(job, _public_base_url(info.context.request), link)
 
 
