@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 
-from api.realtime.signals import DELETING, LiveFeed, TenantSignals
+from api.realtime.signals import DELETING, LiveFeed, Shares, TenantSignals
 from api.realtime.streams import StreamFollower
 from api.settings import Settings
 
@@ -34,7 +34,7 @@ class LocalRealtime:
         self.feed = LiveFeed(self.signals, latest_change)
         self.follower: StreamFollower | None = None
         self._connections = 0
-        self._users: dict[str, int] = {}  # acknowledged sockets by user
+        self._sockets = Shares(settings.ws_max_connections_per_user)  # acknowledged, by user
         self._lock = threading.Lock()
         self.signals.on_first_subscription(self._start_follower)
 
@@ -64,9 +64,8 @@ class LocalRealtime:
         """Count an acknowledged socket of `user` if under their share; returns what
         releases it (at the socket's close), or None when refused."""
         with self._lock:
-            if self._users.get(user, 0) >= self._settings.ws_max_connections_per_user:
+            if not self._sockets.take(user):
                 return None
-            self._users[user] = self._users.get(user, 0) + 1
         released = False
 
         def release() -> None:
@@ -75,9 +74,7 @@ class LocalRealtime:
                 if released:
                     return
                 released = True
-                left = self._users.pop(user) - 1
-                if left:
-                    self._users[user] = left
+                self._sockets.give_back(user)
 
         return release
 

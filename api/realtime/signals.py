@@ -21,6 +21,28 @@ from api.domain.errors import BadUserInput, TenantDeleted, Unavailable
 DELETING = "~deleting"
 
 
+class Shares:
+    """How many of something each user holds, at most `limit` each. Not locked: its
+    owner calls it under its own lock."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._held: dict[str, int] = {}
+
+    def take(self, user: str) -> bool:
+        """One more for `user`, if under their limit."""
+        held = self._held.get(user, 0)
+        if held >= self.limit:
+            return False
+        self._held[user] = held + 1
+        return True
+
+    def give_back(self, user: str) -> None:
+        left = self._held.pop(user) - 1
+        if left:
+            self._held[user] = left
+
+
 @dataclass(eq=False)
 class Slot:
     """One subscription's mailbox: the newest token published and not yet taken."""
@@ -52,10 +74,9 @@ class TenantSignals:
 
     def __init__(self, capacity: int, per_user: int | None = None) -> None:
         self.capacity = capacity
-        self.per_user = capacity if per_user is None else per_user
+        self._by_user = Shares(capacity if per_user is None else per_user)
         self._slots: dict[str, set[Slot]] = {}
         self._count = 0
-        self._by_user: dict[str, int] = {}
         self._lock = threading.Lock()
         self._on_first: list[Callable[[], None]] = []
 
@@ -67,17 +88,17 @@ class TenantSignals:
     def register(self, tenant_id: str, user: str = "") -> Slot:
         slot = Slot(asyncio.get_running_loop(), user=user)
         with self._lock:
-            if self._by_user.get(user, 0) >= self.per_user:
+            if not self._by_user.take(user):
                 raise BadUserInput(
-                    f"at most {self.per_user} subscriptions of one user on one server"
+                    f"at most {self._by_user.limit} subscriptions of one user on one server"
                 )
             if self._count >= self.capacity:
+                self._by_user.give_back(user)
                 raise Unavailable(
                     f"this server holds its maximum of {self.capacity} subscriptions; retry later"
                 )
             self._slots.setdefault(tenant_id, set()).add(slot)
             self._count += 1
-            self._by_user[user] = self._by_user.get(user, 0) + 1
             first, self._on_first = self._on_first, []
         for callback in first:
             callback()
@@ -89,9 +110,7 @@ class TenantSignals:
             if slots is not None and slot in slots:
                 slots.discard(slot)
                 self._count -= 1
-                left = self._by_user.pop(slot.user) - 1
-                if left:
-                    self._by_user[slot.user] = left
+                self._by_user.give_back(slot.user)
                 if not slots:
                     del self._slots[tenant_id]
 
