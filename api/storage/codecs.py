@@ -37,6 +37,11 @@ _EXPIRES = OutcomeItem.expires.attr_name
 assert HeadItem.token.attr_name == _TOKEN and HeadItem.prev.attr_name == _PREV
 
 
+def raw_key(pk: str, sk: str) -> dict[str, Any]:
+    """An item's key as DynamoDB's JSON, for the client calls made without PynamoDB."""
+    return {PK: {"S": pk}, SK: {"S": sk}}
+
+
 def sort_key(raw: dict[str, Any]) -> str:
     return str(raw[SK]["S"])
 

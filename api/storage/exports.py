@@ -46,7 +46,7 @@ class ExportTable:
             answer = connection().client.get_item(
                 ReturnConsumedCapacity=TOTAL_CAPACITY,
                 TableName=_table(),
-                Key=_key(keys.export_pk(tenant_id), export_id),
+                Key=codecs.raw_key(keys.export_pk(tenant_id), export_id),
                 ConsistentRead=True,
             )
         raw = answer.get("Item")
@@ -63,7 +63,9 @@ class ExportTable:
                 "Put": {
                     "TableName": _table(),
                     "Item": {
-                        **_key(pk, keys.export_part_sk(before.export_id, before.parts + i)),
+                        **codecs.raw_key(
+                            pk, keys.export_part_sk(before.export_id, before.parts + i)
+                        ),
                         "d": {"B": part},
                         keys.TTL_ATTRIBUTE: {"N": str(expires_at)},
                     },
@@ -134,7 +136,7 @@ class ExportTable:
             "Limit": limit,
         }
         if after is not None:
-            kwargs["ExclusiveStartKey"] = _key(pk, after)
+            kwargs["ExclusiveStartKey"] = codecs.raw_key(pk, after)
         with translated():
             page = connection().client.query(**kwargs, ReturnConsumedCapacity=TOTAL_CAPACITY)
         records = [codecs.record_from_raw(tenant_id, raw) for raw in page.get("Items", [])]
@@ -146,13 +148,9 @@ def _table() -> str:
     return str(RecordItem.Meta.table_name)
 
 
-def _key(pk: str, sk: str) -> dict[str, Any]:
-    return {codecs.PK: {"S": pk}, codecs.SK: {"S": sk}}
-
-
 def _job_item(job: ExportJob, expires_at: int) -> dict[str, Any]:
     item: dict[str, Any] = {
-        **_key(keys.export_pk(job.tenant_id), job.export_id),
+        **codecs.raw_key(keys.export_pk(job.tenant_id), job.export_id),
         "by": {"S": job.asked_by},
         "at": {"N": str(job.asked_at_ms)},
         "key": {"S": job.key},

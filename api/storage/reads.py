@@ -198,7 +198,7 @@ def _log_range(after: str | None, upper: str) -> Any:
 def _batch_get_raw(pk: str, sks: list[str]) -> list[dict[str, Any]]:
     """The items of `pk` at `sks` that exist (at most 100 keys), strongly consistent."""
     table = RecordItem.Meta.table_name
-    pending = [{codecs.PK: {"S": pk}, codecs.SK: {"S": sk}} for sk in sks]
+    pending = [codecs.raw_key(pk, sk) for sk in sks]
     found: list[dict[str, Any]] = []
     for round_ in range(_BATCH_GET_ROUNDS):
         if round_:

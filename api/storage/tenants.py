@@ -34,7 +34,7 @@ _BATCH_WRITE_ROUNDS = 5
 def mark_deleting(tenant_id: str, by: str, at_ms: int) -> int:
     """Mark the tenant as being deleted (by the first asker; a repeat keeps the mark)
     and return how many of its items are removed so far."""
-    head = {codecs.PK: {"S": keys.log_pk(tenant_id)}, codecs.SK: {"S": keys.HEAD_SK}}
+    head = codecs.raw_key(keys.log_pk(tenant_id), keys.HEAD_SK)
     by_attr, at_attr = HeadItem.deleting_by.attr_name, HeadItem.deleting_at.attr_name
     with translated():
         answer = connection().client.update_item(
@@ -79,7 +79,7 @@ def finish(tenant_id: str) -> tuple[str, int, int]:
         answer = connection().client.delete_item(
             ReturnConsumedCapacity=TOTAL_CAPACITY,
             TableName=RecordItem.Meta.table_name,
-            Key={codecs.PK: {"S": keys.log_pk(tenant_id)}, codecs.SK: {"S": keys.HEAD_SK}},
+            Key=codecs.raw_key(keys.log_pk(tenant_id), keys.HEAD_SK),
             ReturnValues="ALL_OLD",
         )
     old = answer.get("Attributes", {})
@@ -124,7 +124,7 @@ def _delete_all(item_keys: list[dict[str, Any]]) -> None:
 
 def _count(tenant_id: str, removed: int) -> None:
     """Add to the mark's count (only while the mark is there)."""
-    head = {codecs.PK: {"S": keys.log_pk(tenant_id)}, codecs.SK: {"S": keys.HEAD_SK}}
+    head = codecs.raw_key(keys.log_pk(tenant_id), keys.HEAD_SK)
     with translated():
         try:
             connection().client.update_item(
