@@ -391,7 +391,11 @@ def create_app(settings: Settings | None = None, sockets: bool = True) -> Starle
         except Exception:
             logger.exception("health check failed")
             return JSONResponse({"status": "error", "table": settings.table_name}, status_code=503)
-        return JSONResponse({"status": "ok", "table": settings.table_name, "reachable": True})
+        answer: dict[str, object] = {"status": "ok", "table": settings.table_name}
+        answer["reachable"] = True
+        if realtime is not None:
+            answer["realtime"] = realtime.status()
+        return JSONResponse(answer)
 
     routes: list[BaseRoute] = [
         Route("/graphql", view, methods=["GET", "POST"]),
@@ -400,6 +404,10 @@ def create_app(settings: Settings | None = None, sockets: bool = True) -> Starle
     ]
     if realtime is not None:
         routes.append(WebSocketRoute("/graphql", view))
+    if realtime is not None and realtime.receiver is not None:
+        from api.realtime.relay import PATH
+
+        routes.append(Route(PATH, realtime.receiver.take, methods=["POST"]))
     if settings.graphiql:
         from api import graphiql
 

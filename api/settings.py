@@ -73,6 +73,14 @@ class Settings:
     # Keep each entity's earlier versions (`history`): one more item per update or
     # delete (contract 3.7). Off: nothing is kept and `history` returns nothing.
     history: bool = True
+    # Several long-running servers on one table: this server's URL as the others reach
+    # it (e.g. http://10.0.1.7:8000). Set, one server at a time reads the table's
+    # stream, chosen by a lease, and posts head changes to the others
+    # (api.realtime.lease); unset, a server with subscribers reads the stream itself,
+    # which AWS's advice of two readers a shard allows for two servers.
+    realtime_peer_url: str | None = None
+    # How long the stream reader's lease lasts unless renewed (renewed every third).
+    realtime_lease_s: float = 15.0
     # AWS: the API Gateway Management API of the WebSocket API (set by serverless.yml).
     websocket_management_url: str | None = None
 
@@ -123,6 +131,8 @@ class Settings:
                 )
             ),
             websocket_management_url=env.get("WEBSOCKET_MANAGEMENT_URL") or None,
+            realtime_peer_url=env.get("REALTIME_PEER_URL") or None,
+            realtime_lease_s=float(env.get("REALTIME_LEASE_S", cls.realtime_lease_s)),
             retention_seconds=int(env.get("RETENTION_SECONDS", cls.retention_seconds)),
             history=_flag(env.get("HISTORY"), default=cls.history),
         )

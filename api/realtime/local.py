@@ -3,8 +3,10 @@
 A write committed by this process wakes its subscribers at once (`publish`); a
 write committed by another process on the same table arrives through the
 table's stream (`api.realtime.streams.StreamFollower`), started with the first
-subscription. Connections are counted here so that one process never holds
-more than `ws_max_connections` sockets.
+subscription: read by this process itself, or, with `REALTIME_PEER_URL` set, by
+the one server holding the stream reader's lease, which posts it here
+(`api.realtime.lease`, `api.realtime.relay`). Connections are counted here so
+that one process never holds more than `ws_max_connections` sockets.
 """
 
 from __future__ import annotations
@@ -15,9 +17,14 @@ import logging
 import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
 
+from ulid import ULID
+
+from api.realtime.lease import LeaseItems, StreamReaderLease
+from api.realtime.relay import PokeReceiver, PokeRelay, relay_key
 from api.realtime.signals import DELETING, LiveFeed, Shares, TenantSignals
-from api.realtime.streams import StreamFollower
+from api.realtime.streams import StreamFollower, publish_heads
 from api.settings import Settings
 
 logger = logging.getLogger("api.realtime")
@@ -32,7 +39,14 @@ class LocalRealtime:
             settings.ws_max_subscriptions, settings.ws_max_subscriptions_per_user
         )
         self.feed = LiveFeed(self.signals, latest_change)
-        self.follower: StreamFollower | None = None
+        self.follower: StreamFollower | None = None  # this process reads the stream itself
+        self.lease: StreamReaderLease | None = None  # or whoever holds the lease does
+        self.receiver: PokeReceiver | None = None
+        self._heads_client: Any = None
+        if settings.realtime_peer_url is not None:
+            self.receiver = PokeReceiver(
+                relay_key(settings.cursor_secret), self.publish, self._catch_up
+            )
         self._connections = 0
         self._sockets = Shares(settings.ws_max_connections_per_user)  # acknowledged, by user
         self._lock = threading.Lock()
@@ -79,19 +93,62 @@ class LocalRealtime:
         return release
 
     def close(self) -> None:
+        if self.lease is not None:
+            self.lease.stop()
         if self.follower is not None:
             self.follower.stop()
 
+    def status(self) -> dict[str, object]:
+        """For /healthz: where this process's pokes from other servers come from."""
+        if self.lease is not None:
+            return {"server": self.lease.server_id, "readsStream": self.lease.reading}
+        return {"readsStream": self.follower is not None}
+
     def _start_follower(self) -> None:
         settings = self._settings
-        self.follower = StreamFollower(
+        if settings.realtime_peer_url is None:
+            self.follower = self._stream_follower(self.publish, lambda: None)
+            self.follower.start()
+            return
+        relay = PokeRelay(relay_key(settings.cursor_secret))
+
+        def publish_and_relay(tenant_id: str, token: str) -> None:
+            self.publish(tenant_id, token)
+            relay.offer(tenant_id, token)
+
+        self.lease = StreamReaderLease(
+            LeaseItems(settings.dynamodb_client(), settings.table_name),
+            str(ULID()),
+            settings.realtime_peer_url,
+            reader=lambda: self._stream_follower(publish_and_relay, relay.catch_up),
+            follow=relay.follow,
+            lease_s=settings.realtime_lease_s,
+        )
+        self.lease.start()
+
+    def _stream_follower(
+        self, publish: Callable[[str, str], None], caught_up: Callable[[], None]
+    ) -> StreamFollower:
+        settings = self._settings
+        return StreamFollower(
             settings.dynamodb_client(),
             settings.dynamodb_client("dynamodbstreams"),
             settings.table_name,
-            self.publish,
+            publish,
             subscribed=self.signals.tenants,
+            caught_up=caught_up,
         )
-        self.follower.start()
+
+    def _catch_up(self) -> None:
+        """The stream's reader asks: publish the heads of this process's tenants."""
+        if self._heads_client is None:  # a client takes ~50 ms to build: once
+            self._heads_client = self._settings.dynamodb_client()
+        publish_heads(
+            self._heads_client,
+            self._settings.table_name,
+            self.signals.tenants(),
+            self.publish,
+        )
 
 
 async def close_at(when: float, close: Callable[[], Awaitable[object]]) -> None:

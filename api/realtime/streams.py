@@ -70,7 +70,8 @@ class StreamFollower:
     the follower waited after an error) is in that read; one committed after is in
     the stream. Without it such a write was announced by nobody until the tenant's
     next write. Cost: one consistent read unit per subscribed tenant per restart
-    (BatchGetItem, 100 heads a call)."""
+    (BatchGetItem, 100 heads a call). `caught_up()` is called after each, so that
+    the servers this one hands its pokes to catch up too (`api.realtime.relay`)."""
 
     def __init__(
         self,
@@ -81,6 +82,7 @@ class StreamFollower:
         poll_interval_s: float = POLL_INTERVAL_S,
         subscribed: Callable[[], Collection[str]] = frozenset,
         retry_wait_s: float = RETRY_WAIT_S,
+        caught_up: Callable[[], None] = lambda: None,
     ) -> None:
         self._dynamodb = dynamodb
         self._streams = streams
@@ -89,6 +91,7 @@ class StreamFollower:
         self._poll_interval_s = poll_interval_s
         self._subscribed = subscribed
         self._retry_wait_s = retry_wait_s
+        self._caught_up = caught_up  # after each (re)start's catch-up: the relay's cue
         self._stopped = threading.Event()
         self._thread: threading.Thread | None = None
         self.reads = 0  # GetRecords calls, for the benchmark's cost figures
@@ -159,28 +162,10 @@ class StreamFollower:
 
     def _catch_up(self) -> None:
         """Publish the current head of every subscribed tenant (consistent reads)."""
-        tenants = sorted(self._subscribed())
-        for start in range(0, len(tenants), _BATCH_GET_KEYS):
-            wanted = [
-                {"pk": {"S": keys.log_pk(t)}, "sk": {"S": keys.HEAD_SK}}
-                for t in tenants[start : start + _BATCH_GET_KEYS]
-            ]
-            request = {self._table_name: {"Keys": wanted, "ConsistentRead": True}}
-            for round_ in range(_BATCH_GET_ROUNDS):
-                if round_:
-                    self._stopped.wait(0.05 * 2**round_)  # throttled: back off
-                answer = self._dynamodb.batch_get_item(RequestItems=request)
-                heads = [
-                    {"eventName": "MODIFY", "dynamodb": {"Keys": item, "NewImage": item}}
-                    for item in answer.get("Responses", {}).get(self._table_name, [])
-                ]
-                for tenant_id, token in head_changes(heads).items():
-                    self._publish(tenant_id, token)
-                request = answer.get("UnprocessedKeys") or {}
-                if not request:
-                    break
-            else:
-                raise RuntimeError("catching up: heads left unprocessed; restarting")
+        publish_heads(
+            self._dynamodb, self._table_name, self._subscribed(), self._publish, self._stopped.wait
+        )
+        self._caught_up()
 
     def _shards(self, arn: str) -> list[dict[str, Any]]:
         shards: list[dict[str, Any]] = []
@@ -194,3 +179,37 @@ class StreamFollower:
             start = description.get("LastEvaluatedShardId")
             if start is None:
                 return shards
+
+
+def publish_heads(
+    dynamodb: Any,
+    table_name: str,
+    tenants: Collection[str],
+    publish: Callable[[str, str], None],
+    wait: Callable[[float], object] = time.sleep,
+) -> None:
+    """Read the heads of `tenants` (consistent BatchGetItem, 100 a call) and publish
+    each tenant's token: 1 read unit a tenant. Raises if throttling leaves some
+    unread after 5 rounds, so that the caller tries again."""
+    ordered = sorted(tenants)
+    for start in range(0, len(ordered), _BATCH_GET_KEYS):
+        wanted = [
+            {"pk": {"S": keys.log_pk(t)}, "sk": {"S": keys.HEAD_SK}}
+            for t in ordered[start : start + _BATCH_GET_KEYS]
+        ]
+        request = {table_name: {"Keys": wanted, "ConsistentRead": True}}
+        for round_ in range(_BATCH_GET_ROUNDS):
+            if round_:
+                wait(0.05 * 2**round_)  # throttled: back off
+            answer = dynamodb.batch_get_item(RequestItems=request)
+            heads = [
+                {"eventName": "MODIFY", "dynamodb": {"Keys": item, "NewImage": item}}
+                for item in answer.get("Responses", {}).get(table_name, [])
+            ]
+            for tenant_id, token in head_changes(heads).items():
+                publish(tenant_id, token)
+            request = answer.get("UnprocessedKeys") or {}
+            if not request:
+                break
+        else:
+            raise RuntimeError("reading heads: some left unprocessed after 5 rounds")

@@ -40,6 +40,10 @@ Items (all in one table, `pk` hash key, `sk` range key, both strings):
                                                it declares, JSON), op (operationName),
                                                sub, until, last (the token last sent
                                                on it), exp (TTL)
+    lease     RT#STREAM          LEASE         the stream reader's lease: holder (server id),
+                                               exp (when it lapses unless renewed; TTL)
+    server    RT#STREAM          S#<server>    a server that takes pokes: url, exp (when it
+                                               lapses unless renewed; TTL)
 
 (Log entries and the head gained `pv` before the first release; a local data
 directory written before that has log entries without it: delete it. The head's
@@ -87,6 +91,10 @@ Access patterns:
                            Query pk=T#<tenant>#SUB (consistent) per head change the stream
                            handler fans out (api.realtime.aws), and per subscriber an
                            UpdateItem of its `last` token (conditioned: only if newer)
+    stream reader lease    per server every 5 s: PutItem its server item, GetItem
+                           lease; the reader UpdateItem lease (conditioned: held by
+                           it, or lapsed) and Query pk=RT#STREAM (consistent): the
+                           servers it hands head changes to (api.realtime.lease)
 
 The transactions of a tenant form a chain: each commits only as the link after
 the head it expects, and only once every log entry of that head's transaction
@@ -115,6 +123,10 @@ _CONNECTION_PREFIX = "C#"
 CONNECTION_SK = "CONN"
 _ENTITY_PREFIX = "I#"
 _OUTCOME_PREFIX = "M#"
+# The stream reader's lease and the servers it hands pokes to (api.realtime.lease).
+READERS_PK = "RT#STREAM"
+LEASE_SK = "LEASE"
+_SERVER_PREFIX = "S#"
 # DynamoDB's TTL deletes items whose `exp` (epoch seconds) has passed.
 TTL_ATTRIBUTE = "exp"
 # On a head: the tenant is being deleted (who asked); realtime reads it off the stream.
@@ -180,3 +192,12 @@ def subscription_sk(connection_id: str, subscription_id: str) -> str:
 
 def connection_pk(connection_id: str) -> str:
     return f"{_CONNECTION_PREFIX}{connection_id}"
+
+
+def server_sk(server_id: str) -> str:
+    return f"{_SERVER_PREFIX}{server_id}"
+
+
+def server_of(sk: str) -> str | None:
+    """The server whose item has this sort key (in READERS_PK), or None."""
+    return sk[len(_SERVER_PREFIX) :] if sk.startswith(_SERVER_PREFIX) else None

@@ -30,9 +30,12 @@ def api_server(
     clock_offset_ms: int = 0,
     extra_env: dict[str, str] | None = None,
     app: str = "api.app:create_app",
+    relayed: bool = False,
 ) -> Iterator[str]:
-    """Run `uvicorn <app>` (an app factory) in its own process; yields its base URL."""
+    """Run `uvicorn <app>` (an app factory) in its own process; yields its base URL.
+    `relayed`: the server takes part in the stream reader's lease at its base URL."""
     port = free_port()
+    base = f"http://127.0.0.1:{port}"
     env = {
         **os.environ,
         "DYNAMODB_ENDPOINT": settings.dynamodb_endpoint or "",
@@ -40,6 +43,7 @@ def api_server(
         "CURSOR_SECRET": settings.cursor_secret,
         "SYNC_AUTH_SECRET": settings.auth_secret,
         "CLOCK_OFFSET_MS": str(clock_offset_ms),
+        **({"REALTIME_PEER_URL": base} if relayed else {}),
         **(extra_env or {}),
     }
     process = subprocess.Popen(
@@ -63,7 +67,6 @@ def api_server(
         cwd=PROJECT_ROOT,
         env=env,
     )
-    base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 30
         while True:
