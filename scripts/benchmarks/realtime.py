@@ -1,8 +1,9 @@
 """Realtime figures for `scripts/bench`: `changesAvailable` on real server processes.
 
 - latency from a mutation's response to the event, on a subscriber of the same
-  server (its own commit wakes it) and of another server (the table's stream),
-  against the mutation's own latency measured in the same run;
+  server (its own commit wakes it), of another server (which reads the table's
+  stream itself) and of a third server among three (the one stream reader posts
+  to it: `REALTIME_PEER_URL`), against the mutation's own latency in the same run;
 - how many events per second one process delivers to many subscribers;
 - memory per connection (server RSS growth over N subscribers);
 - DynamoDB reads: what a subscribe costs, per write, and per idle subscriber.
@@ -11,6 +12,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import statistics
 import time
 from typing import Any
@@ -72,12 +74,14 @@ async def _measure(settings: Settings, ddb: Any, authorization: str, fast: bool)
                     rates.append(fan / (time.monotonic() - started))
             finally:
                 await close_all(subscribers, tasks)
+    relayed = await _relayed_latencies(settings, authorization, tenant, rounds)
     subscribe_units = _subscribe_read_units(ddb, settings.table_name, tenant)
     polls_per_hour = 3600 / POLL_INTERVAL_S
     return {
         "mutation_p50_ms": mutation,
         "same_server": same,
         "cross_server": cross,
+        "relayed": relayed,
         "fan_out_subscribers": fan,
         "events_per_s": statistics.median(rates),
         "memory_per_connection_kb": per_connection_kb,
@@ -125,6 +129,53 @@ async def _latencies(
     }
 
 
+async def _relayed_latencies(
+    settings: Settings, authorization: str, tenant: str, rounds: int
+) -> dict[str, float]:
+    """Three servers with one stream reader: writes on the reader, the event on a
+    server that neither writes nor reads the stream (the reader posts to it)."""
+    with contextlib.ExitStack() as stack:
+        bases = [
+            stack.enter_context(api_server(settings, extra_env=ONE_USER_FLEET, relayed=True))
+            for _ in range(3)
+        ]
+        # A server joins the lease at its first subscription.
+        joined = [
+            await subscribe_many(ws_url(base), authorization, tenant, None, 1) for base in bases
+        ]
+        try:
+            reader = await asyncio.to_thread(_the_reader, bases)
+            index, follower = next((i, b) for i, b in enumerate(bases) if b != reader)
+            async with httpx2.AsyncClient(
+                base_url=reader, headers={"Authorization": authorization}, timeout=30
+            ) as http:
+                # The reader posts to a server once its next heartbeat has seen it join.
+                written = await _create(http, tenant)
+                ((warm,), _) = joined[index]
+                await _until(lambda: warm.got(written) is not None, 30)
+                relayed = await _latencies(http, ws_url(follower), authorization, tenant, rounds)
+        finally:
+            for subscribers, tasks in joined:
+                await close_all(subscribers, tasks)
+    relayed.pop("mutation_ms")
+    return relayed
+
+
+def _the_reader(bases: list[str]) -> str:
+    """The server that reads the stream, once one does (within two leases)."""
+    deadline = time.monotonic() + 40
+    while time.monotonic() < deadline:
+        readers = [
+            base
+            for base in bases
+            if httpx2.get(f"{base}/healthz", timeout=5).json()["realtime"]["readsStream"]
+        ]
+        if len(readers) == 1:
+            return readers[0]
+        time.sleep(0.2)
+    raise TimeoutError("realtime benchmark: no server took the stream reader's lease")
+
+
 def _subscribe_read_units(ddb: Any, table: str, tenant: str) -> float:
     """The read a new subscription makes (`SyncService.latest_change`): the head and
     the newest entry, one consistent Query."""
@@ -157,17 +208,20 @@ async def _until(condition: Any, timeout: float) -> None:
 
 
 def print_realtime(r: dict[str, Any]) -> None:
-    same, cross = r["same_server"], r["cross_server"]
+    same, cross, relayed = r["same_server"], r["cross_server"], r["relayed"]
     base = r["mutation_p50_ms"]
     print(
         f"realtime: the event after the mutation's response: same server p50 "
         f"{same['p50_ms']:.2f} / p99 {same['p99_ms']:.2f} ms, other server p50 "
-        f"{cross['p50_ms']:.2f} / p99 {cross['p99_ms']:.2f} ms"
+        f"{cross['p50_ms']:.2f} / p99 {cross['p99_ms']:.2f} ms, a third server through "
+        f"the stream reader's relay p50 {relayed['p50_ms']:.2f} / p99 {relayed['p99_ms']:.2f} ms"
     )
     print(
         f"realtime: from sending the mutation, against its own p50 {base:.2f} ms: same "
         f"server p50 {same['from_send_p50_ms']:.2f} ms ({same['from_send_p50_ms'] / base:.2f}x), "
-        f"other server {cross['from_send_p50_ms']:.2f} ms ({cross['from_send_p50_ms'] / base:.2f}x)"
+        f"other server {cross['from_send_p50_ms']:.2f} ms "
+        f"({cross['from_send_p50_ms'] / base:.2f}x), relayed "
+        f"{relayed['from_send_p50_ms']:.2f} ms ({relayed['from_send_p50_ms'] / base:.2f}x)"
     )
     print(
         f"realtime: {r['events_per_s']:.0f} events/s to {r['fan_out_subscribers']} subscribers "

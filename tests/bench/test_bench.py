@@ -86,7 +86,7 @@ def test_bench_fast_prints_and_saves_a_complete_table(tmp_path: Path) -> None:
         assert w["read_units"] >= w["min_read_units"] >= 1, w
         assert w["pages"] == math.ceil(w["changes"] / 100), w
     realtime = data["realtime"]
-    for server in ("same_server", "cross_server"):
+    for server in ("same_server", "cross_server", "relayed"):
         figures = realtime[server]
         assert 0 <= figures["p50_ms"] <= figures["p99_ms"], server
         assert 0 < figures["from_send_p50_ms"] <= figures["from_send_p99_ms"], server
