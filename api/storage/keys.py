@@ -180,3 +180,14 @@ def subscription_sk(connection_id: str, subscription_id: str) -> str:
 
 def connection_pk(connection_id: str) -> str:
     return f"{_CONNECTION_PREFIX}{connection_id}"
+
+
+# Blobs (attachments, contract 3.10) are S3 objects, not items: one per tenant and
+# content, `tenants/<tenant>/blobs/<sha256>`. A tenant id holds no '/' (1-64 of
+# [A-Za-z0-9_.:-], `api.domain.identifiers`) and a sha256 is 64 lowercase hex, so
+# no key of one tenant is under another's prefix, and IAM grants `tenants/*` only.
+BLOB_KEY_PREFIX = "tenants/"
+
+
+def blob_key(tenant_id: str, sha256: str) -> str:
+    return f"{BLOB_KEY_PREFIX}{tenant_id}/blobs/{sha256}"
