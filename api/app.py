@@ -381,6 +381,7 @@ def create_app(settings: Settings | None = None, sockets: bool = True) -> Starle
         history=settings.history,
         on_deleting=None if realtime is None else realtime.close_tenant,
         exports=ExportTable(),
+        blobs=blobs,
     )
     view = _GraphQL(settings, service, realtime)
 

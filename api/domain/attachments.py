@@ -81,12 +81,16 @@ def declared_blob(tenant_id: str, sha256: str, size: int, content_type: str) -> 
     check_sha256(sha256)
     if isinstance(size, bool) or not isinstance(size, int) or not 1 <= size <= MAX_BLOB_BYTES:
         raise BadUserInput(f"size must be 1 to {MAX_BLOB_BYTES} bytes")
-    if not isinstance(content_type, str) or not _CONTENT_TYPE_RE.fullmatch(content_type):
+    if not allowed_content_type(content_type):
         raise BadUserInput(
             "contentType must be image/*, audio/*, video/*, text/plain, text/csv, "
             "application/pdf, application/zip or application/octet-stream (lowercase)"
         )
     return Blob(tenant_id, sha256, size, content_type)
+
+
+def allowed_content_type(content_type: object) -> bool:
+    return isinstance(content_type, str) and _CONTENT_TYPE_RE.fullmatch(content_type) is not None
 
 
 def sha256_checksum(sha256: str) -> str:
