@@ -5,18 +5,21 @@ from __future__ import annotations
 
 import base64
 import hashlib
+from datetime import UTC, datetime
 
 import pytest
 
 from api.domain.attachments import (
     MAX_BLOB_BYTES,
     Blob,
+    PresignedUpload,
     StoredBlob,
     declared_blob,
     sha256_checksum,
     sha256_of_checksum,
 )
-from api.domain.errors import BadUserInput
+from api.domain.errors import BadUserInput, NotFound
+from api.service.attachments import Attachments, UploadAnswer
 from api.storage.keys import blob_key
 
 SHA = hashlib.sha256(b"photo").hexdigest()
@@ -58,3 +61,60 @@ def test_a_stored_blob_holds_a_declared_one_only_when_all_three_match() -> None:
     assert not StoredBlob(None, 5, "image/png").holds(blob)  # nothing proves the bytes
     assert not StoredBlob(SHA, 6, "image/png").holds(blob)
     assert not StoredBlob(SHA, 5, "image/jpeg").holds(blob)
+
+
+class _CountingBlobs:
+    """A BlobStore that holds what it is given and counts the calls made to it."""
+
+    def __init__(self, held: dict[tuple[str, str], StoredBlob] | None = None) -> None:
+        self.held = held or {}
+        self.calls: list[str] = []
+
+    def stat(self, tenant_id: str, sha256: str) -> StoredBlob | None:
+        self.calls.append("stat")
+        return self.held.get((tenant_id, sha256))
+
+    def presign_upload(self, blob: Blob, expires_in: int) -> PresignedUpload:
+        self.calls.append("presign_upload")
+        return PresignedUpload(f"put:{blob.sha256}", {}, datetime.now(UTC))
+
+    def presign_download(
+        self, tenant_id: str, sha256: str, expires_in: int
+    ) -> tuple[str, datetime]:
+        self.calls.append("presign_download")
+        return f"get:{sha256}", datetime.now(UTC)
+
+    def reachable(self) -> bool:
+        return True
+
+
+def test_a_request_costs_one_head_at_most_and_bad_input_none() -> None:
+    blobs = _CountingBlobs({("t1", SHA): StoredBlob(SHA, 5, "image/png")})
+    attachments = Attachments(blobs)
+    assert attachments.request_upload("t1", SHA, 5, "image/png") == UploadAnswer(True)
+    assert blobs.calls == ["stat"]
+    blobs.calls.clear()
+    answer = attachments.request_upload("t1", SHA, 5, "image/jpeg")  # held with another type
+    assert not answer.already_present and answer.upload is not None
+    assert blobs.calls == ["stat", "presign_upload"]  # presigning is local: no request
+    blobs.calls.clear()
+    with pytest.raises(BadUserInput):
+        attachments.request_upload("t1", SHA, 0, "image/png")
+    with pytest.raises(BadUserInput):
+        attachments.attachment("t1", "nope")
+    assert blobs.calls == []
+
+
+def test_an_attachment_needs_bytes_proven_to_be_its_sha256() -> None:
+    other = hashlib.sha256(b"other").hexdigest()
+    blobs = _CountingBlobs(
+        {
+            ("t1", SHA): StoredBlob(SHA, 5, "image/png"),
+            ("t1", other): StoredBlob(None, 5, "image/png"),  # unproven bytes
+        }
+    )
+    attachments = Attachments(blobs)
+    assert attachments.attachment("t1", SHA).url == f"get:{SHA}"
+    for tenant, sha in (("t1", other), ("t2", SHA)):
+        with pytest.raises(NotFound):
+            attachments.attachment(tenant, sha)
