@@ -81,6 +81,8 @@ Access patterns:
                            T#<tenant>#LOG
                            and BatchWriteItem deletes, 5,000 items a call; DeleteItem head
     replay a mutation      GetItem outcome (consistent)
+    attachments            none: blobs are S3 objects (`blob_key` below), one HeadObject
+                           per requestUpload or attachment
     AWS realtime           GetItem/PutItem/UpdateItem socket per WebSocket message;
                            TransactWriteItems per subscribe: the socket's map (update,
                            conditioned) and the subscription (put), both or neither;
