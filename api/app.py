@@ -56,6 +56,7 @@ from api.ordering import wall_clock_ms
 from api.service import SyncService
 from api.settings import Settings
 from api.storage import models
+from api.storage.blobs import S3Blobs
 from api.storage.exports import ExportTable
 from api.storage.store import DynamoStore
 from api.tenant_gate import READERS_PER_TENANT, TenantGate
@@ -359,6 +360,9 @@ def create_app(settings: Settings | None = None, sockets: bool = True) -> Starle
     models.bind(settings)
     store = DynamoStore()
     store.on_response(request_log.record_consumed_capacity)
+    blobs = S3Blobs(
+        settings.s3_client(), settings.blob_bucket, hashes_bytes=not settings.s3_verifies_checksums
+    )
     offset = settings.clock_offset_ms
     realtime: LocalRealtime | None = None
     if sockets:
@@ -377,22 +381,41 @@ def create_app(settings: Settings | None = None, sockets: bool = True) -> Starle
         history=settings.history,
         on_deleting=None if realtime is None else realtime.close_tenant,
         exports=ExportTable(),
+        blobs=blobs,
     )
     view = _GraphQL(settings, service, realtime)
 
     async def healthz(request: Request) -> Response:
+        # The blob store is reported beside the table; without it only attachments
+        # fail, so the server stays "ok" for sync (200) and says which part is down.
+        blob_store = {
+            "bucket": settings.blob_bucket,
+            "reachable": await run_in_threadpool(blobs.reachable),
+        }
         try:
             store.head("healthz")
         except SyncError as exc:
             return JSONResponse(
-                {"status": "unavailable", "table": settings.table_name, "error": exc.code},
+                {
+                    "status": "unavailable",
+                    "table": settings.table_name,
+                    "error": exc.code,
+                    "blobs": blob_store,
+                },
                 status_code=503,
             )
         except Exception:
             logger.exception("health check failed")
-            return JSONResponse({"status": "error", "table": settings.table_name}, status_code=503)
-        answer: dict[str, object] = {"status": "ok", "table": settings.table_name}
-        answer["reachable"] = True
+            return JSONResponse(
+                {"status": "error", "table": settings.table_name, "blobs": blob_store},
+                status_code=503,
+            )
+        answer: dict[str, object] = {
+            "status": "ok" if blob_store["reachable"] else "degraded",
+            "table": settings.table_name,
+            "reachable": True,
+            "blobs": blob_store,
+        }
         if realtime is not None:
             answer["realtime"] = realtime.status()
         return JSONResponse(answer)

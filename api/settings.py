@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import boto3
+from botocore.config import Config
 
 from api.domain.retention import DEFAULT_RETENTION_S
 
@@ -81,6 +82,12 @@ class Settings:
     realtime_peer_url: str | None = None
     # How long the stream reader's lease lasts unless renewed (renewed every third).
     realtime_lease_s: float = 15.0
+    # Attachments (contract 3.10): the bucket of blobs, and its S3 endpoint. None means
+    # AWS S3 in `aws_region` (production); a URL means a local engine (scripts/serve
+    # and the tests run moto's server on s3_local_port when none is given).
+    blob_bucket: str = "sync-blobs"
+    s3_endpoint: str | None = None
+    s3_local_port: int = 8002
     # AWS: the API Gateway Management API of the WebSocket API (set by serverless.yml).
     websocket_management_url: str | None = None
 
@@ -133,6 +140,9 @@ class Settings:
             websocket_management_url=env.get("WEBSOCKET_MANAGEMENT_URL") or None,
             realtime_peer_url=env.get("REALTIME_PEER_URL") or None,
             realtime_lease_s=float(env.get("REALTIME_LEASE_S", cls.realtime_lease_s)),
+            blob_bucket=env.get("BLOB_BUCKET") or cls.blob_bucket,
+            s3_endpoint=env.get("S3_ENDPOINT") or None,
+            s3_local_port=int(env.get("S3_LOCAL_PORT", cls.s3_local_port)),
             retention_seconds=int(env.get("RETENTION_SECONDS", cls.retention_seconds)),
             history=_flag(env.get("HISTORY"), default=cls.history),
         )
@@ -163,9 +173,31 @@ class Settings:
             service, region_name=self.aws_region, endpoint_url=self.dynamodb_endpoint
         )
 
+    @property
+    def s3_verifies_checksums(self) -> bool:
+        """Whether the blob store itself refuses bytes whose SHA-256 differs from the
+        signed `x-amz-checksum-sha256`: AWS S3 does; the local engine (moto 5.2.5)
+        stores the claimed checksum unchecked, so the server hashes the bytes itself
+        (docs/attachments.md)."""
+        return self.s3_endpoint is None
+
+    def s3_client(self) -> Any:
+        """A boto3 client of S3 at the configured endpoint: Signature Version 4 (the
+        one that signs `x-amz-checksum-sha256` and `Content-Length` into a presigned
+        URL); path-style addressing on a local engine, whose host is an IP address."""
+        self.apply_local_credentials()
+        style = "virtual" if self.s3_endpoint is None else "path"
+        return boto3.client(
+            "s3",
+            region_name=self.aws_region,
+            endpoint_url=self.s3_endpoint,
+            config=Config(signature_version="s3v4", s3={"addressing_style": style}),
+        )
+
     def apply_local_credentials(self) -> None:
         """Give boto3 dummy credentials, but only when talking to a local engine."""
-        if self.is_local_engine:
+        local_s3 = self.s3_endpoint is not None and _is_loopback(self.s3_endpoint)
+        if self.is_local_engine or local_s3:
             for key, value in _LOCAL_DUMMY_CREDENTIALS.items():
                 os.environ.setdefault(key, value)
 

@@ -1,4 +1,5 @@
-"""`scripts/serve`: DynamoDB Local (unless DYNAMODB_ENDPOINT is set), the table, uvicorn."""
+"""`scripts/serve`: DynamoDB Local (unless DYNAMODB_ENDPOINT is set), the table, the
+local S3 engine (unless S3_ENDPOINT is set), the bucket, uvicorn."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from api.app import create_app
 from api.settings import Settings
 from api.storage.table import ensure_table
 from scripts.local_engine import EngineError, LocalEngine
+from scripts.local_s3 import LocalS3, ensure_bucket
 
 
 def main() -> int:
@@ -33,6 +35,20 @@ def main() -> int:
             print(f"==> using DynamoDB at {settings.dynamodb_endpoint}")
         created = ensure_table(settings.dynamodb_client(), settings.table_name)
         print(f"==> table {settings.table_name}: {'created' if created else 'exists'}")
+        if settings.s3_endpoint is None:
+            blobs = LocalS3(settings.s3_local_port)
+            print(f"==> starting the S3 engine (moto) on port {blobs.port}, blobs in memory")
+            try:
+                blobs.start()
+            except EngineError as exc:
+                print(f"error: {exc}", file=sys.stderr)
+                return 1
+            stack.callback(blobs.stop)
+            settings = dataclasses.replace(settings, s3_endpoint=blobs.endpoint)
+        else:
+            print(f"==> using S3 at {settings.s3_endpoint}")
+        created = ensure_bucket(settings.s3_client(), settings.blob_bucket, settings.aws_region)
+        print(f"==> bucket {settings.blob_bucket}: {'created' if created else 'exists'}")
         print(f"==> GraphQL and GraphiQL on http://127.0.0.1:{settings.port}/graphql")
         uvicorn.run(
             create_app(settings),

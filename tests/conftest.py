@@ -1,4 +1,5 @@
-"""Test session setup: one DynamoDB Local (in memory, free port) for the whole session.
+"""Test session setup: one DynamoDB Local (in memory, free port) and one S3 engine
+(moto's server, its own process, free port) for the whole session.
 
 Tests isolate themselves with unique tenant ids; the table is shared. The
 environment is set before any settings are read, as the app would see it.
@@ -20,6 +21,7 @@ from api.settings import Settings
 from api.storage import models
 from api.storage.table import ensure_table
 from scripts.local_engine import LocalEngine, free_port
+from scripts.local_s3 import LocalS3, ensure_bucket
 from tests.support.faults import hooks_on
 from tests.support.gql import TEST_AUTH_SECRET, GraphQLClient
 from tests.support.torn import TornEngine
@@ -32,20 +34,31 @@ def engine() -> Iterator[LocalEngine]:
 
 
 @pytest.fixture(scope="session")
-def settings(engine: LocalEngine) -> Settings:
+def blob_engine() -> Iterator[LocalS3]:
+    with LocalS3(free_port()) as running:
+        yield running
+
+
+@pytest.fixture(scope="session")
+def settings(engine: LocalEngine, blob_engine: LocalS3) -> Settings:
     settings = dataclasses.replace(
         Settings.from_env({}),
         dynamodb_endpoint=engine.endpoint,
+        s3_endpoint=blob_engine.endpoint,
+        blob_bucket="sync-test-blobs",
         table_name="sync-test",
         cursor_secret="test-cursor-secret",
         auth_secret=TEST_AUTH_SECRET,
     )
     os.environ["DYNAMODB_ENDPOINT"] = engine.endpoint
     os.environ["TABLE_NAME"] = settings.table_name
+    os.environ["S3_ENDPOINT"] = blob_engine.endpoint
+    os.environ["BLOB_BUCKET"] = settings.blob_bucket
     os.environ["CURSOR_SECRET"] = settings.cursor_secret
     os.environ["SYNC_AUTH_SECRET"] = settings.auth_secret
     settings.apply_local_credentials()
     ensure_table(settings.dynamodb_client(), settings.table_name)
+    ensure_bucket(settings.s3_client(), settings.blob_bucket, settings.aws_region)
     models.bind(settings)
     return settings
 

@@ -40,6 +40,12 @@ from api.domain.errors import (
     Unavailable,
 )
 from api.domain.mutations import Verb
+from api.graphql.attachments import (
+    Attachment,
+    RequestUploadPayload,
+    to_attachment,
+    to_upload_payload,
+)
 from api.graphql.directives import authenticated
 from api.graphql.documents import BoundedDocuments, ValidDocuments
 from api.graphql.errors import ErrorCodes, with_codes
@@ -358,6 +364,31 @@ async def export_tenant(
     return to_payload(job, _public_base_url(info.context.request), link)
 
 
+async def request_upload(
+    info: strawberry.Info, tenantID: strawberry.ID, sha256: str, size: int, contentType: str
+) -> RequestUploadPayload:
+    info.context.budget.spend_writes(1)  # a HeadObject each: bounded like writes
+    attachments = info.context.service.attachments
+    if attachments is None:
+        raise Unavailable("attachments are not served here")
+    answer = await _for_tenant(
+        info,
+        tenantID,
+        lambda _: attachments.request_upload(tenantID, sha256, size, contentType),
+        role=WRITER,
+    )
+    return to_upload_payload(answer)
+
+
+async def attachment(info: strawberry.Info, tenantID: strawberry.ID, sha256: str) -> Attachment:
+    info.context.budget.spend_items(1)  # a HeadObject each: bounded like items
+    attachments = info.context.service.attachments
+    if attachments is None:
+        raise Unavailable("attachments are not served here")
+    found = await _for_tenant(info, tenantID, lambda _: attachments.attachment(tenantID, sha256))
+    return to_attachment(found)
+
+
 def _public_base_url(request: Any) -> str:
     """Where this server is reached from the caller (an HTTP request's, or a socket's)."""
     base = str(request.base_url)
@@ -377,6 +408,12 @@ Query = _root(
             resolver=history,
             description="An entity's earlier versions, newest first, kept for the retention "
             "period (not its current version).",
+            **authenticated(),
+        ),
+        "attachment": strawberry.field(
+            resolver=attachment,
+            description="A blob of the tenant by the SHA-256 of its bytes, with a download "
+            "link valid 15 minutes; NOT_FOUND unless those bytes are uploaded.",
             **authenticated(),
         ),
         **{k: v for s in ITEM_TYPE_SCHEMAS for k, v in _query_fields(s).items()},
@@ -405,6 +442,13 @@ Mutation = _root(
             "versions as a gzipped JSON Lines file. Without `exportID`, starts an export; with "
             f"it, goes on ({STEPS_PER_CALL} steps a call). Call again until `done`, then "
             "download `downloadURL`.",
+            **authenticated(),
+        ),
+        "requestUpload": strawberry.mutation(
+            resolver=request_upload,
+            description="Writers: upload a blob (at most 10 MiB) addressed by the SHA-256 "
+            "of its bytes. `alreadyPresent` when the tenant holds it; else one presigned PUT, "
+            "valid 15 minutes, that refuses other bytes, sizes or types.",
             **authenticated(),
         ),
         "pushChanges": strawberry.mutation(

@@ -1,6 +1,7 @@
 """The service, by capability: reading (`changes`, entities), writing (single
 writes and pushes), history (earlier versions, restores), tenancy (deleting a
-tenant), exports (a tenant's data as a file, over `ExportJobs`), over a `Store`
+tenant), exports (a tenant's data as a file, over `ExportJobs`), attachments
+(blobs addressed by content, over `BlobStore`), over a `Store`
 (`api.service.ports`). Knows nothing of GraphQL
 or HTTP. `SyncService` is the composition the GraphQL layer and realtime call:
 each capability a module of its own, wired here to one store."""
@@ -12,6 +13,7 @@ from collections.abc import Callable
 from api.domain.cursor import CursorCodec
 from api.domain.retention import Retention
 from api.ordering import wall_clock_ms
+from api.service.attachments import Attachments, BlobStore
 from api.service.exports import ExportJobs, TenantExport
 from api.service.history import History
 from api.service.ports import Page, PushResult, PushStatus, Store, Written
@@ -35,6 +37,7 @@ class SyncService:
         history: bool = True,
         on_deleting: Callable[[str], None] | None = None,
         exports: ExportJobs | None = None,
+        blobs: BlobStore | None = None,
     ) -> None:
         retention = retention or Retention()
         self.reading = Reading(store, cursors, clock_ms, retention)
@@ -56,3 +59,6 @@ class SyncService:
         self.delete_tenant = self.tenancy.delete_tenant
         # Exports need their jobs' storage: a service built without it has none.
         self.exports = None if exports is None else TenantExport(exports, self.reading, clock_ms)
+        # Attachments need a blob store (S3): a service built without one has none.
+        self.blobs = blobs
+        self.attachments = None if blobs is None else Attachments(blobs)

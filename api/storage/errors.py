@@ -24,6 +24,12 @@ _RETRYABLE_CODES = frozenset(
         # A retry (same ClientRequestToken) met its own transaction still committing:
         # it may apply, so the service looks before answering (api.service.writing).
         "TransactionInProgressException",
+        # S3's (the blob store, api.storage.blobs): throttled, or briefly unwell.
+        "SlowDown",
+        "RequestTimeout",
+        "InternalError",
+        "503",
+        "500",
     }
 )
 

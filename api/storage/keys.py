@@ -85,6 +85,8 @@ Access patterns:
                            T#<tenant>#LOG
                            and BatchWriteItem deletes, 5,000 items a call; DeleteItem head
     replay a mutation      GetItem outcome (consistent)
+    attachments            none: blobs are S3 objects (`blob_key` below), one HeadObject
+                           per requestUpload or attachment
     AWS realtime           GetItem/PutItem/UpdateItem socket per WebSocket message;
                            TransactWriteItems per subscribe: the socket's map (update,
                            conditioned) and the subscription (put), both or neither;
@@ -201,3 +203,14 @@ def server_sk(server_id: str) -> str:
 def server_of(sk: str) -> str | None:
     """The server whose item has this sort key (in READERS_PK), or None."""
     return sk[len(_SERVER_PREFIX) :] if sk.startswith(_SERVER_PREFIX) else None
+
+
+# Blobs (attachments, contract 3.10) are S3 objects, not items: one per tenant and
+# content, `tenants/<tenant>/blobs/<sha256>`. A tenant id holds no '/' (1-64 of
+# [A-Za-z0-9_.:-], `api.domain.identifiers`) and a sha256 is 64 lowercase hex, so
+# no key of one tenant is under another's prefix, and IAM grants `tenants/*` only.
+BLOB_KEY_PREFIX = "tenants/"
+
+
+def blob_key(tenant_id: str, sha256: str) -> str:
+    return f"{BLOB_KEY_PREFIX}{tenant_id}/blobs/{sha256}"

@@ -187,6 +187,47 @@ def test_each_function_may_do_only_what_its_code_does(packaged: dict[str, Any]) 
             assert statement["Resource"] not in ("*", ["*"])
 
 
+def test_the_blob_bucket_is_private_encrypted_and_reached_only_under_tenants(
+    packaged: dict[str, Any],
+) -> None:
+    bucket = packaged["Resources"]["BlobBucket"]
+    assert bucket["Type"] == "AWS::S3::Bucket" and bucket["DeletionPolicy"] == "Retain"
+    properties = bucket["Properties"]
+    (sse,) = properties["BucketEncryption"]["ServerSideEncryptionConfiguration"]
+    assert sse["ServerSideEncryptionByDefault"]["SSEAlgorithm"] in ("AES256", "aws:kms")
+    assert properties["PublicAccessBlockConfiguration"] == {
+        "BlockPublicAcls": True,
+        "BlockPublicPolicy": True,
+        "IgnorePublicAcls": True,
+        "RestrictPublicBuckets": True,
+    }
+    (rule,) = properties["LifecycleConfiguration"]["Rules"]
+    assert rule["Status"] == "Enabled"
+    assert rule["AbortIncompleteMultipartUpload"] == {"DaysAfterInitiation": 1}
+    (deny,) = packaged["Resources"]["BlobBucketPolicy"]["Properties"]["PolicyDocument"]["Statement"]
+    assert deny["Effect"] == "Deny"
+    assert deny["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+    # The API's role: the objects under tenants/ (HeadObject, presigned PUT and GET),
+    # and ListBucket on the bucket (HeadBucket; 404 rather than 403 for a missing blob).
+    s3 = {
+        frozenset(_actions(s)): s["Resource"]
+        for s in _statements(packaged, "ApiRole")
+        if any(a.startswith("s3:") for a in _actions(s))
+    }
+    arn = {"Fn::GetAtt": ["BlobBucket", "Arn"]}
+    assert s3 == {
+        frozenset({"s3:GetObject", "s3:PutObject"}): [{"Fn::Join": ["", [arn, "/tenants/*"]]}],
+        frozenset({"s3:ListBucket"}): [arn],
+    }
+    for role in ("RealtimeRole", "FanoutRole", "DrainRole"):
+        assert not any(
+            a.startswith("s3:") for s in _statements(packaged, role) for a in _actions(s)
+        ), role
+    env = _function(packaged, "api/lambda_handler.handler")["Environment"]["Variables"]
+    assert env["BLOB_BUCKET"] == {"Ref": "BlobBucket"}
+    assert "S3_ENDPOINT" not in env  # AWS S3 itself
+
+
 def _function(packaged: dict[str, Any], handler: str) -> dict[str, Any]:
     (function,) = [
         f["Properties"]

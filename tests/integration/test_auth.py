@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
+import os
 import time
 from collections.abc import Callable
 from typing import Any
 
+import httpx2
 import jwt
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
@@ -132,6 +135,15 @@ def _operations() -> dict[str, tuple[str, Callable[[str, dict[str, Any]], dict[s
             "mutation($t: ID!) { exportTenant(tenantID: $t) { exportID done downloadURL } }",
             lambda t, e: {"t": t},
         ),
+        "requestUpload": (
+            "mutation($t: ID!, $sha: String!) { requestUpload(tenantID: $t, sha256: $sha, "
+            'size: 5, contentType: "image/png") { alreadyPresent upload { url } } }',
+            lambda t, e: {"t": t, "sha": "c" * 64},
+        ),
+        "attachment": (
+            "query($t: ID!, $sha: String!) { attachment(tenantID: $t, sha256: $sha) { url } }",
+            lambda t, e: {"t": t, "sha": e["Blob"]["id"]},
+        ),
         "history": (
             "query($t: ID!, $id: ID!) { history(tenantID: $t, id: $id) { items { id } cursor } }",
             lambda t, e: {"t": t, "id": e[p]["id"]},
@@ -204,6 +216,9 @@ def test_every_operation_with_every_token(
         "earlier Person": earlier,  # kept in the person's history
         "Reminder": gql.create(tenant, "Reminder", {"title": VICTIM_MARKER}),
     }
+    if operation == "attachment":  # a blob of the victim's, its sha256 never shown to others
+        sha = _uploaded_blob(gql, tenant)
+        entities["Blob"] = {"id": sha, "changeToken": sha}
     before = gql.sync(tenant).items
     query, variables = OPERATIONS[operation]
     make_headers, expected = TOKENS[token_case]
@@ -219,6 +234,19 @@ def test_every_operation_with_every_token(
     for entity in entities.values():
         assert entity["id"] not in text and entity["changeToken"] not in text
     assert gql.sync(tenant).items == before  # nothing written
+
+
+def _uploaded_blob(gql: GraphQLClient, tenant: str) -> str:
+    data = os.urandom(64)
+    sha = hashlib.sha256(data).hexdigest()
+    answer = gql.data(
+        "mutation($t: ID!, $sha: String!) { requestUpload(tenantID: $t, sha256: $sha, size: 64, "
+        'contentType: "image/png") { upload { url headers { name value } } } }',
+        {"t": tenant, "sha": sha},
+    )["requestUpload"]["upload"]
+    headers = {h["name"]: h["value"] for h in answer["headers"]}
+    assert httpx2.put(answer["url"], content=data, headers=headers).status_code == 200
+    return sha
 
 
 def test_a_cursor_from_one_tenant_cannot_read_another(gql: GraphQLClient, tenant: str) -> None:
