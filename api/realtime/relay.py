@@ -48,8 +48,11 @@ MAX_PENDING_TENANTS = 10_000
 # Tenants per post: 2,000 entries of about 70 bytes stay far below the 1 MB body cap.
 POST_TENANTS = 2_000
 # A post that takes longer failed (its follower is slow or gone); retried after
-# 0.25 s, doubling up to 5 s.
+# 0.25 s, doubling up to 5 s. A post that asks for a catch-up waits for the
+# follower's read of its heads: 10,000 subscribed tenants are 100 BatchGetItem
+# calls, a second or two; cut off sooner, it would be asked again and again.
 POST_TIMEOUT_S = 2.0
+CATCH_UP_TIMEOUT_S = 30.0
 _BACKOFF_S = (0.25, 5.0)
 # Servers post to each other directly, never through a proxy named in the environment.
 _DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
@@ -124,7 +127,8 @@ class _Follower:
             pokes, catch_up = self._take()
             if not pokes and not catch_up:
                 continue
-            if self._post(json.dumps({"catchUp": catch_up, "pokes": pokes}).encode()):
+            body = json.dumps({"catchUp": catch_up, "pokes": pokes}).encode()
+            if self._post(body, CATCH_UP_TIMEOUT_S if catch_up else self._post_timeout_s):
                 backoff = _BACKOFF_S[0]
                 continue
             self._give_back(pokes, catch_up)
@@ -132,7 +136,7 @@ class _Follower:
             self._stopped.wait(backoff)
             backoff = min(backoff * 2, _BACKOFF_S[1])
 
-    def _post(self, body: bytes) -> bool:
+    def _post(self, body: bytes, timeout_s: float) -> bool:
         """Whether the follower took `body` (204)."""
         request = urllib.request.Request(
             self.url,
@@ -144,7 +148,7 @@ class _Follower:
             },
         )
         try:
-            with _DIRECT.open(request, timeout=self._post_timeout_s) as answer:
+            with _DIRECT.open(request, timeout=timeout_s) as answer:
                 return bool(answer.status == 204)
         except (OSError, http.client.HTTPException):  # refused, timed out, reset, 4xx/5xx
             return False
