@@ -151,6 +151,18 @@ class Settings:
         """Refuse unsafe combinations; returns warnings to log for merely risky ones."""
         if self.jwt_jwks_url and not self.jwt_issuer:
             raise ValueError("JWT_JWKS_URL is set but JWT_ISSUER is not: set the token issuer")
+        if self.realtime_peer_url is not None:
+            scheme, _, rest = self.realtime_peer_url.partition("://")
+            if scheme not in ("http", "https") or not rest.split("/", 1)[0]:
+                raise ValueError(
+                    "REALTIME_PEER_URL must be this server's http(s)://host:port as the other "
+                    "servers reach it"
+                )
+            if self.cursor_secret == Settings.cursor_secret or len(self.cursor_secret) < 32:
+                raise ValueError(
+                    "REALTIME_PEER_URL is set: CURSOR_SECRET signs the pokes between servers, "
+                    "so it must be a secret of 32 characters or more, not the default"
+                )
         warnings = []
         if not self.jwt_jwks_url and self.auth_secret == DEFAULT_AUTH_SECRET:
             warnings.append(
@@ -165,12 +177,13 @@ class Settings:
     def is_local_engine(self) -> bool:
         return self.dynamodb_endpoint is not None and _is_loopback(self.dynamodb_endpoint)
 
-    def dynamodb_client(self, service: str = "dynamodb") -> Any:
+    def dynamodb_client(self, service: str = "dynamodb", config: Any = None) -> Any:
         """A boto3 client of DynamoDB (or of its streams, "dynamodbstreams") at the
-        configured endpoint, with the local engine's dummy credentials when local."""
+        configured endpoint, with the local engine's dummy credentials when local;
+        `config`: a botocore Config (timeouts, retries)."""
         self.apply_local_credentials()
         return boto3.client(
-            service, region_name=self.aws_region, endpoint_url=self.dynamodb_endpoint
+            service, region_name=self.aws_region, endpoint_url=self.dynamodb_endpoint, config=config
         )
 
     @property

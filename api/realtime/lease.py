@@ -4,30 +4,36 @@ as the Kinesis Client Library leases shards to workers.
 AWS advises no more than two processes reading one stream shard at once (the
 DynamoDB Streams quotas). So, whatever the number of servers, one reads: the
 holder of the lease. It hands each head change to the others
-(`api.realtime.relay`), and another server takes over when its lease lapses.
+(`api.realtime.relay`), and another server takes over when it stops renewing.
 
 Every server in this mode joins at its first subscription. Each heartbeat (a
 third of the lease, 5 s by default) it
-- puts its server item (its URL; lapses after one lease, 15 s): the reader posts
-  to the servers whose items have not lapsed;
-- reads the lease (eventually consistent); if it holds it, it renews it,
-  conditioned on still holding it; if the lease has lapsed (or never was), it
-  takes it, conditioned on it being lapsed still, so one of several servers
+- puts its server item: its URL and a counter it raises at every heartbeat;
+- reads the lease (eventually consistent); if it holds it, it renews it (raises
+  the lease's counter), conditioned on still holding it; if the lease's counter
+  has not moved for a whole lease by this server's own clock, it takes it,
+  conditioned on the counter being the one it saw, so one of several servers
   trying at once wins.
 
-The holder reads the stream while its lease holds; on a failed renewal it stops
-before the lease can lapse. Clocks: a lease's end is compared with each server's
-wall clock, so a server whose clock runs ahead may take a lease early; two
-readers for a moment are still within AWS's advice of two, and a poke that both
-hand on arrives twice, which costs nothing (each event is newer than the last).
+No server compares its clock with another's: liveness is a counter that moved
+within a lease, measured on the observer's monotonic clock (as the KCL does), so
+a server whose wall clock is off by minutes neither steals the lease nor drops
+out of the reader's list.
 
-Cost (on-demand, us-east-1): each server puts its item every 5 s (1 write unit)
-and reads the lease (0.5 read unit): 518,400 write units a month, $0.32, and
-$0.03 of reads. The holder also renews the lease (1 write unit) and Queries the
-servers (1 read unit) every 5 s: $0.39 a month more. The stream costs what one
-reader's GetRecords cost, $2.07 a month per shard, however many servers there
-are. A head change costs no table unit; each follower gets at most 4 posts a
-second (one per stream poll, carrying every tenant written meanwhile).
+The holder reads the stream while it holds the lease and its reading makes
+progress: a reader that has not completed a stream poll for a lease (no
+permission on the stream, the streams endpoint unreachable) steps down and
+leaves the lease alone for two leases, so that another server can try. A holder
+whose renewals fail stops reading before the others can take over; its table
+calls time out within a heartbeat (short botocore timeouts), so that a hung call
+cannot keep it reading.
+
+Cost (on-demand, us-east-1, 30-day month): each follower puts its item every 5 s
+(1 write unit) and reads the lease (0.5 read unit): $0.32 + $0.03 a month. The
+reader puts its item, renews the lease (1 write unit) and Queries the servers
+(1 read unit, more once many lapsed items wait for TTL) every 5 s: $0.71 a month.
+The stream costs one reader's GetRecords, $2.07 a month per shard, however many
+servers there are. A head change costs no table unit.
 """
 
 from __future__ import annotations
@@ -44,11 +50,20 @@ from api.storage import keys
 
 logger = logging.getLogger("api.realtime")
 
+# Items lapse for DynamoDB's TTL a day after their last heartbeat: only to clean up
+# (liveness is the counter, never this time).
+_KEEP_S = 24 * 3600
+
 
 class Reader(Protocol):
     def start(self) -> None: ...
 
     def stop(self) -> None: ...
+
+    @property
+    def progressed_at(self) -> float:
+        """When (time.monotonic) its reading last made progress."""
+        ...
 
 
 class LeaseItems:
@@ -58,52 +73,54 @@ class LeaseItems:
         self._dynamodb = dynamodb
         self._table = table_name
 
-    def announce(self, server_id: str, url: str, until: int) -> None:
+    def announce(self, server_id: str, url: str, beat: int) -> None:
         self._dynamodb.put_item(
             TableName=self._table,
             Item={
                 "pk": {"S": keys.READERS_PK},
                 "sk": {"S": keys.server_sk(server_id)},
                 "url": {"S": url},
-                keys.TTL_ATTRIBUTE: {"N": str(until)},
+                "n": {"N": str(beat)},
+                keys.TTL_ATTRIBUTE: {"N": str(int(time.time()) + _KEEP_S)},
             },
         )
 
     def holder(self) -> tuple[str | None, int]:
-        """Who holds the lease, and until when (epoch seconds); (None, 0) if nobody
-        ever did. Eventually consistent: a stale answer only delays a takeover."""
+        """Who holds the lease and its counter; (None, 0) if nobody ever did.
+        Eventually consistent: a stale answer only delays a takeover."""
         item = self._dynamodb.get_item(
             TableName=self._table, Key=self._lease_key(), ConsistentRead=False
         ).get("Item")
         if item is None:
             return None, 0
-        return item["holder"]["S"], int(item[keys.TTL_ATTRIBUTE]["N"])
+        return item["holder"]["S"], int(item["n"]["N"])
 
-    def hold(self, server_id: str, until: int, now: int) -> bool:
-        """Renew or take the lease until `until`: only if `server_id` holds it or it has
-        lapsed at `now`. Whether it did."""
-        try:
-            self._dynamodb.update_item(
-                TableName=self._table,
-                Key=self._lease_key(),
-                UpdateExpression="SET holder = :me, #exp = :until",
-                ConditionExpression="attribute_not_exists(pk) OR holder = :me OR #exp < :now",
-                ExpressionAttributeNames={"#exp": keys.TTL_ATTRIBUTE},
-                ExpressionAttributeValues={
-                    ":me": {"S": server_id},
-                    ":until": {"N": str(until)},
-                    ":now": {"N": str(now)},
-                },
+    def renew(self, server_id: str) -> bool:
+        """Raise the lease's counter, if `server_id` holds it. Whether it did."""
+        return self._update(
+            "SET n = n + :one, #exp = :exp",
+            "holder = :me",
+            {":me": {"S": server_id}, ":one": {"N": "1"}},
+        )
+
+    def take(self, server_id: str, seen: int | None) -> bool:
+        """Take the lease, if its counter is still `seen` (None: if nobody ever held
+        it). Whether it did."""
+        if seen is None:
+            return self._update(
+                "SET holder = :me, n = :one, #exp = :exp",
+                "attribute_not_exists(pk)",
+                {":me": {"S": server_id}, ":one": {"N": "1"}},
             )
-        except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
-                return False
-            raise
-        return True
+        return self._update(
+            "SET holder = :me, n = :next, #exp = :exp",
+            "n = :seen",
+            {":me": {"S": server_id}, ":seen": {"N": str(seen)}, ":next": {"N": str(seen + 1)}},
+        )
 
-    def servers(self, now: int) -> dict[str, str]:
-        """The servers whose items have not lapsed at `now`: id -> URL (consistent)."""
-        found: dict[str, str] = {}
+    def servers(self) -> dict[str, tuple[str, int]]:
+        """Every server's item not yet removed: id -> (URL, counter); consistent."""
+        found: dict[str, tuple[str, int]] = {}
         start: dict[str, Any] | None = None
         while True:
             kwargs: dict[str, Any] = {
@@ -117,11 +134,30 @@ class LeaseItems:
             page = self._dynamodb.query(**kwargs)
             for item in page.get("Items", []):
                 server_id = keys.server_of(item["sk"]["S"])
-                if server_id is not None and int(item[keys.TTL_ATTRIBUTE]["N"]) >= now:
-                    found[server_id] = item["url"]["S"]
+                if server_id is not None:
+                    found[server_id] = (item["url"]["S"], int(item["n"]["N"]))
             start = page.get("LastEvaluatedKey")
             if start is None:
                 return found
+
+    def _update(self, update: str, condition: str, values: dict[str, Any]) -> bool:
+        try:
+            self._dynamodb.update_item(
+                TableName=self._table,
+                Key=self._lease_key(),
+                UpdateExpression=update,
+                ConditionExpression=condition,
+                ExpressionAttributeNames={"#exp": keys.TTL_ATTRIBUTE},
+                ExpressionAttributeValues={
+                    **values,
+                    ":exp": {"N": str(int(time.time()) + _KEEP_S)},
+                },
+            )
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
+                return False
+            raise
+        return True
 
     def leave(self, server_id: str) -> None:
         """Remove the server's item, and the lease if it holds it (a clean shutdown:
@@ -158,7 +194,7 @@ class StreamReaderLease:
         reader: Callable[[], Reader],
         follow: Callable[[dict[str, str]], None],
         lease_s: float,
-        clock: Callable[[], float] = time.time,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._items = items
         self.server_id = server_id
@@ -168,8 +204,13 @@ class StreamReaderLease:
         self._lease_s = lease_s
         self._heartbeat_s = lease_s / 3
         self._clock = clock
+        self._beats = 0
         self._reader: Reader | None = None
-        self._held_until = 0.0
+        self._renewed_at = 0.0  # when this server last renewed the lease it holds
+        self._hold_off_until = 0.0  # a reader that made no progress waits to retake
+        self._lease_seen: tuple[str | None, int, float] | None = None  # holder, n, since
+        self._servers_seen: dict[str, tuple[int, float]] = {}  # id -> counter, since
+        self._lock = threading.Lock()  # the heartbeat against stop()
         self._stopped = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -183,49 +224,82 @@ class StreamReaderLease:
             self._thread.start()
 
     def stop(self) -> None:
-        self._stopped.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-        self._step_down()
+        with self._lock:  # waits for a heartbeat under way (its calls time out)
+            self._stopped.set()
+            self._step_down()
         try:
             self._items.leave(self.server_id)
-        except Exception:  # the items lapse on their own within a lease
+        except Exception:  # the lease is taken over once its counter stops
             logger.exception("leaving the stream readers failed")
 
     def _run(self) -> None:
         while not self._stopped.is_set():
-            try:
-                self._beat()
-            except Exception:
-                logger.exception("stream reader heartbeat failed")
-                # Stop reading before the lease can lapse and another server take it.
-                if self._clock() > self._held_until - self._heartbeat_s:
-                    self._step_down()
+            with self._lock:
+                if self._stopped.is_set():
+                    return
+                try:
+                    self._beat()
+                except Exception:
+                    logger.exception("stream reader heartbeat failed")
+                    # Stop reading before the others can see the lease stand still.
+                    if self._clock() - self._renewed_at > self._lease_s - self._heartbeat_s:
+                        self._step_down()
             self._stopped.wait(self._heartbeat_s)
 
     def _beat(self) -> None:
         now = self._clock()
-        until = int(now + self._lease_s)
-        self._items.announce(self.server_id, self._url, until)
-        if self._reader is None:
-            holder, held_until = self._items.holder()
-            if holder is not None and holder != self.server_id and held_until >= now:
-                return  # another server reads
-        if not self._items.hold(self.server_id, until, int(now)):
-            self._step_down()
-            return
-        self._held_until = until
-        self._follow(
-            {s: url for s, url in self._items.servers(int(now)).items() if s != self.server_id}
-        )
+        self._beats += 1
+        self._items.announce(self.server_id, self._url, self._beats)
+        if self._reader is not None:
+            if now - self._reader.progressed_at > self._lease_s:
+                logger.warning("the stream reader made no progress for a lease: stepping down")
+                self._step_down()
+                self._hold_off_until = now + 2 * self._lease_s
+                return
+            if not self._items.renew(self.server_id):
+                self._step_down()
+                return
+        else:
+            if now < self._hold_off_until or not self._may_take(now):
+                return
+        self._renewed_at = now
+        self._follow(self._live_servers(now))
         if self._reader is None:
             logger.info("server %s reads the table's stream", self.server_id)
             self._reader = self._new_reader()
             self._reader.start()
+
+    def _may_take(self, now: float) -> bool:
+        """Whether this server took the lease: nobody ever held it, or its counter has
+        not moved for a lease by this server's clock."""
+        holder, n = self._items.holder()
+        if holder is None:
+            return self._items.take(self.server_id, None)
+        seen = self._lease_seen
+        if seen is None or (seen[0], seen[1]) != (holder, n):
+            self._lease_seen = (holder, n, now)  # it moved: its holder is alive
+            return False
+        if now - seen[2] <= self._lease_s:
+            return False
+        return self._items.take(self.server_id, n)
+
+    def _live_servers(self, now: float) -> dict[str, str]:
+        """The other servers whose counters moved within a lease (a server seen for the
+        first time counts as live)."""
+        live: dict[str, str] = {}
+        seen: dict[str, tuple[int, float]] = {}
+        for server_id, (url, n) in self._items.servers().items():
+            before = self._servers_seen.get(server_id)
+            since = before[1] if before is not None and before[0] == n else now
+            seen[server_id] = (n, since)
+            if server_id != self.server_id and now - since <= self._lease_s:
+                live[server_id] = url
+        self._servers_seen = seen
+        return live
 
     def _step_down(self) -> None:
         if self._reader is not None:
             logger.info("server %s stops reading the table's stream", self.server_id)
             self._reader.stop()
             self._reader = None
-            self._follow({})
+        self._follow({})

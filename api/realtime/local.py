@@ -19,6 +19,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
+from botocore.config import Config
 from ulid import ULID
 
 from api.realtime.lease import LeaseItems, StreamReaderLease
@@ -43,9 +44,10 @@ class LocalRealtime:
         self.lease: StreamReaderLease | None = None  # or whoever holds the lease does
         self.receiver: PokeReceiver | None = None
         self._heads_client: Any = None
+        self.server_id = str(ULID())  # this process, among the servers of one table
         if settings.realtime_peer_url is not None:
             self.receiver = PokeReceiver(
-                relay_key(settings.cursor_secret), self.publish, self._catch_up
+                self.server_id, relay_key(settings.cursor_secret), self.publish, self._catch_up
             )
         self._connections = 0
         self._sockets = Shares(settings.ws_max_connections_per_user)  # acknowledged, by user
@@ -116,9 +118,14 @@ class LocalRealtime:
             self.publish(tenant_id, token)
             relay.offer(tenant_id, token)
 
+        # Each lease call gives up within a heartbeat (2 attempts of at most 2 s), so a
+        # hung call cannot keep a reader reading after the others took over.
+        quick = Config(
+            connect_timeout=2, read_timeout=2, retries={"total_max_attempts": 2, "mode": "standard"}
+        )
         self.lease = StreamReaderLease(
-            LeaseItems(settings.dynamodb_client(), settings.table_name),
-            str(ULID()),
+            LeaseItems(settings.dynamodb_client(config=quick), settings.table_name),
+            self.server_id,
             settings.realtime_peer_url,
             reader=lambda: self._stream_follower(publish_and_relay, relay.catch_up),
             follow=relay.follow,

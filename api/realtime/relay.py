@@ -31,7 +31,9 @@ import hmac
 import http.client
 import json
 import logging
+import re
 import threading
+import time
 import urllib.request
 from collections.abc import Callable, Mapping
 
@@ -39,7 +41,13 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 
+from api.domain.errors import BadUserInput
+from api.domain.identifiers import check_identifier
+from api.realtime.signals import DELETING
+
 logger = logging.getLogger("api.realtime")
+
+_TOKEN = re.compile(r"[0-9A-Z]{26}")  # a ULID, as change tokens are
 
 PATH = "/internal/pokes"
 SIGNATURE_HEADER = "x-poke-signature"
@@ -71,8 +79,12 @@ def _signature(key: bytes, body: bytes) -> str:
 class _Follower:
     """What one follower has still to get, and the thread that posts it."""
 
-    def __init__(self, url: str, key: bytes, post_timeout_s: float) -> None:
+    def __init__(
+        self, server_id: str, url: str, key: bytes, post_timeout_s: float, ready: threading.Event
+    ) -> None:
+        self.server_id = server_id
         self.url = url.rstrip("/") + PATH
+        self._ready = ready
         self._key = key
         self._post_timeout_s = post_timeout_s
         self._lock = threading.Lock()
@@ -119,6 +131,11 @@ class _Follower:
 
     def _run(self) -> None:
         backoff = _BACKOFF_S[0]
+        # Nothing goes out before the reader has taken its iterators: a catch-up
+        # before then would have to be made again (and costs a read unit a tenant).
+        while not self._ready.wait(0.5):
+            if self._stopped.is_set():
+                return
         while not self._stopped.is_set():
             self._waiting.wait()
             self._waiting.clear()
@@ -127,7 +144,7 @@ class _Follower:
             pokes, catch_up = self._take()
             if not pokes and not catch_up:
                 continue
-            body = json.dumps({"catchUp": catch_up, "pokes": pokes}).encode()
+            body = json.dumps({"to": self.server_id, "catchUp": catch_up, "pokes": pokes}).encode()
             if self._post(body, CATCH_UP_TIMEOUT_S if catch_up else self._post_timeout_s):
                 backoff = _BACKOFF_S[0]
                 continue
@@ -152,6 +169,9 @@ class _Follower:
                 return bool(answer.status == 204)
         except (OSError, http.client.HTTPException):  # refused, timed out, reset, 4xx/5xx
             return False
+        except Exception:  # a URL urllib cannot use: say so, keep the thread alive
+            logger.exception("posting pokes to %s failed", self.url)
+            return False
 
 
 class PokeRelay:
@@ -162,6 +182,7 @@ class PokeRelay:
         self._post_timeout_s = post_timeout_s
         self._lock = threading.Lock()
         self._followers: dict[str, _Follower] = {}
+        self._ready = threading.Event()  # set by the reader's first catch_up()
 
     def follow(self, servers: Mapping[str, str]) -> None:
         """The followers are now `servers` (id -> URL): new ones catch up first, those
@@ -174,7 +195,9 @@ class PokeRelay:
                 if known is None or known.url != url.rstrip("/") + PATH:
                     if known is not None:
                         known.stop()
-                    self._followers[server_id] = _Follower(url, self._key, self._post_timeout_s)
+                    self._followers[server_id] = _Follower(
+                        server_id, url, self._key, self._post_timeout_s, self._ready
+                    )
 
     def offer(self, tenant_id: str, token: str) -> None:
         with self._lock:
@@ -183,7 +206,9 @@ class PokeRelay:
             follower.offer(tenant_id, token)
 
     def catch_up(self) -> None:
-        """Every follower catches up with its next post (the reader restarted)."""
+        """Every follower catches up with its next post: the reader has (re)taken its
+        iterators and read its own subscribed heads."""
+        self._ready.set()
         with self._lock:
             followers = list(self._followers.values())
         for follower in followers:
@@ -196,36 +221,68 @@ class PokeRelay:
 class PokeReceiver:
     """The follower's side: `POST /internal/pokes`. The signature is checked before
     the body is parsed (the body is already capped by the request middleware), so an
-    unsigned post costs one HMAC."""
+    unsigned post costs one HMAC. A post for another server (a URL that reaches the
+    wrong process) is answered 409, so the reader keeps it. Catch-ups run one at a
+    time, and a post finds its catch-up made when one that started after it arrived
+    has finished: replayed or repeated posts cost at most one read of the heads in
+    turn, never a pile of them."""
 
     def __init__(
-        self, key: bytes, publish: Callable[[str, str], None], catch_up: Callable[[], None]
+        self,
+        server_id: str,
+        key: bytes,
+        publish: Callable[[str, str], None],
+        catch_up: Callable[[], None],
     ) -> None:
+        self.server_id = server_id
         self._key = key
         self._publish = publish
         self._catch_up = catch_up  # blocking: reads and publishes the subscribed heads
+        self._catching_up = threading.Lock()
+        self._last_catch_up_started = 0.0
 
     async def take(self, request: Request) -> Response:
         body = await request.body()
-        if not hmac.compare_digest(
-            request.headers.get(SIGNATURE_HEADER, ""), _signature(self._key, body)
-        ):
+        signature = request.headers.get(SIGNATURE_HEADER, "").encode("latin-1")
+        if not hmac.compare_digest(signature, _signature(self._key, body).encode()):
             return Response("bad signature", status_code=403)
         try:
             message = json.loads(body)
-            pokes = message["pokes"]
-            catch_up = message["catchUp"]
+            pokes, catch_up = message["pokes"], message["catchUp"]
             if not isinstance(pokes, dict) or not isinstance(catch_up, bool):
                 raise TypeError
-            entries = [(str(t), str(token)) for t, token in pokes.items()]
+            entries = [(t, token) for t, token in pokes.items() if _is_poke(t, token)]
+            if len(entries) != len(pokes):
+                raise ValueError
         except (ValueError, KeyError, TypeError):
             return Response("bad pokes", status_code=400)
+        if message.get("to") != self.server_id:
+            return Response("not this server", status_code=409)
         for tenant_id, token in entries:
             self._publish(tenant_id, token)
         if catch_up:
             try:
-                await run_in_threadpool(self._catch_up)
+                await run_in_threadpool(self._catch_up_once, time.monotonic())
             except Exception:  # the reader posts the catch-up again
                 logger.exception("catching up on the reader's request failed")
                 return Response("catch-up failed", status_code=503)
         return Response(status_code=204)
+
+    def _catch_up_once(self, arrived: float) -> None:
+        with self._catching_up:
+            if self._last_catch_up_started > arrived:
+                return  # one that began after this post arrived has read the heads
+            started = time.monotonic()
+            self._catch_up()
+            self._last_catch_up_started = started
+
+
+def _is_poke(tenant_id: object, token: object) -> bool:
+    """A tenant id and a change token (or DELETING), as only a head can hold."""
+    if not isinstance(token, str) or not (token == DELETING or _TOKEN.fullmatch(token)):
+        return False
+    try:
+        check_identifier(tenant_id, "tenantID")  # type: ignore[arg-type]
+    except BadUserInput:
+        return False
+    return True

@@ -95,9 +95,13 @@ class StreamFollower:
         self._stopped = threading.Event()
         self._thread: threading.Thread | None = None
         self.reads = 0  # GetRecords calls, for the benchmark's cost figures
+        # When (time.monotonic) it was started or last completed a poll of its shards:
+        # a lease holder whose reading stands still steps down (api.realtime.lease).
+        self.progressed_at = time.monotonic()
 
     def start(self) -> None:
         if self._thread is None:
+            self.progressed_at = time.monotonic()
             self._thread = threading.Thread(target=self._run, name="stream-follower", daemon=True)
             self._thread.start()
 
@@ -158,6 +162,7 @@ class StreamFollower:
                 iterators[shard_id] = page.get("NextShardIterator")
                 for tenant_id, token in head_changes(page.get("Records", [])).items():
                     self._publish(tenant_id, token)
+            self.progressed_at = time.monotonic()
             self._stopped.wait(self._poll_interval_s)
 
     def _catch_up(self) -> None:

@@ -26,7 +26,7 @@ from starlette.applications import Starlette
 from starlette.routing import Route
 from starlette.testclient import TestClient
 
-from api.realtime.lease import LeaseItems
+from api.realtime.lease import LeaseItems, StreamReaderLease
 from api.realtime.relay import PATH, SIGNATURE_HEADER, PokeReceiver, relay_key
 from api.settings import Settings
 from api.storage.store import DynamoStore
@@ -44,55 +44,138 @@ PER_TENANT = 2  # subscribers per tenant per server
 WRITES = 8  # per server and round: two for each tenant it writes to
 
 
-def test_one_server_holds_the_lease_until_it_lapses(ddb: Any) -> None:
+class _Reader:
+    """A stream reader that makes progress only when told to."""
+
+    def __init__(self) -> None:
+        self.progressed_at = 0.0
+        self.running = False
+
+    def start(self) -> None:
+        self.running = True
+
+    def stop(self) -> None:
+        self.running = False
+
+
+class _Clock:
+    def __init__(self, at: float) -> None:
+        self.at = at
+
+    def __call__(self) -> float:
+        return self.at
+
+
+def test_the_lease_moves_when_its_counter_stops_whatever_the_clocks(ddb: Any) -> None:
     table = f"lease-{time.monotonic_ns()}"
     ensure_table(ddb, table)
     items = LeaseItems(ddb, table)
+    followed: dict[str, dict[str, str]] = {}
+
+    def server(name: str, clock: _Clock) -> tuple[StreamReaderLease, _Reader]:
+        reader = _Reader()
+        lease = StreamReaderLease(
+            items,
+            name,
+            f"http://{name}",
+            reader=lambda: reader,
+            follow=lambda servers: followed.__setitem__(name, servers),
+            lease_s=15,
+            clock=clock,
+        )
+        return lease, reader
+
+    # b's clock is 1,000 s ahead of a's (monotonic clocks share no origin anyway).
+    a_clock, b_clock = _Clock(100.0), _Clock(1100.0)
+    a, a_reader = server("a", a_clock)
+    b, b_reader = server("b", b_clock)
+    a._beat()
+    assert a.reading and a_reader.running  # nobody held it: a takes it
+    for _ in range(10):  # a renews every 5 s; b never takes it, whatever its clock
+        a_clock.at += 5
+        b_clock.at += 5
+        a_reader.progressed_at = a_clock.at
+        b._beat()
+        a._beat()
+        assert a.reading and not b.reading
+    assert followed["a"] == {"b": "http://b"}  # b's counter moves: a posts to it
+    # a stops beating (a crash): b sees its last renewal at its next beat, and takes
+    # over once the counter has stood still for more than a lease by b's clock.
+    for _ in range(4):
+        b_clock.at += 5
+        b._beat()
+        assert not b.reading
+    b_clock.at += 5
+    b._beat()
+    assert b.reading
+    assert items.holder()[0] == "b"
+    a_clock.at += 5
+    a_reader.progressed_at = a_clock.at
+    a._beat()  # a comes back: its renewal fails and it stops reading
+    assert not a.reading and not a_reader.running
+
+
+def test_a_reader_that_makes_no_progress_steps_down(ddb: Any) -> None:
+    table = f"lease-{time.monotonic_ns()}"
+    ensure_table(ddb, table)
+    items = LeaseItems(ddb, table)
+    clock, reader = _Clock(0.0), _Reader()
+    lease = StreamReaderLease(
+        items,
+        "a",
+        "http://a",
+        reader=lambda: reader,
+        follow=lambda _: None,
+        lease_s=15,
+        clock=clock,
+    )
+    lease._beat()
+    assert lease.reading
+    clock.at = 16.0  # no stream poll completed for a lease (e.g. no GetRecords permission)
+    lease._beat()
+    assert not lease.reading and not reader.running
+    clock.at = 30.0
+    lease._beat()
+    assert not lease.reading  # it leaves the lease to the others for two leases
+    lease.stop()
     assert items.holder() == (None, 0)
-    assert items.hold("a", until=110, now=100)
-    assert not items.hold("b", until=111, now=101)  # held by a until 110
-    assert items.hold("a", until=120, now=105)  # a renews
-    assert not items.hold("b", until=125, now=115)
-    assert items.hold("b", until=131, now=121)  # a's lease lapsed at 120
-    assert items.holder() == ("b", 131)
-    items.announce("a", "http://a", until=130)
-    items.announce("b", "http://b", until=140)
-    assert items.servers(now=135) == {"b": "http://b"}  # a's item lapsed
-    items.leave("a")  # not the holder: the lease stays
-    assert items.holder() == ("b", 131)
-    items.leave("b")
-    assert items.holder() == (None, 0)
-    assert items.servers(now=0) == {}
 
 
 def test_the_relay_endpoint_takes_only_signed_well_formed_posts() -> None:
     published: list[tuple[str, str]] = []
     caught_up: list[bool] = []
     key = relay_key("secret")
-    receiver = PokeReceiver(key, lambda t, token: published.append((t, token)), lambda: None)
+    token = "01KAXW0000000000000000000Z"
+    receiver = PokeReceiver("me", key, lambda t, tok: published.append((t, tok)), lambda: None)
     client = TestClient(Starlette(routes=[Route(PATH, receiver.take, methods=["POST"])]))
 
-    def post(body: bytes, signed_with: bytes = key) -> int:
+    def post(message: Any, signed_with: bytes = key) -> int:
+        body = message if isinstance(message, bytes) else json.dumps(message).encode()
         signature = hmac.new(signed_with, body, hashlib.sha256).hexdigest()
         return client.post(PATH, content=body, headers={SIGNATURE_HEADER: signature}).status_code
 
-    good = json.dumps({"catchUp": False, "pokes": {"t1": "01A"}}).encode()
+    good = {"to": "me", "catchUp": False, "pokes": {"t1": token}}
     assert post(good, signed_with=relay_key("another secret")) == 403
-    assert client.post(PATH, content=good).status_code == 403  # unsigned
+    assert client.post(PATH, json=good).status_code == 403  # unsigned
+    latin = {SIGNATURE_HEADER.encode(): "é".encode("latin-1")}  # not ASCII: still a 403
+    assert client.post(PATH, json=good, headers=latin).status_code == 403
     assert post(b"{not json") == 400
-    assert post(json.dumps({"catchUp": "yes", "pokes": {}}).encode()) == 400
+    assert post({**good, "catchUp": "yes"}) == 400
+    assert post({**good, "pokes": {"t1": "~~~~"}}) == 400  # not a token: it would stop events
+    assert post({**good, "pokes": {"t#1": token}}) == 400
+    assert post({**good, "to": "another server"}) == 409  # a URL that reaches the wrong one
     assert published == []
     assert post(good) == 204
-    assert published == [("t1", "01A")]
+    assert published == [("t1", token)]
 
     def failing() -> None:
         caught_up.append(True)
         raise RuntimeError("throttled")
 
-    failing_receiver = PokeReceiver(key, lambda t, token: None, failing)
+    failing_receiver = PokeReceiver("me", key, lambda t, tok: None, failing)
     client = TestClient(Starlette(routes=[Route(PATH, failing_receiver.take, methods=["POST"])]))
     # A catch-up that fails is answered 503: the reader posts it again.
-    assert post(json.dumps({"catchUp": True, "pokes": {}}).encode()) == 503
+    assert post({"to": "me", "catchUp": True, "pokes": {}}) == 503
     assert caught_up == [True]
 
 

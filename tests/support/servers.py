@@ -14,6 +14,10 @@ import httpx2
 from api.settings import PROJECT_ROOT, Settings
 from scripts.local_engine import free_port, stop_process
 
+# Servers that relay pokes sign them with a key from the cursor secret, which must
+# then be a real secret (Settings.check); they share this one.
+RELAYED_CURSOR_SECRET = "relayed-servers-cursor-secret-0123456789"
+
 # The running servers' processes, by base URL (`crash`).
 _RUNNING: dict[str, subprocess.Popen[bytes]] = {}
 
@@ -43,7 +47,7 @@ def api_server(
         "CURSOR_SECRET": settings.cursor_secret,
         "SYNC_AUTH_SECRET": settings.auth_secret,
         "CLOCK_OFFSET_MS": str(clock_offset_ms),
-        **({"REALTIME_PEER_URL": base} if relayed else {}),
+        **({"REALTIME_PEER_URL": base, "CURSOR_SECRET": RELAYED_CURSOR_SECRET} if relayed else {}),
         **(extra_env or {}),
     }
     process = subprocess.Popen(
