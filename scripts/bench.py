@@ -1,11 +1,12 @@
 """Latency, throughput and DynamoDB cost of the API, next to the raw store and the
-floor (the raw call behind a bare Starlette route) in the same run.
+floor (the raw call behind a bare Starlette route) in the same run; attachments
+against the raw S3 calls on the same engine.
 
-Starts its own DynamoDB Local (in memory), the API server and the floor server,
-seeds data, measures (`scripts/benchmarks/`: one module per family), prints one
-table and saves it as JSON in `.bench-results/` (ignored by git; `--out DIR` for a
-kept folder). Run with `scripts/bench` (`--fast` takes about two minutes; `--full`
-measures longer).
+Starts its own DynamoDB Local and S3 engine (moto's server; both in memory), the
+API server and the floor server, seeds data, measures (`scripts/benchmarks/`: one
+module per family), prints one table and saves it as JSON in `.bench-results/`
+(ignored by git; `--out DIR` for a kept folder). Run with `scripts/bench`
+(`--fast` takes about two minutes; `--full` measures longer).
 
 Capacity: DynamoDB Local reports ConsumedCapacity, but not by AWS's rules for
 transactions, so every row also gives the units AWS would bill, computed from
@@ -35,10 +36,11 @@ from api.auth import make_local_token
 from api.settings import PROJECT_ROOT
 from api.storage import models
 from scripts.benchmarks import raw
+from scripts.benchmarks.attachments import measure_attachments, print_attachments
 from scripts.benchmarks.bulk import measure_bulk, print_bulk
 from scripts.benchmarks.churn import measure_churn, print_churn
 from scripts.benchmarks.floor import FLOOR_APP
-from scripts.benchmarks.harness import SECRET, TABLE, Harness, local_engine_settings
+from scripts.benchmarks.harness import SECRET, TABLE, Harness, local_engines
 from scripts.benchmarks.prices import PRICES_AS_OF
 from scripts.benchmarks.reads import measure_reads
 from scripts.benchmarks.realtime import measure_realtime, print_realtime
@@ -51,13 +53,14 @@ from tests.support.subscribers import pid_listening
 
 RESULTS = PROJECT_ROOT / ".bench-results"
 TENANTS = ["page", *(f"w{i}" for i in range(8)), "small", "large", "bulk", "hot", "sweep"]
-TENANTS += ["realtime", "wunits", "churn", "churn-min"]
+TENANTS += ["realtime", "wunits", "churn", "churn-min", "attachments"]
 # Requests profiled per operation for the split by layer (--fast, --full).
 SPLIT_REQUESTS = {True: 50, False: 200}
 
 
 def run(fast: bool) -> dict[str, Any]:
-    with local_engine_settings() as settings:
+    with local_engines() as engines:
+        settings = engines.settings
         ddb = settings.dynamodb_client()
         models.bind(settings)
         logging.getLogger("api").setLevel(logging.WARNING)
@@ -73,6 +76,7 @@ def run(fast: bool) -> dict[str, Any]:
             h = Harness(fast, settings, ddb, headers, local, clients, floors, pid_listening(url))
             try:
                 result = _measure(h)
+                result["attachments"] = measure_attachments(h, engines.blobs)
             finally:
                 for c in clients + floors:
                     c.close()
@@ -123,6 +127,7 @@ def _report(h: Harness, result: dict[str, Any]) -> dict[str, Any]:
     print_bulk(result["bulk_sync"])
     print_churn(result["churned_first_sync"], result["avg_item_bytes"])
     print_tenancy(result["tenancy"], result["bulk_sync"]["items"])
+    print_attachments(result["attachments"])
     for label, c in result["write_throughput"].items():
         print(f"{label}: {c['writes_per_s']:.0f} creates/s, {c['failed']} failed")
     print_realtime(result["realtime"])

@@ -12,6 +12,8 @@ SHA-256 checksum): docs/attachments.md.
 
 from __future__ import annotations
 
+import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -21,6 +23,11 @@ from typing import IO, Any
 from botocore.exceptions import ClientError
 
 from scripts.local_engine import EngineError, _answers, _die_with_parent, stop_process
+
+# One request's line in the server's log (werkzeug's, colored by status):
+# 127.0.0.1 - - [25/Nov/2026 08:40:53] "HEAD /bucket/key HTTP/1.1" 200 -
+_COLOR = rb"(?:\x1b\[[0-9;]*m)*"
+_REQUEST = re.compile(rb'"' + _COLOR + rb"([A-Z]+) (\S+) HTTP/[0-9.]+" + _COLOR + rb'" (\d{3})')
 
 
 class LocalS3:
@@ -59,6 +66,18 @@ class LocalS3:
             time.sleep(0.1)
         self.stop()
         raise EngineError(f"the S3 engine (moto) did not answer on {self.endpoint}")
+
+    def requests(self) -> list[tuple[str, str, int]]:
+        """Every request the engine has answered so far, in order: (method, path with
+        its query, status), from its log. werkzeug writes a request's line as it sends
+        the response's status, so a request whose answer the caller holds is listed."""
+        if self._log is None:
+            return []
+        fd = self._log.fileno()
+        # pread: the server writes through the same open file, whose offset a seek
+        # would move under it.
+        text = os.pread(fd, os.fstat(fd).st_size, 0)
+        return [(m[1].decode(), m[2].decode(), int(m[3])) for m in _REQUEST.finditer(text)]
 
     def _output(self) -> str:
         if self._log is None:

@@ -28,9 +28,11 @@ from api.storage.table import ensure_table
 from scripts.benchmarks.prices import PRICES_AS_OF, per_million_ops
 from scripts.benchmarks.raw import head_token
 from scripts.local_engine import LocalEngine, free_port
+from scripts.local_s3 import LocalS3, ensure_bucket
 
 SECRET = "bench-secret-" + "x" * 40
 TABLE = "bench"
+BUCKET = "bench-blobs"
 CHANGES = (
     "query($t: ID!, $s: ID, $c: String, $l: Int) { changes(tenantID: $t, since: $s, cursor: $c,"
     " limit: $l) { items { __typename id changeToken createdAt updatedAt ... on Person {"
@@ -74,19 +76,37 @@ def realistic_person(rng: random.Random, n: int) -> dict[str, Any]:
     }
 
 
+@dataclasses.dataclass(frozen=True)
+class LocalEngines:
+    settings: Settings
+    blobs: LocalS3  # its request log counts the S3 requests of an attachment
+
+
 @contextlib.contextmanager
-def local_engine_settings() -> Iterator[Settings]:
-    """An in-memory DynamoDB Local with the bench table, and settings pointing at it."""
-    with LocalEngine(free_port(), None) as engine:
+def local_engines() -> Iterator[LocalEngines]:
+    """An in-memory DynamoDB Local with the bench table and an S3 engine (moto's
+    server, in memory) with the bench bucket, and settings pointing at both: the
+    servers the bench starts (`api_server`) never reach AWS, /healthz included."""
+    with LocalEngine(free_port(), None) as engine, LocalS3(free_port()) as blobs:
         settings = dataclasses.replace(
             Settings.from_env({}),
             dynamodb_endpoint=engine.endpoint,
+            s3_endpoint=blobs.endpoint,
+            blob_bucket=BUCKET,
             auth_secret=SECRET,
             table_name=TABLE,
         )
         settings.apply_local_credentials()
         ensure_table(settings.dynamodb_client(), settings.table_name)
-        yield settings
+        ensure_bucket(settings.s3_client(), settings.blob_bucket, settings.aws_region)
+        yield LocalEngines(settings, blobs)
+
+
+@contextlib.contextmanager
+def local_engine_settings() -> Iterator[Settings]:
+    """`local_engines`' settings, for the benches that need no more of them."""
+    with local_engines() as engines:
+        yield engines.settings
 
 
 @dataclasses.dataclass

@@ -1,7 +1,7 @@
 """AWS list prices, stated once: every cost a benchmark prints derives from these.
 
 DynamoDB on-demand, us-east-1, since the November 2024 price cut; DynamoDB
-Streams and API Gateway WebSocket, us-east-1."""
+Streams and API Gateway WebSocket, us-east-1; S3 Standard, us-east-1 (attachments)."""
 
 PRICES_AS_OF = "DynamoDB on-demand, us-east-1, prices since November 2024"
 WRITE_UNIT_USD = 0.625 / 1_000_000  # per write request unit
@@ -9,6 +9,20 @@ READ_UNIT_USD = 0.125 / 1_000_000  # per read request unit
 # Streams are billed per GetRecords call (streams read request unit); a Lambda
 # trigger's reads are free.
 STREAM_READ_USD = 0.02 / 100_000
+
+# S3 Standard in us-east-1, list prices: storage for the first 50 TB a month;
+# requests by class (HeadObject is in the cheap one, like GET); data transfer out
+# to the internet beyond the first 100 GB a month, which are free (an account past
+# them pays this for every further GB; the figures below assume it is past them).
+S3_PRICES_AS_OF = "S3 Standard, us-east-1, list prices"
+S3_STORAGE_GB_MONTH_USD = 0.023  # per GB-month, the first 50 TB
+S3_PUT_USD = 0.005 / 1000  # per PUT, COPY, POST or LIST request
+S3_GET_USD = 0.0004 / 1000  # per GET, and per other request (HEAD included)
+S3_TRANSFER_OUT_GB_USD = 0.09  # per GB out to the internet, after 100 GB/month free
+S3_TRANSFER_OUT_FREE_GB = 100
+# A GB taken as 2**30 bytes, as AWS meters storage; with 10**9 bytes every
+# per-byte figure here would be 7.4% higher.
+GB = 2**30
 
 
 def per_million_ops(read_units: float, write_units: float) -> float:

@@ -93,3 +93,41 @@ def test_bench_fast_prints_and_saves_a_complete_table(tmp_path: Path) -> None:
     assert realtime["events_per_s"] > 0 and realtime["memory_per_connection_kb"] > 0
     assert realtime["fan_out_subscribers"] >= 300
     assert "realtime:" in out
+    attachments = data["attachments"]
+    assert attachments["rounds"] >= 3
+    sizes = attachments["sizes"]
+    assert set(sizes) == {"100 KB", "5 MB"}
+    for label, a in sizes.items():
+        for key in (
+            "upload_p50_ms",
+            "raw_upload_p50_ms",
+            "upload_ratio_p50",
+            "download_p50_ms",
+            "raw_download_p50_ms",
+            "download_ratio_p50",
+        ):
+            assert math.isfinite(a[key]) and a[key] > 0, (label, key)
+        # One attachment, as the S3 engine counted it: the server's HeadObject in each
+        # GraphQL call (and, on this engine only, attachment's read to hash the
+        # bytes), the client's one PUT and one GET; nothing of DynamoDB.
+        assert a["graphql_calls"] == 2, label
+        assert a["s3_requests"] == {
+            "requestUpload": {"HEAD": 1},
+            "put": {"PUT": 1},
+            "attachment": {"HEAD": 1, "GET": 1},
+            "get": {"GET": 1},
+        }, label
+        assert a["server_s3_requests"] == {"HEAD": 2, "GET": 1}, label
+        assert a["client_s3_requests"] == {"PUT": 1, "GET": 1}, label
+        assert a["local_only_s3_requests"] == {"GET": 1}, label
+        assert a["dynamodb_calls"] == 0 and a["write_units"] == 0 == a["read_units"], label
+        cost = a["aws_cost"]
+        for key in ("storage_month_usd", "upload_usd", "download_usd", "first_month_usd"):
+            assert cost[key] > 0, (label, key)
+        assert cost["dynamodb_usd"] == 0, label
+    small, big = sizes["100 KB"]["aws_cost"], sizes["5 MB"]["aws_cost"]
+    # The same requests whatever the size; storage and bytes out grow with it.
+    assert small["upload_usd"] == big["upload_usd"]
+    assert small["storage_month_usd"] < big["storage_month_usd"]
+    assert small["download_usd"] < big["download_usd"]
+    assert "attachments:" in out and "S3 Standard, us-east-1" in out

@@ -83,3 +83,24 @@ def test_a_stopped_engine_frees_its_port() -> None:
         pid = engine.pid
         assert pid is not None and _alive(pid)
     assert engine.pid is None and not _alive(pid)
+
+
+def test_the_engine_lists_the_requests_it_answered(
+    blob_engine: LocalS3, settings: Settings
+) -> None:
+    """What the bench counts an attachment's S3 requests with (scripts/benchmarks)."""
+    client = settings.s3_client()
+    key = f"listed/{free_port()}"
+    before = len(blob_engine.requests())
+    client.put_object(Bucket=settings.blob_bucket, Key=key, Body=b"x")
+    client.head_object(Bucket=settings.blob_bucket, Key=key)
+    with pytest.raises(client.exceptions.ClientError):
+        client.head_object(Bucket=settings.blob_bucket, Key=f"{key}-absent")
+    # Each is listed once its answer is back (the line is written with the status).
+    listed = blob_engine.requests()[before:]
+    path = f"/{settings.blob_bucket}/{key}"
+    assert [(m, p.split("?")[0], s) for m, p, s in listed] == [
+        ("PUT", path, 200),
+        ("HEAD", path, 200),
+        ("HEAD", f"{path}-absent", 404),
+    ]

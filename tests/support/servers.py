@@ -47,6 +47,13 @@ def api_server(
         "CURSOR_SECRET": settings.cursor_secret,
         "SYNC_AUTH_SECRET": settings.auth_secret,
         "CLOCK_OFFSET_MS": str(clock_offset_ms),
+        # The settings' S3 engine when they name one (the bench's: `local_engines`);
+        # else the environment's (the tests set S3_ENDPOINT for the session).
+        **(
+            {"S3_ENDPOINT": settings.s3_endpoint, "BLOB_BUCKET": settings.blob_bucket}
+            if settings.s3_endpoint
+            else {}
+        ),
         **({"REALTIME_PEER_URL": base, "CURSOR_SECRET": RELAYED_CURSOR_SECRET} if relayed else {}),
         **(extra_env or {}),
     }
