@@ -19,7 +19,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Self
 
 from api.settings import PROJECT_ROOT
 
@@ -54,18 +54,78 @@ def _die_with_parent() -> None:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
 
 
-class LocalEngine:
-    """One DynamoDB Local process. Use as a context manager."""
+class EngineProcess:
+    """A local engine's process on a port of 127.0.0.1, tied to its parent, its
+    output in a file (never a pipe: a chatty engine must never block on a full one).
+    Subclasses say what to run (`start`) and what they are called (`name`). Use as a
+    context manager."""
 
-    def __init__(self, port: int, data_dir: Path | None) -> None:
+    name = "the engine"
+
+    def __init__(self, port: int) -> None:
         self.port = port
-        self.data_dir = data_dir  # None: in memory
         self._process: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
 
     @property
     def endpoint(self) -> str:
         return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def pid(self) -> int | None:
+        return None if self._process is None else self._process.pid
+
+    def start(self) -> None:
+        raise NotImplementedError
+
+    def _launch(self, args: list[str], timeout: float, cwd: Path | None = None) -> None:
+        """Run `args` and wait until the endpoint answers (or fail saying why)."""
+        self._log = tempfile.TemporaryFile()  # noqa: SIM115 - closed in stop()
+        self._process = subprocess.Popen(
+            args, cwd=cwd, stdout=self._log, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent
+        )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self._process.poll() is not None:
+                code, output = self._process.returncode, self._output()
+                self.stop()
+                raise EngineError(f"{self.name} exited with code {code}: {output}")
+            if _answers(self.endpoint):
+                return
+            time.sleep(0.1)
+        self.stop()
+        raise EngineError(f"{self.name} did not answer on {self.endpoint} within {timeout:.0f}s")
+
+    def _output(self) -> str:
+        if self._log is None:
+            return ""
+        self._log.seek(0)
+        return self._log.read().decode(errors="replace")[-2000:]
+
+    def stop(self) -> None:
+        process, self._process = self._process, None
+        if process is not None:
+            stop_process(process)
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class LocalEngine(EngineProcess):
+    """One DynamoDB Local process."""
+
+    name = "DynamoDB Local"
+
+    def __init__(self, port: int, data_dir: Path | None) -> None:
+        super().__init__(port)
+        self.data_dir = data_dir  # None: in memory
 
     def start(self, timeout: float = 60.0) -> None:
         java = shutil.which("java")
@@ -86,52 +146,7 @@ class LocalEngine:
         else:
             self.data_dir.mkdir(parents=True, exist_ok=True)
             args += ["-dbPath", str(self.data_dir)]
-        # A file, not a pipe: a chatty JVM must never block on a full pipe.
-        self._log = tempfile.TemporaryFile()  # noqa: SIM115 - closed in stop()
-        self._process = subprocess.Popen(
-            args,
-            cwd=jar.parent,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            preexec_fn=_die_with_parent,
-        )
-        self._wait_until_ready(timeout)
-
-    def _wait_until_ready(self, timeout: float) -> None:
-        assert self._process is not None
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self._process.poll() is not None:
-                code = self._process.returncode
-                output = self._output()
-                self.stop()
-                raise EngineError(f"DynamoDB Local exited with code {code}: {output}")
-            if _answers(self.endpoint):
-                return
-            time.sleep(0.1)
-        self.stop()
-        raise EngineError(f"DynamoDB Local did not answer on {self.endpoint} within {timeout:.0f}s")
-
-    def _output(self) -> str:
-        if self._log is None:
-            return ""
-        self._log.seek(0)
-        return self._log.read().decode(errors="replace")[-2000:]
-
-    def stop(self) -> None:
-        process, self._process = self._process, None
-        if process is not None:
-            stop_process(process)
-        if self._log is not None:
-            self._log.close()
-            self._log = None
-
-    def __enter__(self) -> LocalEngine:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+        self._launch(args, timeout, cwd=jar.parent)
 
 
 def stop_process(process: subprocess.Popen[Any], timeout: float = 10) -> None:

@@ -14,15 +14,12 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 import sys
-import tempfile
-import time
-from typing import IO, Any
+from typing import Any
 
 from botocore.exceptions import ClientError
 
-from scripts.local_engine import EngineError, _answers, _die_with_parent, stop_process
+from scripts.local_engine import EngineProcess
 
 # One request's line in the server's log (werkzeug's, colored by status):
 # 127.0.0.1 - - [25/Nov/2026 08:40:53] "HEAD /bucket/key HTTP/1.1" 200 -
@@ -30,42 +27,17 @@ _COLOR = rb"(?:\x1b\[[0-9;]*m)*"
 _REQUEST = re.compile(rb'"' + _COLOR + rb"([A-Z]+) (\S+) HTTP/[0-9.]+" + _COLOR + rb'" (\d{3})')
 
 
-class LocalS3:
-    """One moto server. Use as a context manager."""
+class LocalS3(EngineProcess):
+    """One moto server."""
 
-    def __init__(self, port: int) -> None:
-        self.port = port
-        self._process: subprocess.Popen[bytes] | None = None
-        self._log: IO[bytes] | None = None
-
-    @property
-    def endpoint(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    @property
-    def pid(self) -> int | None:
-        return None if self._process is None else self._process.pid
+    name = "the S3 engine (moto)"
 
     def start(self, timeout: float = 30.0) -> None:
-        # A file, not a pipe: the server logs every request, and must never block.
-        self._log = tempfile.TemporaryFile()  # noqa: SIM115 - closed in stop()
-        self._process = subprocess.Popen(
+        # Its output goes to a file: the server logs every request (`requests`).
+        self._launch(
             [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            preexec_fn=_die_with_parent,
+            timeout,
         )
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self._process.poll() is not None:
-                code, output = self._process.returncode, self._output()
-                self.stop()
-                raise EngineError(f"the S3 engine (moto) exited with code {code}: {output}")
-            if _answers(self.endpoint):
-                return
-            time.sleep(0.1)
-        self.stop()
-        raise EngineError(f"the S3 engine (moto) did not answer on {self.endpoint}")
 
     def requests(self) -> list[tuple[str, str, int]]:
         """Every request the engine has answered so far, in order: (method, path with
@@ -78,27 +50,6 @@ class LocalS3:
         # would move under it.
         text = os.pread(fd, os.fstat(fd).st_size, 0)
         return [(m[1].decode(), m[2].decode(), int(m[3])) for m in _REQUEST.finditer(text)]
-
-    def _output(self) -> str:
-        if self._log is None:
-            return ""
-        self._log.seek(0)
-        return self._log.read().decode(errors="replace")[-2000:]
-
-    def stop(self) -> None:
-        process, self._process = self._process, None
-        if process is not None:
-            stop_process(process)
-        if self._log is not None:
-            self._log.close()
-            self._log = None
-
-    def __enter__(self) -> LocalS3:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
 
 def ensure_bucket(client: Any, bucket: str, region: str) -> bool:
