@@ -204,7 +204,15 @@ class Settings:
             "s3",
             region_name=self.aws_region,
             endpoint_url=self.s3_endpoint,
-            config=Config(signature_version="s3v4", s3={"addressing_style": style}),
+            # A stalled S3 answers UNAVAILABLE within the API's 10 s Lambda timeout,
+            # not a timeout of its own: 2 s to connect, 3 s to read, 2 attempts.
+            config=Config(
+                signature_version="s3v4",
+                s3={"addressing_style": style},
+                connect_timeout=2,
+                read_timeout=3,
+                retries={"total_max_attempts": 2, "mode": "standard"},
+            ),
         )
 
     def apply_local_credentials(self) -> None:

@@ -21,9 +21,10 @@ DOWNLOAD_LINK_S = 15 * 60
 
 _SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 # Media a person attaches to a record, and a few document types; never HTML or
-# scripts, whatever host serves them.
+# scripts, whatever host serves them: no XML subtype (image/svg+xml runs scripts
+# when a browser opens it).
 _CONTENT_TYPE_RE = re.compile(
-    r"^(?:(?:image|audio|video)/[a-z0-9][a-z0-9.+-]{0,62}"
+    r"^(?:(?:image|audio|video)/(?![a-z0-9.+-]*(?:svg|xml))[a-z0-9][a-z0-9.+-]{0,62}"
     r"|text/plain|text/csv|application/pdf|application/zip|application/octet-stream)$"
 )
 

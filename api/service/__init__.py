@@ -45,7 +45,7 @@ class SyncService:
         self.writing = Writing(store, clock_ms, on_commit, retention, history)
         self.history = History(store, self.writing)
         # on_deleting is called with a tenant being deleted (closes its subscriptions).
-        self.tenancy = TenantDeletion(store, clock_ms, on_deleting)
+        self.tenancy = TenantDeletion(store, clock_ms, on_deleting, blobs)
         self.get = self.reading.get
         self.changes = self.reading.changes
         self.latest_change = self.reading.latest_change

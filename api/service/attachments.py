@@ -37,6 +37,9 @@ class BlobStore(Protocol):
         self, tenant_id: str, sha256: str, expires_in: int
     ) -> tuple[str, datetime]: ...
     def reachable(self) -> bool: ...
+    def remove_all(self, tenant_id: str, limit: int) -> int:
+        """Delete up to `limit` of the tenant's blobs; how many went (fewer: none left)."""
+        ...
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ The call marks the tenant (from then on its writes and syncs are TENANT_DELETED)
 closes its live subscriptions in this process, removes up to ITEMS_PER_CALL of
 its items, and says whether it is done; calling again continues, so a tenant of
 any size is deleted in bounded requests, and a call that dies halfway is resumed.
+Its blobs (attachments, in S3) go first, counted apart from its items.
 The last call removes the mark: the table keeps nothing of the tenant. A tenant
 written again later starts empty, and tokens from before are refused
 (`api.service.reading`)."""
@@ -17,6 +18,7 @@ from datetime import UTC, datetime
 
 from api.domain.errors import BadUserInput
 from api.domain.identifiers import check_identifier
+from api.service.attachments import BlobStore
 from api.service.ports import Store
 
 logger = logging.getLogger(__name__)
@@ -30,6 +32,7 @@ ITEMS_PER_CALL = 5000
 class Deletion:
     removed: int  # items removed so far, this call included
     done: bool  # nothing of the tenant is left
+    blobs_removed: int = 0  # blobs (attachments) this call removed
 
 
 class TenantDeletion:
@@ -38,8 +41,10 @@ class TenantDeletion:
         store: Store,
         clock_ms: Callable[[], int],
         on_deleting: Callable[[str], None] | None = None,
+        blobs: BlobStore | None = None,
     ) -> None:
         self._store = store
+        self._blobs = blobs
         self._clock_ms = clock_ms
         self._on_deleting = on_deleting  # closes the tenant's live subscriptions
 
@@ -55,9 +60,12 @@ class TenantDeletion:
                 self._on_deleting(tenant_id)
             except Exception:  # closing sockets is a courtesy: never fail the deletion
                 logger.exception("closing the subscriptions of a deleted tenant failed")
-        removed = self._store.remove_items(tenant_id, limit)
-        if removed == limit:
-            return Deletion(before + removed, done=False)
+        blobs = 0 if self._blobs is None else self._blobs.remove_all(tenant_id, limit)
+        if blobs == limit:
+            return Deletion(before, done=False, blobs_removed=blobs)
+        removed = self._store.remove_items(tenant_id, limit - blobs)
+        if removed == limit - blobs:
+            return Deletion(before + removed, done=False, blobs_removed=blobs)
         asked_by, asked_at_ms, total = self._store.finish_deletion(tenant_id)
         asked_at = datetime.fromtimestamp(asked_at_ms / 1000, tz=UTC).isoformat()
         logger.warning(
@@ -68,4 +76,4 @@ class TenantDeletion:
             total,
             by,
         )
-        return Deletion(total, done=True)
+        return Deletion(total, done=True, blobs_removed=blobs)

@@ -27,6 +27,7 @@ from api.domain.attachments import (
     StoredBlob,
     sha256_of_checksum,
 )
+from api.domain.errors import Unavailable
 from api.storage.errors import error_code, translated
 from api.storage.keys import blob_key
 
@@ -54,6 +55,10 @@ class S3Blobs:
             raise
         size = int(head["ContentLength"])
         checked = sha256_of_checksum(head.get("ChecksumSHA256"))
+        if head.get("ContentEncoding") or head.get("ContentDisposition"):
+            # Headers the signature does not cover, added to the PUT: a client would
+            # decode the bytes into something else (or save them under another name).
+            checked = None
         if self._hashes_bytes and checked is not None:
             checked = checked if self._sha256_of(key, size) == checked else None
         return StoredBlob(sha256=checked, size=size, content_type=head.get("ContentType", ""))
@@ -62,16 +67,27 @@ class S3Blobs:
         if size > MAX_BLOB_BYTES:  # never read more than a blob may hold
             return None
         digest = hashlib.sha256()
+        try:
+            with translated():
+                # At most size + 1 bytes, whatever the object became since its HEAD.
+                body = self._client.get_object(
+                    Bucket=self._bucket, Key=key, Range=f"bytes=0-{size}"
+                )["Body"]
+        except ClientError as exc:
+            if error_code(exc) in _MISSING:
+                return None  # removed since its HEAD
+            raise
+        read = 0
         with translated():
-            body = self._client.get_object(Bucket=self._bucket, Key=key)["Body"]
             try:
                 for chunk in iter(lambda: body.read(_CHUNK), b""):
                     digest.update(chunk)
+                    read += len(chunk)
             except FlexibleChecksumError:
                 # botocore checks the body against the stored checksum as it reads
                 # (its response_checksum_validation "when_supported"): they differ.
                 return None
-        return digest.hexdigest()
+        return digest.hexdigest() if read == size else None
 
     def presign_upload(self, blob: Blob, expires_in: int) -> PresignedUpload:
         params = {
@@ -82,25 +98,59 @@ class S3Blobs:
             "ChecksumAlgorithm": "SHA256",
             "ChecksumSHA256": blob.checksum,
         }
-        url = self._client.generate_presigned_url("put_object", Params=params, ExpiresIn=expires_in)
-        # Every header signed into the URL must be sent exactly so (the HTTP client
-        # sets Content-Length from the body, which must be `size` bytes).
+        expires_at = _in(expires_in)  # before signing: never later than the URL's end
+        with translated():
+            url = self._client.generate_presigned_url(
+                "put_object", Params=params, ExpiresIn=expires_in
+            )
+        # Every header signed into the URL must be sent exactly so: a client that
+        # streams a body of unknown length (chunked) would be refused by S3.
         headers = {
+            "Content-Length": str(blob.size),
             "Content-Type": blob.content_type,
             "x-amz-checksum-sha256": blob.checksum,
             "x-amz-sdk-checksum-algorithm": "SHA256",
         }
-        return PresignedUpload(url=url, headers=headers, expires_at=_in(expires_in))
+        return PresignedUpload(url=url, headers=headers, expires_at=expires_at)
 
     def presign_download(
         self, tenant_id: str, sha256: str, expires_in: int
     ) -> tuple[str, datetime]:
-        url = self._client.generate_presigned_url(
-            "get_object",
-            Params={"Bucket": self._bucket, "Key": blob_key(tenant_id, sha256)},
-            ExpiresIn=expires_in,
-        )
-        return url, _in(expires_in)
+        expires_at = _in(expires_in)
+        with translated():
+            url = self._client.generate_presigned_url(
+                "get_object",
+                Params={
+                    "Bucket": self._bucket,
+                    "Key": blob_key(tenant_id, sha256),
+                    # Saved, never rendered as a page of the bucket's host.
+                    "ResponseContentDisposition": "attachment",
+                },
+                ExpiresIn=expires_in,
+            )
+        return url, expires_at
+
+    def remove_all(self, tenant_id: str, limit: int) -> int:
+        """Delete up to `limit` of the tenant's objects, 1,000 a call (ListObjectsV2,
+        then DeleteObjects); how many went."""
+        removed = 0
+        prefix = blob_key(tenant_id, "").removesuffix("blobs/")
+        while removed < limit:
+            with translated():
+                page = self._client.list_objects_v2(
+                    Bucket=self._bucket, Prefix=prefix, MaxKeys=min(1000, limit - removed)
+                )
+            doomed = [{"Key": o["Key"]} for o in page.get("Contents", [])]
+            if not doomed:
+                break
+            with translated():
+                answer = self._client.delete_objects(
+                    Bucket=self._bucket, Delete={"Objects": doomed, "Quiet": True}
+                )
+            if answer.get("Errors"):
+                raise Unavailable("some blobs could not be deleted; call again")
+            removed += len(doomed)
+        return removed
 
     def reachable(self) -> bool:
         """One HeadBucket: whether the bucket answers (for /healthz)."""

@@ -30,6 +30,8 @@ _RETRYABLE_CODES = frozenset(
         "InternalError",
         "503",
         "500",
+        "502",
+        "504",
     }
 )
 

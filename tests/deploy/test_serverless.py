@@ -216,7 +216,9 @@ def test_the_blob_bucket_is_private_encrypted_and_reached_only_under_tenants(
     }
     arn = {"Fn::GetAtt": ["BlobBucket", "Arn"]}
     assert s3 == {
-        frozenset({"s3:GetObject", "s3:PutObject"}): [{"Fn::Join": ["", [arn, "/tenants/*"]]}],
+        frozenset({"s3:GetObject", "s3:PutObject", "s3:DeleteObject"}): [
+            {"Fn::Join": ["", [arn, "/tenants/*"]]}
+        ],
         frozenset({"s3:ListBucket"}): [arn],
     }
     for role in ("RealtimeRole", "FanoutRole", "DrainRole"):

@@ -106,7 +106,10 @@ def test_upload_once_then_already_present_and_the_same_bytes_download(
         "size": len(photo),
         "contentType": "image/jpeg",
     }
-    assert parse_qs(urlsplit(found["url"]).query)["X-Amz-Expires"] == ["900"]
+    query = parse_qs(urlsplit(found["url"]).query)
+    assert query["X-Amz-Expires"] == ["900"]
+    # Signed into the URL: S3 serves it as a download, never as a page of its host.
+    assert query["response-content-disposition"] == ["attachment"]
     downloaded = httpx2.get(found["url"])
     assert downloaded.status_code == 200 and downloaded.content == photo
 
@@ -145,11 +148,10 @@ def test_more_bytes_than_declared_are_refused(gql: GraphQLClient, tenant: str) -
     longer = photo + b"trailing"
     # Content-Length is signed: S3 refuses any other length (the signature fails).
     headers = _headers(upload) | {"Content-Length": str(len(longer))}
-    assert signature_holds(
-        upload["url"], "PUT", _headers(upload) | {"Content-Length": str(len(photo))}
-    )
+    assert _headers(upload)["Content-Length"] == str(len(photo))
+    assert signature_holds(upload["url"], "PUT", _headers(upload))
     assert not signature_holds(upload["url"], "PUT", headers)
-    _put(upload, longer)  # the local engine stores them anyway
+    _put(upload, longer, headers)  # the local engine stores them anyway
     assert _code(_attachment(gql, tenant, _sha(photo))) == "NOT_FOUND"
     assert _request(gql, tenant, photo)["alreadyPresent"] is False
 
@@ -165,6 +167,22 @@ def test_an_upload_without_the_signed_checksum_is_not_an_attachment(
     # The right bytes, but nothing proves it on AWS (no checksum stored): refused.
     assert _code(_attachment(gql, tenant, _sha(photo))) == "NOT_FOUND"
     assert _request(gql, tenant, photo)["alreadyPresent"] is False
+
+
+def test_an_upload_with_an_unsigned_content_encoding_is_not_an_attachment(
+    gql: GraphQLClient, tenant: str
+) -> None:
+    # The signature leaves Content-Encoding open: S3 stores it, and a client would
+    # then "decode" the right bytes into other ones.
+    photo = _photo()
+    upload = _request(gql, tenant, photo)["upload"]
+    assert _headers(upload)["Content-Length"] == str(len(photo))
+    assert _put(upload, photo, {"Content-Encoding": "gzip"}) == 200
+    assert _code(_attachment(gql, tenant, _sha(photo))) == "NOT_FOUND"
+    assert _request(gql, tenant, photo)["alreadyPresent"] is False  # upload it again
+    again = _request(gql, tenant, photo)["upload"]
+    assert _put(again, photo) == 200
+    assert "errors" not in _attachment(gql, tenant, _sha(photo))
 
 
 def test_another_content_type_than_declared_is_refused(gql: GraphQLClient, tenant: str) -> None:
@@ -262,3 +280,25 @@ def test_a_malformed_sha_or_tenant_is_coded_on_download(gql: GraphQLClient, tena
     )
     assert _code(body) == "BAD_USER_INPUT"
     assert _code(_attachment(gql, slashed, GOOD_SHA, headers=bearer([slashed]))) == "BAD_USER_INPUT"
+
+
+def test_deleting_a_tenant_removes_its_blobs(
+    gql: GraphQLClient, tenant: str, settings: Settings
+) -> None:
+    photos = [_photo(2048 + i) for i in range(3)]
+    for photo in photos:
+        assert _put(_request(gql, tenant, photo)["upload"], photo) == 200
+    other = f"{tenant}-other"  # a tenant whose id starts with this one's: untouched
+    kept = _photo(999)
+    owner_of_both = bearer([tenant, other])
+    upload = _request(gql, other, kept, headers=owner_of_both)["upload"]
+    assert _put(upload, kept) == 200
+    assert len(_objects(settings, tenant)) == 3
+    deleted = gql.execute(
+        "mutation($t: ID!) { deleteTenant(tenantID: $t, confirm: $t) { done } }", {"t": tenant}
+    )
+    assert deleted["data"]["deleteTenant"]["done"] is True, deleted
+    assert _objects(settings, tenant) == []
+    # A tenant later written under the same id does not find the old photos.
+    assert _code(_attachment(gql, tenant, _sha(photos[0]))) == "NOT_FOUND"
+    assert _objects(settings, other) == [f"tenants/{other}/blobs/{_sha(kept)}"]

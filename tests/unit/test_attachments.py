@@ -50,6 +50,8 @@ def test_a_declared_blob_is_valid_or_says_why() -> None:
         (("t1", SHA, True, "image/png"), "size"),
         (("t1", SHA, MAX_BLOB_BYTES + 1, "image/png"), "size"),
         (("t1", SHA, 1, "application/javascript"), "contentType"),
+        (("t1", SHA, 1, "image/svg+xml"), "contentType"),  # a browser runs its scripts
+        (("t1", SHA, 1, "image/xml"), "contentType"),
     ):
         with pytest.raises(BadUserInput, match=says):
             declared_blob(*args)
@@ -86,6 +88,9 @@ class _CountingBlobs:
 
     def reachable(self) -> bool:
         return True
+
+    def remove_all(self, tenant_id: str, limit: int) -> int:
+        raise AssertionError("attachments never delete blobs")
 
 
 def test_a_request_costs_one_head_at_most_and_bad_input_none() -> None:
