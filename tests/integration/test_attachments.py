@@ -8,8 +8,11 @@ then answers: bytes that are not the declared ones never become an attachment.""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
+import socket
+import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -18,7 +21,10 @@ import httpx2
 import pytest
 
 from api.domain.attachments import MAX_BLOB_BYTES
+from api.domain.errors import Unavailable
+from api.service.attachments import Attachments
 from api.settings import Settings
+from api.storage.blobs import S3Blobs
 from tests.support.gql import GraphQLClient, bearer
 from tests.support.sigv4 import signature_holds
 
@@ -302,3 +308,21 @@ def test_deleting_a_tenant_removes_its_blobs(
     # A tenant later written under the same id does not find the old photos.
     assert _code(_attachment(gql, tenant, _sha(photos[0]))) == "NOT_FOUND"
     assert _objects(settings, other) == [f"tenants/{other}/blobs/{_sha(kept)}"]
+
+
+@pytest.mark.slow
+def test_a_silent_s3_is_unavailable_within_the_api_timeout(settings: Settings) -> None:
+    # A port that accepts connections and never answers, as a stalled S3 would.
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(16)
+        port = silent.getsockname()[1]
+        stalled = dataclasses.replace(settings, s3_endpoint=f"http://127.0.0.1:{port}")
+        attachments = Attachments(S3Blobs(stalled.s3_client(), stalled.blob_bucket))
+        started = time.monotonic()
+        with pytest.raises(Unavailable):
+            attachments.request_upload("t1", _sha(b"x"), 1, "image/png")
+        # A deadline, not a speed: the answer must come before the API function's
+        # 10 s Lambda timeout cuts it off uncoded (two attempts of a 3 s read, 6 s;
+        # botocore's defaults would take minutes).
+        assert time.monotonic() - started < 10
