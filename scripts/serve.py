@@ -13,8 +13,20 @@ import uvicorn
 from api.app import create_app
 from api.settings import Settings
 from api.storage.table import ensure_table
-from scripts.local_engine import EngineError, LocalEngine
+from scripts.local_engine import EngineError, EngineProcess, LocalEngine
 from scripts.local_s3 import LocalS3, ensure_bucket
+
+
+def _started(stack: contextlib.ExitStack, engine: EngineProcess, holding: str) -> bool:
+    """Start a local engine, stopped with `stack`; False (said on stderr) if it fails."""
+    print(f"==> starting {engine.name} on port {engine.port}, {holding}")
+    try:
+        engine.start()
+    except EngineError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return False
+    stack.callback(engine.stop)
+    return True
 
 
 def main() -> int:
@@ -23,13 +35,8 @@ def main() -> int:
     with contextlib.ExitStack() as stack:
         if settings.dynamodb_endpoint is None:
             engine = LocalEngine(settings.dynamodb_local_port, settings.data_dir)
-            print(f"==> starting DynamoDB Local on port {engine.port}, data in {settings.data_dir}")
-            try:
-                engine.start()
-            except EngineError as exc:
-                print(f"error: {exc}", file=sys.stderr)
+            if not _started(stack, engine, f"data in {settings.data_dir}"):
                 return 1
-            stack.callback(engine.stop)
             settings = dataclasses.replace(settings, dynamodb_endpoint=engine.endpoint)
         else:
             print(f"==> using DynamoDB at {settings.dynamodb_endpoint}")
@@ -37,13 +44,8 @@ def main() -> int:
         print(f"==> table {settings.table_name}: {'created' if created else 'exists'}")
         if settings.s3_endpoint is None:
             blobs = LocalS3(settings.s3_local_port)
-            print(f"==> starting the S3 engine (moto) on port {blobs.port}, blobs in memory")
-            try:
-                blobs.start()
-            except EngineError as exc:
-                print(f"error: {exc}", file=sys.stderr)
+            if not _started(stack, blobs, "blobs in memory"):
                 return 1
-            stack.callback(blobs.stop)
             settings = dataclasses.replace(settings, s3_endpoint=blobs.endpoint)
         else:
             print(f"==> using S3 at {settings.s3_endpoint}")
