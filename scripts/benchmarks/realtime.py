@@ -23,7 +23,7 @@ from api.realtime.streams import POLL_INTERVAL_S
 from api.settings import Settings
 from api.storage import keys
 from scripts.benchmarks.prices import STREAM_READ_USD
-from tests.support.servers import api_server
+from tests.support.servers import api_server, one_stream_reader
 from tests.support.subscribers import (
     ONE_USER_FLEET,
     close_all,
@@ -144,7 +144,7 @@ async def _relayed_latencies(
             await subscribe_many(ws_url(base), authorization, tenant, None, 1) for base in bases
         ]
         try:
-            reader = await asyncio.to_thread(_the_reader, bases)
+            reader = await asyncio.to_thread(one_stream_reader, bases, 40)  # two leases
             index, follower = next((i, b) for i, b in enumerate(bases) if b != reader)
             async with httpx2.AsyncClient(
                 base_url=reader, headers={"Authorization": authorization}, timeout=30
@@ -159,21 +159,6 @@ async def _relayed_latencies(
                 await close_all(subscribers, tasks)
     relayed.pop("mutation_ms")
     return relayed
-
-
-def _the_reader(bases: list[str]) -> str:
-    """The server that reads the stream, once one does (within two leases)."""
-    deadline = time.monotonic() + 40
-    while time.monotonic() < deadline:
-        readers = [
-            base
-            for base in bases
-            if httpx2.get(f"{base}/healthz", timeout=5).json()["realtime"]["readsStream"]
-        ]
-        if len(readers) == 1:
-            return readers[0]
-        time.sleep(0.2)
-    raise TimeoutError("realtime benchmark: no server took the stream reader's lease")
 
 
 def _subscribe_read_units(ddb: Any, table: str, tenant: str) -> float:

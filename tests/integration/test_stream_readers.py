@@ -20,7 +20,6 @@ import json
 import time
 from typing import Any
 
-import httpx2
 import pytest
 from starlette.applications import Starlette
 from starlette.routing import Route
@@ -33,7 +32,7 @@ from api.storage.store import DynamoStore
 from api.storage.table import ensure_table
 from tests.support.gql import bearer, post_data
 from tests.support.relay_faults import faults
-from tests.support.servers import api_server, crash
+from tests.support.servers import api_server, crash, one_stream_reader, stream_readers
 from tests.support.subscribers import Subscriber, close_all, subscribe_many, ws_url
 
 CREATE = "mutation($i: CreatePersonInput!) { createPerson(input: $i) { person { changeToken } } }"
@@ -179,25 +178,6 @@ def test_the_relay_endpoint_takes_only_signed_well_formed_posts() -> None:
     assert caught_up == [True]
 
 
-def _readers(bases: list[str]) -> list[str]:
-    """The servers that say they read the table's stream."""
-    return [
-        base
-        for base in bases
-        if httpx2.get(f"{base}/healthz", timeout=5).json()["realtime"]["readsStream"]
-    ]
-
-
-def _one_reader(bases: list[str], within_s: float) -> str:
-    deadline = time.monotonic() + within_s
-    while True:
-        readers = _readers(bases)
-        if len(readers) == 1:
-            return readers[0]
-        assert time.monotonic() < deadline, f"readers after {within_s} s: {readers}"
-        time.sleep(0.2)
-
-
 def _writes(base: str, n: int, tenants: list[str], headers: dict[str, str]) -> None:
     """WRITES creates on `base`, alternating between the tenants (ids from `n`)."""
     for i in range(WRITES):
@@ -207,7 +187,7 @@ def _writes(base: str, n: int, tenants: list[str], headers: dict[str, str]) -> N
 def _nobody_reads(bases: list[str]) -> None:
     """The writes were made while no server read the stream: only the new reader's
     catch-up (and its followers') can announce them."""
-    assert not _readers(bases), "a server took over before the writes were done"
+    assert not stream_readers(bases), "a server took over before the writes were done"
 
 
 def _write(base: str, tenant: str, entity_id: str, headers: dict[str, str]) -> None:
@@ -287,12 +267,12 @@ def test_every_subscriber_on_three_servers_gets_the_last_token(settings: Setting
                 raise AssertionError(f"last tokens {last}; left behind: {behind}")
 
             try:
-                reader = await asyncio.to_thread(_one_reader, bases, LEASE_S * 3)
+                reader = await asyncio.to_thread(one_stream_reader, bases, LEASE_S * 3)
                 await writes_then_check(bases, 0)  # the reader hands on, through faults
                 crash(reader)
                 survivors = [b for b in bases if b != reader]
                 await writes_then_check(survivors, 10, before_checking=_nobody_reads)
-                await asyncio.to_thread(_one_reader, survivors, LEASE_S * 3)
+                await asyncio.to_thread(one_stream_reader, survivors, LEASE_S * 3)
                 await writes_then_check(survivors, 20)  # the new reader hands on
                 return survivors
             finally:
@@ -300,7 +280,7 @@ def test_every_subscriber_on_three_servers_gets_the_last_token(settings: Setting
                     await close_all(subscribers, tasks)
 
         survivors = asyncio.run(run())
-        assert len(_readers(survivors)) == 1  # a new reader, and one only
+        assert len(stream_readers(survivors)) == 1  # a new reader, and one only
         injected = [faults(base) for base in survivors]
         for kind in ("refused", "answer lost", "too slow"):
             assert sum(f.get(kind, 0) for f in injected) > 0, injected

@@ -94,3 +94,25 @@ def api_server(
     finally:
         _RUNNING.pop(base, None)
         stop_process(process)
+
+
+def stream_readers(bases: list[str]) -> list[str]:
+    """The relayed servers (`api_server(relayed=True)`) that say they read the table's
+    stream (their /healthz)."""
+    return [
+        base
+        for base in bases
+        if httpx2.get(f"{base}/healthz", timeout=5).json()["realtime"]["readsStream"]
+    ]
+
+
+def one_stream_reader(bases: list[str], within_s: float) -> str:
+    """The one server among `bases` that reads the stream, once there is exactly one."""
+    deadline = time.monotonic() + within_s
+    while True:
+        readers = stream_readers(bases)
+        if len(readers) == 1:
+            return readers[0]
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"stream readers after {within_s} s: {readers}")
+        time.sleep(0.2)
