@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import base64
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from api.domain.errors import BadUserInput
 from api.domain.identifiers import check_identifier
@@ -80,14 +82,47 @@ def declared_blob(tenant_id: str, sha256: str, size: int, content_type: str) -> 
     """The blob a client declares, or BadUserInput saying what is wrong with it."""
     check_identifier(tenant_id, "tenantID")
     check_sha256(sha256)
+    check_blob_size(size)
+    check_content_type(content_type)
+    return Blob(tenant_id, sha256, size, content_type)
+
+
+def check_blob_size(size: object) -> int:
     if isinstance(size, bool) or not isinstance(size, int) or not 1 <= size <= MAX_BLOB_BYTES:
         raise BadUserInput(f"size must be 1 to {MAX_BLOB_BYTES} bytes")
+    return size
+
+
+def check_content_type(content_type: object) -> str:
     if not allowed_content_type(content_type):
         raise BadUserInput(
             "contentType must be image/*, audio/*, video/*, text/plain, text/csv, "
             "application/pdf, application/zip or application/octet-stream (lowercase)"
         )
-    return Blob(tenant_id, sha256, size, content_type)
+    assert isinstance(content_type, str)
+    return content_type
+
+
+# An entity's reference to a blob (a field of kind ATTACHMENT), as stored and as
+# sent and synced: these keys, nothing else. The download link is not part of it:
+# it is made when an item is read (`Attachment.url`), never stored.
+REFERENCE_KEYS = ("sha256", "size", "contentType")
+
+
+def reference(value: Mapping[str, Any]) -> dict[str, Any]:
+    """A reference's stored form, or BadUserInput saying what is wrong with it."""
+    if not isinstance(value, Mapping) or set(value) != set(REFERENCE_KEYS):
+        raise BadUserInput(f"an attachment is exactly {{{', '.join(REFERENCE_KEYS)}}}")
+    return {
+        "sha256": check_sha256(value["sha256"]),
+        "size": check_blob_size(value["size"]),
+        "contentType": check_content_type(value["contentType"]),
+    }
+
+
+def referenced_blob(tenant_id: str, stored: Mapping[str, Any]) -> Blob:
+    """The blob a stored reference of the tenant names."""
+    return Blob(tenant_id, stored["sha256"], int(stored["size"]), stored["contentType"])
 
 
 def allowed_content_type(content_type: object) -> bool:

@@ -38,6 +38,7 @@ PERSON = ItemType(
         Field("emailAddress", max_length=320),
         Field("profileColor", FieldKind.COLOR, description="#RRGGBB"),
         Field("occupation", max_length=200),
+        Field("photo", FieldKind.ATTACHMENT, description="A picture of the person."),
     ),
 )
 
@@ -51,6 +52,7 @@ REMINDER = ItemType(
         Field("dueAt", FieldKind.TIME),
         Field("personID", FieldKind.ID, max_length=64, description="The Person it is about."),
         Field("completed", FieldKind.BOOLEAN),
+        Field("file", FieldKind.ATTACHMENT, description="A document or picture it needs."),
     ),
 )
 

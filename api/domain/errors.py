@@ -6,6 +6,7 @@
      +-- BadUserInput               BAD_USER_INPUT
      +-- NotFound                   NOT_FOUND
      +-- InvalidCursor              INVALID_CURSOR
+     +-- AttachmentMissing          ATTACHMENT_MISSING
      +-- InternalError              INTERNAL_SERVER_ERROR (one push entry that failed)
      +-- Unavailable                UNAVAILABLE (retryable)
      +-- CurrentVersionError        (carries the server's current version)
@@ -50,6 +51,13 @@ class NotFound(SyncError):
 
 class InvalidCursor(SyncError):
     code = "INVALID_CURSOR"
+
+
+class AttachmentMissing(SyncError):
+    """A write references a blob the tenant does not hold with that sha256, size and
+    content type (contract 3.10): upload it, then send the write again."""
+
+    code = "ATTACHMENT_MISSING"
 
 
 class TenantDeleted(SyncError):

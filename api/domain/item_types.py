@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any
 
+from api.domain.attachments import reference
 from api.domain.errors import BadUserInput
 from api.domain.timestamps import format_time, parse_date, parse_time
 
@@ -34,6 +35,9 @@ class FieldKind(enum.Enum):
     TIME = "Time"
     ENUM = "Enum"
     COLOR = "Color"  # a String holding #RRGGBB, marked @hexColor in the schema
+    # A reference to a blob of the tenant (contract 3.10): {sha256, size,
+    # contentType}, checked against the blob store before a write touches the table.
+    ATTACHMENT = "Attachment"
 
 
 @dataclass(frozen=True)
@@ -112,6 +116,13 @@ def _time(spec: Field, value: Any) -> str:
     raise TypeError("must be a timestamp")
 
 
+def _attachment(spec: Field, value: Any) -> dict[str, Any]:
+    try:
+        return reference(value)
+    except BadUserInput as exc:
+        raise ValueError(str(exc)) from None
+
+
 _NORMALIZERS = {
     FieldKind.STRING: _string,
     FieldKind.ID: _string,
@@ -120,6 +131,7 @@ _NORMALIZERS = {
     FieldKind.TIME: _time,
     FieldKind.ENUM: _enum,
     FieldKind.COLOR: _color,
+    FieldKind.ATTACHMENT: _attachment,
 }
 
 
@@ -134,6 +146,10 @@ class ItemType:
     @property
     def field_names(self) -> tuple[str, ...]:
         return tuple(f.name for f in self.fields)
+
+    @property
+    def attachment_fields(self) -> tuple[str, ...]:
+        return tuple(f.name for f in self.fields if f.kind is FieldKind.ATTACHMENT)
 
     def normalize_changes(self, changes: Mapping[str, Any]) -> dict[str, Any]:
         """Validate a partial update: a value sets the field, None clears it."""

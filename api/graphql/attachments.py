@@ -4,9 +4,11 @@ answers turned into them."""
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 import strawberry
 
+from api.domain.errors import Unavailable
 from api.service.attachments import Attachment as ServiceAttachment
 from api.service.attachments import UploadAnswer
 
@@ -39,13 +41,62 @@ class RequestUploadPayload:
     )
 
 
-@strawberry.type
+@strawberry.type(
+    description="A blob of the tenant, addressed by the SHA-256 of its bytes: what an "
+    "entity's attachment field holds, and a link to download it."
+)
 class Attachment:
     sha256: str
     size: int
     contentType: str
-    url: str = strawberry.field(description="A GET of the bytes, valid until `urlExpiresAt`.")
-    urlExpiresAt: datetime
+    tenant_id: strawberry.Private[str]
+    # Made when first asked for: a read that selects no `url` signs nothing.
+    link: strawberry.Private[tuple[str, datetime] | None] = None
+
+    @strawberry.field(
+        description="A GET of the bytes, valid 15 minutes from this read (`urlExpiresAt`); "
+        "read the entity or `attachment` again for a fresh one."
+    )
+    def url(self, info: strawberry.Info) -> str:
+        return self._signed(info)[0]
+
+    @strawberry.field
+    def urlExpiresAt(self, info: strawberry.Info) -> datetime:
+        return self._signed(info)[1]
+
+    def _signed(self, info: strawberry.Info) -> tuple[str, datetime]:
+        if self.link is None:
+            attachments = info.context.service.attachments
+            if attachments is None:
+                raise Unavailable("attachments are not served here")
+            self.link = attachments.download_link(self.tenant_id, self.sha256)
+        return self.link
+
+
+@strawberry.input(
+    description="A reference to a blob the tenant holds: upload it first (`requestUpload`). "
+    "A write naming a blob the tenant does not hold with exactly this size and type is "
+    "ATTACHMENT_MISSING, and writes nothing."
+)
+class AttachmentInput:
+    sha256: str
+    size: int
+    contentType: str
+
+
+def reference_of(value: AttachmentInput) -> dict[str, Any]:
+    """An attachment input as the domain takes it (`api.domain.attachments.reference`)."""
+    return {"sha256": value.sha256, "size": value.size, "contentType": value.contentType}
+
+
+def attachment_of(tenant_id: str, stored: dict[str, Any]) -> Attachment:
+    """An entity's stored reference as its `Attachment` (the link made when selected)."""
+    return Attachment(
+        sha256=stored["sha256"],
+        size=int(stored["size"]),
+        contentType=stored["contentType"],
+        tenant_id=tenant_id,
+    )
 
 
 def to_upload_payload(answer: UploadAnswer) -> RequestUploadPayload:
@@ -63,11 +114,11 @@ def to_upload_payload(answer: UploadAnswer) -> RequestUploadPayload:
     )
 
 
-def to_attachment(attachment: ServiceAttachment) -> Attachment:
+def to_attachment(tenant_id: str, attachment: ServiceAttachment) -> Attachment:
     return Attachment(
         sha256=attachment.sha256,
         size=attachment.size,
         contentType=attachment.content_type,
-        url=attachment.url,
-        urlExpiresAt=attachment.url_expires_at,
+        tenant_id=tenant_id,
+        link=(attachment.url, attachment.url_expires_at),
     )

@@ -12,6 +12,9 @@ way, so results and errors are the same.
 A list of such objects (`changes.items`) is completed in one loop as well:
 graphql-core's per-item steps (abstract type resolution, `is_type_of`, the
 memoized sub-selection lookup) cost about as much again as the fields.
+
+An object-valued field (an attachment, `Person.photo`) counts as plain while it is
+null; an object that holds one goes the normal way, which signs its `url`.
 """
 
 from __future__ import annotations
@@ -40,12 +43,14 @@ from strawberry.types.base import StrawberryObjectDefinition
 # tested with, and tests/integration/test_execution.py proves the results equal
 # graphql-core's own for every selection of the plain types.
 
-# GraphQL type name -> {field name -> (attribute, leaf type, non-null)}
-PlainFields = dict[str, dict[str, tuple[str, GraphQLLeafType, bool]]]
+# GraphQL type name -> {field name -> (attribute, leaf type, non-null)}; the leaf type
+# is None for an object-valued field (plain only while null).
+_FieldSpec = tuple[str, GraphQLLeafType | None, bool]
+PlainFields = dict[str, dict[str, _FieldSpec]]
 
 
 # A plain type's plan for one list: its name, field specs and sub-selection.
-_Plan = tuple[str, dict[str, tuple[str, GraphQLLeafType, bool]], GroupedFieldSet]
+_Plan = tuple[str, dict[str, _FieldSpec], GroupedFieldSet]
 
 
 def plain_record_classes(schema: Schema, plain: PlainFields) -> dict[type, str]:
@@ -71,16 +76,19 @@ def plain_record_fields(schema: Schema, type_names: list[str]) -> PlainFields:
         for field in definition.fields:
             graphql_name = schema.config.name_converter.get_graphql_name(field)
             field_type = graphql_type.fields[graphql_name].type
-            leaf = get_nullable_type(field_type)
+            nullable = get_nullable_type(field_type)
+            non_null = isinstance(field_type, GraphQLNonNull)
             if (
                 field.base_resolver is not None
                 or field.extensions
                 or field.permission_classes
                 or field.arguments
-                or not is_leaf_type(leaf)
+                or not (is_leaf_type(nullable) or isinstance(nullable, GraphQLObjectType))
+                or (non_null and not is_leaf_type(nullable))
             ):
                 break
-            fields[graphql_name] = (field.python_name, leaf, isinstance(field_type, GraphQLNonNull))
+            leaf = nullable if is_leaf_type(nullable) else None
+            fields[graphql_name] = (field.python_name, leaf, non_null)
         else:
             plain[name] = fields
     return plain
@@ -176,7 +184,7 @@ class PlainRecordExecutionContext(StrawberryGraphQLCoreExecutionContext):
 
 
 def _complete_plain(
-    fields: dict[str, tuple[str, GraphQLLeafType, bool]],
+    fields: dict[str, _FieldSpec],
     type_name: str,
     source: object,
     grouped_field_set: GroupedFieldSet,
@@ -198,6 +206,8 @@ def _complete_plain(
                 return None
             result[response_name] = None
             continue
+        if leaf is None:
+            return None  # an object: its own fields resolve the normal way
         try:
             coerced = leaf.coerce_output_value(value)
         except Exception:  # noqa: BLE001 - graphql-core reports it properly

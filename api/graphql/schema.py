@@ -386,7 +386,7 @@ async def attachment(info: strawberry.Info, tenantID: strawberry.ID, sha256: str
     if attachments is None:
         raise Unavailable("attachments are not served here")
     found = await _for_tenant(info, tenantID, lambda _: attachments.attachment(tenantID, sha256))
-    return to_attachment(found)
+    return to_attachment(tenantID, found)
 
 
 def _public_base_url(request: Any) -> str:

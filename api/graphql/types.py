@@ -17,6 +17,7 @@ from api.domain import catalog
 from api.domain.item_types import Field, FieldKind, ItemType
 from api.domain.mutations import OUTCOME_RETENTION_S, Mutation, State, Verb
 from api.domain.records import Record
+from api.graphql.attachments import Attachment, AttachmentInput, attachment_of, reference_of
 from api.graphql.directives import HexColorDirective
 from api.graphql.scalars import Date, Time
 
@@ -75,7 +76,9 @@ _SCALARS: dict[FieldKind, Any] = {
 _ENUMS: dict[type[enum.Enum], Any] = {catalog.RelationshipType: RelationshipType}
 
 
-def _graphql_type(spec: Field) -> Any:
+def _graphql_type(spec: Field, input: bool = False) -> Any:
+    if spec.kind is FieldKind.ATTACHMENT:
+        return AttachmentInput if input else Attachment
     if spec.kind is FieldKind.ENUM:
         assert spec.enum is not None
         return _ENUMS.setdefault(spec.enum, strawberry.enum(spec.enum))
@@ -119,7 +122,7 @@ class ItemTypeSchema:
 
     def to_object(self, record: Record) -> Any:
         values = {
-            spec.name: _to_graphql_value(spec, record.fields.get(spec.name))
+            spec.name: _to_graphql_value(spec, record.tenant_id, record.fields.get(spec.name))
             for spec in self.item_type.fields
         }
         return self.object_type(**_common(record), **values)
@@ -169,9 +172,9 @@ class ItemTypeSchema:
     def changes_of(self, partial: Any) -> dict[str, Any]:
         """The fields a client sent: absent ones stay out, explicit nulls stay in as None."""
         return {
-            name: getattr(partial, name)
-            for name in self.item_type.field_names
-            if getattr(partial, name) is not strawberry.UNSET
+            spec.name: _from_graphql_value(getattr(partial, spec.name))
+            for spec in self.item_type.fields
+            if getattr(partial, spec.name) is not strawberry.UNSET
         }
 
 
@@ -193,7 +196,7 @@ def build_item_type_schema(item_type: ItemType) -> ItemTypeSchema:
     partial = strawberry.input(
         build(
             f"Update{name}Partial",
-            {f.name: _graphql_type(f) | None for f in item_type.fields},
+            {f.name: _graphql_type(f, input=True) | None for f in item_type.fields},
             {
                 f.name: strawberry.field(
                     default=strawberry.UNSET,
@@ -367,8 +370,16 @@ def _common(record: Record) -> dict[str, Any]:
     }
 
 
-def _to_graphql_value(spec: Field, value: Any) -> Any:
-    if value is None or spec.kind is not FieldKind.ENUM:
-        return value
-    assert spec.enum is not None
-    return spec.enum[value]
+def _to_graphql_value(spec: Field, tenant_id: str, value: Any) -> Any:
+    if value is None:
+        return None
+    if spec.kind is FieldKind.ATTACHMENT:
+        return attachment_of(tenant_id, value)
+    if spec.kind is FieldKind.ENUM:
+        assert spec.enum is not None
+        return spec.enum[value]
+    return value
+
+
+def _from_graphql_value(value: Any) -> Any:
+    return reference_of(value) if isinstance(value, AttachmentInput) else value

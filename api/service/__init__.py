@@ -40,9 +40,12 @@ class SyncService:
         blobs: BlobStore | None = None,
     ) -> None:
         retention = retention or Retention()
+        # Attachments need a blob store (S3): a service built without one has none.
+        self.blobs = blobs
+        self.attachments = None if blobs is None else Attachments(blobs)
         self.reading = Reading(store, cursors, clock_ms, retention)
         # on_commit is called with (tenant, token) after each committed transaction.
-        self.writing = Writing(store, clock_ms, on_commit, retention, history)
+        self.writing = Writing(store, clock_ms, on_commit, retention, history, self.attachments)
         self.history = History(store, self.writing)
         # on_deleting is called with a tenant being deleted (closes its subscriptions).
         self.tenancy = TenantDeletion(store, clock_ms, on_deleting, blobs)
@@ -59,6 +62,3 @@ class SyncService:
         self.delete_tenant = self.tenancy.delete_tenant
         # Exports need their jobs' storage: a service built without it has none.
         self.exports = None if exports is None else TenantExport(exports, self.reading, clock_ms)
-        # Attachments need a blob store (S3): a service built without one has none.
-        self.blobs = blobs
-        self.attachments = None if blobs is None else Attachments(blobs)

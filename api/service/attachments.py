@@ -6,10 +6,16 @@ the declared bytes (one HeadObject: deduplicated, nothing to upload), else a
 presigned PUT that the blob store verifies (size, content type, SHA-256).
 `attachment` answers a short-lived download link for a blob that is present with
 the SHA-256 its key names, else NOT_FOUND. Neither writes to DynamoDB.
+
+Entities reference blobs (`Person.photo`): `references` says which blobs a write
+sets, and `missing` which of them the store does not hold, asked by writing
+before it touches the table; `download_link` signs an entity's reference on read.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
@@ -23,9 +29,43 @@ from api.domain.attachments import (
     allowed_content_type,
     check_sha256,
     declared_blob,
+    referenced_blob,
 )
-from api.domain.errors import NotFound
+from api.domain.errors import AttachmentMissing, NotFound
 from api.domain.identifiers import check_identifier
+from api.domain.mutations import Mutation
+
+# HeadObjects in flight for one write's references.
+REFERENCE_CHECKS = 8
+
+
+def references(mutation: Mutation) -> list[Blob]:
+    """The blobs a validated mutation makes its entity reference: each attachment it
+    sets. A put's state that keeps an attachment as it assumes adds nothing: the put
+    applies only where the server holds that reference, checked when it was written."""
+    item_type = mutation.item_type
+    names = item_type.attachment_fields
+    if not names:
+        return []
+    if mutation.verb == "put":
+        assert mutation.state is not None
+        assumed = {} if mutation.assumed is None else mutation.assumed.fields
+        values = [mutation.state.fields.get(n) for n in names]
+        values = [v for n, v in zip(names, values, strict=True) if v != assumed.get(n)]
+    else:
+        values = [mutation.changes.get(n) for n in names]
+    return [referenced_blob(mutation.tenant_id, v) for v in values if v is not None]
+
+
+def _why(blob: Blob, stored: StoredBlob | None) -> AttachmentMissing:
+    if stored is None or stored.sha256 != blob.sha256:
+        return AttachmentMissing(
+            f"the tenant holds no blob {blob.sha256}: upload it first (requestUpload)"
+        )
+    return AttachmentMissing(
+        f"blob {blob.sha256} is held as {stored.size} bytes of {stored.content_type}, "
+        f"not {blob.size} bytes of {blob.content_type}: upload it as declared (requestUpload)"
+    )
 
 
 class BlobStore(Protocol):
@@ -70,6 +110,32 @@ class Attachments:
             return UploadAnswer(already_present=True)
         # Absent, or bytes that are not the declared ones: this upload replaces them.
         return UploadAnswer(False, self._blobs.presign_upload(blob, UPLOAD_LINK_S))
+
+    def download_link(self, tenant_id: str, sha256: str) -> tuple[str, datetime]:
+        """A download link of an entity's reference, with no call to the blob store: the
+        write that stored the reference found the blob (`missing`), and a referenced
+        blob is never removed."""
+        return self._blobs.presign_download(tenant_id, sha256, DOWNLOAD_LINK_S)
+
+    def missing(self, blobs: Iterable[Blob]) -> dict[Blob, AttachmentMissing]:
+        """Of the blobs some writes reference, those the store does not hold with
+        exactly that sha256, size and type, each with why; one HeadObject per distinct
+        blob, REFERENCE_CHECKS at a time (a push of 100 entries waits for about 13
+        rounds of some 20 ms on S3, not 100)."""
+        distinct = list(dict.fromkeys(blobs))
+        if not distinct:
+            return {}
+
+        def check(blob: Blob) -> AttachmentMissing | None:
+            stored = self._blobs.stat(blob.tenant_id, blob.sha256)
+            return None if stored is not None and stored.holds(blob) else _why(blob, stored)
+
+        if len(distinct) == 1:
+            found = [check(distinct[0])]
+        else:
+            with ThreadPoolExecutor(min(REFERENCE_CHECKS, len(distinct))) as pool:
+                found = list(pool.map(check, distinct))
+        return {b: error for b, error in zip(distinct, found, strict=True) if error is not None}
 
     def attachment(self, tenant_id: str, sha256: str) -> Attachment:
         check_identifier(tenant_id, "tenantID")

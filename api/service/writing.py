@@ -9,8 +9,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
+from api.domain.attachments import Blob
 from api.domain.chain import Head
 from api.domain.errors import (
+    AttachmentMissing,
     BadUserInput,
     CurrentVersionError,
     NotFound,
@@ -27,6 +29,7 @@ from api.domain.retention import Retention
 from api.domain.tokens import tokens_from
 from api.ordering import Link, TokenOrdering, wall_clock_ms
 from api.service import deciding
+from api.service.attachments import Attachments, references
 from api.service.deciding import Entry, Known, Plan, answer, expiry, internal_error
 from api.service.ports import PushResult, PushStatus, Store, Written
 
@@ -50,8 +53,12 @@ class Writing:
         on_commit: Callable[[str, str], None] | None = None,
         retention: Retention | None = None,
         history: bool = True,
+        attachments: Attachments | None = None,
     ) -> None:
         self._store = store
+        # Checks the blobs writes reference (contract 3.10); None: no blob store, and
+        # a write that references one is refused.
+        self._attachments = attachments
         # Called with (tenant, token) after each transaction this service commits.
         self._on_commit = on_commit
         self._retention = retention or Retention()
@@ -119,6 +126,7 @@ class Writing:
                 todo.append(Entry(position, mutation.validated(), by=by))
             except SyncError as exc:
                 results[position] = answer(mutation, exc)
+        todo = self._with_attachments(todo, results)
         if todo:
             known = Known(
                 *self._store.read_many(
@@ -130,6 +138,30 @@ class Writing:
             while todo:
                 todo = self._next_transaction(tenant_id, todo, known, results)
         return [results[position] for position in range(len(mutations))]
+
+    def _with_attachments(self, todo: list[Entry], results: dict[int, PushResult]) -> list[Entry]:
+        """The entries whose referenced blobs the tenant holds; each other one is
+        answered ATTACHMENT_MISSING alone. Asked of the blob store before the table
+        is touched: nothing is checked after (docs/ordering.md)."""
+        wanted = {e.position: references(e.mutation) for e in todo}
+        if not any(wanted.values()):
+            return todo
+        if self._attachments is None:
+            missing: dict[Blob, AttachmentMissing] = {
+                b: AttachmentMissing("attachments are not served here")
+                for blobs in wanted.values()
+                for b in blobs
+            }
+        else:
+            missing = self._attachments.missing(b for blobs in wanted.values() for b in blobs)
+        kept: list[Entry] = []
+        for entry in todo:
+            refused = next((missing[b] for b in wanted[entry.position] if b in missing), None)
+            if refused is None:
+                kept.append(entry)
+            else:
+                results[entry.position] = answer(entry.mutation, refused)
+        return kept
 
     def _next_transaction(
         self,

@@ -122,9 +122,16 @@ def record_from_raw(tenant_id: str, raw: dict[str, Any]) -> Record:
 
 
 def _plain(value: dict[str, Any]) -> Any:
-    # Field values are strings or booleans (see api.domain.item_types).
+    # Field values are strings, booleans, or an attachment's map of a string, a
+    # number and a string (see api.domain.item_types).
     ((kind, inner),) = value.items()
-    return inner if kind in ("S", "BOOL") else None
+    if kind in ("S", "BOOL"):
+        return inner
+    if kind == "N":
+        return int(inner)
+    if kind == "M":
+        return {name: _plain(nested) for name, nested in inner.items()}
+    return None
 
 
 def outcome_item(tenant_id: str, outcome: StoredOutcome) -> OutcomeItem:

@@ -9,7 +9,6 @@ then answers: bytes that are not the declared ones never become an attachment.""
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import os
 import socket
 import time
@@ -25,16 +24,11 @@ from api.domain.errors import Unavailable
 from api.service.attachments import Attachments
 from api.settings import Settings
 from api.storage.blobs import S3Blobs
+from tests.support.blobs import REQUEST_UPLOAD, sha256_of
 from tests.support.gql import GraphQLClient, bearer
 from tests.support.sigv4 import signature_holds
 
-REQUEST = """
-mutation($t: ID!, $sha: String!, $size: Int!, $type: String!) {
-  requestUpload(tenantID: $t, sha256: $sha, size: $size, contentType: $type) {
-    alreadyPresent
-    upload { url method headers { name value } expiresAt }
-  }
-}"""
+REQUEST = REQUEST_UPLOAD
 ATTACHMENT = """
 query($t: ID!, $sha: String!) {
   attachment(tenantID: $t, sha256: $sha) { sha256 size contentType url urlExpiresAt }
@@ -45,8 +39,7 @@ def _photo(size: int = 2048) -> bytes:
     return os.urandom(size)
 
 
-def _sha(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
+_sha = sha256_of
 
 
 def _request(

@@ -16,6 +16,7 @@ from api.graphql.schema import Context, make_schema
 from api.service import SyncService
 from api.settings import Settings
 from api.storage.store import DynamoStore
+from tests.support.blobs import upload
 from tests.support.gql import GraphQLClient, bearer
 
 QUERY = """
@@ -27,7 +28,7 @@ query($t: ID!, $limit: Int) {
       id
       ... on SynchronizedItem { changeToken createdAt }
       ... on Person { givenName name: givenName dateOfBirth relationship profileColor
-                      updatedAt occupation }
+                      updatedAt occupation photo { sha256 size contentType } }
       ... on Reminder { title dueAt completed personID notes @include(if: false) }
       ... on DeletedItem { type tenantID }
     }
@@ -81,6 +82,35 @@ def test_fast_path_and_graphql_core_agree(
     gone = gql.create(tenant, "Reminder", {"title": "x"})
     gql.delete(tenant, "Reminder", gone["id"], gone["changeToken"])
 
+    fast, slow, lists_taken = _fast_and_slow(settings, tenant, monkeypatch)
+    assert lists_taken == [True]  # the page's items went the list path
+    assert fast["errors"] == [] and slow["errors"] == []
+    assert json.dumps(fast, sort_keys=True) == json.dumps(slow, sort_keys=True)
+    items = fast["data"]["changes"]["items"]
+    assert [i["kind"] for i in items] == ["Person", "Person", "Reminder", "DeletedItem"]
+    assert items[0]["name"] == "Ann" and items[0]["relationship"] == "CHILD"
+    assert items[2]["dueAt"] == "2026-12-01T08:30:00.000Z" and "notes" not in items[2]
+
+
+def test_a_page_with_an_attachment_goes_graphql_cores_way_and_agrees(
+    gql: GraphQLClient, tenant: str, settings: Settings, monkeypatch: Any
+) -> None:
+    photo = upload(gql, tenant, b"\xff\xd8 a tiny jpeg")
+    gql.create(tenant, "Person", {"givenName": "Ann", "photo": photo})
+    gql.create(tenant, "Person", {"givenName": "Bo"})
+
+    fast, slow, lists_taken = _fast_and_slow(settings, tenant, monkeypatch)
+    assert lists_taken == [False]  # an object-valued field: the normal way
+    assert fast["errors"] == [] and slow["errors"] == []
+    assert json.dumps(fast, sort_keys=True) == json.dumps(slow, sort_keys=True)
+    assert [i["photo"] for i in fast["data"]["changes"]["items"]] == [photo, None]
+
+
+def _fast_and_slow(
+    settings: Settings, tenant: str, monkeypatch: Any
+) -> tuple[dict[str, Any], dict[str, Any], list[bool]]:
+    """The page executed with the fast path and without it, and whether the fast
+    path completed each list itself."""
     fast_schema = make_schema(settings)
     context_class: Any = fast_schema.execution_context_class
     assert issubclass(context_class, PlainRecordExecutionContext)
@@ -95,17 +125,12 @@ def test_fast_path_and_graphql_core_agree(
 
     monkeypatch.setattr(PlainRecordExecutionContext, "_complete_plain_list", spy)
     fast = _execute(fast_schema, settings, tenant)
-    assert lists_taken == [True]  # the page's items went the list path
+    monkeypatch.undo()
 
     monkeypatch.setattr(
         schema_module, "PlainRecordExecutionContext", StrawberryGraphQLCoreExecutionContext
     )
     monkeypatch.setattr(schema_module, "plain_record_fields", lambda *a: {})
     slow = _execute(make_schema(settings), settings, tenant)
-
-    assert fast["errors"] == [] and slow["errors"] == []
-    assert json.dumps(fast, sort_keys=True) == json.dumps(slow, sort_keys=True)
-    items = fast["data"]["changes"]["items"]
-    assert [i["kind"] for i in items] == ["Person", "Person", "Reminder", "DeletedItem"]
-    assert items[0]["name"] == "Ann" and items[0]["relationship"] == "CHILD"
-    assert items[2]["dueAt"] == "2026-12-01T08:30:00.000Z" and "notes" not in items[2]
+    monkeypatch.undo()
+    return fast, slow, lists_taken

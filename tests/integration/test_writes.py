@@ -6,20 +6,13 @@ from typing import Any
 
 import pytest
 
+from api.domain import catalog
 from api.settings import Settings
 from tests.support.gql import GraphQLClient, GraphQLError
 from tests.support.store_state import assert_consistent, tenant_state
 
-PERSON_FIELDS = {
-    "givenName": None,
-    "familyName": None,
-    "dateOfBirth": None,
-    "relationship": None,
-    "phoneNumber": None,
-    "emailAddress": None,
-    "profileColor": None,
-    "occupation": None,
-}
+# Every field of a Person, unset: what `current` carries for the ones not written.
+PERSON_FIELDS = dict.fromkeys(catalog.PERSON.field_names)
 
 
 def _expect_error(code: str, call: Any, *args: Any) -> GraphQLError:

@@ -10,7 +10,9 @@ from typing import Any
 
 from ulid import ULID
 
+from api.domain.attachments import REFERENCE_KEYS
 from api.domain.catalog import ITEM_TYPES
+from api.domain.item_types import FieldKind
 from sync_client.local_store import LocalStore, ServerVersion
 from sync_client.outbox import Entry, Verb, squash
 from sync_client.rebase import rebase
@@ -20,9 +22,19 @@ PUSH_BATCH = 100
 PULL_LIMIT = 100
 _COMMON = "__typename id changeToken createdAt updatedAt"
 _FIELDS = {t.name: t.field_names for t in ITEM_TYPES}
+# An attachment field is synced as its reference: no download link (it would expire
+# in the local store, and a push sends the reference back as it is).
+_REFERENCE = f"{{ {' '.join(REFERENCE_KEYS)} }}"
 _SELECTION = (
     _COMMON
-    + "".join(f" ... on {name} {{ {' '.join(fields)} }}" for name, fields in _FIELDS.items())
+    + "".join(
+        f" ... on {t.name} {{ "
+        + " ".join(
+            f"{f.name} {_REFERENCE}" if f.kind is FieldKind.ATTACHMENT else f.name for f in t.fields
+        )
+        + " }"
+        for t in ITEM_TYPES
+    )
     + " ... on DeletedItem { type }"
 )
 _NAME_BY_CODE = {t.code: t.name for t in ITEM_TYPES}
