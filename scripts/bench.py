@@ -36,7 +36,11 @@ from api.auth import make_local_token
 from api.settings import PROJECT_ROOT
 from api.storage import models
 from scripts.benchmarks import raw
-from scripts.benchmarks.attachments import measure_attachments, print_attachments
+from scripts.benchmarks.attachments import (
+    REFERENCE_TENANTS,
+    measure_attachments,
+    print_attachments,
+)
 from scripts.benchmarks.bulk import measure_bulk, print_bulk
 from scripts.benchmarks.churn import measure_churn, print_churn
 from scripts.benchmarks.floor import FLOOR_APP
@@ -53,7 +57,7 @@ from tests.support.subscribers import pid_listening
 
 RESULTS = PROJECT_ROOT / ".bench-results"
 TENANTS = ["page", *(f"w{i}" for i in range(8)), "small", "large", "bulk", "hot", "sweep"]
-TENANTS += ["realtime", "wunits", "churn", "churn-min", "attachments"]
+TENANTS += ["realtime", "wunits", "churn", "churn-min", "attachments", *REFERENCE_TENANTS]
 # Requests profiled per operation for the split by layer (--fast, --full).
 SPLIT_REQUESTS = {True: 50, False: 200}
 

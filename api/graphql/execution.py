@@ -13,13 +13,16 @@ A list of such objects (`changes.items`) is completed in one loop as well:
 graphql-core's per-item steps (abstract type resolution, `is_type_of`, the
 memoized sub-selection lookup) cost about as much again as the fields.
 
-An object-valued field (an attachment, `Person.photo`) counts as plain while it is
-null; an object that holds one goes the normal way, which signs its `url`.
+An object-valued field (an attachment, `Person.photo`) is completed the same way
+when its own type is plain for the fields selected: `Attachment`'s leaves are, its
+`url` has a resolver (it signs a link), so a selection of `url` goes the normal way.
+A type's fields with resolvers, arguments, permissions or extensions are left out
+of its plain fields: selecting one sends the object the normal way.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, ClassVar
 
 from graphql import (
@@ -43,9 +46,9 @@ from strawberry.types.base import StrawberryObjectDefinition
 # tested with, and tests/integration/test_execution.py proves the results equal
 # graphql-core's own for every selection of the plain types.
 
-# GraphQL type name -> {field name -> (attribute, leaf type, non-null)}; the leaf type
-# is None for an object-valued field (plain only while null).
-_FieldSpec = tuple[str, GraphQLLeafType | None, bool]
+# GraphQL type name -> {field name -> (attribute, leaf type, non-null, object type)};
+# for an object-valued field, the leaf type is None and the object type names it.
+_FieldSpec = tuple[str, GraphQLLeafType | None, bool, str | None]
 PlainFields = dict[str, dict[str, _FieldSpec]]
 
 
@@ -64,7 +67,8 @@ def plain_record_classes(schema: Schema, plain: PlainFields) -> dict[type, str]:
 
 
 def plain_record_fields(schema: Schema, type_names: list[str]) -> PlainFields:
-    """The fields of the named types, if every one of them is a plain leaf attribute."""
+    """The plain fields of the named types: leaf attributes, and nullable attributes
+    holding an object of one of the named types."""
     plain: PlainFields = {}
     for name in type_names:
         graphql_type = schema._schema.type_map[name]
@@ -72,9 +76,11 @@ def plain_record_fields(schema: Schema, type_names: list[str]) -> PlainFields:
         definition = schema.get_type_by_name(name)
         if not isinstance(definition, StrawberryObjectDefinition):
             continue
-        fields = {}
+        fields: dict[str, _FieldSpec] = {}
         for field in definition.fields:
             graphql_name = schema.config.name_converter.get_graphql_name(field)
+            if graphql_name not in graphql_type.fields:
+                continue  # private: not in the schema
             field_type = graphql_type.fields[graphql_name].type
             nullable = get_nullable_type(field_type)
             non_null = isinstance(field_type, GraphQLNonNull)
@@ -83,14 +89,17 @@ def plain_record_fields(schema: Schema, type_names: list[str]) -> PlainFields:
                 or field.extensions
                 or field.permission_classes
                 or field.arguments
-                or not (is_leaf_type(nullable) or isinstance(nullable, GraphQLObjectType))
-                or (non_null and not is_leaf_type(nullable))
             ):
-                break
-            leaf = nullable if is_leaf_type(nullable) else None
-            fields[graphql_name] = (field.python_name, leaf, non_null)
-        else:
-            plain[name] = fields
+                continue  # resolved the normal way when selected
+            if is_leaf_type(nullable):
+                fields[graphql_name] = (field.python_name, nullable, non_null, None)
+            elif (
+                isinstance(nullable, GraphQLObjectType)
+                and nullable.name in type_names
+                and not non_null
+            ):
+                fields[graphql_name] = (field.python_name, None, False, nullable.name)
+        plain[name] = fields
     return plain
 
 
@@ -137,7 +146,7 @@ class PlainRecordExecutionContext(StrawberryGraphQLCoreExecutionContext):
             if plan is None:
                 return None
             name, fields, grouped_field_set = plan
-            result = _complete_plain(fields, name, item, grouped_field_set)
+            result = _complete_plain(fields, name, item, grouped_field_set, self._nested)
             if result is None:
                 return None
             completed.append(result)
@@ -165,6 +174,22 @@ class PlainRecordExecutionContext(StrawberryGraphQLCoreExecutionContext):
             return None
         return name, self.plain_fields[name], grouped_field_set
 
+    def _nested(
+        self, type_name: str, value: object, field_details_list: FieldDetailsList
+    ) -> dict[str, Any] | None:
+        """An object-valued field's object completed, or None to go the normal way."""
+        if self.plain_classes.get(type(value)) != type_name:
+            return None
+        runtime_type = self.schema.get_type(type_name)
+        assert isinstance(runtime_type, GraphQLObjectType)
+        grouped_field_set, new_defer_usages, _ = self.collect_subfields(
+            runtime_type, field_details_list
+        )
+        if new_defer_usages:
+            return None
+        fields = self.plain_fields[type_name]
+        return _complete_plain(fields, type_name, value, grouped_field_set, self._nested)
+
     def execute_fields(
         self,
         parent_type: GraphQLObjectType,
@@ -175,7 +200,9 @@ class PlainRecordExecutionContext(StrawberryGraphQLCoreExecutionContext):
     ) -> AwaitableOrValue[dict[str, Any]]:
         fields = self.plain_fields.get(parent_type.name)
         if fields is not None:
-            result = _complete_plain(fields, parent_type.name, source_value, grouped_field_set)
+            result = _complete_plain(
+                fields, parent_type.name, source_value, grouped_field_set, self._nested
+            )
             if result is not None:
                 return result
         return super().execute_fields(
@@ -188,6 +215,7 @@ def _complete_plain(
     type_name: str,
     source: object,
     grouped_field_set: GroupedFieldSet,
+    nested: Callable[[str, object, FieldDetailsList], dict[str, Any] | None],
 ) -> dict[str, Any] | None:
     """The completed object, or None to let graphql-core do it (and report any error)."""
     result: dict[str, Any] = {}
@@ -199,15 +227,20 @@ def _complete_plain(
         spec = fields.get(field_name)
         if spec is None:
             return None
-        attribute, leaf, non_null = spec
+        attribute, leaf, non_null, object_type = spec
         value = getattr(source, attribute, Undefined)
         if value is None or value is Undefined:
             if non_null or value is Undefined:
                 return None
             result[response_name] = None
             continue
-        if leaf is None:
-            return None  # an object: its own fields resolve the normal way
+        if object_type is not None:
+            completed = nested(object_type, value, field_details_list)
+            if completed is None:
+                return None
+            result[response_name] = completed
+            continue
+        assert leaf is not None
         try:
             coerced = leaf.coerce_output_value(value)
         except Exception:  # noqa: BLE001 - graphql-core reports it properly

@@ -546,7 +546,7 @@ def make_schema(settings: Settings) -> SyncSchema:
         execution_context_class=context_class,
     )
     schema.documents = documents
-    record_types = [s.item_type.name for s in ITEM_TYPE_SCHEMAS] + ["DeletedItem"]
+    record_types = [s.item_type.name for s in ITEM_TYPE_SCHEMAS] + ["DeletedItem", "Attachment"]
     context_class.plain_fields = plain_record_fields(schema, record_types)
     context_class.plain_classes = plain_record_classes(schema, context_class.plain_fields)
     return schema

@@ -16,6 +16,12 @@ what one costs a month on AWS at list prices (`scripts/benchmarks/prices.py`).
   and GET).
 - DynamoDB: the in-process app's request log, which adds up the consumed capacity
   of every DynamoDB call made while serving a request: measured, not assumed.
+- References (`Person.photo`): a createPerson setting a new photo (one HeadObject
+  before the write) against one without, over HTTP, alternating; and a page of 100
+  people each with a photo, `url` selected (a link signed per item, and
+  graphql-core's own execution instead of the plain-record fast path) or not,
+  against 100 people without photos. The photo is a 20 KB thumbnail: on the local
+  engine the check also GETs and hashes the blob (below), on AWS a HeadObject only.
 - On the local engine the server also reads a blob back and hashes it whenever it
   checks one it holds (moto stores the claimed checksum unverified,
   docs/attachments.md): `attachment` makes one more GET of the whole blob. AWS S3
@@ -62,6 +68,21 @@ REQUEST_UPLOAD = (
     " { name value } } } }"
 )
 ATTACHMENT = "query($t: ID!, $s: String!) { attachment(tenantID: $t, sha256: $s) { size url } }"
+# References: tenants of 100 people with a photo each, and of 100 without.
+REFERENCE_TENANTS = ("ref-photos", "ref-plain")
+THUMBNAIL_BYTES = 20 * 1024
+CREATE_PERSON = (
+    "mutation($i: CreatePersonInput!) { createPerson(input: $i) { person { id changeToken } } }"
+)
+_PERSON = "id changeToken givenName familyName occupation"
+PAGE = {
+    "url": f"{_PERSON} photo {{ sha256 size contentType url urlExpiresAt }}",
+    "reference": f"{_PERSON} photo {{ sha256 size contentType }}",
+}
+CHANGES_PAGE = (
+    "query($t: ID!) {{ changes(tenantID: $t, limit: 100) {{ items {{ ... on Person {{ {} }} }}"
+    " cursor changeToken }} }}"
+)
 
 
 def measure_attachments(h: Harness, engine: LocalS3) -> dict[str, Any]:
@@ -82,7 +103,75 @@ def measure_attachments(h: Harness, engine: LocalS3) -> dict[str, Any]:
                 **counted,
                 "aws_cost": _aws_cost(size, counted),
             }
+        print("==> attachments: references", flush=True)
+        result["references"] = _references(h, blobs, engine, rng, rounds * 3)
     return result
+
+
+def _references(
+    h: Harness, blobs: httpx2.Client, engine: LocalS3, rng: random.Random, rounds: int
+) -> dict[str, Any]:
+    """Medians in ms of a write setting a new photo against one without, and of a
+    page of 100 people with photos against one without; the S3 requests of one
+    write with a photo (the engine's log)."""
+    api = h.clients[0]
+    photos, plain = REFERENCE_TENANTS
+    # The pages' people, older than the writes' (a first sync returns them first).
+    h.seed(photos, 100, {"photo": _uploaded(h, api, blobs, photos, rng.randbytes(THUMBNAIL_BYTES))})
+    h.seed(plain, 100)
+    ms: dict[str, list[float]] = {k: [] for k in ("with", "without")}
+    for n in range(rounds):
+        data = rng.randbytes(THUMBNAIL_BYTES)
+        ref = _uploaded(h, api, blobs, photos, data)
+        calls = [
+            ("with", {"tenantID": photos, "person": {"givenName": "A", "photo": ref}}),
+            ("without", {"tenantID": plain, "person": {"givenName": "A"}}),
+        ]
+        for name, person in calls if n % 2 else calls[::-1]:
+            started = time.perf_counter()
+            h.post(api, CREATE_PERSON, {"i": person})
+            ms[name].append(_since(started))
+    before = len(engine.requests())
+    ref = _uploaded(h, api, blobs, photos, rng.randbytes(THUMBNAIL_BYTES))
+    between = len(engine.requests())
+    h.post_local(CREATE_PERSON, {"i": {"tenantID": photos, "person": {"photo": ref}}})
+    write_requests = Counter(method for method, _, _ in engine.requests()[between:])
+    assert between > before
+    # Pages: the first 100 people of each tenant, every one of `photos` with a photo.
+    pages: dict[str, list[float]] = {"url": [], "reference": [], "plain": []}
+    for n in range(rounds):
+        order = [("url", photos), ("reference", photos), ("plain", plain)]
+        for name, tenant in order[n % 3 :] + order[: n % 3]:
+            selection = PAGE["url" if name == "url" else "reference"]
+            started = time.perf_counter()
+            items = h.post(api, CHANGES_PAGE.format(selection), {"t": tenant})["changes"]["items"]
+            pages[name].append(_since(started))
+            assert len(items) == 100 and (name == "plain") == (items[0]["photo"] is None)
+    write = {k: statistics.median(v) for k, v in ms.items()}
+    page = {k: statistics.median(v) for k, v in pages.items()}
+    return {
+        "rounds": rounds,
+        "write_with_photo_p50_ms": write["with"],
+        "write_without_p50_ms": write["without"],
+        "write_ratio_p50": write["with"] / write["without"],
+        "write_s3_requests": dict(write_requests),
+        "page_with_urls_p50_ms": page["url"],
+        "page_with_references_p50_ms": page["reference"],
+        "page_plain_p50_ms": page["plain"],
+        "page_urls_ratio_p50": page["url"] / page["plain"],
+        "page_references_ratio_p50": page["reference"] / page["plain"],
+    }
+
+
+def _uploaded(
+    h: Harness, api: httpx2.Client, blobs: httpx2.Client, tenant: str, data: bytes
+) -> dict[str, Any]:
+    sha = hashlib.sha256(data).hexdigest()
+    variables = {"t": tenant, "s": sha, "n": len(data), "c": CONTENT_TYPE}
+    answer = h.post(api, REQUEST_UPLOAD, variables)["requestUpload"]
+    if not answer["alreadyPresent"]:
+        _put(blobs, answer["upload"], data)
+    return {"sha256": sha, "size": len(data), "contentType": CONTENT_TYPE}
 
 
 def _timings(
@@ -296,6 +385,23 @@ def print_attachments(a: dict[str, Any]) -> None:
             f"  {label:<8}{c['storage_month_usd']:>15.2f}{c['upload_usd']:>10.2f}"
             f"{c['download_usd']:>10.2f}{c['dynamodb_usd']:>10.2f}{c['first_month_usd']:>13.2f}"
         )
+    r = a["references"]
+    print(
+        f"  references (Person.photo, {THUMBNAIL_BYTES // 1024} KB photos), medians of "
+        f"{r['rounds']} rounds, ms:"
+    )
+    print(
+        f"    createPerson with a new photo {r['write_with_photo_p50_ms']:.2f} vs without "
+        f"{r['write_without_p50_ms']:.2f}: {r['write_ratio_p50']:.2f}x; S3 by the server "
+        f"for it: {_listed(r['write_s3_requests'])} (the GET: local only; AWS: "
+        f"${S3_GET_USD * 1e6:.2f} per million writes with a new photo)"
+    )
+    print(
+        f"    changes page of 100 people with photos, url selected "
+        f"{r['page_with_urls_p50_ms']:.2f} ({r['page_urls_ratio_p50']:.2f}x), reference only "
+        f"{r['page_with_references_p50_ms']:.2f} ({r['page_references_ratio_p50']:.2f}x), "
+        f"vs 100 without photos {r['page_plain_p50_ms']:.2f}"
+    )
 
 
 def _listed(counts: dict[str, int]) -> str:

@@ -206,14 +206,15 @@ class Harness:
 
     # --- setup ----------------------------------------------------------------
 
-    def seed(self, tenant: str, n: int) -> list[Record]:
-        """n realistic people, bulk-loaded with the store's own item layout."""
+    def seed(self, tenant: str, n: int, also: dict[str, Any] | None = None) -> list[Record]:
+        """n realistic people, bulk-loaded with the store's own item layout; `also`:
+        fields every one of them has besides (a photo, say)."""
         token = None
         records = []
         for i in range(n):
             token = next_token(int(time.time() * 1000) - 60_000, token)
             at = token_time(token)
-            fields = PERSON.normalize_changes(realistic_person(self.rng, i))
+            fields = PERSON.normalize_changes({**realistic_person(self.rng, i), **(also or {})})
             records.append(Record(PERSON, tenant, f"p{i:06d}", token, at, at, fields=fields))
         for start in range(0, n, 5000):
             DynamoStore().bulk_load(tenant, records[start : start + 5000])

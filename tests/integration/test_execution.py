@@ -15,6 +15,7 @@ from api.graphql.execution import PlainRecordExecutionContext
 from api.graphql.schema import Context, make_schema
 from api.service import SyncService
 from api.settings import Settings
+from api.storage.blobs import S3Blobs
 from api.storage.store import DynamoStore
 from tests.support.blobs import upload
 from tests.support.gql import GraphQLClient, bearer
@@ -39,10 +40,11 @@ query($t: ID!, $limit: Int) {
 """
 
 
-def _execute(schema: Any, settings: Settings, tenant: str) -> dict[str, Any]:
+def _execute(schema: Any, settings: Settings, tenant: str, query: str = QUERY) -> dict[str, Any]:
     headers = {k.lower(): v for k, v in bearer([tenant]).items()}
     request = type("Request", (), {"headers": headers})()
-    service = SyncService(DynamoStore(), CursorCodec(settings.cursor_secret))
+    blobs = S3Blobs(settings.s3_client(), settings.blob_bucket)
+    service = SyncService(DynamoStore(), CursorCodec(settings.cursor_secret), blobs=blobs)
     authenticator = Authenticator(settings)
     context = Context(
         request=request,
@@ -50,7 +52,7 @@ def _execute(schema: Any, settings: Settings, tenant: str) -> dict[str, Any]:
         principal=authenticator.authenticate(headers["authorization"]),
     )
     result = asyncio.run(
-        schema.execute(QUERY, variable_values={"t": tenant, "limit": 50}, context_value=context)
+        schema.execute(query, variable_values={"t": tenant, "limit": 50}, context_value=context)
     )
     return {"data": result.data, "errors": [e.formatted for e in result.errors or []]}
 
@@ -92,7 +94,7 @@ def test_fast_path_and_graphql_core_agree(
     assert items[2]["dueAt"] == "2026-12-01T08:30:00.000Z" and "notes" not in items[2]
 
 
-def test_a_page_with_an_attachment_goes_graphql_cores_way_and_agrees(
+def test_attachments_go_the_fast_path_unless_a_link_is_selected_and_agree(
     gql: GraphQLClient, tenant: str, settings: Settings, monkeypatch: Any
 ) -> None:
     photo = upload(gql, tenant, b"\xff\xd8 a tiny jpeg")
@@ -100,14 +102,24 @@ def test_a_page_with_an_attachment_goes_graphql_cores_way_and_agrees(
     gql.create(tenant, "Person", {"givenName": "Bo"})
 
     fast, slow, lists_taken = _fast_and_slow(settings, tenant, monkeypatch)
-    assert lists_taken == [False]  # an object-valued field: the normal way
+    assert lists_taken == [True]  # the reference's leaves: the fast path
     assert fast["errors"] == [] and slow["errors"] == []
     assert json.dumps(fast, sort_keys=True) == json.dumps(slow, sort_keys=True)
     assert [i["photo"] for i in fast["data"]["changes"]["items"]] == [photo, None]
 
+    # `url` has a resolver (it signs): the normal way, with the same answer.
+    with_url = QUERY.replace("photo { sha256 size contentType }", "photo { sha256 url }")
+    fast, slow, lists_taken = _fast_and_slow(settings, tenant, monkeypatch, with_url)
+    assert lists_taken == [False]
+    assert fast["errors"] == [] and slow["errors"] == []
+    links = [i["photo"].pop("url") for i in fast["data"]["changes"]["items"][:1]]
+    del slow["data"]["changes"]["items"][0]["photo"]["url"]  # signed at another second
+    assert json.dumps(fast, sort_keys=True) == json.dumps(slow, sort_keys=True)
+    assert f"/tenants/{tenant}/blobs/{photo['sha256']}?" in links[0]
+
 
 def _fast_and_slow(
-    settings: Settings, tenant: str, monkeypatch: Any
+    settings: Settings, tenant: str, monkeypatch: Any, query: str = QUERY
 ) -> tuple[dict[str, Any], dict[str, Any], list[bool]]:
     """The page executed with the fast path and without it, and whether the fast
     path completed each list itself."""
@@ -124,13 +136,13 @@ def _fast_and_slow(
         return completed
 
     monkeypatch.setattr(PlainRecordExecutionContext, "_complete_plain_list", spy)
-    fast = _execute(fast_schema, settings, tenant)
+    fast = _execute(fast_schema, settings, tenant, query)
     monkeypatch.undo()
 
     monkeypatch.setattr(
         schema_module, "PlainRecordExecutionContext", StrawberryGraphQLCoreExecutionContext
     )
     monkeypatch.setattr(schema_module, "plain_record_fields", lambda *a: {})
-    slow = _execute(make_schema(settings), settings, tenant)
+    slow = _execute(make_schema(settings), settings, tenant, query)
     monkeypatch.undo()
     return fast, slow, lists_taken
