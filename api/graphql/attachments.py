@@ -54,8 +54,8 @@ class Attachment:
     link: strawberry.Private[tuple[str, datetime] | None] = None
 
     @strawberry.field(
-        description="A GET of the bytes, valid 15 minutes from this read (`urlExpiresAt`); "
-        "read the entity or `attachment` again for a fresh one."
+        description="A GET of the bytes, valid until `urlExpiresAt`: at least 10 minutes "
+        "from this read (at most 15); read the entity or `attachment` again for a fresh one."
     )
     def url(self, info: strawberry.Info) -> str:
         return self._signed(info)[0]

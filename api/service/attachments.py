@@ -14,10 +14,13 @@ before it touches the table; `download_link` signs an entity's reference on read
 
 from __future__ import annotations
 
+import logging
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
 from api.domain.attachments import (
@@ -31,30 +34,45 @@ from api.domain.attachments import (
     declared_blob,
     referenced_blob,
 )
-from api.domain.errors import AttachmentMissing, NotFound
+from api.domain.errors import AttachmentMissing, InternalError, NotFound, SyncError, Unavailable
 from api.domain.identifiers import check_identifier
 from api.domain.mutations import Mutation
 
-# HeadObjects in flight for one write's references.
+logger = logging.getLogger(__name__)
+
+# HeadObjects in flight for one write's references, and how long they may take in
+# all: each gives up within 2 x (2 s to connect + 3 s to read) (`Settings.s3_client`);
+# the whole request must answer within the 10 s Lambda timeout, with a coded error.
 REFERENCE_CHECKS = 8
+REFERENCE_DEADLINE_S = 5.0
+# A boto3 presign is some 0.7 ms of CPU, on the event loop when a read selects
+# `url`: a page of 100 photos would spend 70 ms signing. A process reuses an
+# entity's link while 10 of its 15 minutes remain (devices of one tenant read the
+# same photos), for up to 10,000 blobs (about 5 MB of links).
+LINK_REUSE_LEFT_S = 10 * 60
+LINKS_KEPT = 10_000
 
 
-def references(mutation: Mutation) -> list[Blob]:
-    """The blobs a validated mutation makes its entity reference: each attachment it
-    sets. A put's state that keeps an attachment as it assumes adds nothing: the put
-    applies only where the server holds that reference, checked when it was written."""
-    item_type = mutation.item_type
-    names = item_type.attachment_fields
+def references(mutation: Mutation) -> list[tuple[str, Blob]]:
+    """The blobs a validated mutation makes its entity reference, by field: each
+    attachment it sets. A put's state that keeps an attachment as it assumes adds
+    nothing: the put applies only where the server holds that reference, checked
+    when it was written."""
+    names = mutation.item_type.attachment_fields
     if not names:
         return []
     if mutation.verb == "put":
         assert mutation.state is not None
         assumed = {} if mutation.assumed is None else mutation.assumed.fields
-        values = [mutation.state.fields.get(n) for n in names]
-        values = [v for n, v in zip(names, values, strict=True) if v != assumed.get(n)]
+        values = {n: mutation.state.fields.get(n) for n in names}
+        values = {n: v for n, v in values.items() if v != assumed.get(n)}
     else:
-        values = [mutation.changes.get(n) for n in names]
-    return [referenced_blob(mutation.tenant_id, v) for v in values if v is not None]
+        values = {n: mutation.changes.get(n) for n in names}
+    return [(n, referenced_blob(mutation.tenant_id, v)) for n, v in values.items() if v is not None]
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
 
 
 def _why(blob: Blob, stored: StoredBlob | None) -> AttachmentMissing:
@@ -100,6 +118,9 @@ class Attachment:
 class Attachments:
     def __init__(self, blobs: BlobStore) -> None:
         self._blobs = blobs
+        # (tenant, sha256) -> a download link and until when, newest used last.
+        self._links: OrderedDict[tuple[str, str], tuple[str, datetime]] = OrderedDict()
+        self._links_lock = threading.Lock()
 
     def request_upload(
         self, tenant_id: str, sha256: str, size: int, content_type: str
@@ -113,29 +134,54 @@ class Attachments:
 
     def download_link(self, tenant_id: str, sha256: str) -> tuple[str, datetime]:
         """A download link of an entity's reference, with no call to the blob store: the
-        write that stored the reference found the blob (`missing`), and a referenced
-        blob is never removed."""
-        return self._blobs.presign_download(tenant_id, sha256, DOWNLOAD_LINK_S)
+        write that stored the reference found the blob (`missing`). (The link fails
+        if the blob went since: its tenant deleted, or its bytes uploaded again as
+        another type.) Reused while LINK_REUSE_LEFT_S of it remain."""
+        key = (tenant_id, sha256)
+        with self._links_lock:
+            kept = self._links.get(key)
+            if kept is not None and kept[1] - _now() >= timedelta(seconds=LINK_REUSE_LEFT_S):
+                self._links.move_to_end(key)
+                return kept
+        link = self._blobs.presign_download(tenant_id, sha256, DOWNLOAD_LINK_S)
+        with self._links_lock:
+            self._links[key] = link
+            self._links.move_to_end(key)
+            while len(self._links) > LINKS_KEPT:
+                self._links.popitem(last=False)
+        return link
 
-    def missing(self, blobs: Iterable[Blob]) -> dict[Blob, AttachmentMissing]:
+    def missing(self, blobs: Iterable[Blob]) -> dict[Blob, SyncError]:
         """Of the blobs some writes reference, those the store does not hold with
-        exactly that sha256, size and type, each with why; one HeadObject per distinct
-        blob, REFERENCE_CHECKS at a time (a push of 100 entries waits for about 13
-        rounds of some 20 ms on S3, not 100)."""
+        exactly that sha256, size and type, each with why (ATTACHMENT_MISSING; or
+        UNAVAILABLE when the store did not answer in time). One HeadObject per
+        distinct blob, REFERENCE_CHECKS at a time: a push of 100 entries each with a
+        new photo waits for 13 rounds of some 20 ms on S3, not 100; and for at most
+        REFERENCE_DEADLINE_S in all."""
         distinct = list(dict.fromkeys(blobs))
         if not distinct:
             return {}
-
-        def check(blob: Blob) -> AttachmentMissing | None:
-            stored = self._blobs.stat(blob.tenant_id, blob.sha256)
-            return None if stored is not None and stored.holds(blob) else _why(blob, stored)
-
         if len(distinct) == 1:
-            found = [check(distinct[0])]
+            found = {distinct[0]: self._check(distinct[0])}
         else:
-            with ThreadPoolExecutor(min(REFERENCE_CHECKS, len(distinct))) as pool:
-                found = list(pool.map(check, distinct))
-        return {b: error for b, error in zip(distinct, found, strict=True) if error is not None}
+            pool = ThreadPoolExecutor(min(REFERENCE_CHECKS, len(distinct)))
+            futures = {pool.submit(self._check, b): b for b in distinct}
+            done, _ = wait(futures, timeout=REFERENCE_DEADLINE_S)
+            # Checks still running end with their own S3 timeouts; nobody waits.
+            pool.shutdown(wait=False, cancel_futures=True)
+            late = Unavailable("the blob store did not answer in time; retry")
+            found = {b: f.result() if f in done else late for f, b in futures.items()}
+        return {b: error for b, error in found.items() if error is not None}
+
+    def _check(self, blob: Blob) -> SyncError | None:
+        try:
+            stored = self._blobs.stat(blob.tenant_id, blob.sha256)
+        except SyncError as exc:  # UNAVAILABLE: this blob's writes alone
+            return exc
+        except Exception:  # a bug or a refusal (403): this blob's writes alone
+            logger.exception("checking blob %s failed", blob.sha256)
+            return InternalError("checking the attachment failed")
+        return None if stored is not None and stored.holds(blob) else _why(blob, stored)
 
     def attachment(self, tenant_id: str, sha256: str) -> Attachment:
         check_identifier(tenant_id, "tenantID")

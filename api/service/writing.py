@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from api.domain.attachments import Blob
+from api.domain.attachments import Blob, referenced_blob
 from api.domain.chain import Head
 from api.domain.errors import (
     AttachmentMissing,
@@ -126,7 +126,6 @@ class Writing:
                 todo.append(Entry(position, mutation.validated(), by=by))
             except SyncError as exc:
                 results[position] = answer(mutation, exc)
-        todo = self._with_attachments(todo, results)
         if todo:
             known = Known(
                 *self._store.read_many(
@@ -135,33 +134,50 @@ class Writing:
                     (e.client_mutation_id for e in todo if e.client_mutation_id is not None),
                 )
             )
+            todo = self._with_attachments(todo, known, results)
             while todo:
                 todo = self._next_transaction(tenant_id, todo, known, results)
         return [results[position] for position in range(len(mutations))]
 
-    def _with_attachments(self, todo: list[Entry], results: dict[int, PushResult]) -> list[Entry]:
-        """The entries whose referenced blobs the tenant holds; each other one is
-        answered ATTACHMENT_MISSING alone. Asked of the blob store before the table
-        is touched: nothing is checked after (docs/ordering.md)."""
-        wanted = {e.position: references(e.mutation) for e in todo}
+    def _with_attachments(
+        self, todo: list[Entry], known: Known, results: dict[int, PushResult]
+    ) -> list[Entry]:
+        """The entries whose new references name blobs the tenant holds; each other one
+        is answered alone (ATTACHMENT_MISSING, or UNAVAILABLE when the blob store did
+        not answer). Asked after the push's one read and before any transaction: a
+        reference the entity already holds was checked when written, and a retry with
+        a stored outcome is a replay, so neither costs a HeadObject."""
+        wanted = {e.position: self._new_references(e, known) for e in todo}
         if not any(wanted.values()):
             return todo
+        blobs = [b for refs in wanted.values() for b in refs]
         if self._attachments is None:
-            missing: dict[Blob, AttachmentMissing] = {
-                b: AttachmentMissing("attachments are not served here")
-                for blobs in wanted.values()
-                for b in blobs
+            refused: dict[Blob, SyncError] = {
+                b: AttachmentMissing("attachments are not served here") for b in blobs
             }
         else:
-            missing = self._attachments.missing(b for blobs in wanted.values() for b in blobs)
+            refused = self._attachments.missing(blobs)
         kept: list[Entry] = []
         for entry in todo:
-            refused = next((missing[b] for b in wanted[entry.position] if b in missing), None)
-            if refused is None:
+            error = next((refused[b] for b in wanted[entry.position] if b in refused), None)
+            if error is None:
                 kept.append(entry)
             else:
-                results[entry.position] = answer(entry.mutation, refused)
+                results[entry.position] = answer(entry.mutation, error)
         return kept
+
+    @staticmethod
+    def _new_references(entry: Entry, known: Known) -> list[Blob]:
+        cmid = entry.client_mutation_id
+        if cmid is not None and cmid in known.outcomes:
+            return []  # answered by its stored outcome, whatever it references
+        current = known.records.get(entry.mutation.entity_id or "")
+        held = {} if current is None or current.deleted else current.fields
+        return [
+            b
+            for name, b in references(entry.mutation)
+            if name not in held or referenced_blob(b.tenant_id, held[name]) != b
+        ]
 
     def _next_transaction(
         self,

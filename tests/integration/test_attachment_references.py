@@ -6,13 +6,23 @@ Against the local S3 engine and DynamoDB Local, through the API."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import socket
+import time
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx2
 
+from api.domain import catalog
+from api.domain.cursor import CursorCodec
+from api.domain.mutations import Mutation
+from api.service import SyncService
 from api.settings import Settings
+from api.storage.blobs import S3Blobs
 from api.storage.keys import blob_key
+from api.storage.store import DynamoStore
 from tests.support.blobs import reference, upload
 from tests.support.gql import GraphQLClient, bearer
 from tests.support.store_state import tenant_state
@@ -27,6 +37,10 @@ CHANGES = f"""
 query($t: ID!) {{ changes(tenantID: $t) {{
   items {{ ... on Person {{ {PERSON} }} ... on Reminder {{ id title file {{ sha256 url }} }} }}
 }} }}"""
+PUSH_REPLAYED = """
+mutation($i: PushChangesInput!) { pushChanges(input: $i) { results {
+  status replayed error { code message }
+} } }"""
 PUSH = f"""
 mutation($i: PushChangesInput!) {{ pushChanges(input: $i) {{ results {{
   status error {{ code message }} item {{ ... on Person {{ {PERSON} }} }}
@@ -170,3 +184,87 @@ def test_clearing_a_photo_needs_no_blob(gql: GraphQLClient, tenant: str) -> None
     }
     body = gql.execute(UPDATE, {"i": update})
     assert body["data"]["updatePerson"]["person"]["photo"] is None
+
+
+def test_a_resend_of_an_applied_write_is_its_replay_even_if_the_blob_changed_since(
+    gql: GraphQLClient, tenant: str
+) -> None:
+    """A device that lost the answer resends: it gets the first outcome, never an
+    ATTACHMENT_MISSING for a write that applied (here the same bytes were uploaded
+    again as another type meanwhile, which replaces the stored type)."""
+    data = os.urandom(600)
+    ref = upload(gql, tenant, data, "image/jpeg")
+    mutation = {
+        "createPerson": {
+            "tenantID": tenant,
+            "id": "p1",
+            "person": {"photo": ref},
+            "clientMutationID": "m-1",
+        }
+    }
+    push = {"i": {"tenantID": tenant, "mutations": [mutation]}}
+    (first,) = gql.execute(PUSH_REPLAYED, push)["data"]["pushChanges"]["results"]
+    assert first["status"] == "APPLIED"
+    upload(gql, tenant, data, "image/png")
+    (again,) = gql.execute(PUSH_REPLAYED, push)["data"]["pushChanges"]["results"]
+    assert (again["status"], again["replayed"], again["error"]) == ("APPLIED", True, None)
+
+
+def test_a_write_keeping_the_photo_its_entity_holds_does_not_check_it_again(
+    gql: GraphQLClient, tenant: str, settings: Settings
+) -> None:
+    ref = upload(gql, tenant, os.urandom(800))
+    person = _create(gql, tenant, {"givenName": "Ann", "photo": ref})["data"]["createPerson"]
+    settings.s3_client().delete_object(
+        Bucket=settings.blob_bucket, Key=blob_key(tenant, ref["sha256"])
+    )
+    update = {
+        "tenantID": tenant,
+        "id": person["person"]["id"],
+        "changeToken": person["person"]["changeToken"],
+        "changes": {"givenName": "Anna", "photo": ref},  # a form sends every field
+    }
+    body = gql.execute(UPDATE, {"i": update})
+    assert body["data"]["updatePerson"]["person"]["givenName"] == "Anna"
+
+
+def test_a_silent_blob_store_refuses_only_the_entries_with_new_references(
+    settings: Settings, tenant: str
+) -> None:
+    """Each entry whose blob could not be checked is UNAVAILABLE alone (nothing
+    written for it), the others apply, and the push answers before the API's 10 s
+    Lambda timeout however many blobs wait."""
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(128)
+        stalled = dataclasses.replace(
+            settings, s3_endpoint=f"http://127.0.0.1:{silent.getsockname()[1]}"
+        )
+        blobs = S3Blobs(stalled.s3_client(), stalled.blob_bucket)
+        service = SyncService(DynamoStore(), CursorCodec(settings.cursor_secret), blobs=blobs)
+        photos = [reference(os.urandom(50)) for _ in range(20)]
+        mutations = [
+            Mutation("create", catalog.PERSON, tenant, changes={"photo": p}) for p in photos
+        ]
+        mutations.insert(3, Mutation("create", catalog.PERSON, tenant, changes={"givenName": "Bo"}))
+        started = time.monotonic()
+        results = service.push(tenant, mutations)
+        elapsed = time.monotonic() - started
+    statuses = [(r.status.value, r.error.code if r.error else None) for r in results]
+    assert statuses[3] == ("APPLIED", None)
+    assert statuses[:3] + statuses[4:] == [("REJECTED", "UNAVAILABLE")] * 20
+    assert elapsed < 10  # a deadline, not a speed
+
+
+def test_a_link_is_reused_while_ten_of_its_fifteen_minutes_remain(
+    gql: GraphQLClient, tenant: str
+) -> None:
+    ref = upload(gql, tenant, os.urandom(90))
+    _create(gql, tenant, {"photo": ref})
+    links = [
+        gql.execute(CHANGES, {"t": tenant})["data"]["changes"]["items"][0]["photo"]
+        for _ in range(2)
+    ]
+    assert links[0]["url"] == links[1]["url"]
+    left = datetime.fromisoformat(links[1]["urlExpiresAt"]) - datetime.now(UTC)
+    assert timedelta(minutes=10) <= left <= timedelta(minutes=15)
