@@ -43,8 +43,9 @@ def main() -> int:
         created = ensure_table(settings.dynamodb_client(), settings.table_name)
         print(f"==> table {settings.table_name}: {'created' if created else 'exists'}")
         if settings.s3_endpoint is None:
-            blobs = LocalS3(settings.s3_local_port)
-            if not _started(stack, blobs, "blobs in memory"):
+            # Beside DynamoDB Local's data: the blobs of its entities survive a restart.
+            blobs = LocalS3(settings.s3_local_port, settings.data_dir / "s3" / "recording.jsonl")
+            if not _started(stack, blobs, f"blobs recorded in {blobs.recording}"):
                 return 1
             settings = dataclasses.replace(settings, s3_endpoint=blobs.endpoint)
         else:
