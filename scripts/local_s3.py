@@ -20,12 +20,14 @@ import os
 import re
 import sys
 import urllib.request
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from botocore.exceptions import ClientError
 
-from api.settings import PROJECT_ROOT
+from api.settings import PROJECT_ROOT, Settings
+from api.storage.blobs import cors_configuration
 from scripts.local_engine import EngineError, EngineProcess
 
 # One request's line in the server's log (werkzeug's, colored by status):
@@ -46,16 +48,16 @@ class LocalS3(EngineProcess):
     def start(self, timeout: float = 30.0) -> None:
         # Its output goes to a file: the server logs every request (`requests`).
         where = ["-H", "127.0.0.1", "-p", str(self.port)]
+        # moto's server answers every preflight from any origin by default (flask-cors
+        # on the whole app), whatever the bucket's CORS, which would hide a missing or
+        # wrong rule: off, a preflight is answered from the bucket's rule, as on AWS.
+        env = {**os.environ, "MOTO_DISABLE_GLOBAL_CORS": "true"}
         if self.recording is None:
-            self._launch([sys.executable, "-m", "moto.server", *where], timeout)
+            self._launch([sys.executable, "-m", "moto.server", *where], timeout, env=env)
             return
         self.recording.parent.mkdir(parents=True, exist_ok=True)
         entries = _keep_whole_entries(self.recording)
-        env = {
-            **os.environ,
-            "MOTO_ENABLE_RECORDING": "true",
-            "MOTO_RECORDER_FILEPATH": str(self.recording),
-        }
+        env |= {"MOTO_ENABLE_RECORDING": "true", "MOTO_RECORDER_FILEPATH": str(self.recording)}
         # Run as a module of the project (cwd), never by path: scripts/ on sys.path
         # would shadow installed modules with its own (serve, bench...).
         self._launch(
@@ -123,9 +125,37 @@ def _keep_whole_entries(recording: Path) -> int:
     return len(lines)
 
 
-def ensure_bucket(client: Any, bucket: str, region: str) -> bool:
-    """Create the bucket unless it exists; True when it was created. On AWS the bucket
-    is serverless.yml's (encrypted, public access blocked, lifecycle rules)."""
+def ensure_bucket(
+    client: Any, bucket: str, region: str, cors_origins: Sequence[str] = Settings.blob_cors_origins
+) -> bool:
+    """Create the bucket unless it exists, and give it the CORS rule of serverless.yml's
+    bucket for `cors_origins` (none: no CORS) unless it has it; True when the bucket was
+    created. On AWS the bucket is serverless.yml's (encrypted, public access blocked,
+    lifecycle rules, CORS)."""
+    created = _create_bucket(client, bucket, region)
+    wanted = cors_configuration(cors_origins)["CORSRules"] if cors_origins else []
+    try:
+        rules = client.get_bucket_cors(Bucket=bucket)["CORSRules"]
+    except ClientError as exc:
+        if exc.response["Error"]["Code"] != "NoSuchCORSConfiguration":
+            raise
+        rules = []
+    # Compared first: a recorded engine (scripts/serve) would record the same PUT at
+    # every start.
+    if [_cors_rule(r) for r in rules] != [_cors_rule(r) for r in wanted]:
+        if wanted:
+            client.put_bucket_cors(Bucket=bucket, CORSConfiguration={"CORSRules": wanted})
+        else:
+            client.delete_bucket_cors(Bucket=bucket)
+    return created
+
+
+def _cors_rule(rule: dict[str, Any]) -> dict[str, Any]:
+    # Compared as sets of values, without the ID that S3 may add.
+    return {k: sorted(v) if isinstance(v, list) else v for k, v in rule.items() if k != "ID"}
+
+
+def _create_bucket(client: Any, bucket: str, region: str) -> bool:
     try:
         client.head_bucket(Bucket=bucket)
         return False

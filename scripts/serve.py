@@ -50,8 +50,15 @@ def main() -> int:
             settings = dataclasses.replace(settings, s3_endpoint=blobs.endpoint)
         else:
             print(f"==> using S3 at {settings.s3_endpoint}")
-        created = ensure_bucket(settings.s3_client(), settings.blob_bucket, settings.aws_region)
-        print(f"==> bucket {settings.blob_bucket}: {'created' if created else 'exists'}")
+        created = ensure_bucket(
+            settings.s3_client(),
+            settings.blob_bucket,
+            settings.aws_region,
+            settings.blob_cors_origins,
+        )
+        origins = ", ".join(settings.blob_cors_origins) or "none"
+        state = "created" if created else "exists"
+        print(f"==> bucket {settings.blob_bucket}: {state}, CORS for origins {origins}")
         print(f"==> GraphQL and GraphiQL on http://127.0.0.1:{settings.port}/graphql")
         uvicorn.run(
             create_app(settings),

@@ -176,3 +176,51 @@ def test_large_and_concurrent_uploads_survive_a_restart(tmp_path: Path) -> None:
         assert {b.sha256: blobs.stat(b.tenant_id, b.sha256) for b in kept} == held
     finally:
         engine.stop()
+
+
+def test_the_bucket_answers_a_browser_upload_and_download_from_its_origins(
+    blob_engine: LocalS3, settings: Settings
+) -> None:
+    """The bucket's CORS (serverless.yml's rule, `api/storage/blob_cors.json`): a
+    preflight of the presigned PUT with exactly the headers the upload lists, from an
+    allowed origin, is answered with them; another origin is refused (403, as S3)."""
+    client, bucket, origin = settings.s3_client(), "cors-checked", "https://app.example"
+    ensure_bucket(client, bucket, settings.aws_region, (origin,))
+    (rule,) = client.get_bucket_cors(Bucket=bucket)["CORSRules"]
+    assert rule["AllowedOrigins"] == [origin] and rule["MaxAgeSeconds"] == 3600
+    blobs = S3Blobs(client, bucket)
+    data = b"a photo from a browser"
+    blob = Blob("t1", hashlib.sha256(data).hexdigest(), len(data), "image/jpeg")
+    upload = blobs.presign_upload(blob, expires_in=900)
+    # What a browser asks for: every header it sets but Content-Length, its own.
+    asked = sorted(h.lower() for h in upload.headers if h.lower() != "content-length")
+    assert asked == sorted(rule["AllowedHeaders"])
+    preflight = {
+        "Access-Control-Request-Method": "PUT",
+        "Access-Control-Request-Headers": ",".join(asked),
+    }
+    answer = httpx2.request("OPTIONS", upload.url, headers={"Origin": origin, **preflight})
+    assert answer.status_code == 200
+    assert answer.headers["access-control-allow-origin"] == origin
+    assert "PUT" in answer.headers["access-control-allow-methods"].replace(" ", "").split(",")
+    assert set(asked) <= set(
+        answer.headers["access-control-allow-headers"].replace(" ", "").split(",")
+    )
+    assert answer.headers["access-control-max-age"] == "3600"
+    elsewhere = {"Origin": "https://elsewhere.example", **preflight}
+    answer = httpx2.request("OPTIONS", upload.url, headers=elsewhere)
+    assert answer.status_code == 403 and "access-control-allow-origin" not in answer.headers
+    # The requests themselves: their answers may be read by the page (and its ETag).
+    put = httpx2.put(upload.url, content=data, headers={"Origin": origin, **upload.headers})
+    assert put.status_code == 200 and put.headers["access-control-allow-origin"] == origin
+    url, _ = blobs.presign_download("t1", blob.sha256, expires_in=900)
+    get = httpx2.get(url, headers={"Origin": origin})
+    assert get.content == data and get.headers["access-control-allow-origin"] == origin
+    assert "etag" in get.headers["access-control-expose-headers"].lower()
+    # Applied once: another start finds the rule and writes nothing.
+    before = len(blob_engine.requests())
+    ensure_bucket(client, bucket, settings.aws_region, (origin,))
+    assert [m for m, _, _ in blob_engine.requests()[before:]] == ["HEAD", "GET"]
+    ensure_bucket(client, bucket, settings.aws_region, ())
+    with pytest.raises(client.exceptions.ClientError):
+        client.get_bucket_cors(Bucket=bucket)
