@@ -86,6 +86,11 @@ class Settings:
     # AWS S3 in `aws_region` (production); a URL means a local engine (scripts/serve
     # and the tests run moto's server on s3_local_port when none is given).
     blob_bucket: str = "sync-blobs"
+    # Browser origins allowed to PUT and GET the presigned URLs straight from the local
+    # bucket (its CORS, set where scripts/serve and the tests create it); on AWS the
+    # bucket's CORS is serverless.yml's (param blobCorsOrigins). Any origin by
+    # default: a presigned URL is the credential, CORS only lets a page read the answer.
+    blob_cors_origins: tuple[str, ...] = ("*",)
     s3_endpoint: str | None = None
     s3_local_port: int = 8002
     # AWS: the API Gateway Management API of the WebSocket API (set by serverless.yml).
@@ -141,6 +146,9 @@ class Settings:
             realtime_peer_url=env.get("REALTIME_PEER_URL") or None,
             realtime_lease_s=float(env.get("REALTIME_LEASE_S", cls.realtime_lease_s)),
             blob_bucket=env.get("BLOB_BUCKET") or cls.blob_bucket,
+            blob_cors_origins=tuple(
+                o.strip() for o in env.get("BLOB_CORS_ORIGINS", "*").split(",") if o.strip()
+            ),
             s3_endpoint=env.get("S3_ENDPOINT") or None,
             s3_local_port=int(env.get("S3_LOCAL_PORT", cls.s3_local_port)),
             retention_seconds=int(env.get("RETENTION_SECONDS", cls.retention_seconds)),

@@ -78,11 +78,23 @@ class EngineProcess:
     def start(self) -> None:
         raise NotImplementedError
 
-    def _launch(self, args: list[str], timeout: float, cwd: Path | None = None) -> None:
-        """Run `args` and wait until the endpoint answers (or fail saying why)."""
+    def _launch(
+        self,
+        args: list[str],
+        timeout: float,
+        cwd: Path | None = None,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        """Run `args` (in `cwd`, with `env`: else this process's) and wait until the
+        endpoint answers (or fail saying why)."""
         self._log = tempfile.TemporaryFile()  # noqa: SIM115 - closed in stop()
         self._process = subprocess.Popen(
-            args, cwd=cwd, stdout=self._log, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent
+            args,
+            cwd=cwd,
+            env=env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            preexec_fn=_die_with_parent,
         )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

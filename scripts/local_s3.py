@@ -4,7 +4,10 @@ moto is pinned in pyproject's dev extra (`moto[server]==5.2.5`), so `scripts/_se
 installs it with the project; nothing is fetched at run time. Like DynamoDB Local
 (`scripts.local_engine`), the process is tied to its Python parent (Linux
 `PR_SET_PDEATHSIG`): it dies with the parent even on SIGKILL, no orphan is left.
-It keeps its objects in memory: they are gone when it stops.
+It keeps its objects in memory. Given a recording file (`scripts/serve`: `.data/s3/`),
+it records every write it receives there (moto's recorder, through
+`scripts/moto_recorded.py`) and replays the file when it starts again, so its objects
+survive a restart; without one (the tests) they are gone when it stops.
 
 Why moto and what it does not check (signatures, expiry, Content-Length, the
 SHA-256 checksum): docs/attachments.md.
@@ -12,14 +15,20 @@ SHA-256 checksum): docs/attachments.md.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import sys
+import urllib.request
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from botocore.exceptions import ClientError
 
-from scripts.local_engine import EngineProcess
+from api.settings import PROJECT_ROOT, Settings
+from api.storage.blobs import cors_configuration
+from scripts.local_engine import EngineError, EngineProcess
 
 # One request's line in the server's log (werkzeug's, colored by status):
 # 127.0.0.1 - - [25/Nov/2026 08:40:53] "HEAD /bucket/key HTTP/1.1" 200 -
@@ -32,12 +41,52 @@ class LocalS3(EngineProcess):
 
     name = "the S3 engine (moto)"
 
+    def __init__(self, port: int, recording: Path | None = None) -> None:
+        super().__init__(port)
+        self.recording = recording  # None: in memory only
+
     def start(self, timeout: float = 30.0) -> None:
         # Its output goes to a file: the server logs every request (`requests`).
+        where = ["-H", "127.0.0.1", "-p", str(self.port)]
+        # moto's server answers every preflight from any origin by default (flask-cors
+        # on the whole app), whatever the bucket's CORS, which would hide a missing or
+        # wrong rule: off, a preflight is answered from the bucket's rule, as on AWS.
+        env = {**os.environ, "MOTO_DISABLE_GLOBAL_CORS": "true"}
+        if self.recording is None:
+            self._launch([sys.executable, "-m", "moto.server", *where], timeout, env=env)
+            return
+        self.recording.parent.mkdir(parents=True, exist_ok=True)
+        entries = _keep_whole_entries(self.recording)
+        env |= {"MOTO_ENABLE_RECORDING": "true", "MOTO_RECORDER_FILEPATH": str(self.recording)}
+        # Run as a module of the project (cwd), never by path: scripts/ on sys.path
+        # would shadow installed modules with its own (serve, bench...).
         self._launch(
-            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
+            [sys.executable, "-m", "scripts.moto_recorded", *where],
             timeout,
+            cwd=PROJECT_ROOT,
+            env=env,
         )
+        if entries:
+            self._replay()
+
+    def _replay(self, timeout: float = 600.0) -> None:
+        """Send the recorded writes again (moto replays them one by one, in order, and
+        records none of them). A failed replay stops the start: serving a part of the
+        blobs would look like lost uploads."""
+        request = urllib.request.Request(
+            f"{self.endpoint}/moto-api/recorder/replay-recording", method="POST", data=b""
+        )
+        try:
+            # Measured: 50 blobs of 100 KB (6.7 MB of recording) add 0.8 s to the start
+            # (docs/attachments.md), about 8 MB a second: 600 s is some 4 GB, more than
+            # moto's replay can hold (it reads the whole file into memory).
+            urllib.request.urlopen(request, timeout=timeout).close()
+        except OSError as exc:
+            self.stop()
+            raise EngineError(
+                f"{self.name} could not replay {self.recording}: {exc}; move the file away "
+                "to start with no blobs"
+            ) from exc
 
     def requests(self) -> list[tuple[str, str, int]]:
         """Every request the engine has answered so far, in order: (method, path with
@@ -52,9 +101,61 @@ class LocalS3(EngineProcess):
         return [(m[1].decode(), m[2].decode(), int(m[3])) for m in _REQUEST.finditer(text)]
 
 
-def ensure_bucket(client: Any, bucket: str, region: str) -> bool:
-    """Create the bucket unless it exists; True when it was created. On AWS the bucket
-    is serverless.yml's (encrypted, public access blocked, lifecycle rules)."""
+def _keep_whole_entries(recording: Path) -> int:
+    """Cut the recording after its last whole entry; how many it holds. An engine killed
+    while it wrote leaves a partial last line, on which moto's replay would fail. Each
+    entry is one line (JSON escapes newlines), written under a lock
+    (scripts/moto_recorded.py), so only the last one can be partial."""
+    if not recording.exists():
+        return 0
+    with recording.open("r+b") as file:
+        data = file.read()
+        end = data.rfind(b"\n") + 1
+        if end < len(data):
+            file.truncate(end)
+    lines = data[:end].splitlines()
+    for number, line in enumerate(lines, 1):
+        try:
+            json.loads(line)
+        except ValueError as exc:
+            raise EngineError(
+                f"{recording}, line {number}, is not a recorded request ({exc}); move the "
+                "file away to start with no blobs"
+            ) from exc
+    return len(lines)
+
+
+def ensure_bucket(
+    client: Any, bucket: str, region: str, cors_origins: Sequence[str] = Settings.blob_cors_origins
+) -> bool:
+    """Create the bucket unless it exists, and give it the CORS rule of serverless.yml's
+    bucket for `cors_origins` (none: no CORS) unless it has it; True when the bucket was
+    created. On AWS the bucket is serverless.yml's (encrypted, public access blocked,
+    lifecycle rules, CORS)."""
+    created = _create_bucket(client, bucket, region)
+    wanted = cors_configuration(cors_origins)["CORSRules"] if cors_origins else []
+    try:
+        rules = client.get_bucket_cors(Bucket=bucket)["CORSRules"]
+    except ClientError as exc:
+        if exc.response["Error"]["Code"] != "NoSuchCORSConfiguration":
+            raise
+        rules = []
+    # Compared first: a recorded engine (scripts/serve) would record the same PUT at
+    # every start.
+    if [_cors_rule(r) for r in rules] != [_cors_rule(r) for r in wanted]:
+        if wanted:
+            client.put_bucket_cors(Bucket=bucket, CORSConfiguration={"CORSRules": wanted})
+        else:
+            client.delete_bucket_cors(Bucket=bucket)
+    return created
+
+
+def _cors_rule(rule: dict[str, Any]) -> dict[str, Any]:
+    # Compared as sets of values, without the ID that S3 may add.
+    return {k: sorted(v) if isinstance(v, list) else v for k, v in rule.items() if k != "ID"}
+
+
+def _create_bucket(client: Any, bucket: str, region: str) -> bool:
     try:
         client.head_bucket(Bucket=bucket)
         return False

@@ -43,14 +43,22 @@ def main() -> int:
         created = ensure_table(settings.dynamodb_client(), settings.table_name)
         print(f"==> table {settings.table_name}: {'created' if created else 'exists'}")
         if settings.s3_endpoint is None:
-            blobs = LocalS3(settings.s3_local_port)
-            if not _started(stack, blobs, "blobs in memory"):
+            # Beside DynamoDB Local's data: the blobs of its entities survive a restart.
+            blobs = LocalS3(settings.s3_local_port, settings.data_dir / "s3" / "recording.jsonl")
+            if not _started(stack, blobs, f"blobs recorded in {blobs.recording}"):
                 return 1
             settings = dataclasses.replace(settings, s3_endpoint=blobs.endpoint)
         else:
             print(f"==> using S3 at {settings.s3_endpoint}")
-        created = ensure_bucket(settings.s3_client(), settings.blob_bucket, settings.aws_region)
-        print(f"==> bucket {settings.blob_bucket}: {'created' if created else 'exists'}")
+        created = ensure_bucket(
+            settings.s3_client(),
+            settings.blob_bucket,
+            settings.aws_region,
+            settings.blob_cors_origins,
+        )
+        origins = ", ".join(settings.blob_cors_origins) or "none"
+        state = "created" if created else "exists"
+        print(f"==> bucket {settings.blob_bucket}: {state}, CORS for origins {origins}")
         print(f"==> GraphQL and GraphiQL on http://127.0.0.1:{settings.port}/graphql")
         uvicorn.run(
             create_app(settings),

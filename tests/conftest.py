@@ -58,7 +58,12 @@ def settings(engine: LocalEngine, blob_engine: LocalS3) -> Settings:
     os.environ["SYNC_AUTH_SECRET"] = settings.auth_secret
     settings.apply_local_credentials()
     ensure_table(settings.dynamodb_client(), settings.table_name)
-    ensure_bucket(settings.s3_client(), settings.blob_bucket, settings.aws_region)
+    ensure_bucket(
+        settings.s3_client(),
+        settings.blob_bucket,
+        settings.aws_region,
+        settings.blob_cors_origins,
+    )
     models.bind(settings)
     return settings
 

@@ -15,7 +15,10 @@ AWS would hold it. Botocore errors become domain errors here (`api.storage.error
 from __future__ import annotations
 
 import hashlib
+import json
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 from botocore.exceptions import ClientError, FlexibleChecksumError
@@ -33,6 +36,28 @@ from api.storage.keys import blob_key
 
 _MISSING = frozenset({"404", "NoSuchKey", "NotFound"})
 _CHUNK = 1024 * 1024
+# The bucket's CORS rule but its origins, in CloudFormation's names (serverless.yml
+# reads it, as it reads table.json): browsers PUT with the presigned upload's headers
+# (`presign_upload`; Content-Length is the browser's own, never a CORS request
+# header) and GET the presigned download; no HEAD, which a URL signed for GET refuses.
+CORS_FILE = Path(__file__).with_name("blob_cors.json")
+
+
+def cors_configuration(origins: Sequence[str]) -> dict[str, Any]:
+    """The bucket's CORSConfiguration for S3's PutBucketCors (boto3's names): the rule
+    of `blob_cors.json` for these origins (`*`: any)."""
+    rule = json.loads(CORS_FILE.read_text())
+    return {
+        "CORSRules": [
+            {
+                "AllowedOrigins": list(origins),
+                "AllowedMethods": rule["AllowedMethods"],
+                "AllowedHeaders": rule["AllowedHeaders"],
+                "ExposeHeaders": rule["ExposedHeaders"],
+                "MaxAgeSeconds": rule["MaxAge"],
+            }
+        ]
+    }
 
 
 class S3Blobs:

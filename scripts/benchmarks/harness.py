@@ -98,7 +98,12 @@ def local_engines() -> Iterator[LocalEngines]:
         )
         settings.apply_local_credentials()
         ensure_table(settings.dynamodb_client(), settings.table_name)
-        ensure_bucket(settings.s3_client(), settings.blob_bucket, settings.aws_region)
+        ensure_bucket(
+            settings.s3_client(),
+            settings.blob_bucket,
+            settings.aws_region,
+            settings.blob_cors_origins,
+        )
         yield LocalEngines(settings, blobs)
 
 

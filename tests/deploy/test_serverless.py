@@ -18,6 +18,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from api.settings import PROJECT_ROOT, Settings
+from api.storage.blobs import cors_configuration
 from api.storage.table import definition
 from tests.support.gql import bearer
 
@@ -203,6 +204,18 @@ def test_the_blob_bucket_is_private_encrypted_and_reached_only_under_tenants(
     }
     (rule,) = properties["LifecycleConfiguration"]["Rules"]
     assert rule["Status"] == "Enabled"
+    # CORS: the local bucket's rule (blob_cors.json), for the param's origins; that its
+    # headers are those a presigned upload lists is checked against the local engine
+    # (tests/integration/test_local_s3.py).
+    (cors,) = properties["CorsConfiguration"]["CorsRules"]
+    local = cors_configuration(["*"])["CORSRules"][0]
+    assert cors == {
+        "AllowedOrigins": {"Fn::Split": [",", "*"]},
+        "AllowedMethods": local["AllowedMethods"],
+        "AllowedHeaders": local["AllowedHeaders"],
+        "ExposedHeaders": local["ExposeHeaders"],
+        "MaxAge": local["MaxAgeSeconds"],
+    }
     assert rule["AbortIncompleteMultipartUpload"] == {"DaysAfterInitiation": 1}
     (deny,) = packaged["Resources"]["BlobBucketPolicy"]["Properties"]["PolicyDocument"]["Statement"]
     assert deny["Effect"] == "Deny"

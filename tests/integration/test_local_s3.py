@@ -4,17 +4,26 @@ reported by /healthz, and never outliving its parent."""
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import os
 import signal
 import subprocess
 import sys
 import textwrap
 import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
 
+import httpx2
 import pytest
 from starlette.testclient import TestClient
 
 from api.app import create_app
+from api.domain.attachments import MAX_BLOB_BYTES, Blob
 from api.settings import PROJECT_ROOT, Settings
+from api.storage.blobs import S3Blobs
+from api.storage.keys import blob_key
 from scripts.local_engine import free_port
 from scripts.local_s3 import LocalS3, ensure_bucket
 from tests.integration.test_local_engine import _alive
@@ -104,3 +113,114 @@ def test_the_engine_lists_the_requests_it_answered(
         ("HEAD", path, 200),
         ("HEAD", f"{path}-absent", 404),
     ]
+
+
+def _recorded_engine(recording: Path) -> tuple[LocalS3, S3Blobs, Any]:
+    engine = LocalS3(free_port(), recording)
+    engine.start()
+    settings = dataclasses.replace(Settings.from_env({}), s3_endpoint=engine.endpoint)
+    client = settings.s3_client()
+    ensure_bucket(client, "kept-blobs", settings.aws_region)
+    return engine, S3Blobs(client, "kept-blobs", hashes_bytes=True), client
+
+
+def _upload(blobs: S3Blobs, tenant: str, data: bytes) -> Blob:
+    blob = Blob(tenant, hashlib.sha256(data).hexdigest(), len(data), "image/jpeg")
+    upload = blobs.presign_upload(blob, expires_in=900)
+    assert httpx2.put(upload.url, content=data, headers=upload.headers).status_code == 200
+    return blob
+
+
+def test_recorded_blobs_survive_a_restart_and_deleted_ones_stay_deleted(tmp_path: Path) -> None:
+    """scripts/serve's engine: a presigned upload is there after a restart, with its
+    checksum and type; a deleted object is not; a partial last entry (an engine killed
+    while it wrote) is dropped."""
+    recording = tmp_path / "s3" / "recording.jsonl"
+    engine, blobs, client = _recorded_engine(recording)
+    try:
+        kept = _upload(blobs, "t1", b"kept across the restart")
+        held = blobs.stat("t1", kept.sha256)
+        assert held is not None and held.sha256 == kept.sha256
+        gone = _upload(blobs, "t2", b"deleted before the restart")
+        client.delete_object(Bucket="kept-blobs", Key=blob_key("t2", gone.sha256))
+    finally:
+        engine.stop()
+    with recording.open("ab") as file:
+        file.write(b'{"method": "PUT", "url": "http://127.0.0.1:1/kept-blobs/torn", "bo')
+    engine, blobs, client = _recorded_engine(recording)
+    try:
+        assert blobs.stat("t1", kept.sha256) == held
+        assert blobs.stat("t2", gone.sha256) is None
+    finally:
+        engine.stop()
+    assert recording.read_bytes().endswith(b"\n")
+
+
+@pytest.mark.slow
+def test_large_and_concurrent_uploads_survive_a_restart(tmp_path: Path) -> None:
+    """One upload of 10 MiB (the largest blob) and 48 of 300 KB on 16 connections: of
+    these, moto's own recorder glued 4 to 20 entries together in each of 6 runs, and its
+    replay stopped at the first (scripts/moto_recorded.py records one at a time)."""
+    recording = tmp_path / "s3" / "recording.jsonl"
+    engine, blobs, client = _recorded_engine(recording)
+    try:
+        kept = [_upload(blobs, "t1", os.urandom(MAX_BLOB_BYTES))]
+        with ThreadPoolExecutor(16) as pool:
+            kept += pool.map(lambda _: _upload(blobs, "t2", os.urandom(300_000)), range(48))
+        held = {b.sha256: blobs.stat(b.tenant_id, b.sha256) for b in kept}
+        assert all(s is not None and s.sha256 == sha for sha, s in held.items())
+    finally:
+        engine.stop()
+    engine, blobs, client = _recorded_engine(recording)
+    try:
+        assert {b.sha256: blobs.stat(b.tenant_id, b.sha256) for b in kept} == held
+    finally:
+        engine.stop()
+
+
+def test_the_bucket_answers_a_browser_upload_and_download_from_its_origins(
+    blob_engine: LocalS3, settings: Settings
+) -> None:
+    """The bucket's CORS (serverless.yml's rule, `api/storage/blob_cors.json`): a
+    preflight of the presigned PUT with exactly the headers the upload lists, from an
+    allowed origin, is answered with them; another origin is refused (403, as S3)."""
+    client, bucket, origin = settings.s3_client(), "cors-checked", "https://app.example"
+    ensure_bucket(client, bucket, settings.aws_region, (origin,))
+    (rule,) = client.get_bucket_cors(Bucket=bucket)["CORSRules"]
+    assert rule["AllowedOrigins"] == [origin] and rule["MaxAgeSeconds"] == 3600
+    blobs = S3Blobs(client, bucket)
+    data = b"a photo from a browser"
+    blob = Blob("t1", hashlib.sha256(data).hexdigest(), len(data), "image/jpeg")
+    upload = blobs.presign_upload(blob, expires_in=900)
+    # What a browser asks for: every header it sets but Content-Length, its own.
+    asked = sorted(h.lower() for h in upload.headers if h.lower() != "content-length")
+    assert asked == sorted(rule["AllowedHeaders"])
+    preflight = {
+        "Access-Control-Request-Method": "PUT",
+        "Access-Control-Request-Headers": ",".join(asked),
+    }
+    answer = httpx2.request("OPTIONS", upload.url, headers={"Origin": origin, **preflight})
+    assert answer.status_code == 200
+    assert answer.headers["access-control-allow-origin"] == origin
+    assert "PUT" in answer.headers["access-control-allow-methods"].replace(" ", "").split(",")
+    assert set(asked) <= set(
+        answer.headers["access-control-allow-headers"].replace(" ", "").split(",")
+    )
+    assert answer.headers["access-control-max-age"] == "3600"
+    elsewhere = {"Origin": "https://elsewhere.example", **preflight}
+    answer = httpx2.request("OPTIONS", upload.url, headers=elsewhere)
+    assert answer.status_code == 403 and "access-control-allow-origin" not in answer.headers
+    # The requests themselves: their answers may be read by the page (and its ETag).
+    put = httpx2.put(upload.url, content=data, headers={"Origin": origin, **upload.headers})
+    assert put.status_code == 200 and put.headers["access-control-allow-origin"] == origin
+    url, _ = blobs.presign_download("t1", blob.sha256, expires_in=900)
+    get = httpx2.get(url, headers={"Origin": origin})
+    assert get.content == data and get.headers["access-control-allow-origin"] == origin
+    assert "etag" in get.headers["access-control-expose-headers"].lower()
+    # Applied once: another start finds the rule and writes nothing.
+    before = len(blob_engine.requests())
+    ensure_bucket(client, bucket, settings.aws_region, (origin,))
+    assert [m for m, _, _ in blob_engine.requests()[before:]] == ["HEAD", "GET"]
+    ensure_bucket(client, bucket, settings.aws_region, ())
+    with pytest.raises(client.exceptions.ClientError):
+        client.get_bucket_cors(Bucket=bucket)
