@@ -131,6 +131,14 @@ export function replicateSyncAPI({
     return { content, id: pending.get(content) };
   };
   const rowsById = new Map(); // clientMutationID -> { content, row }
+  // A document saved again after its create was refused (REJECTED, answered with
+  // "deleted": the server holds nothing) assumes nothing: a create. Where the server
+  // does hold a deletion, that is a conflict carrying it, as with the assumed state.
+  const assumedOf = (row) => {
+    const assumed = row.assumedMasterState;
+    if (!assumed || (assumed[DELETED] && !row.newDocumentState[DELETED])) return null;
+    return docToState(assumed);
+  };
 
   // Before a push: each reference a row sets anew (not as its assumed state holds
   // it) is uploaded when the app has its bytes (`attachmentBytes`) and the tenant
@@ -229,7 +237,7 @@ export function replicateSyncAPI({
             [`put${name}`]: {
               tenantID,
               id: row.newDocumentState[primary],
-              assumed: row.assumedMasterState ? docToState(row.assumedMasterState) : null,
+              assumed: assumedOf(row),
               state: docToState(row.newDocumentState),
               mergeFields: true,
               clientMutationID: id,

@@ -246,5 +246,6 @@ def test_a_reference_to_bytes_not_uploaded_is_rejected_with_nothing_written_unti
     assert missing["notFound"], missing
     # Uploaded afterwards, the refused document saved again reaches the server.
     resaved = missing["resaved"]
-    assert resaved["server"]["givenName"] == "Ghost" and resaved["errors"] == [], resaved
+    assert resaved["errors"] == [] and resaved["server"] is not None, resaved  # not NOT_FOUND
+    assert resaved["server"]["givenName"] == "Ghost", resaved
     assert set(resaved["server"]["photo"]) == REFERENCE, resaved
