@@ -37,6 +37,17 @@
 // TENANT_DELETED (an owner deleted the tenant, contract 3.8): the replication
 // stops (cancel) and `onTenantDeleted` is called: the app drops its copy, for
 // example with `collection.remove()`, outbox included.
+//
+// Attachments (contract 3.10): a schema property that is an object with `sha256`,
+// `size` and `contentType` (`attachmentProperty`) is an attachment field. Documents
+// hold the reference only (pulled as `photo { sha256 size contentType }`, pushed as
+// exactly those keys), never the link, which expires: `attachmentURL` asks for a
+// fresh one. `uploadAttachment` uploads bytes and answers their reference;
+// `hashAttachment` computes it offline. A row setting a reference the tenant does
+// not hold is REJECTED with ATTACHMENT_MISSING (nothing written): reported as any
+// REJECTED row (`error$`, `onRejected(row, {code: "ATTACHMENT_MISSING"})`) and
+// answered with the server's state. `attachmentBytes(ref, doc)` (an option) gives
+// the bytes of a reference set offline: the push uploads them first.
 import { createClient } from "graphql-ws/client";
 import { defaultConflictHandler, deepEqual, newRxError } from "rxdb";
 import { replicateGraphQL } from "rxdb/plugins/replication-graphql";
@@ -57,6 +68,7 @@ export function replicateSyncAPI({
   onRejected,
   onResync,
   onTenantDeleted,
+  attachmentBytes,
   pull = {},
   push = {},
   ...rest
@@ -64,9 +76,11 @@ export function replicateSyncAPI({
   const name = typeName ?? type.charAt(0) + type.slice(1).toLowerCase(); // PERSON -> Person
   const key = name.charAt(0).toLowerCase() + name.slice(1); // person
   const primary = collection.schema.primaryPath;
-  const fields = Object.keys(collection.schema.jsonSchema.properties).filter(
-    (f) => f !== primary && !f.startsWith("_"),
-  );
+  const properties = collection.schema.jsonSchema.properties;
+  const fields = Object.keys(properties).filter((f) => f !== primary && !f.startsWith("_"));
+  // Attachment fields (GraphQL `Attachment`): the reference only, never the link.
+  const attachments = new Set(fields.filter((f) => isAttachmentProperty(properties[f])));
+  const leaf = (f) => (attachments.has(f) ? `${f} { ${REFERENCE.join(" ")} }` : f);
   const headersNow = async () => (typeof headers === "function" ? await headers() : headers);
   const socketUrl = live && wsUrl !== false ? (wsUrl ?? url.replace(/^http/, "ws")) : null;
   const pokes$ = new Subject(); // a poke: pull from the checkpoint
@@ -79,16 +93,20 @@ export function replicateSyncAPI({
   const itemToDoc = (item) => {
     if (item.__typename === "DeletedItem") return { [primary]: item.id, [DELETED]: true };
     const doc = { [primary]: item.id, [DELETED]: false };
-    for (const f of fields) if (item[f] !== null && item[f] !== undefined) doc[f] = item[f];
+    for (const f of fields) {
+      if (item[f] !== null && item[f] !== undefined) doc[f] = attachments.has(f) ? reference(item[f]) : item[f];
+    }
     return doc;
   };
   const docToState = (doc) => {
     if (doc[DELETED]) return { deleted: true };
     const set = {};
-    for (const f of fields) if (doc[f] !== undefined && doc[f] !== null) set[f] = doc[f];
+    for (const f of fields) {
+      if (doc[f] !== undefined && doc[f] !== null) set[f] = attachments.has(f) ? reference(doc[f]) : doc[f];
+    }
     return { deleted: false, [key]: set };
   };
-  const selection = `__typename id ... on ${name} { ${fields.join(" ")} }`;
+  const selection = `__typename id ... on ${name} { ${fields.map(leaf).join(" ")} }`;
   const pullQuery = `query($t: ID!, $since: ID, $cursor: String, $limit: Int, $types: [DeletedItemType!]) {
           changes(tenantID: $t, since: $since, cursor: $cursor, limit: $limit, types: $types) {
             items { ${selection} } cursor changeToken } }`;
@@ -113,6 +131,49 @@ export function replicateSyncAPI({
     return { content, id: pending.get(content) };
   };
   const rowsById = new Map(); // clientMutationID -> { content, row }
+  // A document saved again after its create was refused (REJECTED, answered with
+  // "deleted": the server holds nothing) assumes nothing: a create. Where the server
+  // does hold a deletion, that is a conflict carrying it, as with the assumed state.
+  const assumedOf = (row) => {
+    const assumed = row.assumedMasterState;
+    if (!assumed || (assumed[DELETED] && !row.newDocumentState[DELETED])) return null;
+    return docToState(assumed);
+  };
+
+  // Before a push: each reference a row sets anew (not as its assumed state holds
+  // it) is uploaded when the app has its bytes (`attachmentBytes`) and the tenant
+  // does not hold them yet. An upload that fails (offline) throws: RxDB retries the
+  // push. Without the bytes, or with an upload the API refuses, the row goes as it
+  // is (the server answers ATTACHMENT_MISSING or why: onRejected).
+  const uploadNewReferences = async (rows) => {
+    if (!attachmentBytes || attachments.size === 0) return;
+    const seen = new Set();
+    for (const { newDocumentState: doc, assumedMasterState: assumed } of rows) {
+      if (doc[DELETED]) continue;
+      for (const f of attachments) {
+        if (doc[f] === undefined || doc[f] === null) continue;
+        const ref = reference(doc[f]);
+        const before = assumed && !assumed[DELETED] && assumed[f] ? reference(assumed[f]) : null;
+        if (deepEqual(before, ref) || seen.has(JSON.stringify(ref))) continue;
+        seen.add(JSON.stringify(ref));
+        const bytes = await attachmentBytes(ref, doc);
+        if (bytes === undefined || bytes === null) continue;
+        const api = { url, headers: headersNow, tenantID };
+        const hashed = await hashAttachment(bytes, ref.contentType);
+        if (!deepEqual(hashed, ref)) {
+          const wrong = `${f} ${ref.sha256} (${hashed.sha256}, ${hashed.size} bytes)`;
+          state.subjects.error.next(new Error(`attachmentBytes gave other bytes for ${wrong}: not uploaded`));
+          continue;
+        }
+        try {
+          await upload(api, await toBytes(bytes), ref);
+        } catch (error) {
+          if (retryable(error)) throw error;
+          state.subjects.error.next(error); // refused (FORBIDDEN, BAD_USER_INPUT, ...): the push says so
+        }
+      }
+    }
+  };
 
   const serverState = async (id) => {
     const query = `query($t: ID!, $id: ID!) { ${key}(tenantID: $t, id: $id) { ${selection} } }`;
@@ -167,7 +228,8 @@ export function replicateSyncAPI({
     },
     push: {
       batchSize: Math.min(batchSize, 100),
-      queryBuilder: (rows) => {
+      queryBuilder: async (rows) => {
+        await uploadNewReferences(rows);
         const mutations = rows.map((row) => {
           const { content, id } = mutationIdOf(row);
           rowsById.set(id, { content, row });
@@ -175,7 +237,7 @@ export function replicateSyncAPI({
             [`put${name}`]: {
               tenantID,
               id: row.newDocumentState[primary],
-              assumed: row.assumedMasterState ? docToState(row.assumedMasterState) : null,
+              assumed: assumedOf(row),
               state: docToState(row.newDocumentState),
               mergeFields: true,
               clientMutationID: id,
@@ -331,3 +393,115 @@ export const fieldLevelConflictHandler = {
     return merged;
   },
 };
+
+// Attachments (contract 3.10). A document holds a blob's reference, never its link
+// (a link expires): a schema property `{ type: "object", properties: { sha256, size,
+// contentType } }` (`attachmentProperty`) is an attachment field, pulled as
+// `photo { sha256 size contentType }` and pushed as exactly those three keys.
+const REFERENCE = ["sha256", "size", "contentType"];
+
+export const attachmentProperty = {
+  type: "object",
+  properties: {
+    sha256: { type: "string", maxLength: 64 },
+    size: { type: "integer" },
+    contentType: { type: "string" },
+  },
+  required: REFERENCE,
+};
+
+function isAttachmentProperty(property) {
+  const inner = property?.type === "object" ? Object.keys(property.properties ?? {}) : [];
+  return REFERENCE.every((k) => inner.includes(k));
+}
+
+function reference(value) {
+  return { sha256: value.sha256, size: value.size, contentType: value.contentType };
+}
+
+async function toBytes(data) {
+  if (data instanceof Uint8Array) return data;
+  if (data instanceof ArrayBuffer) return new Uint8Array(data);
+  if (ArrayBuffer.isView(data)) return new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
+  if (typeof data?.arrayBuffer === "function") return new Uint8Array(await data.arrayBuffer()); // a Blob, a File
+  throw new TypeError("attachment bytes: a Blob, an ArrayBuffer or a typed array");
+}
+
+// `{sha256, size, contentType}` of some bytes (a Blob, a File, an ArrayBuffer, a
+// typed array), computed locally with WebCrypto: no request, works offline.
+// `contentType` defaults to the Blob's own type.
+export async function hashAttachment(data, contentType = data?.type) {
+  if (!contentType) throw new TypeError("attachment: a contentType is required (image/jpeg, application/pdf, ...)");
+  const bytes = await toBytes(data);
+  const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", bytes));
+  const sha256 = Array.from(digest, (b) => b.toString(16).padStart(2, "0")).join("");
+  return { sha256, size: bytes.byteLength, contentType };
+}
+
+async function request({ url, headers = {} }, query, variables) {
+  const extra = typeof headers === "function" ? await headers() : headers;
+  const response = await fetch(url, {
+    method: "POST",
+    headers: { "content-type": "application/json", ...extra },
+    body: JSON.stringify({ query, variables }),
+  });
+  const body = await response.json().catch(() => ({}));
+  const error = body.errors?.[0];
+  if (error || !body.data) {
+    const code = error?.extensions?.code ?? `HTTP_${response.status}`;
+    throw Object.assign(new Error(`${code}: ${error?.message ?? response.statusText}`), { code });
+  }
+  return body.data;
+}
+
+// Offline (fetch's TypeError, no code), the store busy, or S3 failing: worth retrying.
+function retryable(error) {
+  return !error.code || error.code === "UNAVAILABLE" || (error.code === "UPLOAD_FAILED" && error.status >= 500);
+}
+
+async function upload(api, bytes, ref) {
+  const { requestUpload } = await request(
+    api,
+    `mutation($t: ID!, $s: String!, $n: Int!, $c: String!) {
+      requestUpload(tenantID: $t, sha256: $s, size: $n, contentType: $c) {
+        alreadyPresent upload { url method headers { name value } } } }`,
+    { t: api.tenantID, s: ref.sha256, n: ref.size, c: ref.contentType },
+  );
+  if (requestUpload.alreadyPresent) return;
+  const { url, method, headers } = requestUpload.upload;
+  // Every header as signed, but Content-Length: fetch sets it from the body (which
+  // is exactly `size` bytes), and a browser refuses to have it set.
+  const sent = headers.filter((h) => h.name.toLowerCase() !== "content-length").map((h) => [h.name, h.value]);
+  const response = await fetch(url, { method, headers: sent, body: bytes });
+  if (!response.ok) {
+    const detail = (await response.text().catch(() => "")).slice(0, 300);
+    throw Object.assign(new Error(`UPLOAD_FAILED: ${method} of ${ref.sha256} answered ${response.status} ${detail}`), {
+      code: "UPLOAD_FAILED",
+      status: response.status,
+    });
+  }
+}
+
+// Uploads bytes to the tenant (unless it holds them already) and answers their
+// reference, to set on a document: `await doc.incrementalPatch({ photo })`.
+// `url` and `headers` as for replicateSyncAPI. Throws (with a `code`) when the API
+// refuses (FORBIDDEN, BAD_USER_INPUT, UNAVAILABLE, ...) or the PUT fails.
+export async function uploadAttachment({ url, headers, tenantID, blob, bytes, contentType }) {
+  const data = blob ?? bytes;
+  const ref = await hashAttachment(data, contentType ?? blob?.type);
+  await upload({ url, headers, tenantID }, await toBytes(data), ref);
+  return ref;
+}
+
+// A fresh download link for a blob of the tenant: `{sha256, size, contentType, url,
+// urlExpiresAt}` (the link is valid 15 minutes; ask again for a new one).
+// NOT_FOUND (thrown, `code`) until the bytes are uploaded.
+export async function attachmentURL({ url, headers, tenantID }, sha256) {
+  const data = await request(
+    { url, headers },
+    `query($t: ID!, $s: String!) { attachment(tenantID: $t, sha256: $s) {
+      sha256 size contentType url urlExpiresAt } }`,
+    { t: tenantID, s: sha256 },
+  );
+  return data.attachment;
+}

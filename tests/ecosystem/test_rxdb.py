@@ -40,6 +40,7 @@ def module_dir() -> Path:
         )
         assert result.returncode == 0, result.stderr[-3000:]
     shutil.copy(MODULE / "index.js", DEPS / "index.js")
+    shutil.copy(MODULE / "example.mjs", DEPS / "example.mjs")
     (DEPS / "test").mkdir(exist_ok=True)
     shutil.copy(MODULE / "test" / "scenarios.mjs", DEPS / "test" / "scenarios.mjs")
     return DEPS
@@ -64,6 +65,7 @@ def report(module_dir: Path, settings: Settings) -> Iterator[dict[str, Any]]:
             "merge-fieldLevel",
             "merge-default",
             "deleted",
+            "photo",
             "random-1",
             "random-2",
         )
@@ -207,3 +209,43 @@ def test_a_deleted_tenant_stops_the_replication_and_tells_the_app(
     deleted = report["tenantDeleted"]
     assert deleted["told"] == 1 and deleted["stopped"] is True
     assert deleted["server"] == {}
+
+
+REFERENCE = {"sha256", "size", "contentType"}
+
+
+def test_the_readme_shows_the_photo_example_that_the_tests_run() -> None:
+    example = (MODULE / "example.mjs").read_text()
+    assert f"```js\n{example}```" in (MODULE / "README.md").read_text()
+
+
+def test_a_photo_attached_online_then_offline_reaches_another_device_byte_for_byte(
+    report: dict[str, Any],
+) -> None:
+    photo = report["photoAttachments"]
+    online, offline, pulled = photo["online"], photo["offline"], photo["pulled"]
+    assert online["server"]["photo"] == online["expected"] and online["uploads"] == 0, online
+    # Offline: the reference saved at once, the bytes kept, uploaded on reconnect.
+    assert offline["local"] == offline["expected"] and offline["notYetUploaded"], offline
+    assert offline["kept"] == [offline["expected"]["sha256"]], offline
+    assert offline["server"]["photo"] == offline["expected"], offline
+    # The other device holds the reference only, and downloads the same bytes.
+    assert pulled["photo"] == offline["expected"] and pulled["identical"], pulled
+    assert pulled["server"] == {"givenName": "Anna", "photo": offline["expected"]}, pulled
+    # Every state pushed carried the reference only, never a link.
+    assert photo["pushedPhotos"] and all(set(p) == REFERENCE for p in photo["pushedPhotos"])
+    assert photo["errorsBefore"] == [], photo
+
+
+def test_a_reference_to_bytes_not_uploaded_is_rejected_with_nothing_written_until_saved_again(
+    report: dict[str, Any],
+) -> None:
+    missing = report["photoAttachments"]["missing"]
+    assert missing["errors"].count("ATTACHMENT_MISSING") == 1, missing  # once: not retried
+    assert missing["server"] is None and missing["device"] is None, missing
+    assert missing["notFound"], missing
+    # Uploaded afterwards, the refused document saved again reaches the server.
+    resaved = missing["resaved"]
+    assert resaved["errors"] == [] and resaved["server"] is not None, resaved  # not NOT_FOUND
+    assert resaved["server"]["givenName"] == "Ghost", resaved
+    assert set(resaved["server"]["photo"]) == REFERENCE, resaved

@@ -6,6 +6,8 @@ import { createRxDatabase } from "rxdb";
 import { getRxStorageMemory } from "rxdb/plugins/storage-memory";
 import { WebSocket } from "ws";
 import { fieldLevelConflictHandler, replicateSyncAPI } from "../index.js";
+import { attachmentURL, hashAttachment, uploadAttachment } from "../index.js";
+import { addCollections, attachPhoto, photoURL, replicatePeople } from "../example.mjs";
 
 // Active changesAvailable subscriptions on open sockets, counted from what the
 // client sends (subscribe, complete), whoever opened the socket.
@@ -473,11 +475,126 @@ async function randomRun(seed) {
   return { equal: views.every((v) => same(v, server)), serverCount: Object.keys(server).length, errors };
 }
 
-// Scenarios that need a server of their own settings run only when named.
+async function photoAttachments() {
+  // The README's example (example.mjs), as written: device A attaches a photo online
+  // (upload, then patch), then another one offline (bytes kept locally, uploaded by
+  // the replication on reconnect); B pulls the reference and downloads the same
+  // bytes. A reference to bytes nobody uploaded is ATTACHMENT_MISSING: nothing
+  // reaches the server and A's document goes back to the server's state.
+  const tenant = `${prefix}-photo`;
+  const api = { url, tenantID: tenant, headers: async () => auth };
+  const offlineApi = { ...api, url: "http://127.0.0.1:9/graphql" }; // nothing listens
+  const errors = [];
+  const open = async () => {
+    const name = `d${++deviceCount}`;
+    const db = await createRxDatabase({ name, storage: getRxStorageMemory(), multiInstance: false });
+    await addCollections(db);
+    return db;
+  };
+  const replicate = (db) => {
+    const options = { waitForLeadership: false, retryTime: 200, replicationIdentifier: `${db.name}-${tenant}` };
+    const state = replicatePeople(db, api, options);
+    state.error$.subscribe((e) => errors.push(e.parameters?.errors?.[0]?.code ?? e.code ?? String(e)));
+    return state;
+  };
+  const sync = async (state) => {
+    await state.awaitInitialReplication();
+    state.reSync();
+    await state.awaitInSync();
+  };
+  const pushedPhotos = []; // every reference a push sent (assumed and new states)
+  const originalFetch = globalThis.fetch;
+  globalThis.fetch = async (request, ...rest) => {
+    if (request instanceof Request && request.url === url) {
+      const body = JSON.parse(await request.clone().text());
+      for (const m of body.variables?.i?.mutations ?? []) {
+        for (const sent of [m.putPerson?.assumed, m.putPerson?.state]) {
+          if (sent?.person?.photo) pushedPhotos.push(sent.person.photo);
+        }
+      }
+    }
+    return originalFetch(request, ...rest);
+  };
+  const png = (n) => new Blob([crypto.getRandomValues(new Uint8Array(n))], { type: "image/png" });
+  const bytesOf = async (blob) => Buffer.from(await blob.arrayBuffer()).toString("base64");
+  const notFound = (sha256) => attachmentURL(api, sha256).then(() => false, (e) => e.code === "NOT_FOUND");
+  const serverPerson = async (id) => {
+    const query = `query($t: ID!, $id: ID!) { person(tenantID: $t, id: $id) {
+      givenName photo { sha256 size contentType } } }`;
+    return (await gql(query, { t: tenant, id })).person;
+  };
+
+  const a = await open();
+  const b = await open();
+  let stateA = replicate(a);
+  await a.people.insert({ id: "ann", givenName: "Ann" });
+  await sync(stateA);
+  const first = png(3000);
+  await attachPhoto(a, api, await a.people.findOne("ann").exec(), first);
+  await sync(stateA);
+  const online = {
+    server: await serverPerson("ann"),
+    expected: await hashAttachment(first),
+    uploads: (await a.uploads.find().exec()).length, // nothing kept: uploaded at once
+  };
+
+  await stateA.cancel(); // offline
+  const second = png(5000);
+  await attachPhoto(a, offlineApi, await a.people.findOne("ann").exec(), second);
+  const offline = {
+    local: (await a.people.findOne("ann").exec()).toJSON().photo,
+    expected: await hashAttachment(second),
+    notYetUploaded: await notFound((await hashAttachment(second)).sha256),
+    kept: (await a.uploads.find().exec()).map((u) => u.sha256),
+  };
+  stateA = replicate(a); // back online: uploads, then pushes
+  await sync(stateA);
+  offline.server = await serverPerson("ann");
+
+  const stateB = replicate(b);
+  await sync(stateB);
+  const annB = await b.people.findOne("ann").exec();
+  const link = await photoURL(api, annB);
+  const downloaded = await (await originalFetch(link)).blob();
+  const pulled = { photo: annB.toJSON().photo, identical: (await bytesOf(downloaded)) === (await bytesOf(second)) };
+  await annB.incrementalPatch({ givenName: "Anna" }); // the photo kept as it was: not checked again
+  await sync(stateB);
+  pulled.server = await serverPerson("ann");
+
+  const ghostBytes = png(100);
+  const ghost = await hashAttachment(ghostBytes); // not uploaded, no local bytes
+  const before = errors.length;
+  const refused = [];
+  stateA.error$.subscribe((e) => refused.push(...(e.parameters?.pushRows ?? []).map((r) => r.newDocumentState)));
+  await a.people.insert({ id: "ghost", givenName: "Ghost", photo: ghost });
+  await sync(stateA);
+  await sleep(300);
+  await sync(stateA);
+  const missing = {
+    errors: errors.slice(before),
+    server: await serverPerson("ghost"),
+    device: (await a.people.findOne("ghost").exec())?.toJSON() ?? null,
+    notFound: await notFound(ghost.sha256),
+  };
+  // The app finds the bytes after all: uploads them and saves the refused document again.
+  await uploadAttachment({ ...api, blob: ghostBytes });
+  const again = Object.fromEntries(Object.entries(refused[0]).filter(([k]) => !k.startsWith("_")));
+  await a.people.insert(again);
+  await sync(stateA);
+  missing.resaved = { server: await serverPerson("ghost"), errors: errors.slice(before + missing.errors.length) };
+  globalThis.fetch = originalFetch;
+  await stateA.cancel();
+  await stateB.cancel();
+  await a.close();
+  await b.close();
+  return { online, offline, pulled, missing, pushedPhotos, errorsBefore: errors.slice(0, before) };
+}
+
+// Scenarios that need a server of their own settings run only when named (any
+// scenario can be named: `node test/scenarios.mjs <url> <token> <prefix> a,b`).
 const named = { resyncAcrossTheHorizon };
 const only = process.argv[5]?.split(",");
-const report = {};
-for (const [name, run] of Object.entries(only ? Object.fromEntries(only.map((n) => [n, named[n]])) : {
+const everyday = {
   bulkPull,
   twoDevicesConverge,
   concurrentFieldEdits,
@@ -490,9 +607,13 @@ for (const [name, run] of Object.entries(only ? Object.fromEntries(only.map((n) 
   fieldLevelConflicts,
   rejectedRow,
   tenantDeleted,
+  photoAttachments,
   random1: () => randomRun(1),
   random2: () => randomRun(2),
-})) {
+};
+const chosen = only ? Object.fromEntries(only.map((n) => [n, { ...everyday, ...named }[n]])) : everyday;
+const report = {};
+for (const [name, run] of Object.entries(chosen)) {
   try {
     // A scenario that hangs (RxDB retrying forever) fails alone, with its name.
     const timeout = new Promise((_, reject) =>
