@@ -55,3 +55,5 @@ def test_devices_converge_with_faults(
     assert run.stats["acknowledged"] > 50
     assert run.stats["crashes"] > 0
     assert run.stats["transport lost_response"] + run.stats["transport crash"] > 0
+    # Entities ended up referencing blobs attached offline, and each downloaded right.
+    assert run.stats["blobs referenced"] > 0 and run.stats["transport blob put"] > 0
