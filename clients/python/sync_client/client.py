@@ -1,4 +1,5 @@
-"""The reference sync client: local edits, push through `pushChanges`, pull through `changes`."""
+"""The reference sync client: local edits, push through `pushChanges`, pull through
+`changes`; attachments kept locally, uploaded before the push that references them."""
 
 from __future__ import annotations
 
@@ -253,7 +254,8 @@ class SyncClient:
         return report
 
     def push(self, report: SyncReport | None = None) -> bool:
-        """Push one batch; False when there was nothing to push."""
+        """Upload the blobs its entries reference, then push one batch; False when
+        there was nothing to push (or what is next waits for the next sync)."""
         report = report or SyncReport()
         batch = self._next_batch()
         # Blobs first: an entry goes only once every blob it references is uploaded.
