@@ -120,7 +120,15 @@ def test_bytes_attached_offline_are_uploaded_before_the_push_that_references_the
     assert len(tablet_calls.calls) == before
 
 
-@pytest.mark.parametrize("fault", ["refuse", "503", "403"])
+@pytest.mark.parametrize(
+    "fault",
+    # One path in the client: a refused connection and a 403 run with the slow tests.
+    [
+        pytest.param("refuse", marks=pytest.mark.slow),
+        "503",
+        pytest.param("403", marks=pytest.mark.slow),
+    ],
+)
 def test_a_failed_upload_keeps_the_entry_and_those_behind_it_queued(
     url: str, proxy: BlobProxy, tmp_path: Path, tenant: str, fault: str
 ) -> None:
