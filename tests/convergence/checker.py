@@ -54,7 +54,8 @@ RATES = {"lost_request": 0.05, "lost_response": 0.08, "crash_after_send": 0.03}
 ACTIONS = ["edit"] * 6 + ["sync", "sync", "push", "pull", "offline", "crash"]
 # Edits that set `photo`/`file` pick one of a few small blobs: devices attach the
 # same bytes independently (uploaded once, then alreadyPresent), and a tenant's
-# blobs stay few, so the uploads add little to a run.
+# blobs stay few. Each write that sets one costs the server a blob check (on the
+# local engine a HeadObject and a read), so runs with them take longer.
 ATTACH_RATE = 0.15
 BLOB_TYPES = ["image/jpeg", "image/png", "application/pdf"]
 WORDS = ["red", "green", "blue", "north", "south", "apple", "pear", "plum", "oak", "elm"]
@@ -104,14 +105,25 @@ class Run:
     stats: dict[str, int] = field(default_factory=lambda: defaultdict(int))
 
 
-def blob_pool(seed: int) -> list[tuple[bytes, str]]:
-    """The run's blobs: a few random small byte strings, each with its content type."""
-    rng = random.Random(f"blobs {seed}")
-    return [(rng.randbytes(rng.randint(16, 256)), BLOB_TYPES[i % 3]) for i in range(4)]
+@dataclass(frozen=True)
+class BlobPool:
+    """The run's blobs (a few random small byte strings, each with its content type),
+    and how often an edit sets a photo or file: 0, none (the run is then exactly
+    as it was before attachments existed: the same random draws)."""
+
+    items: list[tuple[bytes, str]]
+    rate: float
+
+    @classmethod
+    def for_seed(cls, seed: int, rate: float) -> BlobPool:
+        rng = random.Random(f"blobs {seed}")
+        return cls(
+            [(rng.randbytes(rng.randint(16, 256)), BLOB_TYPES[i % 3]) for i in range(4)], rate
+        )
 
 
 def _random_changes(
-    rng: random.Random, type_name: str, client: SyncClient, pool: list[tuple[bytes, str]]
+    rng: random.Random, type_name: str, client: SyncClient, pool: BlobPool
 ) -> dict[str, Any]:
     if type_name == "Person":
         names = ["givenName", "familyName", "occupation", "phoneNumber"]
@@ -125,12 +137,12 @@ def _random_changes(
             "title": f"{rng.choice(WORDS)} {rng.randint(0, 99)}",
             "completed": rng.random() < 0.5,
         }
-    if rng.random() < ATTACH_RATE:
+    if pool.rate and rng.random() < pool.rate:
         field_name = "photo" if type_name == "Person" else "file"
         if rng.random() < 0.2:
             changes[field_name] = None
         else:
-            data, content_type = rng.choice(pool)
+            data, content_type = rng.choice(pool.items)
             changes[field_name] = client.attach(data, content_type)  # offline or not
     return changes
 
@@ -143,16 +155,18 @@ def run_once(
     ddb: Any,
     table: str,
     away_s: float = 0,
+    attach_rate: float = ATTACH_RATE,
 ) -> Run:
     """One seeded run against running servers (device i talks to server i mod n);
     raises Divergence with the seed on failure. With `away_s`, the fleet pauses
     that long twice (a third and two thirds in), past the servers' retention: every
-    device's token, offline edits and all, is then older than it."""
+    device's token, offline edits and all, is then older than it. `attach_rate`:
+    the share of edits that also set a photo or file (0: none)."""
     rng = random.Random(seed)
     tenant = f"conv-{seed}-{int(time.time() * 1000) % 10**9}"
     token = make_local_token(SECRET, "checker", [tenant], 3600)
     run = Run(seed, devices, ops)
-    pool = blob_pool(seed)
+    pool = BlobPool.for_seed(seed, attach_rate)
     with tempfile.TemporaryDirectory() as tmp:
         fleet = []
         for i in range(devices):
@@ -183,7 +197,7 @@ def _act(
     rng: random.Random,
     device: Device,
     tenant: str,
-    pool: list[tuple[bytes, str]],
+    pool: BlobPool,
 ) -> None:
     client = device.client
     assert client is not None
@@ -222,7 +236,7 @@ def _edit(
     rng: random.Random,
     device: Device,
     client: SyncClient,
-    pool: list[tuple[bytes, str]],
+    pool: BlobPool,
 ) -> None:
     visible = client.items()
     roll = rng.random()
@@ -289,13 +303,13 @@ def _plain(value: dict[str, Any]) -> Any:
 def _check_blobs(
     run: Run,
     fleet: list[Device],
-    pool: list[tuple[bytes, str]],
+    pool: BlobPool,
     server: dict[str, dict[str, Any]],
     tmp: Path,
 ) -> None:
     """Every blob a live entity references downloads with its bytes on every device,
     and on a new one (which holds none of them)."""
-    by_sha = {hashlib.sha256(data).hexdigest(): data for data, _ in pool}
+    by_sha = {hashlib.sha256(data).hexdigest(): data for data, _ in pool.items}
     referenced = {
         value["sha256"]
         for item in server.values()
@@ -491,6 +505,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--servers", type=int, default=None, help="default 1, 2 with --torn")
     parser.add_argument(
+        "--attach-rate",
+        type=float,
+        default=ATTACH_RATE,
+        help=f"share of edits that also set a photo or file (default {ATTACH_RATE}; 0: none)",
+    )
+    parser.add_argument(
         "--retention",
         type=int,
         default=None,
@@ -513,7 +533,9 @@ def main(argv: list[str] | None = None) -> int:
             started = time.perf_counter()
             try:
                 away = 0 if args.retention is None else args.retention + 1
-                run = run_once(seed, args.devices, args.ops, urls, ddb, table, away)
+                run = run_once(
+                    seed, args.devices, args.ops, urls, ddb, table, away, args.attach_rate
+                )
             except Divergence as exc:
                 failures += 1
                 print(f"DIVERGED {exc}", flush=True)
