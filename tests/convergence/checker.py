@@ -1,10 +1,13 @@
 """A randomized convergence checker: many devices, one tenant, faults everywhere.
 
 Devices edit at random, go offline and online, crash (losing memory, keeping
-their SQLite file), and lose requests and responses; at the end all sync and
-the checker asserts that every device equals the server, that every
-acknowledged write is in the final state or superseded by a later one, that no
-write was applied twice and that no deletion was lost. A failure names the seed
+their SQLite file), and lose requests and responses; some edits set a photo or
+file to a small blob attached offline (uploaded by the device's next push, with
+its uploads failing too). At the end all sync and the checker asserts that every
+device equals the server, that every acknowledged write is in the final state or
+superseded by a later one, that no write was applied twice, that no deletion was
+lost, and that every blob the server's entities reference downloads with its own
+bytes on every device. A failure names the seed
 and prints the history of the entity that diverged.
 
     scripts/converge --devices 8 --ops 2000 --seed 1 [--seeds 20] [--torn] [--servers N]
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import hashlib
 import random
 import sys
 import tempfile
@@ -30,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import boto3
-from sync_client import HttpTransport, SyncClient, SyncReport, TransportError
+from sync_client import HttpBlobTransport, HttpTransport, SyncClient, SyncReport, TransportError
 from sync_client.client import PushOutcome, SyncFailed
 
 from api.auth import make_local_token
@@ -39,7 +43,8 @@ from api.settings import Settings
 from api.storage import keys
 from api.storage.table import ensure_table
 from scripts.local_engine import LocalEngine, free_port
-from tests.convergence.faults import DeviceCrash, FaultyTransport
+from scripts.local_s3 import LocalS3, ensure_bucket
+from tests.convergence.faults import DeviceCrash, FaultyBlobs, FaultyTransport
 from tests.support.servers import api_server
 from tests.support.store_state import tenant_state
 from tests.support.torn import AWS_FAULTS, StoreFaults, TornEngine
@@ -47,6 +52,12 @@ from tests.support.torn import AWS_FAULTS, StoreFaults, TornEngine
 SECRET = "converge-secret-" + "x" * 40
 RATES = {"lost_request": 0.05, "lost_response": 0.08, "crash_after_send": 0.03}
 ACTIONS = ["edit"] * 6 + ["sync", "sync", "push", "pull", "offline", "crash"]
+# Edits that set `photo`/`file` pick one of a few small blobs: devices attach the
+# same bytes independently (uploaded once, then alreadyPresent), and a tenant's
+# blobs stay few. Each write that sets one costs the server a blob check (on the
+# local engine a HeadObject and a read), so runs with them take longer.
+ATTACH_RATE = 0.15
+BLOB_TYPES = ["image/jpeg", "image/png", "application/pdf"]
 WORDS = ["red", "green", "blue", "north", "south", "apple", "pear", "plum", "oak", "elm"]
 
 
@@ -75,7 +86,13 @@ class Device:
     client: SyncClient | None = None
 
     def open(self, tenant: str) -> SyncClient:
-        self.client = SyncClient(self.path, tenant, self.transport, on_push_result=self.acks.append)
+        self.client = SyncClient(
+            self.path,
+            tenant,
+            self.transport,
+            on_push_result=self.acks.append,
+            blobs=FaultyBlobs(HttpBlobTransport(timeout=10), self.transport),
+        )
         return self.client
 
 
@@ -88,15 +105,46 @@ class Run:
     stats: dict[str, int] = field(default_factory=lambda: defaultdict(int))
 
 
-def _random_changes(rng: random.Random, type_name: str) -> dict[str, Any]:
+@dataclass(frozen=True)
+class BlobPool:
+    """The run's blobs (a few random small byte strings, each with its content type),
+    and how often an edit sets a photo or file: 0, none (the run is then exactly
+    as it was before attachments existed: the same random draws)."""
+
+    items: list[tuple[bytes, str]]
+    rate: float
+
+    @classmethod
+    def for_seed(cls, seed: int, rate: float) -> BlobPool:
+        rng = random.Random(f"blobs {seed}")
+        return cls(
+            [(rng.randbytes(rng.randint(16, 256)), BLOB_TYPES[i % 3]) for i in range(4)], rate
+        )
+
+
+def _random_changes(
+    rng: random.Random, type_name: str, client: SyncClient, pool: BlobPool
+) -> dict[str, Any]:
     if type_name == "Person":
         names = ["givenName", "familyName", "occupation", "phoneNumber"]
         chosen = rng.sample(names, rng.randint(1, 2))
-        return {
+        changes: dict[str, Any] = {
             n: (None if rng.random() < 0.1 else f"{rng.choice(WORDS)}{rng.randint(0, 99)}")
             for n in chosen
         }
-    return {"title": f"{rng.choice(WORDS)} {rng.randint(0, 99)}", "completed": rng.random() < 0.5}
+    else:
+        changes = {
+            "title": f"{rng.choice(WORDS)} {rng.randint(0, 99)}",
+            "completed": rng.random() < 0.5,
+        }
+    if pool.rate and rng.random() < pool.rate:
+        field_name = "photo" if type_name == "Person" else "file"
+        if rng.random() < 0.2:
+            changes[field_name] = None
+        else:
+            data, content_type = rng.choice(pool.items)
+            changes[field_name] = client.attach(data, content_type)  # offline or not
+    return changes
 
 
 def run_once(
@@ -107,15 +155,18 @@ def run_once(
     ddb: Any,
     table: str,
     away_s: float = 0,
+    attach_rate: float = ATTACH_RATE,
 ) -> Run:
     """One seeded run against running servers (device i talks to server i mod n);
     raises Divergence with the seed on failure. With `away_s`, the fleet pauses
     that long twice (a third and two thirds in), past the servers' retention: every
-    device's token, offline edits and all, is then older than it."""
+    device's token, offline edits and all, is then older than it. `attach_rate`:
+    the share of edits that also set a photo or file (0: none)."""
     rng = random.Random(seed)
     tenant = f"conv-{seed}-{int(time.time() * 1000) % 10**9}"
     token = make_local_token(SECRET, "checker", [tenant], 3600)
     run = Run(seed, devices, ops)
+    pool = BlobPool.for_seed(seed, attach_rate)
     with tempfile.TemporaryDirectory() as tmp:
         fleet = []
         for i in range(devices):
@@ -130,23 +181,31 @@ def run_once(
                 run.events.append(Event(step, -1, f"everyone away {away_s} s"))
                 time.sleep(away_s)
             device = rng.choice(fleet)
-            _act(run, step, rng, device, tenant)
+            _act(run, step, rng, device, tenant, pool)
         _settle(run, fleet, tenant)
         _check(run, fleet, urls[0], token, tenant, ddb, table)
+        _check_blobs(run, fleet, pool, _server_state(ddb, table, tenant), Path(tmp))
         for device in fleet:
             assert device.client is not None
             device.client.close()
     return run
 
 
-def _act(run: Run, step: int, rng: random.Random, device: Device, tenant: str) -> None:
+def _act(
+    run: Run,
+    step: int,
+    rng: random.Random,
+    device: Device,
+    tenant: str,
+    pool: BlobPool,
+) -> None:
     client = device.client
     assert client is not None
     action = rng.choice(ACTIONS)
     run.stats[action] += 1
     try:
         if action == "edit":
-            _edit(run, step, rng, device, client)
+            _edit(run, step, rng, device, client, pool)
         elif action in ("sync", "push", "pull"):
             report = client.sync() if action == "sync" else SyncReport()
             if action == "push":
@@ -171,12 +230,19 @@ def _act(run: Run, step: int, rng: random.Random, device: Device, tenant: str) -
         device.open(tenant)
 
 
-def _edit(run: Run, step: int, rng: random.Random, device: Device, client: SyncClient) -> None:
+def _edit(
+    run: Run,
+    step: int,
+    rng: random.Random,
+    device: Device,
+    client: SyncClient,
+    pool: BlobPool,
+) -> None:
     visible = client.items()
     roll = rng.random()
     if not visible or roll < 0.3:
         type_name = rng.choice(["Person", "Reminder"])
-        entity_id = client.create(type_name, _random_changes(rng, type_name))
+        entity_id = client.create(type_name, _random_changes(rng, type_name, client, pool))
         run.events.append(Event(step, device.index, "create", entity_id, type_name))
         return
     entity_id = rng.choice(sorted(visible))
@@ -184,7 +250,7 @@ def _edit(run: Run, step: int, rng: random.Random, device: Device, client: SyncC
         client.delete(entity_id)
         run.events.append(Event(step, device.index, "delete", entity_id))
         return
-    changes = _random_changes(rng, visible[entity_id]["__typename"])
+    changes = _random_changes(rng, visible[entity_id]["__typename"], client, pool)
     client.update(entity_id, changes)
     run.events.append(Event(step, device.index, "update", entity_id, str(changes)))
 
@@ -215,13 +281,55 @@ def _server_state(ddb: Any, table: str, tenant: str) -> dict[str, dict[str, Any]
         if "del" in item:
             state[common["id"]] = {"__typename": "DeletedItem", **common, "type": item_type.code}
             continue
-        fields = {k: next(iter(v.values())) for k, v in item.get("f", {}).get("M", {}).items()}
+        fields = {k: _plain(v) for k, v in item.get("f", {}).get("M", {}).items()}
         state[common["id"]] = {
             "__typename": item_type.name,
             **common,
             **{name: fields.get(name) for name in item_type.field_names},
         }
     return state
+
+
+def _plain(value: dict[str, Any]) -> Any:
+    """A stored attribute as the API returns it: a map (an attachment's reference)
+    as a dict with its size a number, anything else as its one value."""
+    if "M" in value:
+        return {
+            k: int(v["N"]) if "N" in v else next(iter(v.values())) for k, v in value["M"].items()
+        }
+    return next(iter(value.values()))
+
+
+def _check_blobs(
+    run: Run,
+    fleet: list[Device],
+    pool: BlobPool,
+    server: dict[str, dict[str, Any]],
+    tmp: Path,
+) -> None:
+    """Every blob a live entity references downloads with its bytes on every device,
+    and on a new one (which holds none of them)."""
+    by_sha = {hashlib.sha256(data).hexdigest(): data for data, _ in pool.items}
+    referenced = {
+        value["sha256"]
+        for item in server.values()
+        for value in item.values()
+        if isinstance(value, dict) and "sha256" in value
+    }
+    first = fleet[0].client
+    assert first is not None
+    fresh = SyncClient(tmp / "fresh.sqlite3", first.tenant_id, first.transport)
+    clients = [d.client for d in fleet if d.client is not None] + [fresh]
+    try:
+        for sha in sorted(referenced):
+            for index, client in enumerate(clients):
+                if client.open(sha) != by_sha.get(sha):
+                    raise Divergence(
+                        f"seed {run.seed}: device {index} opened other bytes for blob {sha}"
+                    )
+    finally:
+        fresh.close()
+    run.stats["blobs referenced"] = len(referenced)
 
 
 def _check(
@@ -365,11 +473,16 @@ def contextlib_engine(settings: Settings | None) -> Iterator[Settings]:
     if settings is not None:
         yield settings
         return
-    with LocalEngine(free_port(), None) as engine:
+    with LocalEngine(free_port(), None) as engine, LocalS3(free_port()) as blobs:
         local = dataclasses.replace(
-            Settings.from_env({}), dynamodb_endpoint=engine.endpoint, table_name="converge"
+            Settings.from_env({}),
+            dynamodb_endpoint=engine.endpoint,
+            table_name="converge",
+            s3_endpoint=blobs.endpoint,
+            blob_bucket="converge-blobs",
         )
         local.apply_local_credentials()
+        ensure_bucket(local.s3_client(), local.blob_bucket, local.aws_region)
         yield local
 
 
@@ -391,6 +504,12 @@ def main(argv: list[str] | None = None) -> int:
         "applying a write, and answers TransactionInProgressException (STORE_FAULTS)",
     )
     parser.add_argument("--servers", type=int, default=None, help="default 1, 2 with --torn")
+    parser.add_argument(
+        "--attach-rate",
+        type=float,
+        default=ATTACH_RATE,
+        help=f"share of edits that also set a photo or file (default {ATTACH_RATE}; 0: none)",
+    )
     parser.add_argument(
         "--retention",
         type=int,
@@ -414,7 +533,9 @@ def main(argv: list[str] | None = None) -> int:
             started = time.perf_counter()
             try:
                 away = 0 if args.retention is None else args.retention + 1
-                run = run_once(seed, args.devices, args.ops, urls, ddb, table, away)
+                run = run_once(
+                    seed, args.devices, args.ops, urls, ddb, table, away, args.attach_rate
+                )
             except Divergence as exc:
                 failures += 1
                 print(f"DIVERGED {exc}", flush=True)

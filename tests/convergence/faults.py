@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from sync_client.transport import Transport, TransportError
+from sync_client.transport import BlobTransport, Transport, TransportError
 
 
 class DeviceCrash(Exception):
@@ -47,6 +47,47 @@ class FaultyTransport:
                 self.counts["lost_response"] += 1
                 raise TransportError("response lost after the server applied the request")
         return body
+
+
+class FaultyBlobs:
+    """Wraps the device's real blob transport (presigned PUTs and GETs to S3): offline
+    with its GraphQL transport, and loses uploads before they leave or their answer
+    after S3 stored them."""
+
+    def __init__(self, inner: BlobTransport, device: FaultyTransport) -> None:
+        self.inner = inner
+        self.device = device
+
+    def put(self, url: str, data: bytes, headers: dict[str, str]) -> None:
+        self._before("put")
+        self.inner.put(url, data, headers)
+        self._after("put")
+
+    def get(self, url: str) -> bytes:
+        self._before("get")
+        data = self.inner.get(url)
+        self._after("get")
+        return data
+
+    def _count(self, key: str) -> None:
+        self.device.counts[key] = self.device.counts.get(key, 0) + 1
+
+    def _roll(self, rate: str) -> bool:
+        device = self.device
+        return device.enabled and device.rng.random() < device.rates.get(rate, 0)
+
+    def _before(self, verb: str) -> None:
+        if not self.device.online:
+            raise TransportError("offline")
+        self._count(f"blob {verb}")
+        if self._roll("lost_request"):
+            self._count(f"blob {verb} lost")
+            raise TransportError("connection reset before the request arrived")
+
+    def _after(self, verb: str) -> None:
+        if self._roll("lost_response"):
+            self._count(f"blob {verb} answer lost")
+            raise TransportError("response lost after S3 answered")
 
 
 def _codes(body: dict[str, Any]) -> list[str]:

@@ -1,7 +1,9 @@
-"""The reference sync client: local edits, push through `pushChanges`, pull through `changes`."""
+"""The reference sync client: local edits, push through `pushChanges`, pull through
+`changes`; attachments kept locally, uploaded before the push that references them."""
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -10,18 +12,23 @@ from typing import Any
 
 from ulid import ULID
 
-from api.domain.attachments import REFERENCE_KEYS
+from api.domain.attachments import MAX_BLOB_BYTES, REFERENCE_KEYS, allowed_content_type
 from api.domain.catalog import ITEM_TYPES
 from api.domain.item_types import FieldKind
 from sync_client.local_store import LocalStore, ServerVersion
 from sync_client.outbox import Entry, Verb, squash
 from sync_client.rebase import rebase
-from sync_client.transport import Transport, TransportError
+from sync_client.transport import BlobTransport, HttpBlobTransport, Transport, TransportError
 
 PUSH_BATCH = 100
 PULL_LIMIT = 100
 _COMMON = "__typename id changeToken createdAt updatedAt"
 _FIELDS = {t.name: t.field_names for t in ITEM_TYPES}
+_ATTACHMENT_FIELDS = {
+    t.name: tuple(f.name for f in t.fields if f.kind is FieldKind.ATTACHMENT) for t in ITEM_TYPES
+}
+# Uploaded bytes no queued edit references are kept as a cache of at most this much.
+BLOB_CACHE_BYTES = 64 * 1024 * 1024
 # An attachment field is synced as its reference: no download link (it would expire
 # in the local store, and a push sends the reference back as it is).
 _REFERENCE = f"{{ {' '.join(REFERENCE_KEYS)} }}"
@@ -47,6 +54,15 @@ PULL = (
     " changes(tenantID: $t, since: $since, cursor: $cursor, limit: $limit) {"
     f" items {{ {_SELECTION} }} cursor changeToken }} }}"
 )
+REQUEST_UPLOAD = (
+    "mutation Upload($t: ID!, $sha: String!, $size: Int!, $type: String!) {"
+    " requestUpload(tenantID: $t, sha256: $sha, size: $size, contentType: $type) {"
+    " alreadyPresent upload { url method headers { name value } } } }"
+)
+ATTACHMENT = (
+    "query Attachment($t: ID!, $sha: String!) {"
+    " attachment(tenantID: $t, sha256: $sha) { sha256 size contentType url } }"
+)
 
 
 class SyncFailed(Exception):
@@ -55,6 +71,10 @@ class SyncFailed(Exception):
     def __init__(self, errors: list[dict[str, Any]]) -> None:
         super().__init__(errors[0].get("message", "sync failed"))
         self.errors = errors
+
+
+class CorruptBlob(Exception):
+    """Downloaded bytes that do not hash to the reference's sha256: refused, not kept."""
 
 
 @dataclass
@@ -66,6 +86,9 @@ class SyncReport:
     pages: int = 0
     resyncs: int = 0  # RESYNC_REQUIRED answered by a full download
     tenant_deleted: bool = False  # TENANT_DELETED: the local copy was dropped
+    uploaded: int = 0  # blobs PUT to the blob store
+    already_present: int = 0  # blobs requestUpload said the server already held
+    reuploads: int = 0  # entries answered ATTACHMENT_MISSING, uploaded again and resent
 
 
 @dataclass(frozen=True)
@@ -88,12 +111,21 @@ class SyncClient:
         *,
         deletion_wins: bool = True,
         on_push_result: Callable[[PushOutcome], None] | None = None,
+        blobs: BlobTransport | None = None,
+        blob_cache_bytes: int = BLOB_CACHE_BYTES,
     ) -> None:
         self.tenant_id = tenant_id
         self.transport = transport
+        self.blobs = blobs or HttpBlobTransport()
         self.store = LocalStore(path)
         self.deletion_wins = deletion_wins
         self.on_push_result = on_push_result
+        self.blob_cache_bytes = blob_cache_bytes
+        # ATTACHMENT_MISSING, per outbox entry, since the last sync() began: entries
+        # uploaded again for a retry, and entries that failed that retry (held back,
+        # with everything behind them, until the next sync).
+        self._missing_retried: set[int] = set()
+        self._missing_held: set[int] = set()
 
     def close(self) -> None:
         self.store.close()
@@ -165,11 +197,49 @@ class SyncClient:
                 )
             )
 
+    # --- attachments (work offline) ---------------------------------------------
+
+    def attach(self, data: bytes, content_type: str) -> dict[str, Any]:
+        """Keep `data` in the local store; the reference to set in a field (`photo`,
+        `file`). Nothing is sent now: a push uploads it before the first queued edit
+        that references it."""
+        if not allowed_content_type(content_type):
+            raise ValueError(f"content type {content_type!r} is not accepted (contract 3.10)")
+        if not 1 <= len(data) <= MAX_BLOB_BYTES:
+            raise ValueError(f"an attachment is 1 to {MAX_BLOB_BYTES} bytes")
+        sha256 = hashlib.sha256(data).hexdigest()
+        with self.store.transaction():
+            self.store.keep_blob(sha256, content_type, data, uploaded=False)
+        return {"sha256": sha256, "size": len(data), "contentType": content_type}
+
+    def open(self, sha256: str) -> bytes:
+        """The bytes of a blob: the local copy, else downloaded (a fresh link from
+        `attachment`), checked against the sha256 and kept. CorruptBlob when what came
+        is not those bytes; SyncFailed (NOT_FOUND, FORBIDDEN, ...) or TransportError
+        when the download is not possible now."""
+        held = self.store.blob(sha256)
+        if held is not None:
+            with self.store.transaction():
+                self.store.touch_blob(sha256)
+            return held.data
+        body = self.transport.execute(ATTACHMENT, {"t": self.tenant_id, "sha": sha256})
+        if body.get("errors"):
+            raise SyncFailed(body["errors"])
+        answer = body["data"]["attachment"]
+        data = self.blobs.get(answer["url"])
+        if hashlib.sha256(data).hexdigest() != sha256:
+            raise CorruptBlob(f"the bytes downloaded for {sha256} do not hash to it")
+        with self.store.transaction():
+            self.store.keep_blob(sha256, answer["contentType"], data, uploaded=True)
+        return data
+
     # --- sync --------------------------------------------------------------------
 
     def sync(self) -> SyncReport:
         """Push the outbox (until it is empty or blocked), then pull to the end."""
         report = SyncReport()
+        self._missing_retried.clear()
+        self._missing_held.clear()
         for _ in range(10):  # rebased conflicts are pushed again at once
             if not self.push(report):
                 break
@@ -180,13 +250,20 @@ class SyncClient:
                 if not self.push(report):
                     break
             self.pull(report)
+        self._trim_blobs()
         return report
 
     def push(self, report: SyncReport | None = None) -> bool:
-        """Push one batch; False when there was nothing to push."""
+        """Upload the blobs its entries reference, then push one batch; False when
+        there was nothing to push (or what is next waits for the next sync)."""
         report = report or SyncReport()
         batch = self._next_batch()
+        # Blobs first: an entry goes only once every blob it references is uploaded.
+        # A failed upload holds that entry and everything behind it, as a failed push.
+        batch, failure = self._upload_for(batch, report)
         if not batch:
+            if failure is not None:
+                raise failure
             return False
         variables = {
             "input": {"tenantID": self.tenant_id, "mutations": [self._mutation(e) for e in batch]}
@@ -204,7 +281,61 @@ class SyncClient:
                         entry, result["status"], result["replayed"], result["item"], result["error"]
                     )
                 )
+        if failure is not None:
+            raise failure
         return True
+
+    def _upload_for(
+        self, batch: list[Entry], report: SyncReport
+    ) -> tuple[list[Entry], Exception | None]:
+        """Upload the blobs the batch references, in order; the entries that can go,
+        and the failure that stopped the others (None: all can go)."""
+        for index, entry in enumerate(batch):
+            if entry.seq in self._missing_held:
+                return batch[:index], None
+            try:
+                for ref in self._references(entry):
+                    self._upload(ref, report)
+            except (TransportError, SyncFailed) as exc:
+                return batch[:index], exc
+        return batch, None
+
+    def _references(self, entry: Entry) -> list[dict[str, Any]]:
+        fields = _ATTACHMENT_FIELDS.get(entry.type_name, ())
+        return [entry.changes[f] for f in fields if isinstance(entry.changes.get(f), dict)]
+
+    def _upload(self, ref: dict[str, Any], report: SyncReport) -> None:
+        """Make sure the server holds a referenced blob this device has the bytes of."""
+        held = self.store.blob(ref["sha256"])
+        if held is None or len(held.data) != ref["size"]:
+            return  # not ours: synced from the server, which checks it holds it
+        if held.uploaded and held.content_type == ref["contentType"]:
+            return
+        variables = {
+            "t": self.tenant_id,
+            "sha": ref["sha256"],
+            "size": ref["size"],
+            "type": ref["contentType"],
+        }
+        body = self.transport.execute(REQUEST_UPLOAD, variables)
+        if body.get("errors"):
+            raise SyncFailed(body["errors"])
+        answer = body["data"]["requestUpload"]
+        if answer["alreadyPresent"]:
+            report.already_present += 1
+        else:
+            put = answer["upload"]
+            headers = {h["name"]: h["value"] for h in put["headers"]}
+            self.blobs.put(put["url"], held.data, headers)
+            report.uploaded += 1
+        with self.store.transaction():
+            self.store.mark_uploaded(ref["sha256"], ref["contentType"])
+
+    def _trim_blobs(self) -> None:
+        """Uploaded bytes no queued edit references stay as a cache, bounded."""
+        with self.store.transaction():
+            keep = {r["sha256"] for e in self.store.entries() for r in self._references(e)}
+            self.store.trim_blobs(keep, self.blob_cache_bytes)
 
     def pull(self, report: SyncReport | None = None) -> None:
         """Pull every change since the persisted token, page by page; when the server
@@ -327,8 +458,28 @@ class SyncClient:
             return
         if error and error["code"] == "UNAVAILABLE":
             return  # retry later, unchanged
+        if error and error["code"] == "ATTACHMENT_MISSING" and self._missing(entry, report):
+            return  # kept: uploaded again and resent with the same clientMutationID
         report.rejected.append({"entry": entry, "error": error})
         self.store.remove(entry.seq)
+
+    def _missing(self, entry: Entry, report: SyncReport) -> bool:
+        """The server does not hold a blob the entry references (it lost it, or it was
+        uploaded again as another type): not a stored outcome, so the same mutation
+        may go again. With the bytes here, upload them again and resend, once per
+        sync; a second refusal holds the entry until the next sync. Without them the
+        entry cannot be repaired: False, it is rejected."""
+        refs = self._references(entry)
+        if not refs or any(self.store.blob(r["sha256"]) is None for r in refs):
+            return False
+        for ref in refs:
+            self.store.mark_uploaded(ref["sha256"], ref["contentType"], uploaded=False)
+        if entry.seq in self._missing_retried:
+            self._missing_held.add(entry.seq)
+        else:
+            self._missing_retried.add(entry.seq)
+            report.reuploads += 1
+        return True
 
     def _rebase(self, entry: Entry, current: ServerVersion) -> None:
         """Turn a conflicting entry into one based on the server's current version."""
@@ -376,4 +527,4 @@ def _version(item: dict[str, Any]) -> ServerVersion:
     return ServerVersion(item["id"], item["__typename"], item["changeToken"], False, _set(fields))
 
 
-__all__ = ["PushOutcome", "SyncClient", "SyncFailed", "SyncReport", "TransportError"]
+__all__ = ["CorruptBlob", "PushOutcome", "SyncClient", "SyncFailed", "SyncReport", "TransportError"]

@@ -1,4 +1,5 @@
-"""The device's SQLite file: server versions, the outbox, and the sync position.
+"""The device's SQLite file: server versions, the outbox, the sync position, and the
+bytes of attachments (attached here and not uploaded yet, or kept as a cache).
 
 Everything the client knows lives here, so a client rebuilt from the file after
 a crash carries on where the last committed transaction left it.
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -28,7 +30,22 @@ CREATE TABLE IF NOT EXISTS outbox (
 );
 CREATE INDEX IF NOT EXISTS outbox_by_id ON outbox (id, seq);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
+CREATE TABLE IF NOT EXISTS blobs (
+    sha256 TEXT PRIMARY KEY, content_type TEXT NOT NULL, data BLOB NOT NULL,
+    uploaded INTEGER NOT NULL, used REAL NOT NULL
+);
 """
+
+
+@dataclass(frozen=True)
+class LocalBlob:
+    """Bytes this device holds. `uploaded`: the server was last known to hold them as
+    `content_type` (uploaded from here, answered alreadyPresent, or downloaded)."""
+
+    sha256: str
+    content_type: str
+    data: bytes
+    uploaded: bool
 
 
 @dataclass(frozen=True)
@@ -129,8 +146,54 @@ class LocalStore:
 
     def clear(self) -> None:
         """Forget the tenant: server versions, outbox and position (it was deleted)."""
-        for table in ("base", "outbox", "meta"):
+        for table in ("base", "outbox", "meta", "blobs"):
             self._db.execute(f"DELETE FROM {table}")  # noqa: S608 (fixed table names)
+
+    # --- attachment bytes ---------------------------------------------------
+
+    def blob(self, sha256: str) -> LocalBlob | None:
+        row = self._db.execute(
+            "SELECT sha256, content_type, data, uploaded FROM blobs WHERE sha256 = ?", (sha256,)
+        ).fetchone()
+        return None if row is None else LocalBlob(row[0], row[1], bytes(row[2]), bool(row[3]))
+
+    def keep_blob(self, sha256: str, content_type: str, data: bytes, uploaded: bool) -> None:
+        """Hold these bytes (already held: only marked as used now, and as uploaded
+        when `uploaded`)."""
+        self._db.execute(
+            "INSERT INTO blobs (sha256, content_type, data, uploaded, used) "
+            "VALUES (?, ?, ?, ?, ?) ON CONFLICT (sha256) DO UPDATE SET used = excluded.used, "
+            "content_type = CASE WHEN excluded.uploaded THEN excluded.content_type "
+            "ELSE blobs.content_type END, "
+            "uploaded = MAX(blobs.uploaded, excluded.uploaded)",
+            (sha256, content_type, data, int(uploaded), time.time()),
+        )
+
+    def touch_blob(self, sha256: str) -> None:
+        self._db.execute("UPDATE blobs SET used = ? WHERE sha256 = ?", (time.time(), sha256))
+
+    def mark_uploaded(self, sha256: str, content_type: str, uploaded: bool = True) -> None:
+        self._db.execute(
+            "UPDATE blobs SET content_type = ?, uploaded = ? WHERE sha256 = ?",
+            (content_type, int(uploaded), sha256),
+        )
+
+    def trim_blobs(self, keep: set[str], budget_bytes: int) -> int:
+        """Drop uploaded blobs not in `keep`, least recently used first, until the
+        uploaded ones not in `keep` weigh at most `budget_bytes`; how many went.
+        Bytes not uploaded yet are never dropped."""
+        rows = self._db.execute(
+            "SELECT sha256, length(data) FROM blobs WHERE uploaded = 1 ORDER BY used DESC"
+        ).fetchall()
+        total, dropped = 0, 0
+        for sha256, size in rows:
+            if sha256 in keep:
+                continue
+            total += size
+            if total > budget_bytes:
+                self._db.execute("DELETE FROM blobs WHERE sha256 = ?", (sha256,))
+                dropped += 1
+        return dropped
 
     # --- sync position -----------------------------------------------------
 
