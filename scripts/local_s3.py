@@ -52,9 +52,40 @@ class LocalS3(EngineProcess):
         return [(m[1].decode(), m[2].decode(), int(m[3])) for m in _REQUEST.finditer(text)]
 
 
+# As serverless.yml's bucket: versioned (the sweep of unreferenced blobs marks a blob
+# with a new version and deletes that version, docs/attachments.md), earlier
+# versions expire a day after they are replaced, and a delete marker left alone
+# goes. (moto 5.2.5 stores these rules but never applies them: nothing expires.)
+LIFECYCLE_RULES = [
+    {
+        "ID": "expire-replaced-versions",
+        "Status": "Enabled",
+        "Filter": {"Prefix": "tenants/"},
+        "NoncurrentVersionExpiration": {"NoncurrentDays": 1},
+        "Expiration": {"ExpiredObjectDeleteMarker": True},
+    },
+    {
+        "ID": "abort-incomplete-multipart-uploads",
+        "Status": "Enabled",
+        "Filter": {"Prefix": ""},
+        "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": 1},
+    },
+]
+
+
 def ensure_bucket(client: Any, bucket: str, region: str) -> bool:
-    """Create the bucket unless it exists; True when it was created. On AWS the bucket
-    is serverless.yml's (encrypted, public access blocked, lifecycle rules)."""
+    """Create the bucket unless it exists, versioned and with serverless.yml's
+    lifecycle rules; True when it was created. On AWS the bucket is serverless.yml's
+    (encrypted, public access blocked)."""
+    created = _create(client, bucket, region)
+    client.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
+    client.put_bucket_lifecycle_configuration(
+        Bucket=bucket, LifecycleConfiguration={"Rules": LIFECYCLE_RULES}
+    )
+    return created
+
+
+def _create(client: Any, bucket: str, region: str) -> bool:
     try:
         client.head_bucket(Bucket=bucket)
         return False
