@@ -35,7 +35,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from api.domain.attachments import ListedBlob
-from api.domain.errors import TenantDeleted
+from api.domain.errors import SyncError, TenantDeleted
 from api.domain.identifiers import check_identifier
 from api.domain.records import Record
 
@@ -176,7 +176,13 @@ class BlobSweep:
                 for tenant in tenants:
                     while time.monotonic() - started < budget_s:
                         calls += 1
-                        if self.sweep(tenant).done:
+                        try:
+                            if self.sweep(tenant).done:
+                                break
+                        except SyncError:
+                            # S3 or DynamoDB failing for this tenant: it stays due (its
+                            # lease lapses after HOLD_S), the round goes on with others.
+                            logger.exception("blob sweep of tenant %s failed", tenant)
                             break
                     if time.monotonic() - started >= budget_s:
                         return calls
