@@ -197,12 +197,15 @@ class S3Blobs:
 
     def mark(self, tenant_id: str, sha256: str, older_than: datetime, since: int) -> str | None:
         """Copy the blob onto itself with MARK_METADATA (a new version): the version id
-        of the marked copy; None when there is nothing to mark (gone, marked already,
-        or written since `older_than`: a re-upload is not marked)."""
+        of the marked copy. Marked already (by a call that died before it recorded
+        the mark): that version's id. None when there is nothing to mark (gone, or
+        written since `older_than`: a re-upload is not marked)."""
         key = blob_key(tenant_id, sha256)
         head = self._head(key)
-        if head is None or MARK_METADATA in head.get("Metadata", {}):
+        if head is None:
             return None
+        if MARK_METADATA in head.get("Metadata", {}):
+            return _version(head)
         if head["LastModified"] >= older_than:
             return None
         return self._copy(key, head, {MARK_METADATA: str(since)})
@@ -212,7 +215,7 @@ class S3Blobs:
         one (a newer version is a re-upload: unmarked already); whether it copied."""
         key = blob_key(tenant_id, sha256)
         head = self._head(key)
-        if head is None or head.get("VersionId") != version_id:
+        if head is None or _version(head) != version_id:
             return False
         return self._copy(key, head, {}) is not None
 
@@ -258,7 +261,7 @@ class S3Blobs:
         kwargs: dict[str, Any] = {
             "Bucket": self._bucket,
             "Key": key,
-            "CopySource": {"Bucket": self._bucket, "Key": key, "VersionId": head["VersionId"]},
+            "CopySource": {"Bucket": self._bucket, "Key": key, "VersionId": _version(head)},
             "MetadataDirective": "REPLACE",
             "Metadata": metadata,
             "ContentType": head.get("ContentType", "application/octet-stream"),
@@ -278,7 +281,7 @@ class S3Blobs:
         # The copied version is no longer needed (the copy has its bytes), and must
         # never become current again: the delete of a marked version would bring it
         # back. (The lifecycle would expire it a day later.)
-        self._delete([{"Key": key, "VersionId": head["VersionId"]}])
+        self._delete([{"Key": key, "VersionId": _version(head)}])
         return str(answer["VersionId"])
 
     def reachable(self) -> bool:
@@ -289,6 +292,12 @@ class S3Blobs:
         except Exception:
             return False
         return True
+
+
+def _version(head: dict[str, Any]) -> str:
+    """The version id a HeadObject read; "null" is S3's id of an object written
+    before the bucket was versioned (a stage deployed before the sweep)."""
+    return str(head.get("VersionId") or "null")
 
 
 def _in(seconds: int) -> datetime:

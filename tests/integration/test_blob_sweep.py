@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -206,6 +207,25 @@ def test_a_re_upload_after_the_mark_survives_the_delete_of_the_marked_version(
         .read()
     )
     assert body == data
+
+
+def test_a_mark_made_by_a_call_that_died_before_recording_it_is_adopted(
+    gql: GraphQLClient,
+    tenant: str,
+    settings: Settings,
+    s3blobs: S3Blobs,
+    sweep: BlobSweep,
+    clock: Clock,
+) -> None:
+    ref = upload(gql, tenant, os.urandom(900))
+    far = datetime.fromtimestamp(clock.at, tz=UTC)
+    version = s3blobs.mark(tenant, ref["sha256"], older_than=far, since=0)  # not recorded
+    assert version is not None and not _held(s3blobs, tenant, ref)
+    assert _pass(sweep, tenant).marked == 1  # its version, as it stands
+    assert [v["VersionId"] for v in _versions(settings, tenant)] == [version]
+    clock.at += MARK_S + 1
+    assert _pass(sweep, tenant).deleted == 1
+    assert _versions(settings, tenant) == []
 
 
 def test_deleting_the_tenant_leaves_no_version_or_delete_marker(
