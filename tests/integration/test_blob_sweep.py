@@ -311,3 +311,19 @@ def test_the_scheduled_sweep_finds_tenants_with_blobs_in_the_registry(
     clock.at += MARK_S + 2
     sweep.sweep_due(budget_s=60)
     assert s3blobs.stat(tenant, ref["sha256"]) is None
+
+
+def test_the_scheduled_lambda_handler_runs_a_round(
+    gql: GraphQLClient, tenant: str, settings: Settings, s3blobs: S3Blobs
+) -> None:
+    """api/sweep_handler.handler as the hourly schedule invokes it, configured from the
+    environment like the deployed function: a young blob is listed, not marked."""
+    from types import SimpleNamespace
+
+    from api import sweep_handler
+
+    ref = upload(gql, tenant, os.urandom(600))
+    context = SimpleNamespace(get_remaining_time_in_millis=lambda: 90_000)
+    assert sweep_handler.handler({}, context)["calls"] >= 1
+    assert _held(s3blobs, tenant, ref)
+    assert BlobUsageTable().room(tenant) == QUOTA - 600  # as reserved, and as counted
