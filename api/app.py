@@ -56,6 +56,7 @@ from api.ordering import wall_clock_ms
 from api.service import SyncService
 from api.settings import Settings
 from api.storage import models
+from api.storage.blob_usage import BlobUsageTable
 from api.storage.blobs import S3Blobs
 from api.storage.exports import ExportTable
 from api.storage.store import DynamoStore
@@ -382,6 +383,8 @@ def create_app(settings: Settings | None = None, sockets: bool = True) -> Starle
         on_deleting=None if realtime is None else realtime.close_tenant,
         exports=ExportTable(),
         blobs=blobs,
+        quota=BlobUsageTable(),
+        quota_bytes=settings.blob_quota_bytes,
     )
     view = _GraphQL(settings, service, realtime)
 

@@ -93,6 +93,9 @@ class Settings:
     blob_cors_origins: tuple[str, ...] = ("*",)
     s3_endpoint: str | None = None
     s3_local_port: int = 8002
+    # What one tenant's blobs may take (requestUpload reserves against it; the sweep
+    # recounts it): 1 GiB.
+    blob_quota_bytes: int = 1024**3
     # AWS: the API Gateway Management API of the WebSocket API (set by serverless.yml).
     websocket_management_url: str | None = None
 
@@ -151,6 +154,7 @@ class Settings:
             ),
             s3_endpoint=env.get("S3_ENDPOINT") or None,
             s3_local_port=int(env.get("S3_LOCAL_PORT", cls.s3_local_port)),
+            blob_quota_bytes=int(env.get("BLOB_QUOTA_BYTES", cls.blob_quota_bytes)),
             retention_seconds=int(env.get("RETENTION_SECONDS", cls.retention_seconds)),
             history=_flag(env.get("HISTORY"), default=cls.history),
         )

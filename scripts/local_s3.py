@@ -101,6 +101,27 @@ class LocalS3(EngineProcess):
         return [(m[1].decode(), m[2].decode(), int(m[3])) for m in _REQUEST.finditer(text)]
 
 
+# As serverless.yml's bucket: versioned (the sweep of unreferenced blobs marks a blob
+# with a new version and deletes that version, docs/attachments.md), earlier
+# versions expire a day after they are replaced, and a delete marker left alone
+# goes. (moto 5.2.5 stores these rules but never applies them: nothing expires.)
+LIFECYCLE_RULES = [
+    {
+        "ID": "expire-replaced-versions",
+        "Status": "Enabled",
+        "Filter": {"Prefix": "tenants/"},
+        "NoncurrentVersionExpiration": {"NoncurrentDays": 1},
+        "Expiration": {"ExpiredObjectDeleteMarker": True},
+    },
+    {
+        "ID": "abort-incomplete-multipart-uploads",
+        "Status": "Enabled",
+        "Filter": {"Prefix": ""},
+        "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": 1},
+    },
+]
+
+
 def _keep_whole_entries(recording: Path) -> int:
     """Cut the recording after its last whole entry; how many it holds. An engine killed
     while it wrote leaves a partial last line, on which moto's replay would fail. Each
@@ -128,11 +149,25 @@ def _keep_whole_entries(recording: Path) -> int:
 def ensure_bucket(
     client: Any, bucket: str, region: str, cors_origins: Sequence[str] = Settings.blob_cors_origins
 ) -> bool:
-    """Create the bucket unless it exists, and give it the CORS rule of serverless.yml's
-    bucket for `cors_origins` (none: no CORS) unless it has it; True when the bucket was
-    created. On AWS the bucket is serverless.yml's (encrypted, public access blocked,
-    lifecycle rules, CORS)."""
+    """Create the bucket unless it exists, versioned, with serverless.yml's lifecycle
+    rules, and with the CORS rule of serverless.yml's bucket for `cors_origins` (none:
+    no CORS); True when the bucket was created. Each is set only when it differs: a
+    recorded engine (scripts/serve) would record the same PUTs at every start. On AWS
+    the bucket is serverless.yml's (encrypted, public access blocked)."""
     created = _create_bucket(client, bucket, region)
+    versioning = client.get_bucket_versioning(Bucket=bucket)
+    if versioning.get("Status") != "Enabled":
+        client.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
+    try:
+        lifecycle = client.get_bucket_lifecycle_configuration(Bucket=bucket)["Rules"]
+    except ClientError as exc:
+        if exc.response["Error"]["Code"] != "NoSuchLifecycleConfiguration":
+            raise
+        lifecycle = []
+    if lifecycle != LIFECYCLE_RULES:
+        client.put_bucket_lifecycle_configuration(
+            Bucket=bucket, LifecycleConfiguration={"Rules": LIFECYCLE_RULES}
+        )
     wanted = cors_configuration(cors_origins)["CORSRules"] if cors_origins else []
     try:
         rules = client.get_bucket_cors(Bucket=bucket)["CORSRules"]

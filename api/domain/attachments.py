@@ -64,6 +64,16 @@ class StoredBlob:
 
 
 @dataclass(frozen=True)
+class ListedBlob:
+    """A blob as a listing of the bucket shows it: its key's sha256, its size, and when
+    its current version was written (S3's LastModified)."""
+
+    sha256: str
+    size: int
+    last_modified: datetime
+
+
+@dataclass(frozen=True)
 class PresignedUpload:
     """A PUT of the blob's bytes to `url` with exactly these headers, until `expires_at`."""
 

@@ -7,6 +7,7 @@
      +-- NotFound                   NOT_FOUND
      +-- InvalidCursor              INVALID_CURSOR
      +-- AttachmentMissing          ATTACHMENT_MISSING
+     +-- QuotaExceeded              QUOTA_EXCEEDED
      +-- InternalError              INTERNAL_SERVER_ERROR (one push entry that failed)
      +-- Unavailable                UNAVAILABLE (retryable)
      +-- CurrentVersionError        (carries the server's current version)
@@ -58,6 +59,13 @@ class AttachmentMissing(SyncError):
     content type (contract 3.10): upload it, then send the write again."""
 
     code = "ATTACHMENT_MISSING"
+
+
+class QuotaExceeded(SyncError):
+    """requestUpload of a blob the tenant's quota has no room left for (contract 3.10):
+    nothing is presigned; room comes back when the sweep removes unreferenced blobs."""
+
+    code = "QUOTA_EXCEEDED"
 
 
 class TenantDeleted(SyncError):

@@ -448,7 +448,8 @@ Mutation = _root(
             resolver=request_upload,
             description="Writers: upload a blob (at most 10 MiB) addressed by the SHA-256 "
             "of its bytes. `alreadyPresent` when the tenant holds it; else one presigned PUT, "
-            "valid 15 minutes, that refuses other bytes, sizes or types.",
+            "valid 15 minutes, that refuses other bytes, sizes or types. QUOTA_EXCEEDED when "
+            "the tenant's blobs have no room for `size` more bytes.",
             **authenticated(),
         ),
         "pushChanges": strawberry.mutation(

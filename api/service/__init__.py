@@ -13,7 +13,7 @@ from collections.abc import Callable
 from api.domain.cursor import CursorCodec
 from api.domain.retention import Retention
 from api.ordering import wall_clock_ms
-from api.service.attachments import Attachments, BlobStore
+from api.service.attachments import DEFAULT_QUOTA_BYTES, Attachments, BlobStore, Quota
 from api.service.exports import ExportJobs, TenantExport
 from api.service.history import History
 from api.service.ports import Page, PushResult, PushStatus, Store, Written
@@ -38,11 +38,14 @@ class SyncService:
         on_deleting: Callable[[str], None] | None = None,
         exports: ExportJobs | None = None,
         blobs: BlobStore | None = None,
+        quota: Quota | None = None,
+        quota_bytes: int = DEFAULT_QUOTA_BYTES,
     ) -> None:
         retention = retention or Retention()
         # Attachments need a blob store (S3): a service built without one has none.
         self.blobs = blobs
-        self.attachments = None if blobs is None else Attachments(blobs)
+        # quota: the tenants' room for blobs (requestUpload); None keeps none.
+        self.attachments = None if blobs is None else Attachments(blobs, quota, quota_bytes)
         self.reading = Reading(store, cursors, clock_ms, retention)
         # on_commit is called with (tenant, token) after each committed transaction.
         self.writing = Writing(store, clock_ms, on_commit, retention, history, self.attachments)

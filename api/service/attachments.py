@@ -3,9 +3,12 @@
 
 `request_upload` answers "already present" when the tenant's bucket prefix holds
 the declared bytes (one HeadObject: deduplicated, nothing to upload), else a
-presigned PUT that the blob store verifies (size, content type, SHA-256).
+presigned PUT that the blob store verifies (size, content type, SHA-256), once
+the declared size is taken from the tenant's quota (`Quota`: one conditional
+UpdateItem; QUOTA_EXCEEDED when the room is smaller, nothing presigned). The
+sweep (`api.service.blob_sweep`) recounts the room from what the bucket holds.
 `attachment` answers a short-lived download link for a blob that is present with
-the SHA-256 its key names, else NOT_FOUND. Neither writes to DynamoDB.
+the SHA-256 its key names, else NOT_FOUND, with no DynamoDB read or write.
 
 Entities reference blobs (`Person.photo`): `references` says which blobs a write
 sets, and `missing` which of them the store does not hold, asked by writing
@@ -34,7 +37,14 @@ from api.domain.attachments import (
     declared_blob,
     referenced_blob,
 )
-from api.domain.errors import AttachmentMissing, InternalError, NotFound, SyncError, Unavailable
+from api.domain.errors import (
+    AttachmentMissing,
+    InternalError,
+    NotFound,
+    QuotaExceeded,
+    SyncError,
+    Unavailable,
+)
 from api.domain.identifiers import check_identifier
 from api.domain.mutations import Mutation
 
@@ -100,6 +110,20 @@ class BlobStore(Protocol):
         ...
 
 
+class Quota(Protocol):
+    """The tenants' room for blobs (`api.storage.blob_usage.BlobUsageTable`)."""
+
+    def reserve(self, tenant_id: str, size: int, quota: int) -> bool:
+        """Take `size` bytes of the tenant's room (`quota` before its first); False
+        when the room is smaller (nothing taken)."""
+        ...
+
+
+# A tenant's blobs may take this much (BLOB_QUOTA_BYTES): 1 GiB, some 300 photos of
+# 3 MB, $0.023 a month on S3 Standard.
+DEFAULT_QUOTA_BYTES = 1024**3
+
+
 @dataclass(frozen=True)
 class UploadAnswer:
     already_present: bool
@@ -116,8 +140,12 @@ class Attachment:
 
 
 class Attachments:
-    def __init__(self, blobs: BlobStore) -> None:
+    def __init__(
+        self, blobs: BlobStore, quota: Quota | None = None, quota_bytes: int = DEFAULT_QUOTA_BYTES
+    ) -> None:
         self._blobs = blobs
+        self._quota = quota  # None: no quota kept (tests of the blob store alone)
+        self._quota_bytes = quota_bytes
         # (tenant, sha256) -> a download link and until when, newest used last.
         self._links: OrderedDict[tuple[str, str], tuple[str, datetime]] = OrderedDict()
         self._links_lock = threading.Lock()
@@ -129,7 +157,16 @@ class Attachments:
         stored = self._blobs.stat(tenant_id, sha256)
         if stored is not None and stored.holds(blob):
             return UploadAnswer(already_present=True)
-        # Absent, or bytes that are not the declared ones: this upload replaces them.
+        # Absent, or bytes that are not the declared ones: this upload replaces them,
+        # and counts against the quota until the sweep recounts what the bucket holds.
+        if self._quota is not None and (
+            size > self._quota_bytes or not self._quota.reserve(tenant_id, size, self._quota_bytes)
+        ):
+            raise QuotaExceeded(
+                f"the tenant's blobs would exceed its quota of {self._quota_bytes} bytes: "
+                "remove attachments no entity needs; blobs no entity references are "
+                "removed by the daily sweep after 7 days"
+            )
         return UploadAnswer(False, self._blobs.presign_upload(blob, UPLOAD_LINK_S))
 
     def download_link(self, tenant_id: str, sha256: str) -> tuple[str, datetime]:

@@ -10,6 +10,11 @@ The local engine (moto 5.2.5) checks none of this (docs/attachments.md): with
 `hashes_bytes`, `stat` also reads the object and hashes it, and reports its SHA-256
 only when it equals the stored checksum, so a blob is held locally exactly when
 AWS would hold it. Botocore errors become domain errors here (`api.storage.errors`).
+
+The bucket is versioned (serverless.yml, `scripts.local_s3.ensure_bucket`) for the
+sweep of unreferenced blobs (`api.service.blob_sweep`, docs/attachments.md): it
+marks a blob by copying it onto itself with MARK_METADATA (a new version), and
+later deletes exactly that version; `stat` answers a marked blob as not held.
 """
 
 from __future__ import annotations
@@ -26,15 +31,16 @@ from botocore.exceptions import ClientError, FlexibleChecksumError
 from api.domain.attachments import (
     MAX_BLOB_BYTES,
     Blob,
+    ListedBlob,
     PresignedUpload,
     StoredBlob,
     sha256_of_checksum,
 )
 from api.domain.errors import Unavailable
 from api.storage.errors import error_code, translated
-from api.storage.keys import blob_key
+from api.storage.keys import blob_key, blob_prefix, tenant_blobs_prefix
 
-_MISSING = frozenset({"404", "NoSuchKey", "NotFound"})
+_MISSING = frozenset({"404", "NoSuchKey", "NotFound", "NoSuchVersion"})
 _CHUNK = 1024 * 1024
 # The bucket's CORS rule but its origins, in CloudFormation's names (serverless.yml
 # reads it, as it reads table.json): browsers PUT with the presigned upload's headers
@@ -60,6 +66,13 @@ def cors_configuration(origins: Sequence[str]) -> dict[str, Any]:
     }
 
 
+# User metadata of a marked blob (S3 sends it as x-amz-meta-unreferenced-since): the
+# sweep found no entity referencing it, at this time (epoch seconds).
+MARK_METADATA = "unreferenced-since"
+# ListObjectsV2, ListObjectVersions and DeleteObjects take at most 1,000 keys a call.
+_PAGE = 1000
+
+
 class S3Blobs:
     def __init__(self, client: Any, bucket: str, hashes_bytes: bool = False) -> None:
         self._client = client
@@ -78,6 +91,11 @@ class S3Blobs:
             if error_code(exc) in _MISSING:
                 return None
             raise
+        if MARK_METADATA in head.get("Metadata", {}):
+            # Marked by the sweep: about to be deleted unless referenced again. A write
+            # setting it is ATTACHMENT_MISSING and requestUpload answers an upload,
+            # whose PUT makes a new, unmarked version that the deletion leaves alone.
+            return None
         size = int(head["ContentLength"])
         checked = sha256_of_checksum(head.get("ChecksumSHA256"))
         if head.get("ContentEncoding") or head.get("ContentDisposition"):
@@ -156,26 +174,142 @@ class S3Blobs:
         return url, expires_at
 
     def remove_all(self, tenant_id: str, limit: int) -> int:
-        """Delete up to `limit` of the tenant's objects, 1,000 a call (ListObjectsV2,
-        then DeleteObjects); how many went."""
+        """Delete up to `limit` of the tenant's object versions and delete markers (the
+        bucket is versioned: a plain delete would only hide a blob), 1,000 a call
+        (ListObjectVersions, then DeleteObjects by VersionId); how many went."""
         removed = 0
-        prefix = blob_key(tenant_id, "").removesuffix("blobs/")
+        prefix = tenant_blobs_prefix(tenant_id)
         while removed < limit:
             with translated():
-                page = self._client.list_objects_v2(
-                    Bucket=self._bucket, Prefix=prefix, MaxKeys=min(1000, limit - removed)
+                page = self._client.list_object_versions(
+                    Bucket=self._bucket, Prefix=prefix, MaxKeys=min(_PAGE, limit - removed)
                 )
-            doomed = [{"Key": o["Key"]} for o in page.get("Contents", [])]
+            doomed = [
+                {"Key": v["Key"], "VersionId": v["VersionId"]}
+                for v in page.get("Versions", []) + page.get("DeleteMarkers", [])
+            ][: limit - removed]
             if not doomed:
                 break
-            with translated():
-                answer = self._client.delete_objects(
-                    Bucket=self._bucket, Delete={"Objects": doomed, "Quiet": True}
-                )
-            if answer.get("Errors"):
-                raise Unavailable("some blobs could not be deleted; call again")
+            self._delete(doomed)
             removed += len(doomed)
         return removed
+
+    def _delete(self, doomed: list[dict[str, str]]) -> None:
+        with translated():
+            answer = self._client.delete_objects(
+                Bucket=self._bucket, Delete={"Objects": doomed, "Quiet": True}
+            )
+        if answer.get("Errors"):
+            raise Unavailable("some blobs could not be deleted; call again")
+
+    # The sweep's side (`api.service.blob_sweep.SweptBlobs`).
+
+    def list_blobs(
+        self, tenant_id: str, after: str | None, limit: int = _PAGE
+    ) -> tuple[list[ListedBlob], str | None]:
+        """One ListObjectsV2 page of the tenant's blobs (their current versions) in key
+        order after the sha256 `after`; and the sha256 to go on from (None: the end)."""
+        prefix = blob_prefix(tenant_id)
+        kwargs: dict[str, Any] = {"Bucket": self._bucket, "Prefix": prefix, "MaxKeys": limit}
+        if after is not None:
+            kwargs["StartAfter"] = prefix + after
+        with translated():
+            page = self._client.list_objects_v2(**kwargs)
+        listed = [
+            ListedBlob(o["Key"][len(prefix) :], int(o["Size"]), o["LastModified"])
+            for o in page.get("Contents", [])
+        ]
+        more = bool(page.get("IsTruncated")) and listed
+        return listed, listed[-1].sha256 if more else None
+
+    def mark(self, tenant_id: str, sha256: str, older_than: datetime, since: int) -> str | None:
+        """Copy the blob onto itself with MARK_METADATA (a new version): the version id
+        of the marked copy. Marked already (by a call that died before it recorded
+        the mark): that version's id. None when there is nothing to mark (gone, or
+        written since `older_than`: a re-upload is not marked)."""
+        key = blob_key(tenant_id, sha256)
+        head = self._head(key)
+        if head is None:
+            return None
+        if MARK_METADATA in head.get("Metadata", {}):
+            return _version(head)
+        if head["LastModified"] >= older_than:
+            return None
+        return self._copy(key, head, {MARK_METADATA: str(since)})
+
+    def unmark(self, tenant_id: str, sha256: str, version_id: str) -> bool:
+        """Copy the marked version back without the mark, only while it is the current
+        one (a newer version is a re-upload: unmarked already); whether it copied."""
+        key = blob_key(tenant_id, sha256)
+        head = self._head(key)
+        if head is None or _version(head) != version_id:
+            return False
+        return self._copy(key, head, {}) is not None
+
+    def delete_marked(self, tenant_id: str, sha256: str, version_id: str) -> None:
+        """Delete this version of the blob and every version and delete marker written
+        before it (so that no earlier version becomes the current one again: S3 makes
+        the newest remaining version current); a version written after it (a
+        re-upload) stays, and is the blob. One ListObjectVersions of the key (a
+        sha256 key is the prefix of no other), one DeleteObjects."""
+        key = blob_key(tenant_id, sha256)
+        with translated():
+            page = self._client.list_object_versions(Bucket=self._bucket, Prefix=key, MaxKeys=_PAGE)
+        versions = [
+            v for v in page.get("Versions", []) + page.get("DeleteMarkers", []) if v["Key"] == key
+        ]
+        marked = next((v for v in versions if v["VersionId"] == version_id), None)
+        if marked is None:
+            return  # deleted already (a call that died after its DeleteObjects)
+        # LastModified has whole seconds: a version of the mark's second is kept, as
+        # if newer. Not the listing's order, which S3's reference does not promise.
+        doomed = [
+            {"Key": key, "VersionId": v["VersionId"]}
+            for v in versions
+            if v is marked or v["LastModified"] < marked["LastModified"]
+        ]
+        self._delete(doomed)
+
+    def _head(self, key: str) -> dict[str, Any] | None:
+        try:
+            with translated():
+                head: dict[str, Any] = self._client.head_object(Bucket=self._bucket, Key=key)
+        except ClientError as exc:
+            if error_code(exc) in _MISSING:
+                return None
+            raise
+        return head
+
+    def _copy(self, key: str, head: dict[str, Any], metadata: dict[str, str]) -> str | None:
+        """CopyObject of the version `head` read onto the key, with `metadata` instead
+        of its own (a new version, the current one unless a PUT comes after); the same
+        type and headers, and S3 computes a SHA-256 checksum of the copy (what `stat`
+        reads back); then that version is deleted. None when it was gone meanwhile."""
+        kwargs: dict[str, Any] = {
+            "Bucket": self._bucket,
+            "Key": key,
+            "CopySource": {"Bucket": self._bucket, "Key": key, "VersionId": _version(head)},
+            "MetadataDirective": "REPLACE",
+            "Metadata": metadata,
+            "ContentType": head.get("ContentType", "application/octet-stream"),
+            "ChecksumAlgorithm": "SHA256",
+        }
+        # Kept as they were: `stat` refuses a blob that carries them.
+        for header in ("ContentEncoding", "ContentDisposition"):
+            if head.get(header):
+                kwargs[header] = head[header]
+        try:
+            with translated():
+                answer = self._client.copy_object(**kwargs)
+        except ClientError as exc:
+            if error_code(exc) in _MISSING:
+                return None
+            raise
+        # The copied version is no longer needed (the copy has its bytes), and must
+        # never become current again: the delete of a marked version would bring it
+        # back. (The lifecycle would expire it a day later.)
+        self._delete([{"Key": key, "VersionId": _version(head)}])
+        return str(answer["VersionId"])
 
     def reachable(self) -> bool:
         """One HeadBucket: whether the bucket answers (for /healthz)."""
@@ -185,6 +319,12 @@ class S3Blobs:
         except Exception:
             return False
         return True
+
+
+def _version(head: dict[str, Any]) -> str:
+    """The version id a HeadObject read; "null" is S3's id of an object written
+    before the bucket was versioned (a stage deployed before the sweep)."""
+    return str(head.get("VersionId") or "null")
 
 
 def _in(seconds: int) -> datetime:

@@ -40,6 +40,16 @@ Items (all in one table, `pk` hash key, `sk` range key, both strings):
                                                it declares, JSON), op (operationName),
                                                sub, until, last (the token last sent
                                                on it), exp (TTL)
+    usage     T#<tenant>#BLOB    USAGE         the tenant's blobs (api.storage.blob_usage): room
+                                               (bytes requestUpload may still reserve),
+                                               reg (listed in the registry)
+    sweep     T#<tenant>#BLOB    SWEEP         the sweep of its blobs: st (the pass, JSON:
+                                               phase, where it goes on, bytes listed,
+                                               candidates, marked sha256 -> version id
+                                               and when), lh, lu (the sweep holding it:
+                                               who, until when)
+    registry  BLOBS#<shard>      <tenant>      a tenant with blobs (shard: 0-15 by a hash
+                                               of its id); due: when its next sweep is
     lease     RT#STREAM          LEASE         the stream reader's lease: holder (server id),
                                                exp (when it lapses unless renewed; TTL)
     server    RT#STREAM          S#<server>    a server that takes pokes: url, exp (when it
@@ -82,11 +92,20 @@ Access patterns:
                            conditioned on np); download: GetItem job, Query parts
     delete a tenant        UpdateItem head (mark), then Query (keys only, consistent) each
                            of T#<tenant>, T#<tenant>#HIST, T#<tenant>#SUB, T#<tenant>#EXP,
-                           T#<tenant>#LOG
+                           T#<tenant>#BLOB, T#<tenant>#LOG
                            and BatchWriteItem deletes, 5,000 items a call; DeleteItem head
     replay a mutation      GetItem outcome (consistent)
-    attachments            none: blobs are S3 objects (`blob_key` below), one HeadObject
-                           per requestUpload or attachment
+    attachments            blobs are S3 objects (`blob_key` below), one HeadObject
+                           per requestUpload or attachment; requestUpload of an absent
+                           blob: UpdateItem usage (room -= size, conditioned room >= size);
+                           the tenant's first: PutItem registry, UpdateItem usage (reg)
+    sweep of blobs         per call: UpdateItem sweep (take it: lu lapsed), GetItem usage,
+                           ListObjectsV2
+                           pages; with candidates or marks, Query (consistent) pages of
+                           T#<tenant> (sk begins with I#) then T#<tenant>#HIST; UpdateItem
+                           sweep (st) per step, conditioned on lh; at a pass's end
+                           UpdateItem usage (room), PutItem registry (due). Scheduled:
+                           Query BLOBS#<shard>, filter due <= now
     AWS realtime           GetItem/PutItem/UpdateItem socket per WebSocket message;
                            TransactWriteItems per subscribe: the socket's map (update,
                            conditioned) and the subscription (put), both or neither;
@@ -113,6 +132,8 @@ the head.
 """
 
 from __future__ import annotations
+
+import hashlib
 
 # Above every change token (ULIDs use 0-9 and A-Z): the top of the log partition.
 HEAD_SK = "~HEAD"
@@ -205,6 +226,30 @@ def server_of(sk: str) -> str | None:
     return sk[len(_SERVER_PREFIX) :] if sk.startswith(_SERVER_PREFIX) else None
 
 
+_BLOBS_SUFFIX = "#BLOB"
+USAGE_SK = "USAGE"
+SWEEP_SK = "SWEEP"
+_REGISTRY_PREFIX = "BLOBS#"
+# Tenants with blobs are listed in this many partitions, so that the scheduled sweep
+# reads them without a Scan and no partition holds them all (docs/attachments.md).
+REGISTRY_SHARDS = 16
+
+
+def blobs_pk(tenant_id: str) -> str:
+    """The partition of the tenant's blob usage item (removed with the tenant)."""
+    return f"{_TENANT_PREFIX}{tenant_id}{_BLOBS_SUFFIX}"
+
+
+def registry_pk(shard: int) -> str:
+    return f"{_REGISTRY_PREFIX}{shard}"
+
+
+def registry_shard(tenant_id: str) -> int:
+    """The registry partition of a tenant: a stable hash of its id (not Python's
+    `hash`, which changes from process to process)."""
+    return int.from_bytes(hashlib.sha256(tenant_id.encode()).digest()[:4], "big") % REGISTRY_SHARDS
+
+
 # Blobs (attachments, contract 3.10) are S3 objects, not items: one per tenant and
 # content, `tenants/<tenant>/blobs/<sha256>`. A tenant id holds no '/' (1-64 of
 # [A-Za-z0-9_.:-], `api.domain.identifiers`) and a sha256 is 64 lowercase hex, so
@@ -214,3 +259,13 @@ BLOB_KEY_PREFIX = "tenants/"
 
 def blob_key(tenant_id: str, sha256: str) -> str:
     return f"{BLOB_KEY_PREFIX}{tenant_id}/blobs/{sha256}"
+
+
+def blob_prefix(tenant_id: str) -> str:
+    """The prefix of the tenant's blobs: a key under it is the prefix and a sha256."""
+    return blob_key(tenant_id, "")
+
+
+def tenant_blobs_prefix(tenant_id: str) -> str:
+    """Everything of the tenant in the bucket (what deleting the tenant removes)."""
+    return f"{BLOB_KEY_PREFIX}{tenant_id}/"

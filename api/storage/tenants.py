@@ -24,6 +24,7 @@ _PARTITIONS: tuple[Callable[[str], str], ...] = (
     keys.history_pk,
     keys.subscriptions_pk,
     keys.export_pk,
+    keys.blobs_pk,
     keys.log_pk,
 )
 # BatchWriteItem takes at most 25 requests per call.

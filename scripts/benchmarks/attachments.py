@@ -228,8 +228,11 @@ def _timings(
             call()
             ms[name].append(_since(started))
         # moto keeps objects in memory: 30 rounds of 5 MB twice would hold 300 MB.
-        s3.delete_object(Bucket=bucket, Key=raw_key)
-        s3.delete_object(Bucket=bucket, Key=blob_key(TENANT, sha))
+        # The bucket is versioned (the blob sweep): each version goes by its id.
+        for key in (raw_key, blob_key(TENANT, sha)):
+            listed = s3.list_object_versions(Bucket=bucket, Prefix=key)
+            for version in listed.get("Versions", []) + listed.get("DeleteMarkers", []):
+                s3.delete_object(Bucket=bucket, Key=key, VersionId=version["VersionId"])
     med = {name: statistics.median(values) for name, values in ms.items()}
     return {
         "upload_p50_ms": med["up"],

@@ -144,7 +144,7 @@ def _actions(statement: dict[str, Any]) -> set[str]:
 def test_each_function_may_do_only_what_its_code_does(packaged: dict[str, Any]) -> None:
     # No default role: Serverless would give it ManageConnections on every API.
     roles = _resources(packaged, "AWS::IAM::Role")
-    assert set(roles) == {"ApiRole", "RealtimeRole", "FanoutRole", "DrainRole"}
+    assert set(roles) == {"ApiRole", "RealtimeRole", "FanoutRole", "DrainRole", "SweepRole"}
     for function in _resources(packaged, "AWS::Lambda::Function").values():
         assert function["Properties"]["Role"]["Fn::GetAtt"][0] in roles
     table = [{"Fn::GetAtt": ["SyncTable", "Arn"]}]
@@ -153,6 +153,7 @@ def test_each_function_may_do_only_what_its_code_does(packaged: dict[str, Any]) 
     expected = {
         "ApiRole": {frozenset(TABLE_ACTIONS | {"dynamodb:BatchGetItem"}): table},
         "RealtimeRole": {frozenset(TABLE_ACTIONS - {"dynamodb:ConditionCheckItem"}): table},
+        "SweepRole": {frozenset(TABLE_ACTIONS - {"dynamodb:ConditionCheckItem"}): table},
         "FanoutRole": {
             frozenset({"dynamodb:Query", "dynamodb:UpdateItem", "dynamodb:DeleteItem"}): table,
             frozenset(STREAM_ACTIONS): stream,
@@ -175,7 +176,7 @@ def test_each_function_may_do_only_what_its_code_does(packaged: dict[str, Any]) 
         }
         assert data == grants, role
         manage = [s for s in statements if "execute-api:ManageConnections" in _actions(s)]
-        if role == "ApiRole":
+        if role in ("ApiRole", "SweepRole"):
             assert manage == []
         else:
             (statement,) = manage
@@ -202,8 +203,15 @@ def test_the_blob_bucket_is_private_encrypted_and_reached_only_under_tenants(
         "IgnorePublicAcls": True,
         "RestrictPublicBuckets": True,
     }
-    (rule,) = properties["LifecycleConfiguration"]["Rules"]
-    assert rule["Status"] == "Enabled"
+    rules = {r["Id"]: r for r in properties["LifecycleConfiguration"]["Rules"]}
+    assert all(r["Status"] == "Enabled" for r in rules.values())
+    abort = rules["abort-incomplete-multipart-uploads"]
+    assert abort["AbortIncompleteMultipartUpload"] == {"DaysAfterInitiation": 1}
+    # Versioned for the sweep (docs/attachments.md); replaced versions go after a day.
+    assert properties["VersioningConfiguration"] == {"Status": "Enabled"}
+    replaced = rules["expire-replaced-versions"]
+    assert replaced["NoncurrentVersionExpiration"] == {"NoncurrentDays": 1}
+    assert replaced["ExpiredObjectDeleteMarker"] is True
     # CORS: the local bucket's rule (blob_cors.json), for the param's origins; that its
     # headers are those a presigned upload lists is checked against the local engine
     # (tests/integration/test_local_s3.py).
@@ -216,31 +224,53 @@ def test_the_blob_bucket_is_private_encrypted_and_reached_only_under_tenants(
         "ExposedHeaders": local["ExposeHeaders"],
         "MaxAge": local["MaxAgeSeconds"],
     }
-    assert rule["AbortIncompleteMultipartUpload"] == {"DaysAfterInitiation": 1}
     (deny,) = packaged["Resources"]["BlobBucketPolicy"]["Properties"]["PolicyDocument"]["Statement"]
     assert deny["Effect"] == "Deny"
     assert deny["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
-    # The API's role: the objects under tenants/ (HeadObject, presigned PUT and GET),
-    # and ListBucket on the bucket (HeadBucket; 404 rather than 403 for a missing blob).
-    s3 = {
-        frozenset(_actions(s)): s["Resource"]
-        for s in _statements(packaged, "ApiRole")
-        if any(a.startswith("s3:") for a in _actions(s))
-    }
+    # The API's role: the objects under tenants/ (HeadObject, presigned PUT and GET,
+    # every version of a deleted tenant), and ListBucket on the bucket (HeadBucket;
+    # 404 rather than 403 for a missing blob) and its versions.
     arn = {"Fn::GetAtt": ["BlobBucket", "Arn"]}
-    assert s3 == {
-        frozenset({"s3:GetObject", "s3:PutObject", "s3:DeleteObject"}): [
-            {"Fn::Join": ["", [arn, "/tenants/*"]]}
-        ],
-        frozenset({"s3:ListBucket"}): [arn],
+    objects = [{"Fn::Join": ["", [arn, "/tenants/*"]]}]
+    listing = frozenset({"s3:ListBucket", "s3:ListBucketVersions"})
+    assert _s3(packaged, "ApiRole") == {
+        frozenset({"s3:GetObject", "s3:PutObject", "s3:DeleteObjectVersion"}): objects,
+        listing: [arn],
+    }
+    # The sweep's: also the version a mark copies.
+    assert _s3(packaged, "SweepRole") == {
+        frozenset(
+            {"s3:GetObject", "s3:GetObjectVersion", "s3:PutObject", "s3:DeleteObjectVersion"}
+        ): objects,
+        listing: [arn],
     }
     for role in ("RealtimeRole", "FanoutRole", "DrainRole"):
         assert not any(
             a.startswith("s3:") for s in _statements(packaged, role) for a in _actions(s)
         ), role
-    env = _function(packaged, "api/lambda_handler.handler")["Environment"]["Variables"]
-    assert env["BLOB_BUCKET"] == {"Ref": "BlobBucket"}
-    assert "S3_ENDPOINT" not in env  # AWS S3 itself
+    for handler in ("api/lambda_handler.handler", "api/sweep_handler.handler"):
+        env = _function(packaged, handler)["Environment"]["Variables"]
+        assert env["BLOB_BUCKET"] == {"Ref": "BlobBucket"}
+        assert "S3_ENDPOINT" not in env  # AWS S3 itself
+
+
+def _s3(packaged: dict[str, Any], role: str) -> dict[frozenset[str], Any]:
+    return {
+        frozenset(_actions(s)): s["Resource"]
+        for s in _statements(packaged, role)
+        if any(a.startswith("s3:") for a in _actions(s))
+    }
+
+
+def test_the_sweep_runs_hourly(packaged: dict[str, Any]) -> None:
+    function = _function(packaged, "api/sweep_handler.handler")
+    assert function["Timeout"] == 300
+    (rule,) = [
+        r["Properties"]
+        for r in _resources(packaged, "AWS::Events::Rule").values()
+        if r["Properties"]["ScheduleExpression"] == "rate(1 hour)"
+    ]
+    assert rule["State"] == "ENABLED"
 
 
 def _function(packaged: dict[str, Any], handler: str) -> dict[str, Any]:

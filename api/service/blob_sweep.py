@@ -1,0 +1,312 @@
+"""The sweep of unreferenced blobs (contract 3.10, docs/attachments.md): a blob no
+stored entity references (live, or an earlier version kept in its history) is
+removed after a grace period, and never one that an entity references.
+
+A pass over a tenant goes in three phases, each resumable, in bounded calls:
+
+1. LIST: its blobs (ListObjectsV2, 1,000 a page): their bytes are counted (the
+   quota's room, `api.service.attachments`), and those older than GRACE_S that are
+   not marked become candidates (at most MAX_PENDING with the marks).
+2. REFS: only when there are candidates or marks, the sha256 of every attachment
+   the tenant's entities, then their earlier versions, reference (consistent
+   Queries, READS_PER_CALL records a call), kept for those candidates and marks.
+3. ACT: a mark at least MARK_S old when REFS began and still unreferenced is
+   deleted by its version id; a referenced one is unmarked; an unreferenced
+   candidate is marked (copied onto itself with a mark: a new version, which
+   `stat` answers as not held). Then the room is reset to the quota minus the
+   bytes listed and not deleted, and the next pass is due.
+
+Why a mark, and why MARK_S: a write HEADs a blob and commits its reference a
+moment later. A blob found held was found before its mark (its HEAD then saw the
+unmarked version) or is a version written after the mark (a re-upload, which the
+delete by version id leaves). A write whose HEAD preceded the mark commits
+within the API's timeouts, seconds, far less than MARK_S: so before the REFS of
+the pass that may delete the mark begins, and that REFS finds its reference.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from api.domain.attachments import ListedBlob
+from api.domain.errors import SyncError, TenantDeleted
+from api.domain.identifiers import check_identifier
+from api.domain.records import Record
+
+logger = logging.getLogger(__name__)
+
+# A blob is swept only once its current version is this old: a device that uploaded
+# it and stayed offline longer before pushing the write that references it gets
+# ATTACHMENT_MISSING on that push, and uploads it again from its own copy.
+GRACE_S = 7 * 24 * 3600
+# A mark is deleted only by a pass whose reference reads began at least this long
+# after it. A write commits within seconds of its HeadObject (the API's Lambda
+# stops at 10 s, serverless.yml `timeout`; DynamoDB calls give up after 2 s to
+# connect and 5 s to read, twice, `api.storage.models`; S3's after 2 s and 3 s,
+# twice, `Settings.s3_client`): an hour is more than 300 times that.
+MARK_S = 3600
+# Between passes of a tenant: its unreferenced blobs go within GRACE_S + a day +
+# MARK_S of their upload, and its room is recounted daily.
+EVERY_S = 24 * 3600
+# Records read per call (pages of 1,000); 5,000 records of 1 KB are some 625 read
+# units at most, well under a second on DynamoDB.
+READS_PER_CALL = 5000
+_PAGE = 1000
+# Listing pages per call: 10,000 blobs.
+LIST_PAGES_PER_CALL = 10
+# Candidates and marks a pass holds at most (each some 130 bytes of the sweep's
+# item: far below DynamoDB's 400 KB); more wait for the next pass.
+MAX_PENDING = 1000
+# A call holds the tenant's sweep for this long: above the sweep function's
+# timeout (serverless.yml, 300 s), so a live call is never overtaken.
+HOLD_S = 600
+
+LIST, REFS, ACT = "list", "refs", "act"
+ENTITIES, HISTORY = "entities", "history"
+
+
+class SweptBlobs(Protocol):
+    """What the sweep needs of the blob store (`api.storage.blobs.S3Blobs`)."""
+
+    def list_blobs(
+        self, tenant_id: str, after: str | None
+    ) -> tuple[list[ListedBlob], str | None]: ...
+    def mark(self, tenant_id: str, sha256: str, older_than: datetime, since: int) -> str | None:
+        """The version id of the blob's marked current version (marked now, or
+        already); None when gone or written since `older_than`."""
+        ...
+
+    def unmark(self, tenant_id: str, sha256: str, version_id: str) -> bool: ...
+    def delete_marked(self, tenant_id: str, sha256: str, version_id: str) -> None:
+        """Delete the marked version and the blob's versions before it, never one after."""
+        ...
+
+
+class SweepTable(Protocol):
+    """What the sweep needs of the table (`api.storage.blob_usage.BlobUsageTable`)."""
+
+    def take(self, tenant_id: str, holder: str, now: int, until: int) -> dict[str, Any] | None: ...
+    def save(self, tenant_id: str, holder: str, state: dict[str, Any]) -> None: ...
+    def reset_room(self, tenant_id: str, room: int) -> None: ...
+    def release(self, tenant_id: str, holder: str, due: int) -> None: ...
+    def due(self, shard: int, now: int, after: str | None) -> tuple[list[str], str | None]: ...
+    def records_page(
+        self, tenant_id: str, partition: str, after: str | None, limit: int
+    ) -> tuple[list[Record], str | None]: ...
+
+
+@dataclass(frozen=True)
+class SweepCall:
+    """What one call did, and whether the pass is over (False: call again)."""
+
+    done: bool
+    busy: bool = False  # another sweep holds the tenant: nothing done
+    listed: int = 0
+    read: int = 0
+    marked: int = 0
+    unmarked: int = 0
+    deleted: int = 0
+
+
+def referenced(records: Iterable[Record]) -> set[str]:
+    """The sha256 of every attachment the records reference (fields of kind
+    ATTACHMENT, `ItemType.attachment_fields`), deleted entities' included."""
+    found: set[str] = set()
+    for record in records:
+        for name in record.item_type.attachment_fields:
+            value = record.fields.get(name)
+            if isinstance(value, dict) and isinstance(value.get("sha256"), str):
+                found.add(value["sha256"])
+    return found
+
+
+class BlobSweep:
+    def __init__(
+        self,
+        blobs: SweptBlobs,
+        table: SweepTable,
+        quota_bytes: int,
+        clock_s: Callable[[], float] = time.time,
+        shards: int = 16,
+    ) -> None:
+        self._blobs = blobs
+        self._table = table
+        self._quota = quota_bytes
+        self._clock = clock_s
+        self._shards = shards
+
+    def sweep(self, tenant_id: str, reads: int = READS_PER_CALL) -> SweepCall:
+        """One bounded call of the tenant's pass (a new pass when none is under way
+        and the last one ended). Call again while `done` is False."""
+        check_identifier(tenant_id, "tenantID")
+        holder = uuid.uuid4().hex
+        now = int(self._clock())
+        try:
+            state = self._table.take(tenant_id, holder, now, now + HOLD_S)
+        except TenantDeleted:
+            return SweepCall(done=True)
+        if state is None:
+            return SweepCall(done=True, busy=True)
+        if not state.get("ph"):
+            state = _new_pass(state)
+        try:
+            call = self._step(tenant_id, holder, state, reads)
+        except TenantDeleted:
+            return SweepCall(done=True)
+        due = now if not call.done else self._next_due(state)
+        self._table.release(tenant_id, holder, due)
+        return call
+
+    def sweep_due(self, budget_s: float, start_shard: int = 0) -> int:
+        """Sweep the tenants whose pass is due, shard by shard from `start_shard`,
+        until `budget_s` seconds have passed; how many calls it made."""
+        started = time.monotonic()
+        calls = 0
+        for i in range(self._shards):
+            shard = (start_shard + i) % self._shards
+            after: str | None = None
+            while True:
+                tenants, after = self._table.due(shard, int(self._clock()), after)
+                for tenant in tenants:
+                    while time.monotonic() - started < budget_s:
+                        calls += 1
+                        try:
+                            if self.sweep(tenant).done:
+                                break
+                        except SyncError:
+                            # S3 or DynamoDB failing for this tenant: it stays due (its
+                            # lease lapses after HOLD_S), the round goes on with others.
+                            logger.exception("blob sweep of tenant %s failed", tenant)
+                            break
+                    if time.monotonic() - started >= budget_s:
+                        return calls
+                if after is None:
+                    break
+        return calls
+
+    def _next_due(self, state: dict[str, Any]) -> int:
+        marks = state.get("marks", {})
+        if marks:  # decided once MARK_S has passed since the latest of them
+            return max(int(m[1]) for m in marks.values()) + MARK_S + 1
+        return int(state["ended"]) + EVERY_S
+
+    def _step(self, tenant: str, holder: str, state: dict[str, Any], reads: int) -> SweepCall:
+        if state["ph"] == LIST:
+            listed = self._list(tenant, state)
+            self._table.save(tenant, holder, state)
+            return SweepCall(done=False, listed=listed)
+        if state["ph"] == REFS:
+            read = self._refs(tenant, state, reads)
+            self._table.save(tenant, holder, state)
+            return SweepCall(done=False, read=read)
+        assert state["ph"] == ACT, state
+        return self._act(tenant, holder, state)
+
+    def _list(self, tenant: str, state: dict[str, Any]) -> int:
+        older_than = datetime.fromtimestamp(self._clock() - GRACE_S, tz=UTC)
+        marks, candidates = state["marks"], state["cand"]
+        listed = 0
+        for _ in range(LIST_PAGES_PER_CALL):
+            page, after = self._blobs.list_blobs(tenant, state.get("at"))
+            for blob in page:
+                state["bytes"] += blob.size
+                old = blob.sha256 not in marks and blob.last_modified < older_than
+                # Beyond MAX_PENDING, a candidate waits for a later pass.
+                if old and len(marks) + len(candidates) < MAX_PENDING:
+                    candidates[blob.sha256] = blob.size
+            listed += len(page)
+            state["at"] = after
+            if after is None:
+                break
+        if state["at"] is None:
+            state["ph"] = REFS
+            state["rs"] = int(self._clock())  # the reference reads begin
+            state["at"] = None
+            state["part"] = ENTITIES
+            if not marks and not candidates:
+                state["ph"] = ACT  # nothing to look up
+        return listed
+
+    def _refs(self, tenant: str, state: dict[str, Any], reads: int) -> int:
+        wanted = set(state["marks"]) | set(state["cand"])
+        hit = set(state["hit"])
+        read = 0
+        while read < reads:
+            records, after = self._table.records_page(
+                tenant, state["part"], state.get("at"), min(_PAGE, reads - read)
+            )
+            read += len(records)
+            hit |= referenced(records) & wanted
+            state["at"] = after
+            if after is None:
+                # Entities first, then earlier versions: a version replaced after
+                # its entity's page was read was in that page; one replaced
+                # before is in the history, which is read after.
+                if state["part"] == HISTORY:
+                    state["ph"] = ACT
+                    break
+                state["part"] = HISTORY
+        state["hit"] = sorted(hit)
+        return read
+
+    def _act(self, tenant: str, holder: str, state: dict[str, Any]) -> SweepCall:
+        hit = set(state["hit"])
+        marks: dict[str, list[Any]] = state["marks"]
+        deleted = unmarked = marked = 0
+        for sha256, (version, marked_at, size) in sorted(marks.items()):
+            if sha256 in hit:
+                # Referenced again: a write whose HeadObject came before the mark.
+                unmarked += self._blobs.unmark(tenant, sha256, version)
+                del marks[sha256]
+            elif marked_at + MARK_S <= state["rs"]:
+                self._blobs.delete_marked(tenant, sha256, version)
+                state["bytes"] -= size
+                deleted += 1
+                del marks[sha256]
+            # Else marked too recently for this pass's reads: the next pass decides.
+        older_than = datetime.fromtimestamp(self._clock() - GRACE_S, tz=UTC)
+        for sha256, size in sorted(state["cand"].items()):
+            if sha256 in hit:
+                continue
+            version = self._blobs.mark(tenant, sha256, older_than, int(self._clock()))
+            if version is not None:
+                # When the copy is done, not before: the time MARK_S counts from.
+                marks[sha256] = [version, int(self._clock()), size]
+                marked += 1
+        self._table.reset_room(tenant, self._quota - state["bytes"])
+        logger.info(
+            "blob sweep: tenant=%s listed_bytes=%d marked=%d unmarked=%d deleted=%d",
+            tenant,
+            state["bytes"],
+            marked,
+            unmarked,
+            deleted,
+        )
+        ended = _new_pass(state)
+        ended["ph"] = None  # idle until due
+        ended["ended"] = int(self._clock())
+        self._table.save(tenant, holder, ended)
+        state.clear()
+        state.update(ended)
+        return SweepCall(done=True, marked=marked, unmarked=unmarked, deleted=deleted)
+
+
+def _new_pass(state: dict[str, Any]) -> dict[str, Any]:
+    """A pass from its start, keeping the marks of the last one."""
+    return {
+        "ph": LIST,
+        "at": None,
+        "part": ENTITIES,
+        "bytes": 0,
+        "cand": {},
+        "hit": [],
+        "rs": None,
+        "marks": state.get("marks", {}),
+        "ended": state.get("ended"),
+    }

@@ -1,0 +1,279 @@
+"""A tenant's blob usage item and the registry of tenants with blobs, in the single
+table (`api.storage.keys`): the quota's room, and the state of the sweep of
+unreferenced blobs (`api.service.blob_sweep`), which holds the item by a lease
+while it works. Also the sweep's reads of the tenant's records (entities, then
+earlier versions), consistent, page by page."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from api.domain.errors import TenantDeleted
+from api.domain.records import Record
+from api.storage import codecs, keys
+from api.storage.errors import error_code, translated
+from api.storage.models import RecordItem
+from api.storage.reads import TOTAL_CAPACITY, connection
+
+_ROOM = "room"
+_REGISTERED = "reg"
+_STATE = "st"
+_HOLDER = "lh"
+_UNTIL = "lu"
+_DUE = "due"
+_ENTITIES, _HISTORY = "entities", "history"
+
+
+class BlobUsageTable:
+    """The `Quota` port (`api.service.attachments`) and the `SweepTable` port
+    (`api.service.blob_sweep`) on the single table."""
+
+    # The quota (requestUpload).
+
+    def reserve(self, tenant_id: str, size: int, quota: int) -> bool:
+        """Take `size` bytes of the tenant's room (a tenant without an item starts with
+        `quota`), in one conditional UpdateItem; False when the room is smaller."""
+        client = connection().client
+        try:
+            with translated():
+                answer = client.update_item(
+                    ReturnConsumedCapacity=TOTAL_CAPACITY,
+                    TableName=_table(),
+                    Key=_usage_key(tenant_id),
+                    UpdateExpression="SET #room = if_not_exists(#room, :quota) - :size",
+                    ConditionExpression="attribute_not_exists(#room) OR #room >= :size",
+                    ExpressionAttributeNames={"#room": _ROOM},
+                    ExpressionAttributeValues={
+                        ":quota": {"N": str(quota)},
+                        ":size": {"N": str(size)},
+                    },
+                    # The item is some 60 bytes (the sweep's state is an item of its
+                    # own): one write unit, and its old `reg` says if it is registered.
+                    ReturnValues="ALL_OLD",
+                )
+        except ClientError as exc:
+            if error_code(exc) == "ConditionalCheckFailedException":
+                return False
+            raise
+        if not answer.get("Attributes", {}).get(_REGISTERED, {}).get("BOOL", False):
+            self._register(tenant_id)
+        return True
+
+    def _register(self, tenant_id: str) -> None:
+        """List the tenant in the registry (due for a sweep now), then note on its item
+        that it is: a call that dies between the two registers it again next time."""
+        with translated():
+            connection().client.put_item(
+                ReturnConsumedCapacity=TOTAL_CAPACITY,
+                TableName=_table(),
+                Item={**_registry_key(tenant_id), _DUE: {"N": "0"}},
+            )
+            connection().client.update_item(
+                ReturnConsumedCapacity=TOTAL_CAPACITY,
+                TableName=_table(),
+                Key=_usage_key(tenant_id),
+                UpdateExpression="SET #reg = :yes",
+                ExpressionAttributeNames={"#reg": _REGISTERED},
+                ExpressionAttributeValues={":yes": {"BOOL": True}},
+            )
+
+    def room(self, tenant_id: str) -> int | None:
+        """The tenant's room (None: no item, so the whole quota)."""
+        with translated():
+            answer = connection().client.get_item(
+                ReturnConsumedCapacity=TOTAL_CAPACITY,
+                TableName=_table(),
+                Key=_usage_key(tenant_id),
+                ConsistentRead=True,
+            )
+        item = answer.get("Item", {})
+        return int(item[_ROOM]["N"]) if _ROOM in item else None
+
+    # The sweep.
+
+    def take(self, tenant_id: str, holder: str, now: int, until: int) -> dict[str, Any] | None:
+        """Hold the tenant's sweep item until `until` (epoch s) unless another sweep
+        holds it; the sweep's state as stored ({} before its first pass). None: held
+        by another sweep. TenantDeleted: the tenant has no usage item (it never
+        reserved, or was deleted): its sweep item goes, and it leaves the registry."""
+        try:
+            with translated():
+                answer = connection().client.update_item(
+                    ReturnConsumedCapacity=TOTAL_CAPACITY,
+                    TableName=_table(),
+                    Key=_sweep_key(tenant_id),
+                    UpdateExpression="SET #h = :me, #u = :until",
+                    ConditionExpression="attribute_not_exists(#u) OR #u < :now OR #h = :me",
+                    ExpressionAttributeNames={"#h": _HOLDER, "#u": _UNTIL},
+                    ExpressionAttributeValues={
+                        ":me": {"S": holder},
+                        ":until": {"N": str(until)},
+                        ":now": {"N": str(now)},
+                    },
+                    ReturnValues="ALL_NEW",
+                )
+        except ClientError as exc:
+            if error_code(exc) != "ConditionalCheckFailedException":
+                raise
+            return None
+        if self.room(tenant_id) is None:
+            with translated():
+                connection().client.delete_item(
+                    ReturnConsumedCapacity=TOTAL_CAPACITY,
+                    TableName=_table(),
+                    Key=_sweep_key(tenant_id),
+                )
+            self.forget(tenant_id)
+            raise TenantDeleted("the tenant has no blob usage item")
+        raw = answer["Attributes"].get(_STATE)
+        state: dict[str, Any] = {} if raw is None else json.loads(raw["S"])
+        return state
+
+    def save(self, tenant_id: str, holder: str, state: dict[str, Any]) -> None:
+        """Store the sweep's state, only while this sweep holds the item; TenantDeleted
+        when it does not (deleted meanwhile, or its lease lapsed and another sweep
+        took it: this one stops)."""
+        try:
+            with translated():
+                connection().client.update_item(
+                    ReturnConsumedCapacity=TOTAL_CAPACITY,
+                    TableName=_table(),
+                    Key=_sweep_key(tenant_id),
+                    UpdateExpression="SET #st = :st",
+                    ConditionExpression="#h = :me",
+                    ExpressionAttributeNames={"#st": _STATE, "#h": _HOLDER},
+                    ExpressionAttributeValues={
+                        ":st": {"S": json.dumps(state, separators=(",", ":"))},
+                        ":me": {"S": holder},
+                    },
+                )
+        except ClientError as exc:
+            if error_code(exc) == "ConditionalCheckFailedException":
+                raise TenantDeleted("the sweep no longer holds the tenant's sweep item") from None
+            raise
+
+    def reset_room(self, tenant_id: str, room: int) -> None:
+        """Set the tenant's room (what a pass of the sweep counted), unless the usage
+        item is gone (the tenant deleted meanwhile: nothing is written back)."""
+        client = connection().client
+        try:
+            with translated():
+                client.update_item(
+                    ReturnConsumedCapacity=TOTAL_CAPACITY,
+                    TableName=_table(),
+                    Key=_usage_key(tenant_id),
+                    UpdateExpression="SET #room = :room",
+                    ConditionExpression="attribute_exists(#room)",
+                    ExpressionAttributeNames={"#room": _ROOM},
+                    ExpressionAttributeValues={":room": {"N": str(room)}},
+                )
+        except ClientError as exc:
+            if error_code(exc) != "ConditionalCheckFailedException":
+                raise
+
+    def release(self, tenant_id: str, holder: str, due: int) -> None:
+        """Let go of the item and say when the tenant's next sweep is due."""
+        client = connection().client
+        try:
+            with translated():
+                client.update_item(
+                    ReturnConsumedCapacity=TOTAL_CAPACITY,
+                    TableName=_table(),
+                    Key=_sweep_key(tenant_id),
+                    UpdateExpression="REMOVE #h, #u",
+                    ConditionExpression="#h = :me",
+                    ExpressionAttributeNames={"#h": _HOLDER, "#u": _UNTIL},
+                    ExpressionAttributeValues={":me": {"S": holder}},
+                )
+        except ClientError as exc:
+            if error_code(exc) != "ConditionalCheckFailedException":
+                raise
+            return
+        with translated():
+            client.put_item(
+                ReturnConsumedCapacity=TOTAL_CAPACITY,
+                TableName=_table(),
+                Item={**_registry_key(tenant_id), _DUE: {"N": str(due)}},
+            )
+
+    def forget(self, tenant_id: str) -> None:
+        """Take a tenant without blob usage (deleted) off the registry."""
+        with translated():
+            connection().client.delete_item(
+                ReturnConsumedCapacity=TOTAL_CAPACITY,
+                TableName=_table(),
+                Key=_registry_key(tenant_id),
+            )
+
+    def due(self, shard: int, now: int, after: str | None) -> tuple[list[str], str | None]:
+        """One page of the tenants of a registry shard whose sweep is due; and the
+        tenant to go on after (None: the end). Registry items are some 50 bytes, so a
+        page of 1 MB holds about 20,000 of them for 128 read units."""
+        kwargs: dict[str, Any] = {
+            "TableName": _table(),
+            "KeyConditionExpression": "#pk = :pk",
+            "FilterExpression": "#due <= :now",
+            "ExpressionAttributeNames": {"#pk": codecs.PK, "#due": _DUE},
+            "ExpressionAttributeValues": {
+                ":pk": {"S": keys.registry_pk(shard)},
+                ":now": {"N": str(now)},
+            },
+        }
+        if after is not None:
+            kwargs["ExclusiveStartKey"] = codecs.raw_key(keys.registry_pk(shard), after)
+        with translated():
+            page = connection().client.query(**kwargs, ReturnConsumedCapacity=TOTAL_CAPACITY)
+        tenants = [str(item[codecs.SK]["S"]) for item in page.get("Items", [])]
+        last = page.get("LastEvaluatedKey")
+        return tenants, None if last is None else str(last[codecs.SK]["S"])
+
+    def records_page(
+        self, tenant_id: str, partition: str, after: str | None, limit: int
+    ) -> tuple[list[Record], str | None]:
+        """Up to `limit` records of the tenant's entities ("entities") or earlier
+        versions ("history"), in key order after the sort key `after`, read
+        consistently; and the sort key to go on from (None: the end)."""
+        if partition == _ENTITIES:
+            pk = keys.tenant_pk(tenant_id)
+            condition = "#pk = :pk AND begins_with(#sk, :entities)"
+            values = {":pk": {"S": pk}, ":entities": {"S": keys.entity_sk("")}}
+            names = {"#pk": codecs.PK, "#sk": codecs.SK}
+        else:
+            assert partition == _HISTORY, partition
+            pk = keys.history_pk(tenant_id)
+            condition, values = "#pk = :pk", {":pk": {"S": pk}}
+            names = {"#pk": codecs.PK}
+        kwargs: dict[str, Any] = {
+            "TableName": _table(),
+            "KeyConditionExpression": condition,
+            "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": values,
+            "ConsistentRead": True,
+            "Limit": limit,
+        }
+        if after is not None:
+            kwargs["ExclusiveStartKey"] = codecs.raw_key(pk, after)
+        with translated():
+            page = connection().client.query(**kwargs, ReturnConsumedCapacity=TOTAL_CAPACITY)
+        records = [codecs.record_from_raw(tenant_id, raw) for raw in page.get("Items", [])]
+        last = page.get("LastEvaluatedKey")
+        return records, None if last is None else str(last[codecs.SK]["S"])
+
+
+def _usage_key(tenant_id: str) -> dict[str, Any]:
+    return codecs.raw_key(keys.blobs_pk(tenant_id), keys.USAGE_SK)
+
+
+def _sweep_key(tenant_id: str) -> dict[str, Any]:
+    return codecs.raw_key(keys.blobs_pk(tenant_id), keys.SWEEP_SK)
+
+
+def _registry_key(tenant_id: str) -> dict[str, Any]:
+    return codecs.raw_key(keys.registry_pk(keys.registry_shard(tenant_id)), tenant_id)
+
+
+def _table() -> str:
+    return str(RecordItem.Meta.table_name)

@@ -1,0 +1,329 @@
+"""The sweep of unreferenced blobs and the quota (contract 3.10, docs/attachments.md),
+against DynamoDB Local and the local S3 engine (a versioned bucket). The sweep's
+clock is injected: S3's LastModified is real, so "now" is set GRACE_S ahead of it
+rather than waiting a week."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from api.domain.attachments import StoredBlob
+from api.domain.catalog import PERSON
+from api.domain.cursor import CursorCodec
+from api.service import SyncService
+from api.service.blob_sweep import GRACE_S, MARK_S, BlobSweep, SweepCall
+from api.settings import Settings
+from api.storage.blob_usage import BlobUsageTable
+from api.storage.blobs import S3Blobs
+from api.storage.keys import blob_key, tenant_blobs_prefix
+from api.storage.store import DynamoStore
+from tests.support.blobs import upload
+from tests.support.gql import GraphQLClient
+
+QUOTA = 1024**3
+
+
+class Clock:
+    def __init__(self, at: float) -> None:
+        self.at = at
+
+    def __call__(self) -> float:
+        return self.at
+
+
+@pytest.fixture
+def s3blobs(settings: Settings) -> S3Blobs:
+    return S3Blobs(settings.s3_client(), settings.blob_bucket, hashes_bytes=True)
+
+
+@pytest.fixture
+def clock() -> Clock:
+    # Every blob uploaded by the test is older than the grace period by this clock.
+    return Clock(time.time() + GRACE_S + 60)
+
+
+@pytest.fixture
+def sweep(s3blobs: S3Blobs, clock: Clock) -> BlobSweep:
+    return BlobSweep(s3blobs, BlobUsageTable(), QUOTA, clock_s=clock)
+
+
+def _pass(sweep: BlobSweep, tenant: str, reads: int = 5000) -> SweepCall:
+    """One whole pass of the tenant, call by call; the totals of its calls."""
+    total = SweepCall(done=False)
+    for _ in range(50):
+        call = sweep.sweep(tenant, reads)
+        total = SweepCall(
+            done=call.done,
+            listed=total.listed + call.listed,
+            read=total.read + call.read,
+            marked=total.marked + call.marked,
+            unmarked=total.unmarked + call.unmarked,
+            deleted=total.deleted + call.deleted,
+        )
+        if call.done:
+            assert not call.busy
+            return total
+    raise AssertionError("the pass never ended")
+
+
+def _versions(settings: Settings, tenant: str) -> list[dict[str, Any]]:
+    page = settings.s3_client().list_object_versions(
+        Bucket=settings.blob_bucket, Prefix=tenant_blobs_prefix(tenant)
+    )
+    return list(page.get("Versions", [])) + list(page.get("DeleteMarkers", []))
+
+
+def _held(s3blobs: S3Blobs, tenant: str, ref: dict[str, Any]) -> bool:
+    stored = s3blobs.stat(tenant, ref["sha256"])
+    return stored is not None and stored.sha256 == ref["sha256"]
+
+
+def _service(settings: Settings, blobs: Any) -> SyncService:
+    return SyncService(DynamoStore(), CursorCodec(settings.cursor_secret), blobs=blobs)
+
+
+def test_an_unreferenced_old_blob_is_marked_then_deleted_by_the_next_pass(
+    gql: GraphQLClient,
+    tenant: str,
+    settings: Settings,
+    s3blobs: S3Blobs,
+    sweep: BlobSweep,
+    clock: Clock,
+) -> None:
+    ref = upload(gql, tenant, os.urandom(2000))
+    first = _pass(sweep, tenant)
+    assert (first.listed, first.marked, first.deleted) == (1, 1, 0)
+    # Marked: still stored, but no longer held (a write setting it is ATTACHMENT_MISSING).
+    assert not _held(s3blobs, tenant, ref)
+    assert len(_versions(settings, tenant)) == 1
+
+    # A pass less than MARK_S after the mark decides nothing about it.
+    clock.at += MARK_S - 60
+    assert _pass(sweep, tenant).deleted == 0
+    clock.at += 120
+    second = _pass(sweep, tenant)
+    assert (second.deleted, second.marked) == (1, 0)
+    assert _versions(settings, tenant) == []
+
+
+def test_referenced_blobs_live_or_only_in_history_are_never_touched(
+    gql: GraphQLClient,
+    tenant: str,
+    settings: Settings,
+    s3blobs: S3Blobs,
+    sweep: BlobSweep,
+    clock: Clock,
+) -> None:
+    live, old = upload(gql, tenant, os.urandom(1000)), upload(gql, tenant, os.urandom(1100))
+    service = _service(settings, s3blobs)
+    service.create(PERSON, tenant, "p1", {"photo": live})
+    person = service.create(PERSON, tenant, "p2", {"photo": old})
+    # p2's photo is now only in its earlier version, in the history partition.
+    service.update(PERSON, tenant, "p2", person.change_token, {"photo": None})
+    before = _versions(settings, tenant)
+    for _ in range(3):
+        call = _pass(sweep, tenant, reads=1)  # one record a call: resumed across calls
+        assert (call.marked, call.deleted) == (0, 0)
+        clock.at += MARK_S + 1
+    assert _versions(settings, tenant) == before
+    assert _held(s3blobs, tenant, live) and _held(s3blobs, tenant, old)
+
+
+def test_a_blob_younger_than_the_grace_period_is_kept(
+    gql: GraphQLClient,
+    tenant: str,
+    settings: Settings,
+    s3blobs: S3Blobs,
+) -> None:
+    ref = upload(gql, tenant, os.urandom(500))
+    clock = Clock(time.time() + GRACE_S - 2 * MARK_S)
+    young = BlobSweep(s3blobs, BlobUsageTable(), QUOTA, clock_s=clock)
+    for _ in range(2):
+        assert _pass(young, tenant).marked == 0
+        clock.at += MARK_S - 60
+    assert _held(s3blobs, tenant, ref)
+
+
+def test_a_write_that_checked_the_blob_before_its_mark_leaves_it_unmarked_not_deleted(
+    gql: GraphQLClient,
+    tenant: str,
+    settings: Settings,
+    s3blobs: S3Blobs,
+    sweep: BlobSweep,
+    clock: Clock,
+) -> None:
+    """The race: a write HEADs the blob (held), the first pass reads references (none)
+    and marks it, then the write commits. The next pass finds the reference."""
+    ref = upload(gql, tenant, os.urandom(1500))
+    seen = s3blobs.stat(tenant, ref["sha256"])  # the write's HeadObject, before the mark
+
+    class CheckedBeforeTheMark(S3Blobs):
+        def stat(self, tenant_id: str, sha256: str) -> StoredBlob | None:
+            return seen
+
+    assert _pass(sweep, tenant).marked == 1
+    assert not _held(s3blobs, tenant, ref)
+    late = _service(settings, CheckedBeforeTheMark(settings.s3_client(), settings.blob_bucket))
+    late.create(PERSON, tenant, "p1", {"photo": ref})  # commits after the pass's reads
+
+    clock.at += MARK_S + 1
+    second = _pass(sweep, tenant)
+    assert (second.deleted, second.unmarked) == (0, 1)
+    assert _held(s3blobs, tenant, ref)
+    # And it stays: later passes see the reference.
+    clock.at += MARK_S + 1
+    assert _pass(sweep, tenant).marked == 0
+
+
+def test_a_re_upload_after_the_mark_survives_the_delete_of_the_marked_version(
+    gql: GraphQLClient,
+    tenant: str,
+    settings: Settings,
+    s3blobs: S3Blobs,
+    sweep: BlobSweep,
+    clock: Clock,
+) -> None:
+    data = os.urandom(1200)
+    ref = upload(gql, tenant, data)
+    assert _pass(sweep, tenant).marked == 1
+    # The device's requestUpload answers an upload (the marked blob is not held).
+    again = upload(gql, tenant, data)
+    assert _held(s3blobs, tenant, again)
+    service = _service(settings, s3blobs)
+    clock.at += MARK_S + 1
+    second = _pass(sweep, tenant)
+    assert second.deleted == 1  # the marked version, unreferenced
+    assert _held(s3blobs, tenant, ref)  # the re-upload is the blob now
+    service.create(PERSON, tenant, "p1", {"photo": ref})
+    body = (
+        settings.s3_client()
+        .get_object(Bucket=settings.blob_bucket, Key=blob_key(tenant, ref["sha256"]))["Body"]
+        .read()
+    )
+    assert body == data
+
+
+def test_a_mark_made_by_a_call_that_died_before_recording_it_is_adopted(
+    gql: GraphQLClient,
+    tenant: str,
+    settings: Settings,
+    s3blobs: S3Blobs,
+    sweep: BlobSweep,
+    clock: Clock,
+) -> None:
+    ref = upload(gql, tenant, os.urandom(900))
+    far = datetime.fromtimestamp(clock.at, tz=UTC)
+    version = s3blobs.mark(tenant, ref["sha256"], older_than=far, since=0)  # not recorded
+    assert version is not None and not _held(s3blobs, tenant, ref)
+    assert _pass(sweep, tenant).marked == 1  # its version, as it stands
+    assert [v["VersionId"] for v in _versions(settings, tenant)] == [version]
+    clock.at += MARK_S + 1
+    assert _pass(sweep, tenant).deleted == 1
+    assert _versions(settings, tenant) == []
+
+
+def test_deleting_the_tenant_leaves_no_version_or_delete_marker(
+    gql: GraphQLClient,
+    tenant: str,
+    settings: Settings,
+    sweep: BlobSweep,
+) -> None:
+    kept, doomed = upload(gql, tenant, os.urandom(300)), upload(gql, tenant, os.urandom(301))
+    assert _pass(sweep, tenant).marked == 2  # versions made by the marks
+    client = settings.s3_client()
+    client.delete_object(Bucket=settings.blob_bucket, Key=blob_key(tenant, doomed["sha256"]))
+    upload(gql, tenant, os.urandom(302))
+    assert len(_versions(settings, tenant)) == 4  # two marked, a delete marker, a blob
+    del kept
+    body = gql.execute(
+        """mutation($t: ID!) { deleteTenant(tenantID: $t, confirm: $t) { done } }""",
+        {"t": tenant},
+    )
+    assert body["data"]["deleteTenant"]["done"], body
+    assert _versions(settings, tenant) == []
+    assert _pass(sweep, tenant).listed == 0  # a deleted tenant: nothing to sweep
+
+
+REQUEST_UPLOAD = """
+mutation($t: ID!, $sha: String!, $size: Int!) {
+  requestUpload(tenantID: $t, sha256: $sha, size: $size, contentType: "image/jpeg") {
+    alreadyPresent upload { url }
+  }
+}"""
+
+
+def test_a_tenant_over_its_quota_is_refused_and_another_is_not(
+    settings: Settings, tenant: str
+) -> None:
+    from starlette.testclient import TestClient
+
+    from api.app import create_app
+
+    small = dataclasses.replace(settings, blob_quota_bytes=5000)
+    with TestClient(create_app(small, sockets=False)) as client:
+        gql = GraphQLClient(client)
+        first = upload(gql, tenant, os.urandom(3000))
+        # 3,000 of 5,000 taken: 2,001 more is refused, with nothing presigned.
+        body = gql.execute(REQUEST_UPLOAD, {"t": tenant, "sha": "ab" * 32, "size": 2001})
+        assert body["data"] is None
+        assert body["errors"][0]["extensions"]["code"] == "QUOTA_EXCEEDED"
+        other = f"{tenant}-b"
+        from tests.support.gql import bearer
+
+        body = gql.execute(
+            REQUEST_UPLOAD,
+            {"t": other, "sha": "ab" * 32, "size": 2001},
+            headers=bearer([other]),
+        )
+        assert body["data"]["requestUpload"]["upload"]["url"], body
+        # What the tenant holds already is no reservation.
+        body = gql.execute(REQUEST_UPLOAD, {"t": tenant, "sha": first["sha256"], "size": 3000})
+        assert body["data"]["requestUpload"]["alreadyPresent"] is True
+
+        # A sweep that removed the unreferenced blob gives the room back.
+        s3blobs = S3Blobs(settings.s3_client(), settings.blob_bucket, hashes_bytes=True)
+        clock = Clock(time.time() + GRACE_S + 60)
+        sweep = BlobSweep(s3blobs, BlobUsageTable(), small.blob_quota_bytes, clock_s=clock)
+        _pass(sweep, tenant)
+        # Counted from the bucket: the 2,001 reserved but never uploaded are back.
+        assert BlobUsageTable().room(tenant) == 2000
+        clock.at += MARK_S + 1
+        assert _pass(sweep, tenant).deleted == 1
+        assert BlobUsageTable().room(tenant) == 5000
+        body = gql.execute(REQUEST_UPLOAD, {"t": tenant, "sha": "ab" * 32, "size": 4000})
+        assert body["data"]["requestUpload"]["upload"]["url"], body
+
+
+def test_the_scheduled_sweep_finds_tenants_with_blobs_in_the_registry(
+    gql: GraphQLClient, tenant: str, s3blobs: S3Blobs, sweep: BlobSweep, clock: Clock
+) -> None:
+    ref = upload(gql, tenant, os.urandom(700))
+    # Due at once after its first upload; other tests' tenants are in the registry
+    # too, so the call runs until its budget covers them all.
+    sweep.sweep_due(budget_s=60)
+    assert not _held(s3blobs, tenant, ref)  # marked
+    clock.at += MARK_S + 2
+    sweep.sweep_due(budget_s=60)
+    assert s3blobs.stat(tenant, ref["sha256"]) is None
+
+
+def test_the_scheduled_lambda_handler_runs_a_round(
+    gql: GraphQLClient, tenant: str, settings: Settings, s3blobs: S3Blobs
+) -> None:
+    """api/sweep_handler.handler as the hourly schedule invokes it, configured from the
+    environment like the deployed function: a young blob is listed, not marked."""
+    from types import SimpleNamespace
+
+    from api import sweep_handler
+
+    ref = upload(gql, tenant, os.urandom(600))
+    context = SimpleNamespace(get_remaining_time_in_millis=lambda: 90_000)
+    assert sweep_handler.handler({}, context)["calls"] >= 1
+    assert _held(s3blobs, tenant, ref)
+    assert BlobUsageTable().room(tenant) == QUOTA - 600  # as reserved, and as counted
