@@ -220,7 +220,8 @@ def test_the_bucket_answers_a_browser_upload_and_download_from_its_origins(
     # Applied once: another start finds the rule and writes nothing.
     before = len(blob_engine.requests())
     ensure_bucket(client, bucket, settings.aws_region, (origin,))
-    assert [m for m, _, _ in blob_engine.requests()[before:]] == ["HEAD", "GET"]
+    # (HEAD the bucket, GET its versioning, lifecycle and CORS: reads only.)
+    assert [m for m, _, _ in blob_engine.requests()[before:]] == ["HEAD", "GET", "GET", "GET"]
     ensure_bucket(client, bucket, settings.aws_region, ())
     with pytest.raises(client.exceptions.ClientError):
         client.get_bucket_cors(Bucket=bucket)
