@@ -10,10 +10,12 @@ A pass over a tenant goes in three phases, each resumable, in bounded calls:
 2. REFS: only when there are candidates or marks, the sha256 of every attachment
    the tenant's entities, then their earlier versions, reference (consistent
    Queries, READS_PER_CALL records a call), kept for those candidates and marks.
-3. ACT: a mark at least MARK_S old when REFS began and still unreferenced is
-   deleted by its version id; a referenced one is unmarked; an unreferenced
-   candidate is marked (copied onto itself with a mark: a new version, which
-   `stat` answers as not held). Then the room is reset to the quota minus the
+3. ACT: a referenced mark is unmarked; a mark at least MARK_S old when REFS
+   began and unreferenced is cleared, and deleted by its version id by a later
+   pass whose REFS began at least MARK_S after it was cleared and found it
+   unreferenced again; an unreferenced candidate is marked (copied onto itself
+   with a mark: a new version, which `stat` answers as not held). At most
+   ACTS_PER_CALL S3 actions a call. Then the room is reset to the quota minus the
    bytes listed and not deleted, and the next pass is due.
 
 Why a mark, and why MARK_S: a write HEADs a blob and commits its reference a
@@ -21,7 +23,10 @@ moment later. A blob found held was found before its mark (its HEAD then saw the
 unmarked version) or is a version written after the mark (a re-upload, which the
 delete by version id leaves). A write whose HEAD preceded the mark commits
 within the API's timeouts, seconds, far less than MARK_S: so before the REFS of
-the pass that may delete the mark begins, and that REFS finds its reference.
+the pass that may clear the mark begins, and that REFS finds its reference. Why
+two reads: a Query may see half of a transaction still being applied
+(docs/ordering.md), so one read can miss a version that an update is moving from
+the entity to its history; the same move is not still half applied MARK_S later.
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from api.domain.attachments import ListedBlob
-from api.domain.errors import SyncError, TenantDeleted
+from api.domain.errors import TenantDeleted
 from api.domain.identifiers import check_identifier
 from api.domain.records import Record
 
@@ -52,7 +57,7 @@ GRACE_S = 7 * 24 * 3600
 # twice, `Settings.s3_client`): an hour is more than 300 times that.
 MARK_S = 3600
 # Between passes of a tenant: its unreferenced blobs go within GRACE_S + a day +
-# MARK_S of their upload, and its room is recounted daily.
+# 2 MARK_S (and the rounds' hour) of their upload, and its room is recounted daily.
 EVERY_S = 24 * 3600
 # Records read per call (pages of 1,000); 5,000 records of 1 KB are some 625 read
 # units at most, well under a second on DynamoDB.
@@ -60,6 +65,10 @@ READS_PER_CALL = 5000
 _PAGE = 1000
 # Listing pages per call: 10,000 blobs.
 LIST_PAGES_PER_CALL = 10
+# S3 actions (a mark: HeadObject, CopyObject of up to 10 MiB, DeleteObjects; a
+# delete: ListObjectVersions, DeleteObjects) per call: at some 0.1-0.4 s each, a
+# call stays well within the sweep function's 300 s (serverless.yml).
+ACTS_PER_CALL = 100
 # Candidates and marks a pass holds at most (each some 130 bytes of the sweep's
 # item: far below DynamoDB's 400 KB); more wait for the next pass.
 MAX_PENDING = 1000
@@ -111,6 +120,7 @@ class SweepCall:
     read: int = 0
     marked: int = 0
     unmarked: int = 0
+    cleared: int = 0  # unreferenced marks, deleted by a later pass if still so
     deleted: int = 0
 
 
@@ -172,16 +182,24 @@ class BlobSweep:
             shard = (start_shard + i) % self._shards
             after: str | None = None
             while True:
-                tenants, after = self._table.due(shard, int(self._clock()), after)
+                try:
+                    tenants, after = self._table.due(shard, int(self._clock()), after)
+                except Exception:
+                    # The registry unreadable (throttled, say): the next shard, and
+                    # this one at the next round.
+                    logger.exception("blob sweep: shard %d unreadable", shard)
+                    break
                 for tenant in tenants:
                     while time.monotonic() - started < budget_s:
                         calls += 1
                         try:
                             if self.sweep(tenant).done:
                                 break
-                        except SyncError:
-                            # S3 or DynamoDB failing for this tenant: it stays due (its
-                            # lease lapses after HOLD_S), the round goes on with others.
+                        except Exception:
+                            # Whatever fails for this tenant (S3 or DynamoDB unwell or
+                            # refusing, a record this code cannot read) fails it alone:
+                            # it stays due (its lease lapses after HOLD_S) and the round
+                            # goes on with the tenants after it.
                             logger.exception("blob sweep of tenant %s failed", tenant)
                             break
                     if time.monotonic() - started >= budget_s:
@@ -192,8 +210,8 @@ class BlobSweep:
 
     def _next_due(self, state: dict[str, Any]) -> int:
         marks = state.get("marks", {})
-        if marks:  # decided once MARK_S has passed since the latest of them
-            return max(int(m[1]) for m in marks.values()) + MARK_S + 1
+        if marks:  # decided once MARK_S has passed since the latest mark or clearing
+            return max(_since(m) for m in marks.values()) + MARK_S + 1
         return int(state["ended"]) + EVERY_S
 
     def _step(self, tenant: str, holder: str, state: dict[str, Any], reads: int) -> SweepCall:
@@ -256,36 +274,58 @@ class BlobSweep:
         return read
 
     def _act(self, tenant: str, holder: str, state: dict[str, Any]) -> SweepCall:
+        """Decide the marks and mark the candidates, ACTS_PER_CALL S3 actions a call;
+        each decision leaves the state (saved when the call stops short), so the next
+        call goes on with the rest and a call that dies redoes only idempotent ones."""
         hit = set(state["hit"])
         marks: dict[str, list[Any]] = state["marks"]
-        deleted = unmarked = marked = 0
-        for sha256, (version, marked_at, size) in sorted(marks.items()):
+        cands: dict[str, int] = state["cand"]
+        deleted = unmarked = marked = cleared = acts = 0
+        for sha256, mark in sorted(marks.items()):
+            version, marked_at, size = mark[:3]
+            if sha256 not in hit and len(mark) == 3:
+                if marked_at + MARK_S <= state["rs"]:
+                    mark.append(int(self._clock()))  # cleared: the REFS ended before now
+                    cleared += 1
+                continue  # else marked too recently for this pass's reads
+            if sha256 not in hit and mark[3] + MARK_S > state["rs"]:
+                continue  # cleared too recently: a later pass reads again
+            if acts == ACTS_PER_CALL:
+                break
+            acts += 1
             if sha256 in hit:
                 # Referenced again: a write whose HeadObject came before the mark.
                 unmarked += self._blobs.unmark(tenant, sha256, version)
-                del marks[sha256]
-            elif marked_at + MARK_S <= state["rs"]:
+            else:  # unreferenced in two reads at least MARK_S apart
                 self._blobs.delete_marked(tenant, sha256, version)
                 state["bytes"] -= size
                 deleted += 1
-                del marks[sha256]
-            # Else marked too recently for this pass's reads: the next pass decides.
+            del marks[sha256]
         older_than = datetime.fromtimestamp(self._clock() - GRACE_S, tz=UTC)
-        for sha256, size in sorted(state["cand"].items()):
-            if sha256 in hit:
-                continue
-            version = self._blobs.mark(tenant, sha256, older_than, int(self._clock()))
-            if version is not None:
-                # When the copy is done, not before: the time MARK_S counts from.
-                marks[sha256] = [version, int(self._clock()), size]
-                marked += 1
+        for sha256, size in sorted(cands.items()):
+            if sha256 not in hit:
+                if acts == ACTS_PER_CALL:
+                    break
+                acts += 1
+                version = self._blobs.mark(tenant, sha256, older_than, int(self._clock()))
+                if version is not None:
+                    # When the copy is done, not before: the time MARK_S counts from.
+                    marks[sha256] = [version, int(self._clock()), size]
+                    marked += 1
+            del cands[sha256]
+        if cands or acts == ACTS_PER_CALL and _decidable(marks, hit, state["rs"]):
+            self._table.save(tenant, holder, state)  # the rest in the next call
+            return SweepCall(
+                done=False, marked=marked, unmarked=unmarked, cleared=cleared, deleted=deleted
+            )
         self._table.reset_room(tenant, self._quota - state["bytes"])
         logger.info(
-            "blob sweep: tenant=%s listed_bytes=%d marked=%d unmarked=%d deleted=%d",
+            "blob sweep: tenant=%s listed_bytes=%d marked=%d unmarked=%d cleared=%d deleted=%d",
             tenant,
             state["bytes"],
             marked,
             unmarked,
+            cleared,
             deleted,
         )
         ended = _new_pass(state)
@@ -294,7 +334,23 @@ class BlobSweep:
         self._table.save(tenant, holder, ended)
         state.clear()
         state.update(ended)
-        return SweepCall(done=True, marked=marked, unmarked=unmarked, deleted=deleted)
+        return SweepCall(
+            done=True, marked=marked, unmarked=unmarked, cleared=cleared, deleted=deleted
+        )
+
+
+def _since(mark: list[Any]) -> int:
+    """When the mark was made, or cleared (a mark is [version, marked at, size] and,
+    once a pass found it unreferenced, the time it was cleared)."""
+    return int(mark[3] if len(mark) > 3 else mark[1])
+
+
+def _decidable(marks: dict[str, list[Any]], hit: set[str], refs_began: int) -> bool:
+    """Whether a mark is left that this pass unmarks or deletes."""
+    return any(
+        sha256 in hit or len(mark) > 3 and mark[3] + MARK_S <= refs_began
+        for sha256, mark in marks.items()
+    )
 
 
 def _new_pass(state: dict[str, Any]) -> dict[str, Any]:

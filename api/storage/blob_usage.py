@@ -200,13 +200,32 @@ class BlobUsageTable:
             )
 
     def forget(self, tenant_id: str) -> None:
-        """Take a tenant without blob usage (deleted) off the registry."""
-        with translated():
-            connection().client.delete_item(
-                ReturnConsumedCapacity=TOTAL_CAPACITY,
-                TableName=_table(),
-                Key=_registry_key(tenant_id),
-            )
+        """Take a tenant without blob usage (deleted) off the registry, in one
+        transaction with a check that it still has none: a tenant re-created under
+        the same id whose first `reserve` ran since `take` read no usage item is
+        registered (and its item says so, so it would never register again)."""
+        client = connection().client
+        try:
+            with translated():
+                client.transact_write_items(
+                    ReturnConsumedCapacity=TOTAL_CAPACITY,
+                    TransactItems=[
+                        {
+                            "ConditionCheck": {
+                                "TableName": _table(),
+                                "Key": _usage_key(tenant_id),
+                                "ConditionExpression": "attribute_not_exists(#room)",
+                                "ExpressionAttributeNames": {"#room": _ROOM},
+                            }
+                        },
+                        {"Delete": {"TableName": _table(), "Key": _registry_key(tenant_id)}},
+                    ],
+                )
+        except ClientError as exc:
+            if error_code(exc) != "TransactionCanceledException":
+                raise
+            # Usage again (or a conflicting write): it stays listed, and a later sweep
+            # that finds no usage item tries again.
 
     def due(self, shard: int, now: int, after: str | None) -> tuple[list[str], str | None]:
         """One page of the tenants of a registry shard whose sweep is due; and the

@@ -153,7 +153,7 @@ def test_each_function_may_do_only_what_its_code_does(packaged: dict[str, Any]) 
     expected = {
         "ApiRole": {frozenset(TABLE_ACTIONS | {"dynamodb:BatchGetItem"}): table},
         "RealtimeRole": {frozenset(TABLE_ACTIONS - {"dynamodb:ConditionCheckItem"}): table},
-        "SweepRole": {frozenset(TABLE_ACTIONS - {"dynamodb:ConditionCheckItem"}): table},
+        "SweepRole": {frozenset(TABLE_ACTIONS): table},
         "FanoutRole": {
             frozenset({"dynamodb:Query", "dynamodb:UpdateItem", "dynamodb:DeleteItem"}): table,
             frozenset(STREAM_ACTIONS): stream,
