@@ -41,7 +41,6 @@ from api.auth import Authenticator, Principal, connection_authorization
 from api.domain.cursor import CursorCodec
 from api.domain.errors import BadUserInput, SyncError, Unauthenticated, Unavailable
 from api.domain.retention import Retention
-from api.downloads import export_route
 from api.graphql.documents import too_long
 from api.graphql.errors import with_codes
 from api.graphql.schema import Context, RequestBudget, make_schema, operation_budget
@@ -58,6 +57,7 @@ from api.settings import Settings
 from api.storage import models
 from api.storage.blob_usage import BlobUsageTable
 from api.storage.blobs import S3Blobs
+from api.storage.export_files import S3ExportFiles
 from api.storage.exports import ExportTable
 from api.storage.store import DynamoStore
 from api.tenant_gate import READERS_PER_TENANT, TenantGate
@@ -361,9 +361,8 @@ def create_app(settings: Settings | None = None, sockets: bool = True) -> Starle
     models.bind(settings)
     store = DynamoStore()
     store.on_response(request_log.record_consumed_capacity)
-    blobs = S3Blobs(
-        settings.s3_client(), settings.blob_bucket, hashes_bytes=not settings.s3_verifies_checksums
-    )
+    s3 = settings.s3_client()
+    blobs = S3Blobs(s3, settings.blob_bucket, hashes_bytes=not settings.s3_verifies_checksums)
     offset = settings.clock_offset_ms
     realtime: LocalRealtime | None = None
     if sockets:
@@ -382,6 +381,7 @@ def create_app(settings: Settings | None = None, sockets: bool = True) -> Starle
         history=settings.history,
         on_deleting=None if realtime is None else realtime.close_tenant,
         exports=ExportTable(),
+        export_files=S3ExportFiles(s3, settings.blob_bucket),
         blobs=blobs,
         quota=BlobUsageTable(),
         quota_bytes=settings.blob_quota_bytes,
@@ -426,7 +426,6 @@ def create_app(settings: Settings | None = None, sockets: bool = True) -> Starle
     routes: list[BaseRoute] = [
         Route("/graphql", view, methods=["GET", "POST"]),
         Route("/healthz", healthz, methods=["GET"]),
-        export_route(service),
     ]
     if realtime is not None:
         routes.append(WebSocketRoute("/graphql", view))

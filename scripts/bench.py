@@ -51,6 +51,7 @@ from scripts.benchmarks.realtime import measure_realtime, print_realtime
 from scripts.benchmarks.scale import measure_scale, measure_sweep, print_scale
 from scripts.benchmarks.tenancy import measure_tenancy, print_tenancy
 from scripts.benchmarks.writes import measure_contention, measure_writes, print_write_units
+from scripts.local_s3 import LocalS3
 from scripts.profile_request import print_split, profile
 from tests.support.servers import api_server
 from tests.support.subscribers import pid_listening
@@ -79,7 +80,7 @@ def run(fast: bool) -> dict[str, Any]:
             floors = [httpx2.Client(base_url=floor_url, timeout=60) for _ in range(8)]
             h = Harness(fast, settings, ddb, headers, local, clients, floors, pid_listening(url))
             try:
-                result = _measure(h)
+                result = _measure(h, engines.blobs)
                 result["attachments"] = measure_attachments(h, engines.blobs)
             finally:
                 for c in clients + floors:
@@ -91,7 +92,7 @@ def run(fast: bool) -> dict[str, Any]:
     return _report(h, result)
 
 
-def _measure(h: Harness) -> dict[str, Any]:
+def _measure(h: Harness, blobs: LocalS3) -> dict[str, Any]:
     print("==> seeding", flush=True)
     started = time.perf_counter()
     page = h.seed("page", 1000)
@@ -110,7 +111,7 @@ def _measure(h: Harness) -> dict[str, Any]:
     bulk_row = measure_bulk(h, bulk)
     churn = measure_churn(h)
     contention = measure_contention(h)
-    tenancy = measure_tenancy(h, "bulk")  # last: it deletes the tenant
+    tenancy = measure_tenancy(h, "bulk", blobs)  # last: it deletes the tenant
     return {
         "rows": h.rows,
         "scale": scale,

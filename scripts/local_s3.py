@@ -104,14 +104,21 @@ class LocalS3(EngineProcess):
 # As serverless.yml's bucket: versioned (the sweep of unreferenced blobs marks a blob
 # with a new version and deletes that version, docs/attachments.md), earlier
 # versions expire a day after they are replaced, and a delete marker left alone
-# goes. (moto 5.2.5 stores these rules but never applies them: nothing expires.)
+# goes; exports' files expire after 7 days. (moto 5.2.5 stores these rules but never
+# applies them: nothing expires.)
 LIFECYCLE_RULES = [
     {
         "ID": "expire-replaced-versions",
         "Status": "Enabled",
-        "Filter": {"Prefix": "tenants/"},
+        "Filter": {"Prefix": ""},
         "NoncurrentVersionExpiration": {"NoncurrentDays": 1},
         "Expiration": {"ExpiredObjectDeleteMarker": True},
+    },
+    {
+        "ID": "expire-exports",
+        "Status": "Enabled",
+        "Filter": {"Prefix": "exports/"},
+        "Expiration": {"Days": 7},
     },
     {
         "ID": "abort-incomplete-multipart-uploads",

@@ -5,7 +5,9 @@ live entities (pages of a first sync), then what changed meanwhile (one sync fro
 its token), then the earlier versions (the history), then a last line that says
 how many of each it holds. Each step stores its parts
 and the job's new state together, so a step either happened or did not: a call
-that dies halfway is redone by the next.
+that dies halfway is redone by the next. Then the file is published to S3 (one
+object), from its parts: in one PUT, or a multipart upload whose id and uploaded
+parts the job keeps, so that publishing resumes as the writing does.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ class ExportPhase(enum.Enum):
     ENTITIES = "e"  # pages of `changes(since: null)`; `position` is the cursor
     CHANGES = "c"  # then one sync from its token: what moved meanwhile; `position`: cursor
     VERSIONS = "v"  # pages of the history partition; `position` is where the next starts
-    DONE = "d"
+    PUBLISH = "p"  # the file's parts copied to its S3 object; `published`: parts copied
+    DONE = "d"  # the S3 object holds the whole file
 
 
 @dataclass(frozen=True)
@@ -27,7 +30,6 @@ class ExportJob:
     export_id: str
     asked_by: str
     asked_at_ms: int
-    key: str  # signs the job's download links (never shown)
     phase: ExportPhase = ExportPhase.ENTITIES
     position: str | None = None  # where the phase goes on (None: from its start)
     parts: int = 0  # parts of the file written
@@ -35,6 +37,12 @@ class ExportJob:
     versions: int = 0
     bytes: int = 0  # of the gzipped file so far
     change_token: str | None = None  # the token of the last sync whose pages are read
+    # Publishing (PUBLISH): the next part of the file to copy to S3, the multipart
+    # upload's id (None: none started; a small file is one PUT), and the ETags of the
+    # S3 parts uploaded so far (part n+1 is etags[n]).
+    published: int = 0
+    upload_id: str | None = None
+    etags: tuple[str, ...] = ()
 
     @property
     def done(self) -> bool:

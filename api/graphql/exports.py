@@ -1,16 +1,12 @@
-"""`exportTenant` (contract 3.9): its payload, and where a finished export downloads."""
+"""`exportTenant` (contract 3.9): its payload."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-from urllib.parse import quote, urlencode
+from datetime import datetime
 
 import strawberry
 
 from api.domain.exports import ExportJob
-
-# The route `api.app` serves downloads on.
-DOWNLOAD_PATH = "/exports/{tenant}/{export}"
 
 
 @strawberry.type
@@ -25,21 +21,14 @@ class TenantExportPayload:
     versions: int = strawberry.field(description="Earlier versions written so far.")
     bytes: int = strawberry.field(description="Size of the gzipped file so far.")
     downloadURL: str | None = strawberry.field(
-        description="Once done: the gzipped JSON Lines file, for `downloadExpiresAt`; "
-        "ask again for a fresh link."
+        description="Once done: the gzipped JSON Lines file, a presigned S3 GET that "
+        "needs no token, until `downloadExpiresAt`; ask again for a fresh link."
     )
     downloadExpiresAt: datetime | None = None
 
 
-def to_payload(job: ExportJob, base_url: str, link: tuple[int, str] | None) -> TenantExportPayload:
-    url = expires = None
-    if link is not None:
-        until, signature = link
-        path = DOWNLOAD_PATH.format(
-            tenant=quote(job.tenant_id, safe=""), export=quote(job.export_id, safe="")
-        )
-        url = f"{base_url.rstrip('/')}{path}?{urlencode({'until': until, 'sig': signature})}"
-        expires = datetime.fromtimestamp(until / 1000, tz=UTC)
+def to_payload(job: ExportJob, link: tuple[str, datetime] | None) -> TenantExportPayload:
+    url, expires = link if link is not None else (None, None)
     return TenantExportPayload(
         exportID=strawberry.ID(job.export_id),
         done=job.done,

@@ -11,6 +11,7 @@ import logging
 from collections.abc import Callable, Iterable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Annotated, Any, TypeVar
 
 import strawberry
@@ -356,12 +357,12 @@ async def export_tenant(
     if exports is None:
         raise Unavailable("exports are not served here")
 
-    def work(_: SyncService) -> tuple[Any, tuple[int, str] | None]:
+    def work(_: SyncService) -> tuple[Any, tuple[str, datetime] | None]:
         job = exports.export_tenant(tenantID, exportID, caller.sub)
         return job, exports.link(job) if job.done else None
 
     job, link = await _for_tenant(info, tenantID, work, role=OWNER)
-    return to_payload(job, _public_base_url(info.context.request), link)
+    return to_payload(job, link)
 
 
 async def request_upload(
@@ -387,12 +388,6 @@ async def attachment(info: strawberry.Info, tenantID: strawberry.ID, sha256: str
         raise Unavailable("attachments are not served here")
     found = await _for_tenant(info, tenantID, lambda _: attachments.attachment(tenantID, sha256))
     return to_attachment(tenantID, found)
-
-
-def _public_base_url(request: Any) -> str:
-    """Where this server is reached from the caller (an HTTP request's, or a socket's)."""
-    base = str(request.base_url)
-    return "http" + base[2:] if base.startswith("ws") else base
 
 
 def _root(name: str, fields: dict[str, Any]) -> Any:

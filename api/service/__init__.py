@@ -1,6 +1,6 @@
 """The service, by capability: reading (`changes`, entities), writing (single
 writes and pushes), history (earlier versions, restores), tenancy (deleting a
-tenant), exports (a tenant's data as a file, over `ExportJobs`), attachments
+tenant), exports (a tenant's data as a file, over `ExportJobs` and `ExportFiles`), attachments
 (blobs addressed by content, over `BlobStore`), over a `Store`
 (`api.service.ports`). Knows nothing of GraphQL
 or HTTP. `SyncService` is the composition the GraphQL layer and realtime call:
@@ -14,7 +14,7 @@ from api.domain.cursor import CursorCodec
 from api.domain.retention import Retention
 from api.ordering import wall_clock_ms
 from api.service.attachments import DEFAULT_QUOTA_BYTES, Attachments, BlobStore, Quota
-from api.service.exports import ExportJobs, TenantExport
+from api.service.exports import ExportFiles, ExportJobs, TenantExport
 from api.service.history import History
 from api.service.ports import Page, PushResult, PushStatus, Store, Written
 from api.service.reading import Reading
@@ -37,6 +37,7 @@ class SyncService:
         history: bool = True,
         on_deleting: Callable[[str], None] | None = None,
         exports: ExportJobs | None = None,
+        export_files: ExportFiles | None = None,
         blobs: BlobStore | None = None,
         quota: Quota | None = None,
         quota_bytes: int = DEFAULT_QUOTA_BYTES,
@@ -63,5 +64,10 @@ class SyncService:
         self.versions = self.history.versions
         self.restore = self.history.restore
         self.delete_tenant = self.tenancy.delete_tenant
-        # Exports need their jobs' storage: a service built without it has none.
-        self.exports = None if exports is None else TenantExport(exports, self.reading, clock_ms)
+        # Exports need their jobs' storage and where their files go (S3): a service
+        # built without both has none.
+        self.exports = (
+            None
+            if exports is None or export_files is None
+            else TenantExport(exports, export_files, self.reading, clock_ms)
+        )

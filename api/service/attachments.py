@@ -106,7 +106,9 @@ class BlobStore(Protocol):
     ) -> tuple[str, datetime]: ...
     def reachable(self) -> bool: ...
     def remove_all(self, tenant_id: str, limit: int) -> int:
-        """Delete up to `limit` of the tenant's blobs; how many went (fewer: none left)."""
+        """Delete up to `limit` of the tenant's objects in the bucket (its blobs and its
+        exports' files: every version, every incomplete upload); how many went (fewer:
+        none left)."""
         ...
 
 

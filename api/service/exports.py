@@ -12,27 +12,34 @@ A call starts a job, or goes on with one, for up to STEPS_PER_CALL steps; callin
 again continues it, so a tenant of any size is exported in bounded requests. A
 step reads one page (of a first sync, then of the history partition) and writes
 its part of the file with the job's new state in one transaction, so a call that
-dies halfway is resumed by the next and no line is written twice. A finished job
-answers with a download link, valid for DOWNLOAD_LINK_S, signed with the job's
-own key (`api.app` serves it); job and file expire after KEPT_S.
+dies halfway is resumed by the next and no line is written twice.
+
+Then the file is published to S3 (`ExportFiles`), from its parts in the table: a
+file of at most SINGLE_PUT_MAX_BYTES in one PUT, a larger one by a multipart upload
+of parts of at least UPLOAD_PART_BYTES (S3's minimum but for the last), at most
+UPLOADS_PER_CALL a call. The upload's id and each uploaded part's ETag are kept on
+the job, written with the same conditioned write as the steps before, so publishing
+resumes where it stands and two racing calls cannot both advance it (uploading a
+part number again replaces it; a completion whose answer was lost is found by the
+object's size). A finished job answers a presigned S3 GET, valid DOWNLOAD_LINK_S.
+The parts stay in the table until the job's TTL (KEPT_S), which deletes them for
+free; the bucket's lifecycle expires the object after as long.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-import enum
 import gzip
-import hashlib
-import hmac
 import json
-import secrets
+import logging
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from ulid import ULID
 
-from api.domain.errors import NotFound
+from api.domain.errors import NotFound, SyncError
 from api.domain.exports import ExportJob, ExportPhase
 from api.domain.identifiers import check_identifier
 from api.domain.records import Record, record_json
@@ -49,6 +56,17 @@ STEPS_PER_CALL = 20
 MAX_PART_BYTES = 350 * 1024
 DOWNLOAD_LINK_S = 15 * 60
 KEPT_S = 7 * 24 * 3600
+# Publishing to S3: a file up to this size is one PutObject; a larger one a multipart
+# upload whose parts (but the last) are at least UPLOAD_PART_BYTES, S3's minimum: a
+# step gathers the file's parts until they reach it (at most 350 KB more). Module
+# constants, so that tests can lower them (S3, and moto, refuse smaller parts).
+SINGLE_PUT_MAX_BYTES = 5 * 1024 * 1024
+UPLOAD_PART_BYTES = 5 * 1024 * 1024
+# S3 uploads (PUTs or parts) per call: some 11 MB read from the table and sent to S3,
+# a second or two in a region, within the API's 10 s with the call's other steps.
+UPLOADS_PER_CALL = 2
+
+logger = logging.getLogger(__name__)
 
 
 class ExportJobs(Protocol):
@@ -59,21 +77,56 @@ class ExportJobs(Protocol):
     def advance(
         self, before: ExportJob, after: ExportJob, parts: list[bytes], expires_at: int
     ) -> bool: ...
-    def parts(self, tenant_id: str, export_id: str) -> Iterator[bytes]: ...
+    def parts(self, tenant_id: str, export_id: str, start: int = 0) -> Iterator[bytes]: ...
     def versions_page(
         self, tenant_id: str, after: str | None, limit: int
     ) -> tuple[list[Record], str | None]: ...
 
 
-class Link(enum.Enum):
-    VALID = "valid"
-    EXPIRED = "expired"
-    UNKNOWN = "unknown"  # no such export, not finished, or a signature that does not match
+class ExportFiles(Protocol):
+    """Where finished exports' files go (`api.storage.export_files.S3ExportFiles`):
+    one S3 object per export. Errors are the domain's (a transient one UNAVAILABLE)."""
+
+    def put(self, tenant_id: str, export_id: str, body: bytes) -> None: ...
+    def start_upload(self, tenant_id: str, export_id: str) -> str:
+        """A new multipart upload of the export's object: its id."""
+        ...
+
+    def upload_part(
+        self, tenant_id: str, export_id: str, upload_id: str, number: int, body: bytes
+    ) -> str | None:
+        """Part `number` (from 1) of the upload: its ETag; None when the upload is gone
+        (completed, or aborted)."""
+        ...
+
+    def complete(self, tenant_id: str, export_id: str, upload_id: str, etags: list[str]) -> bool:
+        """Complete the upload of these parts; False when the upload is gone."""
+        ...
+
+    def abort(self, tenant_id: str, export_id: str, upload_id: str) -> None: ...
+    def size(self, tenant_id: str, export_id: str) -> int | None:
+        """The size of the export's object; None when there is none."""
+        ...
+
+    def discard(self, tenant_id: str, export_id: str) -> None:
+        """Remove the export's object (every version) and its incomplete uploads."""
+        ...
+
+    def presign(self, tenant_id: str, export_id: str, expires_in: int) -> tuple[str, datetime]:
+        """A presigned GET of the export's object, saved as `<export>.jsonl.gz`."""
+        ...
 
 
 class TenantExport:
-    def __init__(self, jobs: ExportJobs, reading: Reading, clock_ms: Callable[[], int]) -> None:
+    def __init__(
+        self,
+        jobs: ExportJobs,
+        files: ExportFiles,
+        reading: Reading,
+        clock_ms: Callable[[], int],
+    ) -> None:
         self._jobs = jobs
+        self._files = files
         self._reading = reading
         self._clock_ms = clock_ms
 
@@ -83,49 +136,97 @@ class TenantExport:
         """Start an export (no `export_id`) or go on with one; the job as it stands."""
         check_identifier(tenant_id, "tenantID")
         if export_id is None:
-            job = ExportJob(tenant_id, str(ULID()), by, self._clock_ms(), key=secrets.token_hex(16))
+            job = ExportJob(tenant_id, str(ULID()), by, self._clock_ms())
             self._jobs.create(job, _expires_at(job))
         else:
             check_identifier(export_id, "exportID")
             found = self._jobs.get(tenant_id, export_id)
-            if found is None:
+            if found is None or _expires_at(found) * 1000 <= self._clock_ms():
+                # (DynamoDB's TTL deletes an expired job some time after it expires.)
                 days = KEPT_S // 86400
                 raise NotFound(f"no export {export_id} of this tenant (kept {days} days)")
             job = found
+        uploads = 0
+        parts: list[bytes]
         for _ in range(steps):
             if job.done:
                 break
-            after, parts = self._step(job)
+            if job.phase is ExportPhase.PUBLISH:
+                if _uploads(job) and uploads == UPLOADS_PER_CALL:
+                    break  # enough for one call: the next goes on
+                uploads += _uploads(job)
+                after, parts = self._publish(job), []
+            else:
+                after, parts = self._step(job)
             if self._jobs.advance(job, after, parts, _expires_at(job)):
                 job = after
                 continue
+            if after.upload_id is not None and after.upload_id != job.upload_id:
+                self._abort(after)  # another call started an upload first: ours is stray
             # Another call moved the job: go on from where it stands. Or the job is
             # gone: expired, or its tenant deleted (contract 3.8).
             moved = self._jobs.get(tenant_id, job.export_id)
             if moved is None:
+                if job.phase is ExportPhase.PUBLISH:
+                    # What this step wrote to S3 after the deletion emptied the prefix.
+                    self._files.discard(tenant_id, job.export_id)
                 raise NotFound(f"export {job.export_id} is gone: expired, or its tenant deleted")
             job = moved
         return job
 
-    def link(self, job: ExportJob) -> tuple[int, str]:
-        """A finished job's download link: until when (epoch ms) and its signature."""
-        until = self._clock_ms() + DOWNLOAD_LINK_S * 1000
-        return until, _signature(job, until)
+    def link(self, job: ExportJob) -> tuple[str, datetime]:
+        """A finished job's download link (a presigned S3 GET) and until when it works."""
+        return self._files.presign(job.tenant_id, job.export_id, DOWNLOAD_LINK_S)
 
-    def check_link(
-        self, tenant_id: str, export_id: str, until: int, signature: str
-    ) -> tuple[Link, int]:
-        """Whether a download link is one `link` gave, and the file's size (one GetItem)."""
-        job = self._jobs.get(tenant_id, export_id)
-        if job is None or not job.done:
-            return Link.UNKNOWN, 0
-        if not hmac.compare_digest(_signature(job, until), signature):
-            return Link.UNKNOWN, 0
-        return (Link.VALID if self._clock_ms() < until else Link.EXPIRED), job.bytes
+    def _publish(self, job: ExportJob) -> ExportJob:
+        """The job after its next step of publishing the file to S3."""
+        tenant, export = job.tenant_id, job.export_id
+        if job.upload_id is None and job.bytes <= SINGLE_PUT_MAX_BYTES:
+            self._files.put(tenant, export, b"".join(self._jobs.parts(tenant, export)))
+            return _published(job)
+        if job.upload_id is None:
+            return dataclasses.replace(job, upload_id=self._files.start_upload(tenant, export))
+        if job.published < job.parts:
+            body, published = self._gather(job)
+            number = len(job.etags) + 1
+            etag = self._files.upload_part(tenant, export, job.upload_id, number, body)
+            if etag is None:
+                return self._upload_gone(job)
+            return dataclasses.replace(job, published=published, etags=(*job.etags, etag))
+        # Every part is uploaded. A completion whose answer was lost (or another call's
+        # that died before it saved the job) left the object: its size says so.
+        if self._files.size(tenant, export) == job.bytes:
+            return _published(job)
+        if not self._files.complete(tenant, export, job.upload_id, list(job.etags)):
+            return self._upload_gone(job)
+        return _published(job)
 
-    def file(self, tenant_id: str, export_id: str) -> Iterator[bytes]:
-        """The finished export's gzip file, part by part."""
-        return self._jobs.parts(tenant_id, export_id)
+    def _gather(self, job: ExportJob) -> tuple[bytes, int]:
+        """The file's parts from `published` on until they make an S3 part (at least
+        UPLOAD_PART_BYTES, or the rest); and the index of the part after them."""
+        body = bytearray()
+        index = job.published
+        for part in self._jobs.parts(job.tenant_id, job.export_id, start=job.published):
+            body += part
+            index += 1
+            if len(body) >= UPLOAD_PART_BYTES or index == job.parts:
+                break
+        return bytes(body), index
+
+    def _upload_gone(self, job: ExportJob) -> ExportJob:
+        """The upload is gone: completed (by a call whose answer was lost) when the
+        object is whole; else aborted (the bucket's lifecycle aborts an upload a day
+        old), and publishing starts again."""
+        if self._files.size(job.tenant_id, job.export_id) == job.bytes:
+            return _published(job)
+        logger.warning("export %s: its upload is gone, publishing again", job.export_id)
+        return dataclasses.replace(job, published=0, upload_id=None, etags=())
+
+    def _abort(self, job: ExportJob) -> None:
+        assert job.upload_id is not None
+        # A courtesy: the lifecycle aborts a stray upload after a day anyway.
+        with contextlib.suppress(SyncError):
+            self._files.abort(job.tenant_id, job.export_id, job.upload_id)
 
     def _step(self, job: ExportJob) -> tuple[ExportJob, list[bytes]]:
         """The job after its next step, and the parts that step writes."""
@@ -167,9 +268,9 @@ class TenantExport:
                 job,
                 versions=job.versions + len(versions),
                 position=position,
-                phase=ExportPhase.VERSIONS if position else ExportPhase.DONE,
+                phase=ExportPhase.VERSIONS if position else ExportPhase.PUBLISH,
             )
-            if after.done:
+            if after.phase is ExportPhase.PUBLISH:
                 lines.append(
                     {
                         "end": {
@@ -210,9 +311,14 @@ def _gzip_members(lines: list[bytes]) -> list[bytes]:
     return _gzip_members(lines[:half]) + _gzip_members(lines[half:])
 
 
-def _signature(job: ExportJob, until: int) -> str:
-    message = f"{job.tenant_id}\n{job.export_id}\n{until}".encode()
-    return hmac.new(job.key.encode(), message, hashlib.sha256).hexdigest()[:32]
+def _uploads(job: ExportJob) -> bool:
+    """Whether the job's next step sends a body to S3 (a PUT, or a part)."""
+    single = job.upload_id is None and job.bytes <= SINGLE_PUT_MAX_BYTES
+    return single or (job.upload_id is not None and job.published < job.parts)
+
+
+def _published(job: ExportJob) -> ExportJob:
+    return dataclasses.replace(job, phase=ExportPhase.DONE, published=job.parts)
 
 
 def _expires_at(job: ExportJob) -> int:

@@ -4,7 +4,8 @@ The call marks the tenant (from then on its writes and syncs are TENANT_DELETED)
 closes its live subscriptions in this process, removes up to ITEMS_PER_CALL of
 its items, and says whether it is done; calling again continues, so a tenant of
 any size is deleted in bounded requests, and a call that dies halfway is resumed.
-Its blobs (attachments, in S3) go first, counted apart from its items.
+Its objects in S3 go first (blobs and exports' files, every version, and the
+incomplete uploads of an export being published), counted apart from its items.
 The last call removes the mark: the table keeps nothing of the tenant (but its
 entry in the blob sweep's registry, which the next sweep removes). A tenant
 written again later starts empty, and tokens from before are refused

@@ -38,9 +38,11 @@ from api.domain.attachments import (
 )
 from api.domain.errors import Unavailable
 from api.storage.errors import error_code, translated
-from api.storage.keys import blob_key, blob_prefix, tenant_blobs_prefix
+from api.storage.keys import blob_key, blob_prefix, tenant_prefixes
 
 _MISSING = frozenset({"404", "NoSuchKey", "NotFound", "NoSuchVersion"})
+# An upload completed or aborted meanwhile.
+_NO_UPLOAD = frozenset({"404", "NoSuchUpload"})
 _CHUNK = 1024 * 1024
 # The bucket's CORS rule but its origins, in CloudFormation's names (serverless.yml
 # reads it, as it reads table.json): browsers PUT with the presigned upload's headers
@@ -174,11 +176,20 @@ class S3Blobs:
         return url, expires_at
 
     def remove_all(self, tenant_id: str, limit: int) -> int:
-        """Delete up to `limit` of the tenant's object versions and delete markers (the
-        bucket is versioned: a plain delete would only hide a blob), 1,000 a call
-        (ListObjectVersions, then DeleteObjects by VersionId); how many went."""
+        """Delete up to `limit` of the tenant's objects: under each of its prefixes
+        (`keys.tenant_prefixes`: its blobs, its exports' files), every object version
+        and delete marker (the bucket is versioned: a plain delete would only hide an
+        object), 1,000 a call (ListObjectVersions, then DeleteObjects by VersionId),
+        then every incomplete multipart upload (an export's file being published:
+        ListMultipartUploads, AbortMultipartUpload); how many of these went."""
         removed = 0
-        prefix = tenant_blobs_prefix(tenant_id)
+        for prefix in tenant_prefixes(tenant_id):
+            removed += self._remove_versions(prefix, limit - removed)
+            removed += self._abort_uploads(prefix, limit - removed)
+        return removed
+
+    def _remove_versions(self, prefix: str, limit: int) -> int:
+        removed = 0
         while removed < limit:
             with translated():
                 page = self._client.list_object_versions(
@@ -193,6 +204,30 @@ class S3Blobs:
             self._delete(doomed)
             removed += len(doomed)
         return removed
+
+    def _abort_uploads(self, prefix: str, limit: int) -> int:
+        """Abort up to `limit` incomplete multipart uploads under `prefix` (their parts
+        are billed until then); an upload gone meanwhile (completed, aborted) counts."""
+        aborted = 0
+        while aborted < limit:
+            with translated():
+                page = self._client.list_multipart_uploads(
+                    Bucket=self._bucket, Prefix=prefix, MaxUploads=min(_PAGE, limit - aborted)
+                )
+            uploads = page.get("Uploads", [])[: limit - aborted]
+            if not uploads:
+                break
+            for upload in uploads:
+                try:
+                    with translated():
+                        self._client.abort_multipart_upload(
+                            Bucket=self._bucket, Key=upload["Key"], UploadId=upload["UploadId"]
+                        )
+                except ClientError as exc:
+                    if error_code(exc) not in _NO_UPLOAD:
+                        raise
+            aborted += len(uploads)
+        return aborted
 
     def _delete(self, doomed: list[dict[str, str]]) -> None:
         with translated():

@@ -1,9 +1,10 @@
 """Export jobs and the parts of their files, in the tenant's export partition
 (`api.storage.keys`): a job item, and its file's parts `<export>#<n>`, each a gzip
 member (their concatenation is one gzip file). A step's parts and the job's new
-state are written by one transaction, conditioned on the parts the job had: two
-calls racing on one job cannot both advance it, and a step that dies writes
-nothing."""
+state are written by one transaction, conditioned on the job's progress as the
+step read it (parts written, phase, parts published, upload): two calls racing on
+one job cannot both advance it, and a step that dies writes nothing. Publishing
+the file to S3 (`api.storage.export_files`) advances the job the same way."""
 
 from __future__ import annotations
 
@@ -21,8 +22,11 @@ from api.storage.errors import error_code, translated
 from api.storage.models import RecordItem
 from api.storage.reads import TOTAL_CAPACITY, connection
 
-# Parts read per Query of a download: at most 8 parts (of < 400 KB) held at once.
+# Parts read per Query while publishing: at most 8 parts (of < 400 KB) held at once
+# beyond the S3 part being gathered.
 _PARTS_PER_READ = 8
+# The greatest part number the key format holds (`keys.export_part_sk`: 6 digits).
+_LAST_PART = 999_999
 
 
 class ExportTable:
@@ -57,6 +61,19 @@ class ExportTable:
     ) -> bool:
         """Write `parts` (numbered from `before.parts`) and the job as `after`, both or
         neither; False when another call advanced the job first (nothing written)."""
+        if not parts:  # a step of publishing: the job alone, a conditioned PutItem
+            client = connection().client
+            with translated():
+                try:
+                    client.put_item(
+                        ReturnConsumedCapacity=TOTAL_CAPACITY,
+                        TableName=_table(),
+                        Item=_job_item(after, expires_at),
+                        **_as(before),
+                    )
+                except client.exceptions.ConditionalCheckFailedException:
+                    return False
+            return True
         pk = keys.export_pk(before.tenant_id)
         actions: list[dict[str, Any]] = [
             {
@@ -74,14 +91,7 @@ class ExportTable:
             for i, part in enumerate(parts)
         ]
         actions.append(
-            {
-                "Put": {
-                    "TableName": _table(),
-                    "Item": _job_item(after, expires_at),
-                    "ConditionExpression": "np = :np",
-                    "ExpressionAttributeValues": {":np": {"N": str(before.parts)}},
-                }
-            }
+            {"Put": {"TableName": _table(), "Item": _job_item(after, expires_at), **_as(before)}}
         )
         with translated():
             try:
@@ -98,28 +108,30 @@ class ExportTable:
                 raise Unavailable("the export's step met another write; retry") from exc
         return True
 
-    def parts(self, tenant_id: str, export_id: str) -> Iterator[bytes]:
-        """The file's parts in order, read a few at a time."""
-        start: dict[str, Any] | None = None
+    def parts(self, tenant_id: str, export_id: str, start: int = 0) -> Iterator[bytes]:
+        """The file's parts in order from part `start`, read a few at a time (consistent:
+        the last step's parts were written a moment ago)."""
+        after: dict[str, Any] | None = None
         while True:
             kwargs: dict[str, Any] = {
                 "TableName": _table(),
-                "KeyConditionExpression": "pk = :pk AND begins_with(sk, :parts)",
+                "KeyConditionExpression": "pk = :pk AND sk BETWEEN :first AND :last",
                 "ExpressionAttributeValues": {
                     ":pk": {"S": keys.export_pk(tenant_id)},
-                    ":parts": {"S": keys.export_part_sk(export_id)},
+                    ":first": {"S": keys.export_part_sk(export_id, start)},
+                    ":last": {"S": keys.export_part_sk(export_id, _LAST_PART)},
                 },
                 "ConsistentRead": True,
                 "Limit": _PARTS_PER_READ,
             }
-            if start is not None:
-                kwargs["ExclusiveStartKey"] = start
+            if after is not None:
+                kwargs["ExclusiveStartKey"] = after
             with translated():
                 page = connection().client.query(**kwargs, ReturnConsumedCapacity=TOTAL_CAPACITY)
             for item in page.get("Items", []):
                 yield bytes(item["d"]["B"])
-            start = page.get("LastEvaluatedKey")
-            if start is None:
+            after = page.get("LastEvaluatedKey")
+            if after is None:
                 return
 
     def versions_page(
@@ -148,12 +160,35 @@ def _table() -> str:
     return str(RecordItem.Meta.table_name)
 
 
+def _as(before: ExportJob) -> dict[str, Any]:
+    """The condition that the stored job is still `before`: its parts written, phase,
+    parts published and upload (what every step changes at least one of)."""
+    values: dict[str, Any] = {
+        ":np": {"N": str(before.parts)},
+        ":ph": {"S": before.phase.value},
+    }
+    conditions = ["np = :np", "ph = :ph"]
+    if before.published:
+        conditions.append("pn = :pn")
+        values[":pn"] = {"N": str(before.published)}
+    else:
+        conditions.append("attribute_not_exists(pn)")
+    if before.upload_id is not None:
+        conditions.append("up = :up")
+        values[":up"] = {"S": before.upload_id}
+    else:
+        conditions.append("attribute_not_exists(up)")
+    return {
+        "ConditionExpression": " AND ".join(conditions),
+        "ExpressionAttributeValues": values,
+    }
+
+
 def _job_item(job: ExportJob, expires_at: int) -> dict[str, Any]:
     item: dict[str, Any] = {
         **codecs.raw_key(keys.export_pk(job.tenant_id), job.export_id),
         "by": {"S": job.asked_by},
         "at": {"N": str(job.asked_at_ms)},
-        "key": {"S": job.key},
         "ph": {"S": job.phase.value},
         "np": {"N": str(job.parts)},
         "ne": {"N": str(job.entities)},
@@ -165,6 +200,12 @@ def _job_item(job: ExportJob, expires_at: int) -> dict[str, Any]:
         item["cur"] = {"S": job.position}
     if job.change_token is not None:
         item["tok"] = {"S": job.change_token}
+    if job.published:
+        item["pn"] = {"N": str(job.published)}
+    if job.upload_id is not None:
+        item["up"] = {"S": job.upload_id}
+    if job.etags:
+        item["et"] = {"L": [{"S": etag} for etag in job.etags]}
     return item
 
 
@@ -174,7 +215,6 @@ def _job_from(tenant_id: str, raw: dict[str, Any]) -> ExportJob:
         export_id=raw[codecs.SK]["S"],
         asked_by=raw["by"]["S"],
         asked_at_ms=int(raw["at"]["N"]),
-        key=raw["key"]["S"],
         phase=ExportPhase(raw["ph"]["S"]),
         position=raw["cur"]["S"] if "cur" in raw else None,
         parts=int(raw["np"]["N"]),
@@ -182,4 +222,7 @@ def _job_from(tenant_id: str, raw: dict[str, Any]) -> ExportJob:
         versions=int(raw["nv"]["N"]),
         bytes=int(raw["nb"]["N"]),
         change_token=raw["tok"]["S"] if "tok" in raw else None,
+        published=int(raw["pn"]["N"]) if "pn" in raw else 0,
+        upload_id=raw["up"]["S"] if "up" in raw else None,
+        etags=tuple(e["S"] for e in raw.get("et", {}).get("L", [])),
     )

@@ -29,10 +29,15 @@ Items (all in one table, `pk` hash key, `sk` range key, both strings):
     export    T#<tenant>#EXP     <export>      an export job: by, at, ph (phase), cur (where
                                                it goes on), np (parts written), ne, nv
                                                (entities, versions), nb (bytes), tok
-                                               (its sync's token), key (signs download
-                                               links), exp (TTL)
+                                               (its sync's token); while it publishes
+                                               the file to S3 (`export_key`): pn (the
+                                               next part to copy), up (the multipart
+                                               upload's id), et (ETags of the S3 parts
+                                               uploaded); exp (TTL). (Jobs written
+                                               before S3 delivery carry `key`, unread.)
     part      T#<tenant>#EXP     <export>#<n>  d: part n of the export's file (a gzip
-                                               member), exp (TTL)
+                                               member), exp (TTL); kept after the file is
+                                               in S3, until the TTL (a free delete)
     socket    C#<connection>     CONN          AWS WebSocket connection: sub, until (the
                                                token's exp), subs (subscription id ->
                                                tenant), exp (TTL)
@@ -88,9 +93,15 @@ Access patterns:
                            descending, Limit: an entity's earlier versions, newest first
     export a tenant        PutItem job; per step, a `changes` page (live entities) or a
                            Query page of T#<tenant>#HIST (versions), then
-                           TransactWriteItems: its parts (put) and the job (update,
-                           conditioned on np); download: GetItem job, Query parts
-    delete a tenant        UpdateItem head (mark), then Query (keys only, consistent) each
+                           TransactWriteItems: its parts (put) and the job (put,
+                           conditioned on np, ph, pn, up); then publishing: Query
+                           parts (consistent) from pn, one PutObject (file <= 5 MiB)
+                           or per 5 MiB an UploadPart, then PutItem job (same
+                           condition); download: GetItem job, a presigned S3 GET
+    delete a tenant        UpdateItem head (mark); in S3, under each of `tenant_prefixes`,
+                           ListObjectVersions and DeleteObjects (every version and
+                           delete marker), ListMultipartUploads and AbortMultipartUpload;
+                           then Query (keys only, consistent) each
                            of T#<tenant>, T#<tenant>#HIST, T#<tenant>#SUB, T#<tenant>#EXP,
                            T#<tenant>#BLOB, T#<tenant>#LOG
                            and BatchWriteItem deletes, 5,000 items a call; DeleteItem head
@@ -267,5 +278,22 @@ def blob_prefix(tenant_id: str) -> str:
 
 
 def tenant_blobs_prefix(tenant_id: str) -> str:
-    """Everything of the tenant in the bucket (what deleting the tenant removes)."""
+    """Every blob of the tenant, under any sub-prefix of its own."""
     return f"{BLOB_KEY_PREFIX}{tenant_id}/"
+
+
+# A finished export's file (contract 3.9) is one S3 object, published from the
+# file's parts in the table: `exports/<tenant>/<export>.jsonl.gz`. Apart from the
+# blobs, so that the bucket's lifecycle expires exports after 7 days (a rule on
+# this prefix) and IAM can grant each its own actions; an export id is a ULID.
+EXPORT_KEY_PREFIX = "exports/"
+
+
+def export_key(tenant_id: str, export_id: str) -> str:
+    return f"{EXPORT_KEY_PREFIX}{tenant_id}/{export_id}.jsonl.gz"
+
+
+def tenant_prefixes(tenant_id: str) -> tuple[str, ...]:
+    """Every S3 prefix of the tenant: what deleting the tenant empties (every version,
+    delete marker and incomplete multipart upload under each)."""
+    return (tenant_blobs_prefix(tenant_id), f"{EXPORT_KEY_PREFIX}{tenant_id}/")

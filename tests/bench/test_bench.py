@@ -78,6 +78,9 @@ def test_bench_fast_prints_and_saves_a_complete_table(tmp_path: Path) -> None:
     tenancy = data["tenancy"]
     assert set(tenancy) == {"first sync (baseline)", "export", "delete"}
     assert tenancy["export"]["bytes"] > 0 and tenancy["export"]["write_units"] > 0
+    # Published with one PUT, downloaded with one GET of the presigned link.
+    assert tenancy["export"]["s3_requests"] == {"PUT": 1, "GET": 1}
+    assert tenancy["export"]["s3_usd"] > 0
     # 10,000 entities and their 10,000 log entries (and the head) go.
     assert tenancy["delete"]["write_units"] >= 20_000 and tenancy["delete"]["calls"] >= 4
     sweep = data["incremental_sync_units"]

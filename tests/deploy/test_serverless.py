@@ -20,6 +20,7 @@ from starlette.testclient import TestClient
 from api.settings import PROJECT_ROOT, Settings
 from api.storage.blobs import cors_configuration
 from api.storage.table import definition
+from scripts.local_s3 import LIFECYCLE_RULES
 from tests.support.gql import bearer
 
 SERVERLESS_VERSION = "3.40.0"
@@ -189,7 +190,7 @@ def test_each_function_may_do_only_what_its_code_does(packaged: dict[str, Any]) 
             assert statement["Resource"] not in ("*", ["*"])
 
 
-def test_the_blob_bucket_is_private_encrypted_and_reached_only_under_tenants(
+def test_the_bucket_is_private_encrypted_and_reached_only_under_tenants_and_exports(
     packaged: dict[str, Any],
 ) -> None:
     bucket = packaged["Resources"]["BlobBucket"]
@@ -212,6 +213,16 @@ def test_the_blob_bucket_is_private_encrypted_and_reached_only_under_tenants(
     replaced = rules["expire-replaced-versions"]
     assert replaced["NoncurrentVersionExpiration"] == {"NoncurrentDays": 1}
     assert replaced["ExpiredObjectDeleteMarker"] is True
+    assert "Prefix" not in replaced  # blobs and exports alike
+    # Exports' files are kept 7 days, as their jobs (contract 3.9).
+    exports = rules["expire-exports"]
+    assert (exports["Prefix"], exports["ExpirationInDays"]) == ("exports/", 7)
+    # The local bucket has the same rules (scripts/local_s3.py).
+    local_rules = {r["ID"]: r for r in LIFECYCLE_RULES}
+    assert set(local_rules) == set(rules)
+    assert local_rules["expire-exports"]["Filter"] == {"Prefix": "exports/"}
+    assert local_rules["expire-exports"]["Expiration"] == {"Days": 7}
+    assert local_rules["expire-replaced-versions"]["Filter"] == {"Prefix": ""}
     # CORS: the local bucket's rule (blob_cors.json), for the param's origins; that its
     # headers are those a presigned upload lists is checked against the local engine
     # (tests/integration/test_local_s3.py).
@@ -227,15 +238,18 @@ def test_the_blob_bucket_is_private_encrypted_and_reached_only_under_tenants(
     (deny,) = packaged["Resources"]["BlobBucketPolicy"]["Properties"]["PolicyDocument"]["Statement"]
     assert deny["Effect"] == "Deny"
     assert deny["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
-    # The API's role: the objects under tenants/ (HeadObject, presigned PUT and GET,
-    # every version of a deleted tenant), and ListBucket on the bucket (HeadBucket;
-    # 404 rather than 403 for a missing blob) and its versions.
+    # The API's role: the objects under tenants/ and exports/ (HeadObject, presigned
+    # PUT and GET, an export's PUT or multipart upload, every version and incomplete
+    # upload of a deleted tenant), and ListBucket on the bucket (HeadBucket; 404
+    # rather than 403 for a missing object), its versions and multipart uploads.
     arn = {"Fn::GetAtt": ["BlobBucket", "Arn"]}
     objects = [{"Fn::Join": ["", [arn, "/tenants/*"]]}]
     listing = frozenset({"s3:ListBucket", "s3:ListBucketVersions"})
     assert _s3(packaged, "ApiRole") == {
-        frozenset({"s3:GetObject", "s3:PutObject", "s3:DeleteObjectVersion"}): objects,
-        listing: [arn],
+        frozenset(
+            {"s3:GetObject", "s3:PutObject", "s3:DeleteObjectVersion", "s3:AbortMultipartUpload"}
+        ): [*objects, {"Fn::Join": ["", [arn, "/exports/*"]]}],
+        listing | {"s3:ListBucketMultipartUploads"}: [arn],
     }
     # The sweep's: also the version a mark copies.
     assert _s3(packaged, "SweepRole") == {
@@ -309,7 +323,6 @@ def test_the_function_and_its_http_api(packaged: dict[str, Any]) -> None:
         "POST /graphql",
         "GET /graphql",
         "GET /healthz",
-        "GET /exports/{tenant}/{export}",
     }
     (stage,) = [
         s
@@ -467,12 +480,14 @@ def test_the_lambda_handler_returns_compressed_pages_base64_encoded(
         assert len(page["data"]["changes"]["items"]) == 30
 
 
-def test_an_export_downloads_through_the_lambda_handler(
+def test_an_export_through_the_lambda_handler_downloads_from_s3(
     settings: Settings, app_client: TestClient, tenant: str
 ) -> None:
-    import base64
+    """The handler answers the link, a presigned S3 GET: the file never passes through
+    Lambda (whose response is at most 6 MB), and the link needs no token."""
     import gzip
-    from urllib.parse import urlparse
+
+    import httpx2
 
     from api.lambda_handler import handler
 
@@ -488,20 +503,9 @@ def test_an_export_downloads_through_the_lambda_handler(
     )
     payload = json.loads(handler(event, context)["body"])["data"]["exportTenant"]
     assert payload["done"]
-    # The link names the API as its caller reached it (API Gateway's host, https).
-    url = urlparse(payload["downloadURL"])
-    assert f"{url.scheme}://{url.netloc}" == "https://abc123.execute-api.us-east-1.amazonaws.com"
-    download = _event("query", tenant, token)
-    del download["headers"]["authorization"], download["headers"]["content-type"]
-    download.update(
-        routeKey="GET /exports/{tenant}/{export}",
-        rawPath=url.path,
-        rawQueryString=url.query,
-        body="",
-    )
-    download["requestContext"]["http"].update(method="GET", path=url.path)
-    response = handler(download, context)
-    assert response["statusCode"] == 200 and response["isBase64Encoded"] is True
-    lines = gzip.decompress(base64.b64decode(response["body"])).splitlines()
+    assert payload["downloadURL"].startswith(f"{settings.s3_endpoint}/{settings.blob_bucket}/")
+    response = httpx2.get(payload["downloadURL"])
+    assert response.status_code == 200
+    lines = gzip.decompress(response.content).splitlines()
     assert json.loads(lines[1])["entity"]["id"] == "from-lambda"
     assert json.loads(lines[-1])["end"]["entities"] == 1

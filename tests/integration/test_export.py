@@ -1,7 +1,8 @@
-"""Exporting a tenant (contract 3.9) against DynamoDB Local: the file holds what a
-first sync returns and the history, in calls that resume after a crash of the
-server; only owners export; a download link is signed, expires, and is refused
-when altered."""
+"""Exporting a tenant (contract 3.9) against DynamoDB Local and the S3 engine: the
+file holds what a first sync returns and the history, in calls that resume after a
+crash of the server; it is published to S3 in one PUT or a multipart upload that
+resumes after a failure and survives racing calls; only owners export; the link is
+a presigned S3 GET of the tenant's export key, valid 15 minutes."""
 
 from __future__ import annotations
 
@@ -9,28 +10,35 @@ import contextlib
 import dataclasses
 import gzip
 import json
+import os
 import threading
 import time
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
-from urllib.parse import urlparse
+from urllib.parse import parse_qs, urlsplit
 
 import httpx2
 import pytest
 from starlette.testclient import TestClient
+from ulid import ULID
 
 from api.domain.cursor import CursorCodec
-from api.domain.errors import NotFound
-from api.domain.exports import ExportJob
+from api.domain.errors import NotFound, Unavailable
+from api.domain.exports import ExportJob, ExportPhase
 from api.service import SyncService
-from api.service.exports import DOWNLOAD_LINK_S, Link
+from api.service import exports as export_rules
+from api.service.exports import DOWNLOAD_LINK_S, KEPT_S
 from api.settings import Settings
 from api.storage import keys
+from api.storage.export_files import S3ExportFiles
 from api.storage.exports import ExportTable
 from api.storage.store import DynamoStore
 from tests.support.bulk import bulk_people
+from tests.support.faults import Fault, LoseResponse, connection_refused, hooks_on
 from tests.support.gql import GraphQLClient, GraphQLError, bearer, post_data
 from tests.support.servers import api_server, crash
+from tests.support.sigv4 import signature_holds
 
 EXPORT = (
     "mutation($t: ID!, $e: ID) { exportTenant(tenantID: $t, exportID: $e) "
@@ -54,6 +62,66 @@ def _export(call: Callable[[str | None], dict[str, Any]]) -> tuple[dict[str, Any
 
 def _lines(body: bytes) -> list[dict[str, Any]]:
     return [json.loads(line) for line in gzip.decompress(body).splitlines()]
+
+
+def _service(settings: Settings, s3: Any = None, clock_ms: Callable[[], int] | None = None) -> Any:
+    """A service exporting to the session's bucket (through `s3`, a boto3 client)."""
+    return SyncService(
+        DynamoStore(),
+        CursorCodec(settings.cursor_secret),
+        clock_ms=clock_ms or (lambda: int(time.time() * 1000)),
+        exports=ExportTable(),
+        export_files=S3ExportFiles(s3 or settings.s3_client(), settings.blob_bucket),
+    )
+
+
+def _stored(settings: Settings, tenant: str, export_id: str) -> bytes:
+    """The export's object as S3 holds it."""
+    answer = settings.s3_client().get_object(
+        Bucket=settings.blob_bucket, Key=keys.export_key(tenant, export_id)
+    )
+    body: bytes = answer["Body"].read()
+    return body
+
+
+def _uploads(settings: Settings, prefix: str) -> list[dict[str, Any]]:
+    answer = settings.s3_client().list_multipart_uploads(Bucket=settings.blob_bucket, Prefix=prefix)
+    return list(answer.get("Uploads", []))
+
+
+def _versions(settings: Settings, prefix: str) -> list[dict[str, Any]]:
+    answer = settings.s3_client().list_object_versions(Bucket=settings.blob_bucket, Prefix=prefix)
+    return list(answer.get("Versions", [])) + list(answer.get("DeleteMarkers", []))
+
+
+# Parts of random bytes: gzip keeps them as large (an S3 part must be 5 MiB but the
+# last, and moto enforces it), each under DynamoDB's 400 KB item.
+PART_BYTES = 340_000
+
+
+def written_job(tenant: str, parts: int) -> tuple[ExportJob, bytes]:
+    """A job whose file is written (`parts` gzip members of random bytes, 340 KB each)
+    and not yet published, as the last step of VERSIONS leaves it; and the file's
+    content once unpacked. Written in transactions of 5 parts (of 4 MB at most)."""
+    table = ExportTable()
+    job = ExportJob(tenant, str(ULID()), "owner", int(time.time() * 1000))
+    expires = job.asked_at_ms // 1000 + KEPT_S
+    table.create(job, expires)
+    content = bytearray()
+    for first in range(0, parts, 5):
+        data = [os.urandom(PART_BYTES) for _ in range(min(5, parts - first))]
+        members = [gzip.compress(d, mtime=0) for d in data]
+        content += b"".join(data)
+        last = first + len(members) == parts
+        after = dataclasses.replace(
+            job,
+            phase=ExportPhase.PUBLISH if last else ExportPhase.VERSIONS,
+            parts=job.parts + len(members),
+            bytes=job.bytes + sum(map(len, members)),
+        )
+        assert table.advance(job, after, members, expires)
+        job = after
+    return job, bytes(content)
 
 
 def _fill(gql: GraphQLClient, tenant: str) -> str:
@@ -86,10 +154,14 @@ def test_an_owner_exports_the_first_sync_and_the_history(
 
     payload, _ = _export(call)
     assert payload["entities"] == len(live) == 12
-    response = app_client.get(payload["downloadURL"])
+    # The link is a presigned GET of the S3 engine: no token, no API in between.
+    assert payload["downloadURL"].startswith(settings.s3_endpoint or "?")
+    response = httpx2.get(payload["downloadURL"])
     assert response.status_code == 200, response.text
     assert response.headers["content-type"] == "application/gzip"
     assert "content-encoding" not in response.headers  # the file is the gzip, not the transfer
+    disposition = f'attachment; filename="{payload["exportID"]}.jsonl.gz"'
+    assert response.headers["content-disposition"] == disposition
     assert len(response.content) == payload["bytes"]
     lines = _lines(response.content)
 
@@ -118,8 +190,8 @@ def test_an_owner_exports_the_first_sync_and_the_history(
     }
 
 
-def test_only_owners_export_and_links_are_signed_and_expire(
-    gql: GraphQLClient, app_client: TestClient, tenant: str, settings: Settings
+def test_only_owners_export_and_the_link_is_a_presigned_get_of_the_tenants_export(
+    gql: GraphQLClient, tenant: str, settings: Settings
 ) -> None:
     gql.create(tenant, "Person", {"givenName": "a"})
     for role in ("reader", "writer"):
@@ -131,36 +203,34 @@ def test_only_owners_export_and_links_are_signed_and_expire(
         gql.data(EXPORT, {"t": tenant, "e": "01JZZZZZZZZZZZZZZZZZZZZZZZ"})
     assert missing.value.errors[0]["extensions"]["code"] == "NOT_FOUND"
 
+    started = time.time()
     payload = gql.data(EXPORT, {"t": tenant, "e": None})["exportTenant"]
     assert payload["done"] and payload["downloadURL"]
-    url = urlparse(payload["downloadURL"])
-    path, query = url.path, dict(p.split("=") for p in url.query.split("&"))
-    assert app_client.get(f"{path}?until={query['until']}&sig={query['sig']}").status_code == 200
-    for altered in (
-        f"{path}?until={int(query['until']) + 1}&sig={query['sig']}",  # a later expiry
-        f"{path}?until={query['until']}&sig={'0' * 32}",
-        f"{path}?until={query['until']}",
-        path,
-        path.replace(tenant, tenant + "x") + f"?until={query['until']}&sig={query['sig']}",
-        f"{path}?until=x&sig={query['sig']}",
-    ):
-        assert app_client.get(altered).status_code == 404, altered
-
-    # A link is valid for DOWNLOAD_LINK_S: a service whose clock is past it says so.
-    later = SyncService(
-        DynamoStore(),
-        CursorCodec(settings.cursor_secret),
-        clock_ms=lambda: int(query["until"]) + 1,
-        exports=ExportTable(),
-    )
-    assert later.exports is not None
     export_id = payload["exportID"]
-    assert later.exports.check_link(tenant, export_id, int(query["until"]), query["sig"]) == (
-        Link.EXPIRED,
-        payload["bytes"],
-    )
-    until = int(query["until"])
-    assert until - time.time() * 1000 <= DOWNLOAD_LINK_S * 1000
+    url = payload["downloadURL"]
+    parts = urlsplit(url)
+    key = keys.export_key(tenant, export_id)
+    assert parts.path == f"/{settings.blob_bucket}/{key}"
+    query = parse_qs(parts.query)
+    assert query["X-Amz-Expires"] == [str(DOWNLOAD_LINK_S)]
+    assert query["response-content-disposition"] == [f'attachment; filename="{export_id}.jsonl.gz"']
+    expires = datetime.fromisoformat(payload["downloadExpiresAt"]).timestamp()
+    assert started + DOWNLOAD_LINK_S - 2 <= expires <= time.time() + DOWNLOAD_LINK_S
+    # S3 checks the signature (moto does not, tests.support.sigv4 recomputes it): it
+    # covers the key, so the link reaches no other export and no other tenant's.
+    assert signature_holds(url, "GET", {})
+    for other in (key.replace(tenant, tenant + "x"), key.replace(export_id, "01J" + "0" * 23)):
+        assert not signature_holds(url.replace(key, other), "GET", {})
+    # Any later call gives a fresh link to the same file.
+    time.sleep(1.1)
+    again = gql.data(EXPORT, {"t": tenant, "e": export_id})["exportTenant"]
+    assert again["downloadURL"] != url and again["downloadExpiresAt"] > payload["downloadExpiresAt"]
+    assert httpx2.get(again["downloadURL"]).content == httpx2.get(url).content
+
+    # A job older than 7 days is NOT_FOUND, even before DynamoDB's TTL removes it.
+    later = _service(settings, clock_ms=lambda: int(time.time() * 1000) + KEPT_S * 1000)
+    with pytest.raises(NotFound):
+        later.exports.export_tenant(tenant, export_id, "owner")
 
 
 def test_two_calls_racing_on_one_export_write_each_line_once(
@@ -168,13 +238,10 @@ def test_two_calls_racing_on_one_export_write_each_line_once(
 ) -> None:
     for i in range(250):
         gql.create(tenant, "Person", {"givenName": f"p{i}"})
-    service = SyncService(DynamoStore(), CursorCodec(settings.cursor_secret), exports=ExportTable())
-    assert service.exports is not None
+    service = _service(settings)
     job = service.exports.export_tenant(tenant, None, "owner", steps=0)
     threads = [
-        threading.Thread(
-            target=lambda: service.exports.export_tenant(tenant, job.export_id, "o")  # type: ignore[union-attr]
-        )
+        threading.Thread(target=lambda: service.exports.export_tenant(tenant, job.export_id, "o"))
         for _ in range(4)
     ]
     for t in threads:
@@ -183,7 +250,7 @@ def test_two_calls_racing_on_one_export_write_each_line_once(
         t.join()
     done = service.exports.export_tenant(tenant, job.export_id, "owner")
     assert done.done and done.entities == 250
-    lines = _lines(b"".join(service.exports.file(tenant, job.export_id)))
+    lines = _lines(_stored(settings, tenant, job.export_id))
     ids = [line["entity"]["id"] for line in lines if "entity" in line]
     assert len(ids) == len(set(ids)) == 250
 
@@ -212,6 +279,7 @@ def test_a_10000_item_export_survives_a_crash_of_the_server_and_matches_the_firs
         dying.join()
     with api_server(settings) as second:
         payload, calls = _export(lambda e: call(second, e or started["exportID"]))
+        # From S3 (the presigned GET), not from the server.
         response = httpx2.get(payload["downloadURL"], timeout=60)
         assert response.status_code == 200
         lines = _lines(response.content)
@@ -237,7 +305,7 @@ def test_a_step_from_a_stale_job_writes_nothing(settings: Settings, tenant: str)
     """Two calls that read the job at the same point: the second step is refused
     whole, its parts with it (a transaction conditioned on the parts written)."""
     table = ExportTable()
-    job = ExportJob(tenant, "01JEXPORTSTALE000000000000", "owner", 0, key="k" * 32)
+    job = ExportJob(tenant, "01JEXPORTSTALE000000000000", "owner", 0)
     table.create(job, expires_at=2_000_000_000)
     first = dataclasses.replace(job, parts=1, entities=1, position="c1")
     assert table.advance(job, first, [b"first"], expires_at=2_000_000_000)
@@ -254,15 +322,14 @@ def test_what_changes_during_an_export_is_in_the_file_in_sync_order(
     behind them: the file still has it (the sync from their token), and applying
     the lines in order gives the tenant as it stands."""
     people = [gql.create(tenant, "Person", {"givenName": f"p{i}"}) for i in range(250)]
-    service = SyncService(DynamoStore(), CursorCodec(settings.cursor_secret), exports=ExportTable())
-    assert service.exports is not None
+    service = _service(settings)
     job = service.exports.export_tenant(tenant, None, "owner", steps=1)  # the first 100
     last, first = people[-1], people[0]
     gql.update(tenant, "Person", last["id"], last["changeToken"], {"givenName": "moved"})
     gql.delete(tenant, "Person", first["id"], first["changeToken"])
     done = service.exports.export_tenant(tenant, job.export_id, "owner")
     assert done.done
-    lines = _lines(b"".join(service.exports.file(tenant, job.export_id)))
+    lines = _lines(_stored(settings, tenant, job.export_id))
     applied: dict[str, dict[str, Any]] = {}
     for line in lines:
         if "entity" in line:
@@ -290,7 +357,10 @@ def test_an_export_whose_tenant_is_deleted_meanwhile_is_not_found(
             return super().advance(before, *args)
 
     service = SyncService(
-        DynamoStore(), CursorCodec(settings.cursor_secret), exports=SweptMidStep()
+        DynamoStore(),
+        CursorCodec(settings.cursor_secret),
+        exports=SweptMidStep(),
+        export_files=S3ExportFiles(settings.s3_client(), settings.blob_bucket),
     )
     assert service.exports is not None
     with pytest.raises(NotFound):
@@ -309,7 +379,141 @@ def test_a_retried_job_creation_whose_first_answer_was_lost_is_no_error(
     """botocore retries a put that DynamoDB applied and whose answer it lost: the
     retry meets the job it created, which is not an uncoded error."""
     table = ExportTable()
-    job = ExportJob(tenant, "01JEXPORTRETRY000000000000", "owner", 0, key="k" * 32)
+    job = ExportJob(tenant, "01JEXPORTRETRY000000000000", "owner", 0)
     table.create(job, expires_at=2_000_000_000)
     table.create(job, expires_at=2_000_000_000)  # the retry
     assert table.get(tenant, job.export_id) == job
+
+
+def test_a_file_over_5_mib_is_published_by_a_multipart_upload_that_resumes_call_by_call(
+    settings: Settings, tenant: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """20 parts of 340 KB (6.8 MB): S3 parts of at least 5 MiB, the first of 16 parts
+    of the file, the second of the last 4; one S3 part a call (lowered from 2). The
+    upload's id and ETags are on the job between calls, and the upload shows in S3
+    until it is completed."""
+    monkeypatch.setattr(export_rules, "UPLOADS_PER_CALL", 1)
+    job, content = written_job(tenant, parts=20)
+    assert job.bytes > export_rules.SINGLE_PUT_MAX_BYTES
+    service = _service(settings)
+    first = service.exports.export_tenant(tenant, job.export_id, "owner")
+    assert first.phase is ExportPhase.PUBLISH and not first.done
+    assert (first.published, len(first.etags)) == (16, 1) and first.upload_id is not None
+    assert ExportTable().get(tenant, job.export_id) == first
+    key = keys.export_key(tenant, job.export_id)
+    (upload,) = _uploads(settings, key)
+    assert upload["UploadId"] == first.upload_id
+    assert _versions(settings, key) == []  # nothing to download before it is complete
+
+    done = service.exports.export_tenant(tenant, job.export_id, "owner")
+    assert done.done and len(done.etags) == 2 and done.published == 20
+    assert _uploads(settings, key) == []
+    url, _ = service.exports.link(done)
+    downloaded = httpx2.get(url, timeout=60)
+    assert downloaded.status_code == 200
+    assert len(downloaded.content) == job.bytes
+    assert gzip.decompress(downloaded.content) == content
+    # The parts stay in the table until the job's TTL (deleted for free).
+    assert len(list(ExportTable().parts(tenant, job.export_id))) == 20
+
+
+def test_publishing_resumes_after_s3_fails_and_after_a_lost_completion(
+    settings: Settings, tenant: str
+) -> None:
+    """S3 unreachable during an UploadPart: the call is UNAVAILABLE (retryable) and the
+    job is as before; the next call goes on. A completion that S3 applied but whose
+    answer was lost: the next call finds the whole object and does not upload again."""
+    job, content = written_job(tenant, parts=20)
+    s3 = settings.s3_client()
+    service = _service(settings, s3)
+    started = service.exports.export_tenant(tenant, job.export_id, "owner", steps=1)
+    assert started.upload_id is not None and started.etags == ()
+    with hooks_on(s3.meta.events) as register:
+        register("before-send.s3.UploadPart", Fault(connection_refused()))
+        with pytest.raises(Unavailable) as failed:
+            service.exports.export_tenant(tenant, job.export_id, "owner")
+    assert failed.value.retryable
+    assert ExportTable().get(tenant, job.export_id) == started
+    with hooks_on(s3.meta.events) as register:
+        lost = LoseResponse()
+        register("after-call.s3.CompleteMultipartUpload", lost)
+        with pytest.raises(Unavailable):
+            service.exports.export_tenant(tenant, job.export_id, "owner")
+    assert lost.calls == 1
+    stalled = ExportTable().get(tenant, job.export_id)
+    assert stalled is not None and not stalled.done and len(stalled.etags) == 2
+    done = service.exports.export_tenant(tenant, job.export_id, "owner")
+    assert done.done and done.etags == stalled.etags
+    assert gzip.decompress(_stored(settings, tenant, job.export_id)) == content
+    key = keys.export_key(tenant, job.export_id)
+    assert len(_versions(settings, key)) == 1 and _uploads(settings, key) == []
+
+
+def test_calls_racing_on_a_multipart_publish_upload_one_file_and_leave_no_upload(
+    settings: Settings, tenant: str
+) -> None:
+    """Four calls at once on one multipart publish: each step is the job's next one or
+    refused whole. A racer may be UNAVAILABLE (retryable), never anything else: an
+    UploadPart of an upload another racer completed is NoSuchUpload on S3 (the object
+    is then found whole), but a 500 on moto 5.2.5 (docs/attachments.md)."""
+    job, content = written_job(tenant, parts=20)
+    service = _service(settings)
+    errors: list[Exception] = []
+
+    def call() -> None:
+        try:
+            service.exports.export_tenant(tenant, job.export_id, "owner")
+        except Exception as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=call) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert all(isinstance(e, Unavailable) and e.retryable for e in errors), errors
+    done = service.exports.export_tenant(tenant, job.export_id, "owner")
+    assert done.done
+    assert gzip.decompress(_stored(settings, tenant, job.export_id)) == content
+    # A racer's upload that lost the race to start was aborted; none is left.
+    assert _uploads(settings, keys.export_key(tenant, job.export_id)) == []
+
+
+def test_a_small_export_published_by_multipart_reads_as_the_same_file(
+    gql: GraphQLClient, tenant: str, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the one-PUT threshold lowered, people's file goes by a multipart upload of
+    one part (the last part may be smaller than 5 MiB): the same bytes as one PUT."""
+    _fill(gql, tenant)
+    single = _service(settings).exports.export_tenant(tenant, None, "owner")
+    monkeypatch.setattr(export_rules, "SINGLE_PUT_MAX_BYTES", 0)
+    multi = _service(settings).exports.export_tenant(tenant, None, "owner")
+    assert single.done and multi.done and single.upload_id is None
+    assert multi.upload_id is not None and len(multi.etags) == 1
+    ours, theirs = (_lines(_stored(settings, tenant, j.export_id)) for j in (single, multi))
+    assert ours[1:] == theirs[1:] and ours[0]["export"]["exportID"] == single.export_id
+
+
+def test_a_publish_whose_tenant_is_deleted_meanwhile_leaves_nothing_in_s3(
+    settings: Settings, tenant: str, ddb: Any
+) -> None:
+    """The deletion empties the tenant's prefix and removes the job between a call's
+    read of the job and its PUT: the call finds the job gone and removes its file."""
+    job, _ = written_job(tenant, parts=2)
+
+    class SweptMidPublish(ExportTable):
+        def advance(self, before: ExportJob, *args: Any) -> bool:
+            key = {"pk": {"S": keys.export_pk(tenant)}, "sk": {"S": before.export_id}}
+            ddb.delete_item(TableName=settings.table_name, Key=key)
+            return super().advance(before, *args)
+
+    service = SyncService(
+        DynamoStore(),
+        CursorCodec(settings.cursor_secret),
+        exports=SweptMidPublish(),
+        export_files=S3ExportFiles(settings.s3_client(), settings.blob_bucket),
+    )
+    assert service.exports is not None
+    with pytest.raises(NotFound):
+        service.exports.export_tenant(tenant, job.export_id, "owner")
+    assert _versions(settings, keys.export_key(tenant, job.export_id)) == []

@@ -230,3 +230,53 @@ def _code_over_http(base: str, tenant: str, headers: dict[str, str]) -> str:
 def _swallow(call: Callable[[], object]) -> None:
     with contextlib.suppress(httpx2.TransportError, AssertionError, ValueError):
         call()  # the server dies under the call
+
+
+def test_the_deletion_removes_every_export_file_version_marker_and_upload_in_s3(
+    gql: GraphQLClient, tenant: str, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A tenant with a finished export, one by a multipart upload, one in the middle of
+    its multipart upload, an overwritten object and a delete marker under its
+    exports/ prefix, and a blob: after deleteTenant, ListObjectVersions and
+    ListMultipartUploads find nothing under either of its prefixes; another tenant's
+    export stays."""
+    from api.service import exports as export_rules
+    from api.storage.keys import tenant_prefixes
+    from tests.integration.test_export import _service, written_job
+    from tests.support.blobs import upload
+
+    s3 = settings.s3_client()
+    bucket = settings.blob_bucket
+    exports_prefix = tenant_prefixes(tenant)[1]
+    assert gql.data(EXPORT, {"t": tenant, "e": None})["exportTenant"]["done"]
+    upload(gql, tenant, b"a photo of the tenant")
+    service = _service(settings)
+    monkeypatch.setattr(export_rules, "UPLOADS_PER_CALL", 1)
+    small, _ = written_job(tenant, parts=2)
+    monkeypatch.setattr(export_rules, "SINGLE_PUT_MAX_BYTES", 0)
+    assert service.exports.export_tenant(tenant, small.export_id, "owner").done
+    pending, _ = written_job(tenant, parts=20)
+    assert not service.exports.export_tenant(tenant, pending.export_id, "owner").done
+    s3.put_object(Bucket=bucket, Key=f"{exports_prefix}stray", Body=b"1")
+    s3.put_object(Bucket=bucket, Key=f"{exports_prefix}stray", Body=b"2")
+    s3.delete_object(Bucket=bucket, Key=f"{exports_prefix}stray")  # a delete marker
+    other = f"{tenant}x"  # an id that starts with this one's: not under its prefixes
+    assert service.exports.export_tenant(other, None, "owner").done
+
+    def left(prefix: str) -> tuple[list[Any], list[Any], list[Any]]:
+        versions = s3.list_object_versions(Bucket=bucket, Prefix=prefix)
+        uploads = s3.list_multipart_uploads(Bucket=bucket, Prefix=prefix)
+        return (
+            versions.get("Versions", []),
+            versions.get("DeleteMarkers", []),
+            uploads.get("Uploads", []),
+        )
+
+    versions, markers, uploads = left(exports_prefix)
+    assert len(versions) == 4 and len(markers) == 1 and len(uploads) == 1
+    for _ in range(10):
+        if gql.data(DELETE, {"t": tenant, "c": tenant})["deleteTenant"]["done"]:
+            break
+    for prefix in tenant_prefixes(tenant):
+        assert left(prefix) == ([], [], []), prefix
+    assert len(left(tenant_prefixes(other)[1])[0]) == 1

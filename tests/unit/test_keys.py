@@ -22,3 +22,15 @@ def test_the_head_sorts_above_every_change_token() -> None:
     # the log partition must read the head before any entry.
     greatest_token = "7" + "Z" * 25
     assert keys.HEAD_SK.encode() > greatest_token.encode()
+
+
+def test_s3_keys_and_a_tenants_prefixes() -> None:
+    assert keys.blob_key("t1", "ab") == "tenants/t1/blobs/ab"
+    assert keys.export_key("t1", "01J") == "exports/t1/01J.jsonl.gz"
+    assert keys.tenant_prefixes("t1") == ("tenants/t1/", "exports/t1/")
+    # Every S3 key of a tenant is under one of its prefixes, and under none of
+    # another tenant's, even one whose id starts with this one's.
+    for key in (keys.blob_key("t1", "ab"), keys.export_key("t1", "01J")):
+        assert sum(key.startswith(p) for p in keys.tenant_prefixes("t1")) == 1
+        assert not any(key.startswith(p) for p in keys.tenant_prefixes("t"))
+        assert not any(key.startswith(p) for p in keys.tenant_prefixes("t10"))
