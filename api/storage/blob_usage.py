@@ -13,7 +13,7 @@ from botocore.exceptions import ClientError
 
 from api.domain.errors import TenantDeleted
 from api.domain.records import Record
-from api.storage import codecs, keys
+from api.storage import codecs, keys, reads
 from api.storage.errors import error_code, translated
 from api.storage.models import RecordItem
 from api.storage.reads import TOTAL_CAPACITY, connection
@@ -256,30 +256,11 @@ class BlobUsageTable:
         versions ("history"), in key order after the sort key `after`, read
         consistently; and the sort key to go on from (None: the end)."""
         if partition == _ENTITIES:
-            pk = keys.tenant_pk(tenant_id)
-            condition = "#pk = :pk AND begins_with(#sk, :entities)"
-            values = {":pk": {"S": pk}, ":entities": {"S": keys.entity_sk("")}}
-            names = {"#pk": codecs.PK, "#sk": codecs.SK}
+            pk, prefix = keys.tenant_pk(tenant_id), keys.entity_sk("")
         else:
             assert partition == _HISTORY, partition
-            pk = keys.history_pk(tenant_id)
-            condition, values = "#pk = :pk", {":pk": {"S": pk}}
-            names = {"#pk": codecs.PK}
-        kwargs: dict[str, Any] = {
-            "TableName": _table(),
-            "KeyConditionExpression": condition,
-            "ExpressionAttributeNames": names,
-            "ExpressionAttributeValues": values,
-            "ConsistentRead": True,
-            "Limit": limit,
-        }
-        if after is not None:
-            kwargs["ExclusiveStartKey"] = codecs.raw_key(pk, after)
-        with translated():
-            page = connection().client.query(**kwargs, ReturnConsumedCapacity=TOTAL_CAPACITY)
-        records = [codecs.record_from_raw(tenant_id, raw) for raw in page.get("Items", [])]
-        last = page.get("LastEvaluatedKey")
-        return records, None if last is None else str(last[codecs.SK]["S"])
+            pk, prefix = keys.history_pk(tenant_id), ""
+        return reads.records_page(tenant_id, pk, prefix, after, limit)
 
 
 def _usage_key(tenant_id: str) -> dict[str, Any]:

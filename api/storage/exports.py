@@ -17,7 +17,7 @@ from botocore.exceptions import ClientError
 from api.domain.errors import Unavailable
 from api.domain.exports import ExportJob, ExportPhase
 from api.domain.records import Record
-from api.storage import codecs, keys
+from api.storage import codecs, keys, reads
 from api.storage.errors import error_code, translated
 from api.storage.models import RecordItem
 from api.storage.reads import TOTAL_CAPACITY, connection
@@ -139,21 +139,7 @@ class ExportTable:
     ) -> tuple[list[Record], str | None]:
         """Up to `limit` earlier versions of any entity, in key order, after the key
         `after` (None: from the first); and the key to go on from (None: the end)."""
-        pk = keys.history_pk(tenant_id)
-        kwargs: dict[str, Any] = {
-            "TableName": _table(),
-            "KeyConditionExpression": "pk = :pk",
-            "ExpressionAttributeValues": {":pk": {"S": pk}},
-            "ConsistentRead": True,
-            "Limit": limit,
-        }
-        if after is not None:
-            kwargs["ExclusiveStartKey"] = codecs.raw_key(pk, after)
-        with translated():
-            page = connection().client.query(**kwargs, ReturnConsumedCapacity=TOTAL_CAPACITY)
-        records = [codecs.record_from_raw(tenant_id, raw) for raw in page.get("Items", [])]
-        last = page.get("LastEvaluatedKey")
-        return records, None if last is None else str(last[codecs.SK]["S"])
+        return reads.records_page(tenant_id, keys.history_pk(tenant_id), "", after, limit)
 
 
 def _table() -> str:

@@ -155,6 +155,20 @@ def versions(
     return records[:limit], len(records) > limit
 
 
+def records_page(
+    tenant_id: str, pk: str, sk_prefix: str, after: str | None, limit: int
+) -> tuple[list[Record], str | None]:
+    """Up to `limit` records of the partition `pk` whose sort key begins with
+    `sk_prefix`, in key order after the sort key `after` (None: from the first), read
+    consistently; and the sort key to go on from (None: the end). The whole of a
+    tenant's entities or earlier versions, page by page (exports, the blob sweep)."""
+    start = None if after is None else codecs.raw_key(pk, after)
+    condition = RecordItem.sk.startswith(sk_prefix) if sk_prefix else None
+    raw_items, last = _query_page(pk, condition, limit, start_key=start)
+    records = [codecs.record_from_raw(tenant_id, raw) for raw in raw_items]
+    return records, None if last is None else str(last[codecs.SK]["S"])
+
+
 def _get_raw(pk: str, sk: str) -> dict[str, Any] | None:
     """One item as DynamoDB's JSON, strongly consistent."""
     with translated():
