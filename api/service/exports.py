@@ -62,6 +62,10 @@ KEPT_S = 7 * 24 * 3600
 # constants, so that tests can lower them (S3, and moto, refuse smaller parts).
 SINGLE_PUT_MAX_BYTES = 5 * 1024 * 1024
 UPLOAD_PART_BYTES = 5 * 1024 * 1024
+# At most this many S3 parts an upload (S3 takes 10,000): parts grow past
+# UPLOAD_PART_BYTES for a file above 5 GiB, and the job item keeps their ETags
+# (some 37 bytes each) under DynamoDB's 400 KB.
+MAX_UPLOAD_PARTS = 1000
 # S3 uploads (PUTs or parts) per call: some 11 MB read from the table and sent to S3,
 # a second or two in a region, within the API's 10 s with the call's other steps.
 UPLOADS_PER_CALL = 2
@@ -135,6 +139,9 @@ class TenantExport:
     ) -> ExportJob:
         """Start an export (no `export_id`) or go on with one; the job as it stands."""
         check_identifier(tenant_id, "tenantID")
+        # TENANT_DELETED while the tenant is being deleted: steps of the history or of
+        # publishing read nothing else that would say so (one GetItem).
+        self._reading.check_not_deleted(tenant_id)
         if export_id is None:
             job = ExportJob(tenant_id, str(ULID()), by, self._clock_ms())
             self._jobs.create(job, _expires_at(job))
@@ -161,11 +168,14 @@ class TenantExport:
             if self._jobs.advance(job, after, parts, _expires_at(job)):
                 job = after
                 continue
-            if after.upload_id is not None and after.upload_id != job.upload_id:
-                self._abort(after)  # another call started an upload first: ours is stray
             # Another call moved the job: go on from where it stands. Or the job is
             # gone: expired, or its tenant deleted (contract 3.8).
             moved = self._jobs.get(tenant_id, job.export_id)
+            started = after.upload_id is not None and after.upload_id != job.upload_id
+            if started and (moved is None or moved.upload_id != after.upload_id):
+                # Another call started an upload first: ours is stray. (Not when the
+                # job holds ours: a write applied whose answer was lost.)
+                self._abort(after)
             if moved is None:
                 if job.phase is ExportPhase.PUBLISH:
                     # What this step wrote to S3 after the deletion emptied the prefix.
@@ -182,9 +192,16 @@ class TenantExport:
         """The job after its next step of publishing the file to S3."""
         tenant, export = job.tenant_id, job.export_id
         if job.upload_id is None and job.bytes <= SINGLE_PUT_MAX_BYTES:
-            self._files.put(tenant, export, b"".join(self._jobs.parts(tenant, export)))
+            body = b"".join(self._jobs.parts(tenant, export))
+            if len(body) != job.bytes:
+                raise _parts_gone(job)
+            self._files.put(tenant, export, body)
             return _published(job)
         if job.upload_id is None:
+            # A call that completed the upload and saved nothing (another reset the
+            # job meanwhile) left the whole object: no second upload of it.
+            if self._files.size(tenant, export) == job.bytes:
+                return _published(job)
             return dataclasses.replace(job, upload_id=self._files.start_upload(tenant, export))
         if job.published < job.parts:
             body, published = self._gather(job)
@@ -203,14 +220,18 @@ class TenantExport:
 
     def _gather(self, job: ExportJob) -> tuple[bytes, int]:
         """The file's parts from `published` on until they make an S3 part (at least
-        UPLOAD_PART_BYTES, or the rest); and the index of the part after them."""
+        UPLOAD_PART_BYTES, more for a file of over MAX_UPLOAD_PARTS of those, or the
+        rest); and the index of the part after them."""
+        least = max(UPLOAD_PART_BYTES, -(-job.bytes // MAX_UPLOAD_PARTS))
         body = bytearray()
         index = job.published
         for part in self._jobs.parts(job.tenant_id, job.export_id, start=job.published):
             body += part
             index += 1
-            if len(body) >= UPLOAD_PART_BYTES or index == job.parts:
+            if len(body) >= least or index == job.parts:
                 break
+        else:  # the parts ended before the job's count of them
+            raise _parts_gone(job)
         return bytes(body), index
 
     def _upload_gone(self, job: ExportJob) -> ExportJob:
@@ -315,6 +336,12 @@ def _uploads(job: ExportJob) -> bool:
     """Whether the job's next step sends a body to S3 (a PUT, or a part)."""
     single = job.upload_id is None and job.bytes <= SINGLE_PUT_MAX_BYTES
     return single or (job.upload_id is not None and job.published < job.parts)
+
+
+def _parts_gone(job: ExportJob) -> NotFound:
+    # The table lost parts the job counts: they expired with it (TTL), or a deletion
+    # of the tenant removed them first. Never a truncated file published.
+    return NotFound(f"export {job.export_id} is gone: expired, or its tenant deleted")
 
 
 def _published(job: ExportJob) -> ExportJob:

@@ -102,6 +102,11 @@ class Reading:
             )
             scanned += len(page.items)
 
+    def check_not_deleted(self, tenant_id: str) -> None:
+        """TenantDeleted while the tenant is being deleted (one GetItem of its head)."""
+        check_identifier(tenant_id, "tenantID")
+        self._store.head(tenant_id)
+
     def latest_change(self, tenant_id: str, after: str | None) -> str | None:
         """The newest change token a sync from `after` would reach now (None: none
         yet): what a new `changesAvailable` subscription is told first."""

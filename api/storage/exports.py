@@ -54,7 +54,44 @@ class ExportTable:
                 ConsistentRead=True,
             )
         raw = answer.get("Item")
+        if raw is not None and raw["ph"]["S"] == ExportPhase.DONE.value and "pn" not in raw:
+            raw = self._publish_again(raw)
         return None if raw is None else _job_from(tenant_id, raw)
+
+    def _publish_again(self, raw: dict[str, Any]) -> dict[str, Any] | None:
+        """A job finished before files were published to S3 (done, with no part
+        published: its file is only in the table, which the API served) goes back to
+        publishing, so that the next step puts its file in S3 (a new job is done only
+        once its parts, at least the header's, are published)."""
+        key = {codecs.PK: raw[codecs.PK], codecs.SK: raw[codecs.SK]}
+        client = connection().client
+        try:
+            with translated():
+                answer = client.update_item(
+                    ReturnConsumedCapacity=TOTAL_CAPACITY,
+                    TableName=_table(),
+                    Key=key,
+                    UpdateExpression="SET ph = :publish",
+                    ConditionExpression="ph = :done AND attribute_not_exists(pn)",
+                    ExpressionAttributeValues={
+                        ":publish": {"S": ExportPhase.PUBLISH.value},
+                        ":done": {"S": ExportPhase.DONE.value},
+                    },
+                    ReturnValues="ALL_NEW",
+                )
+        except ClientError as exc:
+            if error_code(exc) != "ConditionalCheckFailedException":
+                raise
+            # Another call moved it first (or the job is gone): as it stands now.
+            with translated():
+                again = client.get_item(
+                    ReturnConsumedCapacity=TOTAL_CAPACITY,
+                    TableName=_table(),
+                    Key=key,
+                    ConsistentRead=True,
+                )
+            return again.get("Item")
+        return dict(answer["Attributes"])
 
     def advance(
         self, before: ExportJob, after: ExportJob, parts: list[bytes], expires_at: int

@@ -24,13 +24,14 @@ from starlette.testclient import TestClient
 from ulid import ULID
 
 from api.domain.cursor import CursorCodec
-from api.domain.errors import NotFound, Unavailable
+from api.domain.errors import NotFound, TenantDeleted, Unavailable
 from api.domain.exports import ExportJob, ExportPhase
 from api.service import SyncService
 from api.service import exports as export_rules
 from api.service.exports import DOWNLOAD_LINK_S, KEPT_S
 from api.settings import Settings
 from api.storage import keys
+from api.storage.blobs import S3Blobs
 from api.storage.export_files import S3ExportFiles
 from api.storage.exports import ExportTable
 from api.storage.store import DynamoStore
@@ -517,3 +518,108 @@ def test_a_publish_whose_tenant_is_deleted_meanwhile_leaves_nothing_in_s3(
     with pytest.raises(NotFound):
         service.exports.export_tenant(tenant, job.export_id, "owner")
     assert _versions(settings, keys.export_key(tenant, job.export_id)) == []
+
+
+def test_an_export_finished_before_files_went_to_s3_is_published_on_the_next_call(
+    gql: GraphQLClient, tenant: str, settings: Settings, ddb: Any
+) -> None:
+    """A job the API finished when it served files itself is done with no part
+    published (and no object in S3): asked for again, it publishes its file and
+    links to it, rather than linking to an object that was never written."""
+    _fill(gql, tenant)
+    service = _service(settings)
+    job = service.exports.export_tenant(tenant, None, "owner")
+    assert job.done
+    expected = _stored(settings, tenant, job.export_id)
+    key = {"pk": {"S": keys.export_pk(tenant)}, "sk": {"S": job.export_id}}
+    ddb.update_item(TableName=settings.table_name, Key=key, UpdateExpression="REMOVE pn")
+    S3ExportFiles(settings.s3_client(), settings.blob_bucket).discard(tenant, job.export_id)
+
+    again = service.exports.export_tenant(tenant, job.export_id, "owner")
+    assert again.done and again.published == job.parts
+    url, _ = service.exports.link(again)
+    assert httpx2.get(url, timeout=60).content == expected
+
+
+def test_an_export_of_a_tenant_being_deleted_is_tenant_deleted_and_publishes_nothing(
+    gql: GraphQLClient, tenant: str, settings: Settings
+) -> None:
+    """Between two calls of a deletion (which empties the tenant's prefixes first), an
+    export call neither hands out a link to a removed file nor publishes it again."""
+    _fill(gql, tenant)
+    service = _service(settings)
+    job = service.exports.export_tenant(tenant, None, "owner")
+    assert job.done
+    deleting = SyncService(
+        DynamoStore(),
+        CursorCodec(settings.cursor_secret),
+        blobs=S3Blobs(settings.s3_client(), settings.blob_bucket),
+    )
+    assert not deleting.tenancy.delete_tenant(tenant, tenant, "owner", limit=5).done
+    assert ExportTable().get(tenant, job.export_id) == job  # the job is still there
+    with pytest.raises(TenantDeleted):
+        service.exports.export_tenant(tenant, job.export_id, "owner")
+    assert _versions(settings, keys.export_key(tenant, job.export_id)) == []
+
+
+def test_a_publish_whose_parts_are_gone_publishes_no_truncated_file(
+    settings: Settings, tenant: str, ddb: Any
+) -> None:
+    """Parts the job counts missing from the table (expired with it, or removed by a
+    deletion): NOT_FOUND, and nothing in S3, for a one-PUT file and a multipart one."""
+    for parts in (3, 20):
+        job, _ = written_job(tenant, parts=parts)
+        sk = keys.export_part_sk(job.export_id, parts - 1)
+        ddb.delete_item(
+            TableName=settings.table_name,
+            Key={"pk": {"S": keys.export_pk(tenant)}, "sk": {"S": sk}},
+        )
+        with pytest.raises(NotFound):
+            for _ in range(5):
+                _service(settings).exports.export_tenant(tenant, job.export_id, "owner")
+        key = keys.export_key(tenant, job.export_id)
+        assert _versions(settings, key) == []
+
+
+def test_a_started_upload_whose_saving_answer_was_lost_is_kept_not_aborted(
+    settings: Settings, tenant: str
+) -> None:
+    """The write that saves a new upload's id is applied but its answer is lost, so the
+    call sees its step refused: the job holds this upload, which must go on, not be
+    aborted as another call's stray one (all its parts would be sent again)."""
+    job, content = written_job(tenant, parts=20)
+
+    class LostAnswer(ExportTable):
+        lost = 0
+
+        def advance(self, before: ExportJob, after: ExportJob, *args: Any) -> bool:
+            applied = super().advance(before, after, *args)
+            if applied and before.upload_id is None and after.upload_id is not None:
+                LostAnswer.lost += 1
+                return False
+            return applied
+
+    service = SyncService(
+        DynamoStore(),
+        CursorCodec(settings.cursor_secret),
+        exports=LostAnswer(),
+        export_files=S3ExportFiles(settings.s3_client(), settings.blob_bucket),
+    )
+    assert service.exports is not None
+    first = service.exports.export_tenant(tenant, job.export_id, "owner", steps=2)
+    assert LostAnswer.lost == 1 and first.upload_id is not None and len(first.etags) == 1
+    key = keys.export_key(tenant, job.export_id)
+    assert [u["UploadId"] for u in _uploads(settings, key)] == [first.upload_id]
+    done = _service(settings).exports.export_tenant(tenant, job.export_id, "owner")
+    assert done.done and done.upload_id == first.upload_id
+    assert gzip.decompress(_stored(settings, tenant, job.export_id)) == content
+
+
+def test_parts_grow_so_that_an_upload_has_at_most_max_upload_parts(
+    settings: Settings, tenant: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(export_rules, "MAX_UPLOAD_PARTS", 1)
+    job, content = written_job(tenant, parts=20)
+    done = _service(settings).exports.export_tenant(tenant, job.export_id, "owner")
+    assert done.done and len(done.etags) == 1  # 6.8 MB in one part, not 5 MiB and the rest
+    assert gzip.decompress(_stored(settings, tenant, job.export_id)) == content
