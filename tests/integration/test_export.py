@@ -65,13 +65,19 @@ def _lines(body: bytes) -> list[dict[str, Any]]:
     return [json.loads(line) for line in gzip.decompress(body).splitlines()]
 
 
-def _service(settings: Settings, s3: Any = None, clock_ms: Callable[[], int] | None = None) -> Any:
-    """A service exporting to the session's bucket (through `s3`, a boto3 client)."""
+def _service(
+    settings: Settings,
+    s3: Any = None,
+    clock_ms: Callable[[], int] | None = None,
+    table: ExportTable | None = None,
+) -> Any:
+    """A service exporting to the session's bucket (through `s3`, a boto3 client), its
+    jobs in `table` (an ExportTable that a test may alter)."""
     return SyncService(
         DynamoStore(),
         CursorCodec(settings.cursor_secret),
         clock_ms=clock_ms or (lambda: int(time.time() * 1000)),
-        exports=ExportTable(),
+        exports=table or ExportTable(),
         export_files=S3ExportFiles(s3 or settings.s3_client(), settings.blob_bucket),
     )
 
@@ -357,13 +363,7 @@ def test_an_export_whose_tenant_is_deleted_meanwhile_is_not_found(
             ddb.delete_item(TableName=settings.table_name, Key=key)
             return super().advance(before, *args)
 
-    service = SyncService(
-        DynamoStore(),
-        CursorCodec(settings.cursor_secret),
-        exports=SweptMidStep(),
-        export_files=S3ExportFiles(settings.s3_client(), settings.blob_bucket),
-    )
-    assert service.exports is not None
+    service = _service(settings, table=SweptMidStep())
     with pytest.raises(NotFound):
         service.exports.export_tenant(tenant, None, "owner")
     left = ddb.query(
@@ -508,13 +508,7 @@ def test_a_publish_whose_tenant_is_deleted_meanwhile_leaves_nothing_in_s3(
             ddb.delete_item(TableName=settings.table_name, Key=key)
             return super().advance(before, *args)
 
-    service = SyncService(
-        DynamoStore(),
-        CursorCodec(settings.cursor_secret),
-        exports=SweptMidPublish(),
-        export_files=S3ExportFiles(settings.s3_client(), settings.blob_bucket),
-    )
-    assert service.exports is not None
+    service = _service(settings, table=SweptMidPublish())
     with pytest.raises(NotFound):
         service.exports.export_tenant(tenant, job.export_id, "owner")
     assert _versions(settings, keys.export_key(tenant, job.export_id)) == []
@@ -599,13 +593,7 @@ def test_a_started_upload_whose_saving_answer_was_lost_is_kept_not_aborted(
                 return False
             return applied
 
-    service = SyncService(
-        DynamoStore(),
-        CursorCodec(settings.cursor_secret),
-        exports=LostAnswer(),
-        export_files=S3ExportFiles(settings.s3_client(), settings.blob_bucket),
-    )
-    assert service.exports is not None
+    service = _service(settings, table=LostAnswer())
     first = service.exports.export_tenant(tenant, job.export_id, "owner", steps=2)
     assert LostAnswer.lost == 1 and first.upload_id is not None and len(first.etags) == 1
     key = keys.export_key(tenant, job.export_id)
