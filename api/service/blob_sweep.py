@@ -57,7 +57,9 @@ GRACE_S = 7 * 24 * 3600
 # twice, `Settings.s3_client`): an hour is more than 300 times that.
 MARK_S = 3600
 # Between passes of a tenant: its unreferenced blobs go within GRACE_S + a day +
-# 2 MARK_S (and the rounds' hour) of their upload, and its room is recounted daily.
+# 5 hours of their upload (marked by a daily pass, a round's hour late at most;
+# cleared, then deleted, each MARK_S and up to a round's hour after the step
+# before), and its room is recounted daily.
 EVERY_S = 24 * 3600
 # Records read per call (pages of 1,000); 5,000 records of 1 KB are some 625 read
 # units at most, well under a second on DynamoDB.
