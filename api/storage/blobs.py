@@ -36,13 +36,16 @@ from api.domain.attachments import (
     StoredBlob,
     sha256_of_checksum,
 )
-from api.domain.errors import Unavailable
+from api.storage.bucket_objects import (
+    PAGE,
+    abort_uploads,
+    delete_versions,
+    remove_versions,
+)
 from api.storage.errors import error_code, translated
 from api.storage.keys import blob_key, blob_prefix, tenant_prefixes
 
 _MISSING = frozenset({"404", "NoSuchKey", "NotFound", "NoSuchVersion"})
-# An upload completed or aborted meanwhile.
-_NO_UPLOAD = frozenset({"404", "NoSuchUpload"})
 _CHUNK = 1024 * 1024
 # The bucket's CORS rule but its origins, in CloudFormation's names (serverless.yml
 # reads it, as it reads table.json): browsers PUT with the presigned upload's headers
@@ -71,8 +74,6 @@ def cors_configuration(origins: Sequence[str]) -> dict[str, Any]:
 # User metadata of a marked blob (S3 sends it as x-amz-meta-unreferenced-since): the
 # sweep found no entity referencing it, at this time (epoch seconds).
 MARK_METADATA = "unreferenced-since"
-# ListObjectsV2, ListObjectVersions and DeleteObjects take at most 1,000 keys a call.
-_PAGE = 1000
 
 
 class S3Blobs:
@@ -184,63 +185,14 @@ class S3Blobs:
         ListMultipartUploads, AbortMultipartUpload); how many of these went."""
         removed = 0
         for prefix in tenant_prefixes(tenant_id):
-            removed += self._remove_versions(prefix, limit - removed)
-            removed += self._abort_uploads(prefix, limit - removed)
+            removed += remove_versions(self._client, self._bucket, prefix, limit - removed)
+            removed += abort_uploads(self._client, self._bucket, prefix, limit - removed)
         return removed
-
-    def _remove_versions(self, prefix: str, limit: int) -> int:
-        removed = 0
-        while removed < limit:
-            with translated():
-                page = self._client.list_object_versions(
-                    Bucket=self._bucket, Prefix=prefix, MaxKeys=min(_PAGE, limit - removed)
-                )
-            doomed = [
-                {"Key": v["Key"], "VersionId": v["VersionId"]}
-                for v in page.get("Versions", []) + page.get("DeleteMarkers", [])
-            ][: limit - removed]
-            if not doomed:
-                break
-            self._delete(doomed)
-            removed += len(doomed)
-        return removed
-
-    def _abort_uploads(self, prefix: str, limit: int) -> int:
-        """Abort up to `limit` incomplete multipart uploads under `prefix` (their parts
-        are billed until then); an upload gone meanwhile (completed, aborted) counts."""
-        aborted = 0
-        while aborted < limit:
-            with translated():
-                page = self._client.list_multipart_uploads(
-                    Bucket=self._bucket, Prefix=prefix, MaxUploads=min(_PAGE, limit - aborted)
-                )
-            uploads = page.get("Uploads", [])[: limit - aborted]
-            if not uploads:
-                break
-            for upload in uploads:
-                try:
-                    with translated():
-                        self._client.abort_multipart_upload(
-                            Bucket=self._bucket, Key=upload["Key"], UploadId=upload["UploadId"]
-                        )
-                except ClientError as exc:
-                    if error_code(exc) not in _NO_UPLOAD:
-                        raise
-            aborted += len(uploads)
-        return aborted
-
-    def _delete(self, doomed: list[dict[str, str]]) -> None:
-        with translated():
-            answer = self._client.delete_objects(
-                Bucket=self._bucket, Delete={"Objects": doomed, "Quiet": True}
-            )
-        if answer.get("Errors"):
-            raise Unavailable("some blobs could not be deleted; call again")
 
     # The sweep's side (`api.service.blob_sweep.SweptBlobs`).
 
     def list_blobs(
-        self, tenant_id: str, after: str | None, limit: int = _PAGE
+        self, tenant_id: str, after: str | None, limit: int = PAGE
     ) -> tuple[list[ListedBlob], str | None]:
         """One ListObjectsV2 page of the tenant's blobs (their current versions) in key
         order after the sha256 `after`; and the sha256 to go on from (None: the end)."""
@@ -289,7 +241,7 @@ class S3Blobs:
         sha256 key is the prefix of no other), one DeleteObjects."""
         key = blob_key(tenant_id, sha256)
         with translated():
-            page = self._client.list_object_versions(Bucket=self._bucket, Prefix=key, MaxKeys=_PAGE)
+            page = self._client.list_object_versions(Bucket=self._bucket, Prefix=key, MaxKeys=PAGE)
         versions = [
             v for v in page.get("Versions", []) + page.get("DeleteMarkers", []) if v["Key"] == key
         ]
@@ -303,7 +255,7 @@ class S3Blobs:
             for v in versions
             if v is marked or v["LastModified"] < marked["LastModified"]
         ]
-        self._delete(doomed)
+        delete_versions(self._client, self._bucket, doomed)
 
     def _head(self, key: str) -> dict[str, Any] | None:
         try:
@@ -343,7 +295,7 @@ class S3Blobs:
         # The copied version is no longer needed (the copy has its bytes), and must
         # never become current again: the delete of a marked version would bring it
         # back. (The lifecycle would expire it a day later.)
-        self._delete([{"Key": key, "VersionId": _version(head)}])
+        delete_versions(self._client, self._bucket, [{"Key": key, "VersionId": _version(head)}])
         return str(answer["VersionId"])
 
     def reachable(self) -> bool:

@@ -16,14 +16,18 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from api.domain.errors import Unavailable
+from api.storage.bucket_objects import (
+    NO_UPLOAD,
+    PAGE,
+    abort_upload,
+    abort_uploads,
+    remove_versions,
+)
 from api.storage.errors import error_code, translated
 from api.storage.keys import export_key
 
 CONTENT_TYPE = "application/gzip"
 _MISSING = frozenset({"404", "NoSuchKey", "NotFound"})
-# An upload completed or aborted (S3 says NoSuchUpload for both).
-_NO_UPLOAD = frozenset({"404", "NoSuchUpload"})
 
 
 class S3ExportFiles:
@@ -60,7 +64,7 @@ class S3ExportFiles:
                     Body=body,
                 )
         except ClientError as exc:
-            if error_code(exc) in _NO_UPLOAD:
+            if error_code(exc) in NO_UPLOAD:
                 return None
             raise
         return str(answer["ETag"])
@@ -77,20 +81,13 @@ class S3ExportFiles:
                     },
                 )
         except ClientError as exc:
-            if error_code(exc) in _NO_UPLOAD:
+            if error_code(exc) in NO_UPLOAD:
                 return False
             raise
         return True
 
     def abort(self, tenant_id: str, export_id: str, upload_id: str) -> None:
-        try:
-            with translated():
-                self._client.abort_multipart_upload(
-                    Bucket=self._bucket, Key=export_key(tenant_id, export_id), UploadId=upload_id
-                )
-        except ClientError as exc:
-            if error_code(exc) not in _NO_UPLOAD:
-                raise
+        abort_upload(self._client, self._bucket, export_key(tenant_id, export_id), upload_id)
 
     def size(self, tenant_id: str, export_id: str) -> int | None:
         try:
@@ -105,27 +102,11 @@ class S3ExportFiles:
         return int(head["ContentLength"])
 
     def discard(self, tenant_id: str, export_id: str) -> None:
-        """Every version and delete marker of the object (its key is the prefix of no
-        other), and its incomplete uploads."""
+        """Every version and delete marker of the object and its incomplete uploads
+        (its key is the prefix of no other key: an export id is a ULID)."""
         key = export_key(tenant_id, export_id)
-        with translated():
-            versions = self._client.list_object_versions(Bucket=self._bucket, Prefix=key)
-            uploads = self._client.list_multipart_uploads(Bucket=self._bucket, Prefix=key)
-        doomed = [
-            {"Key": v["Key"], "VersionId": v["VersionId"]}
-            for v in versions.get("Versions", []) + versions.get("DeleteMarkers", [])
-            if v["Key"] == key
-        ]
-        if doomed:
-            with translated():
-                answer = self._client.delete_objects(
-                    Bucket=self._bucket, Delete={"Objects": doomed, "Quiet": True}
-                )
-            if answer.get("Errors"):
-                raise Unavailable("an export's file could not be deleted; call again")
-        for upload in uploads.get("Uploads", []):
-            if upload["Key"] == key:
-                self.abort(tenant_id, export_id, upload["UploadId"])
+        remove_versions(self._client, self._bucket, key, PAGE)
+        abort_uploads(self._client, self._bucket, key, PAGE)
 
     def presign(self, tenant_id: str, export_id: str, expires_in: int) -> tuple[str, datetime]:
         expires_at = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=expires_in)
