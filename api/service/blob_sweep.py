@@ -283,6 +283,7 @@ class BlobSweep:
         marks: dict[str, list[Any]] = state["marks"]
         cands: dict[str, int] = state["cand"]
         deleted = unmarked = marked = cleared = acts = 0
+        stopped = False  # at ACTS_PER_CALL with an action left: the rest in the next call
         for sha256, mark in sorted(marks.items()):
             version, marked_at, size = mark[:3]
             if sha256 not in hit and len(mark) == 3:
@@ -293,6 +294,7 @@ class BlobSweep:
             if sha256 not in hit and mark[3] + MARK_S > state["rs"]:
                 continue  # cleared too recently: a later pass reads again
             if acts == ACTS_PER_CALL:
+                stopped = True
                 break
             acts += 1
             if sha256 in hit:
@@ -307,6 +309,7 @@ class BlobSweep:
         for sha256, size in sorted(cands.items()):
             if sha256 not in hit:
                 if acts == ACTS_PER_CALL:
+                    stopped = True
                     break
                 acts += 1
                 version = self._blobs.mark(tenant, sha256, older_than, int(self._clock()))
@@ -315,8 +318,8 @@ class BlobSweep:
                     marks[sha256] = [version, int(self._clock()), size]
                     marked += 1
             del cands[sha256]
-        if cands or acts == ACTS_PER_CALL and _decidable(marks, hit, state["rs"]):
-            self._table.save(tenant, holder, state)  # the rest in the next call
+        if stopped:
+            self._table.save(tenant, holder, state)
             return SweepCall(
                 done=False, marked=marked, unmarked=unmarked, cleared=cleared, deleted=deleted
             )
@@ -345,14 +348,6 @@ def _since(mark: list[Any]) -> int:
     """When the mark was made, or cleared (a mark is [version, marked at, size] and,
     once a pass found it unreferenced, the time it was cleared)."""
     return int(mark[3] if len(mark) > 3 else mark[1])
-
-
-def _decidable(marks: dict[str, list[Any]], hit: set[str], refs_began: int) -> bool:
-    """Whether a mark is left that this pass unmarks or deletes."""
-    return any(
-        sha256 in hit or len(mark) > 3 and mark[3] + MARK_S <= refs_began
-        for sha256, mark in marks.items()
-    )
 
 
 def _new_pass(state: dict[str, Any]) -> dict[str, Any]:
