@@ -191,7 +191,7 @@ class TenantExport:
     def _publish(self, job: ExportJob) -> ExportJob:
         """The job after its next step of publishing the file to S3."""
         tenant, export = job.tenant_id, job.export_id
-        if job.upload_id is None and job.bytes <= SINGLE_PUT_MAX_BYTES:
+        if _one_put(job):
             body = b"".join(self._jobs.parts(tenant, export))
             if len(body) != job.bytes:
                 raise _parts_gone(job)
@@ -332,10 +332,14 @@ def _gzip_members(lines: list[bytes]) -> list[bytes]:
     return _gzip_members(lines[:half]) + _gzip_members(lines[half:])
 
 
+def _one_put(job: ExportJob) -> bool:
+    """Whether the job's file goes to S3 in one PutObject (no upload started)."""
+    return job.upload_id is None and job.bytes <= SINGLE_PUT_MAX_BYTES
+
+
 def _uploads(job: ExportJob) -> bool:
     """Whether the job's next step sends a body to S3 (a PUT, or a part)."""
-    single = job.upload_id is None and job.bytes <= SINGLE_PUT_MAX_BYTES
-    return single or (job.upload_id is not None and job.published < job.parts)
+    return _one_put(job) or (job.upload_id is not None and job.published < job.parts)
 
 
 def _parts_gone(job: ExportJob) -> NotFound:
