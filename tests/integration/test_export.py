@@ -349,6 +349,19 @@ def test_what_changes_during_an_export_is_in_the_file_in_sync_order(
     assert lines[-1]["end"]["changeToken"] == gql.sync(tenant).change_token
 
 
+class SweptBeforeEachStep(ExportTable):
+    """A deletion of the tenant removes the job while a call is in a step: between
+    its read of the job and the write of the step."""
+
+    def __init__(self, ddb: Any, table_name: str) -> None:
+        self._ddb, self._table_name = ddb, table_name
+
+    def advance(self, before: ExportJob, *args: Any) -> bool:
+        key = {"pk": {"S": keys.export_pk(before.tenant_id)}, "sk": {"S": before.export_id}}
+        self._ddb.delete_item(TableName=self._table_name, Key=key)
+        return super().advance(before, *args)
+
+
 def test_an_export_whose_tenant_is_deleted_meanwhile_is_not_found(
     gql: GraphQLClient, tenant: str, settings: Settings, ddb: Any
 ) -> None:
@@ -357,13 +370,7 @@ def test_an_export_whose_tenant_is_deleted_meanwhile_is_not_found(
     for i in range(150):
         gql.create(tenant, "Person", {"givenName": f"p{i}"})
 
-    class SweptMidStep(ExportTable):
-        def advance(self, before: ExportJob, *args: Any) -> bool:
-            key = {"pk": {"S": keys.export_pk(tenant)}, "sk": {"S": before.export_id}}
-            ddb.delete_item(TableName=settings.table_name, Key=key)
-            return super().advance(before, *args)
-
-    service = _service(settings, table=SweptMidStep())
+    service = _service(settings, table=SweptBeforeEachStep(ddb, settings.table_name))
     with pytest.raises(NotFound):
         service.exports.export_tenant(tenant, None, "owner")
     left = ddb.query(
@@ -502,13 +509,7 @@ def test_a_publish_whose_tenant_is_deleted_meanwhile_leaves_nothing_in_s3(
     read of the job and its PUT: the call finds the job gone and removes its file."""
     job, _ = written_job(tenant, parts=2)
 
-    class SweptMidPublish(ExportTable):
-        def advance(self, before: ExportJob, *args: Any) -> bool:
-            key = {"pk": {"S": keys.export_pk(tenant)}, "sk": {"S": before.export_id}}
-            ddb.delete_item(TableName=settings.table_name, Key=key)
-            return super().advance(before, *args)
-
-    service = _service(settings, table=SweptMidPublish())
+    service = _service(settings, table=SweptBeforeEachStep(ddb, settings.table_name))
     with pytest.raises(NotFound):
         service.exports.export_tenant(tenant, job.export_id, "owner")
     assert _versions(settings, keys.export_key(tenant, job.export_id)) == []
