@@ -23,7 +23,7 @@ from typing import Any
 
 from api.app import create_app
 from api.auth import make_local_token
-from api.graphql import schema
+from api.graphql import context
 from api.storage import models
 from scripts.benchmarks.harness import CHANGES, CREATE, UPDATE, local_engine_settings
 from scripts.benchmarks.harness import SECRET as BENCH_SECRET
@@ -120,12 +120,12 @@ async def _inline(func: Callable[..., Any], *args: Any) -> Any:
 def profile(requests: int) -> dict[str, dict[str, float]]:
     # cProfile sees one thread: the resolvers' store calls run inline here, not in
     # the worker thread they use in production (the hop itself is not measured).
-    threadpool = schema.run_in_threadpool
-    schema.run_in_threadpool = _inline  # type: ignore[assignment]
+    threadpool = context.run_in_threadpool
+    context.run_in_threadpool = _inline  # type: ignore[assignment]
     try:
         return _profile(requests)
     finally:
-        schema.run_in_threadpool = threadpool
+        context.run_in_threadpool = threadpool
 
 
 def _profile(requests: int) -> dict[str, dict[str, float]]:

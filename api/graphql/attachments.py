@@ -1,5 +1,6 @@
-"""`requestUpload` and `attachment` (contract 3.10): their types, and the service's
-answers turned into them."""
+"""Attachments (contract 3.10): `requestUpload` and `attachment`, their types,
+the service's answers turned into them, and the `Attachment` an entity's field
+holds (`api.graphql.types`)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,10 @@ from typing import Any
 
 import strawberry
 
+from api.auth import WRITER
 from api.domain.errors import Unavailable
+from api.graphql.context import for_tenant
+from api.graphql.directives import authenticated
 from api.service.attachments import Attachment as ServiceAttachment
 from api.service.attachments import UploadAnswer
 
@@ -122,3 +126,48 @@ def to_attachment(tenant_id: str, attachment: ServiceAttachment) -> Attachment:
         tenant_id=tenant_id,
         link=(attachment.url, attachment.url_expires_at),
     )
+
+
+async def request_upload(
+    info: strawberry.Info, tenantID: strawberry.ID, sha256: str, size: int, contentType: str
+) -> RequestUploadPayload:
+    info.context.budget.spend_writes(1)  # a HeadObject each: bounded like writes
+    attachments = info.context.service.attachments
+    if attachments is None:
+        raise Unavailable("attachments are not served here")
+    answer = await for_tenant(
+        info,
+        tenantID,
+        lambda _: attachments.request_upload(tenantID, sha256, size, contentType),
+        role=WRITER,
+    )
+    return to_upload_payload(answer)
+
+
+async def attachment(info: strawberry.Info, tenantID: strawberry.ID, sha256: str) -> Attachment:
+    info.context.budget.spend_items(1)  # a HeadObject each: bounded like items
+    attachments = info.context.service.attachments
+    if attachments is None:
+        raise Unavailable("attachments are not served here")
+    found = await for_tenant(info, tenantID, lambda _: attachments.attachment(tenantID, sha256))
+    return to_attachment(tenantID, found)
+
+
+QUERIES: dict[str, Any] = {
+    "attachment": strawberry.field(
+        resolver=attachment,
+        description="A blob of the tenant by the SHA-256 of its bytes, with a download "
+        "link valid 15 minutes; NOT_FOUND unless those bytes are uploaded.",
+        **authenticated(),
+    ),
+}
+MUTATIONS: dict[str, Any] = {
+    "requestUpload": strawberry.mutation(
+        resolver=request_upload,
+        description="Writers: upload a blob (at most 10 MiB) addressed by the SHA-256 "
+        "of its bytes. `alreadyPresent` when the tenant holds it; else one presigned PUT, "
+        "valid 15 minutes, that refuses other bytes, sizes or types. QUOTA_EXCEEDED when "
+        "the tenant's blobs have no room for `size` more bytes.",
+        **authenticated(),
+    ),
+}

@@ -1,12 +1,21 @@
-"""`exportTenant` (contract 3.9): its payload."""
+"""`exportTenant` (contract 3.9): a tenant exported in resumable calls, then
+delivered by a presigned S3 link."""
 
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 import strawberry
 
+from api.auth import OWNER
+from api.domain.errors import Unavailable
 from api.domain.exports import ExportJob
+from api.graphql.context import RequestBudget, for_tenant
+from api.graphql.directives import authenticated
+from api.service import SyncService
+from api.service.exports import STEPS_PER_CALL
+from api.service.writing import MAX_PUSH
 
 
 @strawberry.type
@@ -38,3 +47,33 @@ def to_payload(job: ExportJob, link: tuple[str, datetime] | None) -> TenantExpor
         downloadURL=url,
         downloadExpiresAt=expires,
     )
+
+
+async def export_tenant(
+    info: strawberry.Info, tenantID: strawberry.ID, exportID: strawberry.ID | None = None
+) -> TenantExportPayload:
+    budget: RequestBudget = info.context.budget
+    budget.spend_writes(MAX_PUSH)  # one export call per request, aliases included
+    caller = info.context.caller()
+    exports = info.context.service.exports
+    if exports is None:
+        raise Unavailable("exports are not served here")
+
+    def work(_: SyncService) -> tuple[Any, tuple[str, datetime] | None]:
+        job = exports.export_tenant(tenantID, exportID, caller.sub)
+        return job, exports.link(job) if job.done else None
+
+    job, link = await for_tenant(info, tenantID, work, role=OWNER)
+    return to_payload(job, link)
+
+
+MUTATIONS: dict[str, Any] = {
+    "exportTenant": strawberry.mutation(
+        resolver=export_tenant,
+        description="Owners only: export the tenant's live entities and their earlier "
+        "versions as a gzipped JSON Lines file. Without `exportID`, starts an export; with "
+        f"it, goes on ({STEPS_PER_CALL} steps a call). Call again until `done`, then "
+        "download `downloadURL`.",
+        **authenticated(),
+    ),
+}

@@ -12,7 +12,11 @@ from typing import Any
 
 import strawberry
 
+from api.auth import READER, WRITER
+from api.domain.errors import Forbidden
 from api.domain.mutations import Mutation, Verb
+from api.graphql.context import for_tenant
+from api.graphql.directives import authenticated
 from api.graphql.types import (
     ITEM_TYPE_SCHEMAS,
     ItemTypeSchema,
@@ -22,6 +26,7 @@ from api.graphql.types import (
 )
 from api.service import PushResult as DomainPushResult
 from api.service import PushStatus as DomainPushStatus
+from api.service.writing import MAX_PUSH
 
 PushStatus = strawberry.enum(DomainPushStatus, description="What became of one pushed mutation.")
 
@@ -96,3 +101,34 @@ def to_result(result: DomainPushResult) -> PushResult:
         error=None if error is None else PushError(code=error.code, message=str(error)),
         replayed=result.replayed,
     )
+
+
+async def push_changes(info: strawberry.Info, input: PushChangesInput) -> PushChangesPayload:
+    if len(input.mutations) <= MAX_PUSH:  # else the service says why
+        info.context.budget.spend_writes(len(input.mutations))
+    mutations = to_mutations(input)
+    caller = info.context.caller()
+    by = caller.sub
+    if caller.role(input.tenantID) == READER:
+        # Each entry is refused alone, with its code, so that an outbox drains.
+        refusal = Forbidden("your role in this tenant is reader; writes need writer")
+        return PushChangesPayload(
+            results=[
+                to_result(DomainPushResult(m, DomainPushStatus.REJECTED, error=refusal))
+                for m in mutations
+            ]
+        )
+    results = await for_tenant(
+        info, input.tenantID, lambda s: s.push(input.tenantID, mutations, by), role=WRITER
+    )
+    return PushChangesPayload(results=[to_result(r) for r in results])
+
+
+MUTATIONS: dict[str, Any] = {
+    "pushChanges": strawberry.mutation(
+        resolver=push_changes,
+        description=f"Up to {MAX_PUSH} queued mutations of any type, applied in order, "
+        "each atomically on its own; one result per mutation.",
+        **authenticated(),
+    ),
+}

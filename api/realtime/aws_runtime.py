@@ -18,7 +18,8 @@ from botocore.exceptions import BotoCoreError, ClientError
 from api.auth import Authenticator, Principal
 from api.domain.cursor import CursorCodec
 from api.domain.retention import Retention
-from api.graphql.schema import Context, SyncSchema, make_schema
+from api.graphql.context import Context
+from api.graphql.schema import SyncSchema, make_schema
 from api.realtime.connections import Connections, Operation
 from api.service import SyncService
 from api.settings import Settings

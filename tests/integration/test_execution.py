@@ -11,8 +11,9 @@ from strawberry.schema.schema import StrawberryGraphQLCoreExecutionContext
 from api.auth import Authenticator
 from api.domain.cursor import CursorCodec
 from api.graphql import schema as schema_module
+from api.graphql.context import Context
 from api.graphql.execution import PlainRecordExecutionContext
-from api.graphql.schema import Context, make_schema
+from api.graphql.schema import make_schema
 from api.service import SyncService
 from api.settings import Settings
 from api.storage.blobs import S3Blobs

@@ -26,8 +26,9 @@ from api.auth import Authenticator
 from api.domain.cursor import CursorCodec
 from api.domain.errors import Unavailable
 from api.graphql import documents as documents_module
+from api.graphql.context import Context
 from api.graphql.documents import CACHE_BUDGET, MAX_FRAGMENTS
-from api.graphql.schema import Context, make_schema
+from api.graphql.schema import make_schema
 from api.request_log import RequestLog
 from api.service import SyncService, deciding
 from api.service.reading import MAX_LIMIT

@@ -13,7 +13,7 @@ import pytest
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import connect
 
-from api.app import WS_ACK_DEADLINE_S
+from api.graphql.sockets import WS_ACK_DEADLINE_S
 from api.settings import Settings
 from tests.support.gql import bearer
 from tests.support.servers import api_server
