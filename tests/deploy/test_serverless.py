@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import os
 import shutil
@@ -386,6 +387,13 @@ def test_the_artifact_holds_the_code_and_its_arm64_dependencies(packaged: dict[s
     # Only what production runs: no dev tools, no reference client, no dev server.
     assert not any(n.startswith(("tests/", ".venv/", "scripts/", "sync_client/")) for n in names)
     assert not any(n.startswith(("uvicorn/", "uvloop/", "watchfiles/")) for n in names)
+
+
+def test_two_builds_of_one_commit_ship_the_same_bytes(packaged: dict[str, Any]) -> None:
+    artifact = PROJECT_ROOT / ".build" / "lambda.zip"
+    first = hashlib.sha256(artifact.read_bytes()).hexdigest()
+    _run([str(PROJECT_ROOT / "scripts" / "package-lambda")], cwd=PROJECT_ROOT)
+    assert hashlib.sha256(artifact.read_bytes()).hexdigest() == first
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -125,3 +125,16 @@ def test_a_pull_resumes_from_the_last_applied_page(url: str, tmp_path: Path, ten
     transport.execute = real  # type: ignore[method-assign]
     reader.pull()
     assert reader.items() == writer.items() and len(reader.items()) == 250
+
+
+def test_the_transport_takes_the_address_or_the_endpoint_and_refuses_non_graphql(
+    url: str, tenant: str
+) -> None:
+    token = bearer([tenant], secret=SECRET)["Authorization"].split()[1]
+    query = "query($t: ID!) { changes(tenantID: $t) { changeToken } }"
+    for given in (url, url + "/", url + "/graphql", url + "/graphql/"):
+        body = HttpTransport(given, token).execute(query, {"t": tenant})
+        assert body == {"data": {"changes": {"changeToken": None}}}, given
+    # A wrong path answers a plain-text 404: a TransportError that says so, not a crash.
+    with pytest.raises(TransportError, match="HTTP 404 .* is not a GraphQL response"):
+        HttpTransport(url + "/api", token).execute(query, {"t": tenant})
