@@ -19,8 +19,14 @@ class Transport(Protocol):
 
 
 class HttpTransport:
+    """GraphQL over HTTP to `url`: the server's address (`http://127.0.0.1:8000`)
+    or its endpoint (`http://127.0.0.1:8000/graphql`); either way requests go to
+    the endpoint. An answer that is not a GraphQL response (a proxy's error page,
+    a wrong path) is a TransportError that says so."""
+
     def __init__(self, url: str, token: str, timeout: float = 30.0) -> None:
-        self.url = url.rstrip("/") + "/graphql"
+        base = url.rstrip("/")
+        self.url = base if base.endswith("/graphql") else base + "/graphql"
         self.token = token
         self.timeout = timeout
 
@@ -33,14 +39,29 @@ class HttpTransport:
         )
         try:
             with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                body: dict[str, Any] = json.loads(response.read())
+                status, raw = response.status, response.read()
         except urllib.error.HTTPError as exc:
             if exc.code >= 500:
                 raise TransportError(f"server error {exc.code}") from exc
-            body = json.loads(exc.read() or b"{}")
-        except (OSError, ValueError) as exc:
+            status, raw = exc.code, exc.read()
+        except OSError as exc:
             raise TransportError(str(exc)) from exc
-        return body
+        return _graphql_body(self.url, status, raw)
+
+
+def _graphql_body(url: str, status: int, raw: bytes) -> dict[str, Any]:
+    """A GraphQL response (an object with `data` or `errors`), else TransportError."""
+    try:
+        body = json.loads(raw)
+    except ValueError:
+        body = None
+    if not isinstance(body, dict) or not ("data" in body or "errors" in body):
+        start = raw[:80].decode("utf-8", "replace")
+        raise TransportError(
+            f"HTTP {status} from {url} is not a GraphQL response ({start!r}): "
+            "is the URL the server's address or its /graphql endpoint?"
+        )
+    return body
 
 
 class BlobTransport(Protocol):
