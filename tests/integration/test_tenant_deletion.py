@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -20,6 +21,7 @@ from sync_client import SyncClient, SyncReport
 from api.domain.cursor import CursorCodec
 from api.service import SyncService
 from api.settings import Settings
+from api.storage import keys
 from api.storage.store import DynamoStore
 from tests.integration.test_export import EXPORT
 from tests.integration.test_realtime import _acked, _connect, _receive, _subscribe
@@ -36,16 +38,36 @@ PUSH = (
 )
 
 
+def _tenant_partitions(tenant: str) -> list[str]:
+    """Every partition the key design (the table in `api.storage.keys`) gives a
+    tenant, read from that table itself: a partition added there is checked here
+    without a change to this test."""
+    patterns = sorted(set(re.findall(r"\bT#<tenant>[#A-Z]*", keys.__doc__ or "")))
+    assert "T#<tenant>" in patterns and "T#<tenant>#LOG" in patterns, patterns
+    return [p.replace("<tenant>", tenant) for p in patterns]
+
+
 def _items_of(ddb: Any, table: str, tenant: str) -> list[dict[str, Any]]:
-    """Every item of the table whose key names the tenant: a full Scan."""
+    """Every item of the tenant: each of its partitions, and its registry entry
+    (consistent Queries of its own keys, never a Scan of the table every test
+    shares, whose cost would grow with the suite)."""
     found: list[dict[str, Any]] = []
-    kwargs: dict[str, Any] = {"TableName": table, "ConsistentRead": True}
-    while True:
-        page = ddb.scan(**kwargs)
-        found += [i for i in page["Items"] if i["pk"]["S"].split("#")[1:2] == [tenant]]
-        if "LastEvaluatedKey" not in page:
-            return found
-        kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+    for pk in _tenant_partitions(tenant):
+        kwargs: dict[str, Any] = {
+            "TableName": table,
+            "ConsistentRead": True,
+            "KeyConditionExpression": "pk = :pk",
+            "ExpressionAttributeValues": {":pk": {"S": pk}},
+        }
+        while True:
+            page = ddb.query(**kwargs)
+            found += page["Items"]
+            if "LastEvaluatedKey" not in page:
+                break
+            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+    registry = {"pk": {"S": keys.registry_pk(keys.registry_shard(tenant))}, "sk": {"S": tenant}}
+    entry = ddb.get_item(TableName=table, Key=registry, ConsistentRead=True).get("Item")
+    return found + ([entry] if entry else [])
 
 
 def _code(call: Callable[[], object]) -> str:
@@ -197,9 +219,15 @@ def test_a_deletion_survives_a_crash_of_the_server(
 
     with api_server(settings) as first:
         # The server dies in the middle of the first call (20,001 items: 5,000 a call).
+        lowest = _lowest_sk(ddb, settings.table_name, tenant)
         dying = threading.Thread(target=lambda: _swallow(lambda: call(first)))
         dying.start()
-        time.sleep(0.5)
+        # Evidence, not a timer: the call has removed items (the lowest is gone).
+        # However loaded the machine, it has then not removed more than its 5,000.
+        deadline = time.monotonic() + 120
+        while _lowest_sk(ddb, settings.table_name, tenant) == lowest:
+            assert time.monotonic() < deadline, "the deletion removed nothing in 120 s"
+            time.sleep(0.02)
         crash(first)
         dying.join()
     left = len(_items_of(ddb, settings.table_name, tenant))
@@ -212,6 +240,18 @@ def test_a_deletion_survives_a_crash_of_the_server(
     assert _items_of(ddb, settings.table_name, tenant) == []
     # A call that dies leaves at most one page of 1,000 removed items uncounted.
     assert stored - 1000 <= done["removedItems"] <= stored and calls >= 2
+
+
+def _lowest_sk(ddb: Any, table: str, tenant: str) -> str | None:
+    """The first key of the tenant's entity partition, which a deletion empties first."""
+    items = ddb.query(
+        TableName=table,
+        ConsistentRead=True,
+        Limit=1,
+        KeyConditionExpression="pk = :pk",
+        ExpressionAttributeValues={":pk": {"S": keys.tenant_pk(tenant)}},
+    )["Items"]
+    return str(items[0]["sk"]["S"]) if items else None
 
 
 def _code_over_http(base: str, tenant: str, headers: dict[str, str]) -> str:
