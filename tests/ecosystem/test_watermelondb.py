@@ -48,7 +48,11 @@ def module_dir() -> Path:
     package-lock.json), in .cache/."""
     wanted = (MODULE / "package-lock.json").read_text()
     installed = DEPS / "package-lock.json"
-    if not installed.exists() or installed.read_text() != wanted or not (DEPS / "node_modules").exists():
+    if (
+        not installed.exists()
+        or installed.read_text() != wanted
+        or not (DEPS / "node_modules").exists()
+    ):
         DEPS.mkdir(parents=True, exist_ok=True)
         shutil.copy(MODULE / "package.json", DEPS / "package.json")
         npm = shutil.which("npm")
@@ -84,7 +88,14 @@ def _run(module_dir: Path, url: str, token: str, prefix: str, *only: str) -> dic
     node = shutil.which("node")
     assert node
     result = subprocess.run(
-        [node, "test/scenarios.mjs", f"{url}/graphql", token, prefix, *([",".join(only)] if only else [])],
+        [
+            node,
+            "test/scenarios.mjs",
+            f"{url}/graphql",
+            token,
+            prefix,
+            *([",".join(only)] if only else []),
+        ],
         cwd=module_dir,
         capture_output=True,
         text=True,
@@ -145,7 +156,9 @@ def test_a_deletion_racing_an_edit_wins_in_either_order(report: dict[str, Any]) 
     assert run["conflictsA"] >= 1, run  # the deletion met the edited version
 
 
-def test_300_offline_edits_reach_the_server_with_conflicts_on_the_way(report: dict[str, Any]) -> None:
+def test_300_offline_edits_reach_the_server_with_conflicts_on_the_way(
+    report: dict[str, Any],
+) -> None:
     run = report["manyOfflineEdits"]
     assert run["equal"] and run["edits"] == 300, run
     assert run["serverCount"] == 150 and run["conflicts"] >= 10, run
@@ -175,11 +188,16 @@ def test_a_refused_token_is_refreshed(report: dict[str, Any]) -> None:
     assert run["equal"] and run["refreshes"] >= 1, run
 
 
-def test_a_deleted_tenant_drops_the_local_copy_from_a_pull_or_a_push(report: dict[str, Any]) -> None:
+def test_a_deleted_tenant_drops_the_local_copy_from_a_pull_or_a_push(
+    report: dict[str, Any],
+) -> None:
     for where in ("pull", "push"):
         run = report["tenantDeleted"][where]
         assert run["code"] == "TENANT_DELETED" and run["told"] == 1, (where, run)
-        assert run["localPeople"] == 0 and run["position"] is None and not run["unsynced"], (where, run)
+        assert run["localPeople"] == 0 and run["position"] is None and not run["unsynced"], (
+            where,
+            run,
+        )
     assert report["tenantDeleted"]["pull"]["server"] == {}
 
 
