@@ -511,7 +511,12 @@ export function createSyncAPI(options) {
         { query: `subscription($t: ID!) { changesAvailable(tenantID: $t) { changeToken } }`, variables: { t: tenantID } },
         {
           next: () => sync().catch((error) => onError?.(error)),
-          error: (error) => onError?.(error),
+          // The subscription ended (TENANT_DELETED, FORBIDDEN): a sync meets the same
+          // answer and handles it (a deleted tenant's copy is dropped).
+          error: (error) => {
+            onError?.(error);
+            sync().catch((e) => onError?.(e));
+          },
           complete: () => {},
         },
       );
