@@ -529,7 +529,10 @@ export function createSyncAPI(options) {
     };
   }
 
-  return { sync, live, pullChanges, pushChanges, conflictResolver, synchronizeArgs, stats };
+  // For an app calling synchronize() itself: true while another call is due (more
+  // pages, a push that wrote, server states learned from a push).
+  const pending = () => morePages || pushedSomething || known.size > 0;
+  return { sync, live, pullChanges, pushChanges, conflictResolver, synchronizeArgs, pending, stats };
 }
 
 // One sync of `database`: synchronize() as many times as it takes (see createSyncAPI).
