@@ -213,6 +213,7 @@ export function createSyncAPI(options) {
 
   // --- pull ------------------------------------------------------------------------
   async function pullChanges({ lastPulledAt }) {
+    pushedSomething = false; // a new synchronize() call: this pull brings the last push's tokens
     const start = await positionOf(lastPulledAt);
     let { since, cursor } = start;
     let resync = Boolean(start.resync);
