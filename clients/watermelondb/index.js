@@ -1,0 +1,633 @@
+// Sync a WatermelonDB database through the offline-first GraphQL sync API.
+//
+//   import { syncWithAPI } from "@offline-sync-api/watermelondb";
+//   await syncWithAPI({
+//     database, url: "https://api.example.com/graphql", tenantID: "family1",
+//     getToken: async ({ refresh }) => (refresh ? await refreshToken() : await token()),
+//     tables: { people: { type: "PERSON", columns: { givenName: "given_name", familyName: "family_name" } } },
+//   });
+//
+// WatermelonDB's synchronize() owns the local side (what changed, marking records
+// synced, the per-column merge); this module answers its pullChanges and pushChanges:
+//
+// Pull: `changes(tenantID, since, cursor, types)`, page by page. The API returns each
+// entity's latest version and cannot tell a create from an update, so every live
+// entity is sent as `updated` and synchronize() runs with `sendCreatedAsUpdated: true`;
+// a DeletedItem is a `deleted` id. WatermelonDB's `lastPulledAt` is a number and the
+// API's position is not: the position ({since, cursor}) is kept in the database's
+// local storage (key `sync_api_position`) under the number the pull answers as its
+// timestamp, which WatermelonDB saves in the same write as the pulled records. So an
+// interrupted sync resumes from the last page it applied (a pull reads at most
+// `pagesPerPull` pages; syncWithAPI calls synchronize() again until the last page).
+//
+// Push: a created record is `create<Type>` (its WatermelonDB id), an updated one
+// `update<Type>` of the columns WatermelonDB lists as changed (`_changed`), guarded by
+// the record's change token, kept in the column `change_token` (`tokenColumn`);
+// a deleted one `delete<Type>`, guarded by the same token. Each mutation has a
+// clientMutationID derived from what it sends and the token it is based on, so a
+// push whose response was lost is replayed by the server, never applied twice.
+//   - CONFLICT on an update (or ALREADY_EXISTS on a create): the push throws, so the
+//     synchronize() call fails as WatermelonDB's protocol requires; the next one pulls
+//     (the conflict's current version is added to that pull), WatermelonDB merges per
+//     column (its local changes win over the server's on the columns it changed) and
+//     pushes again with the new token. syncWithAPI does that round itself.
+//   - CONFLICT on a deletion: a deletion wins over a concurrent edit (as WatermelonDB's
+//     own pull keeps a local deletion over a remote update), so it is sent again at
+//     once with the current token. An update of an entity deleted meanwhile comes
+//     back as a CONFLICT carrying the DeletedItem: the next pull deletes the record.
+//   - REJECTED (bad data, FORBIDDEN for a reader, ATTACHMENT_MISSING): reported to
+//     `onRejected({table, id, code, message})` and reverted: the next pull puts the
+//     server's state back (a create the server refused goes away). Not retried.
+//     UNAVAILABLE (retryable) fails the synchronize() call instead: try again later.
+// After a push that wrote something, syncWithAPI pulls once more so the records hold
+// their new change tokens (a later edit then needs no conflict round).
+//
+// RESYNC_REQUIRED (the device was away longer than the server keeps deletions):
+// the pull reads the whole tenant again (`since: null`) in one synchronize() call
+// with WatermelonDB's `replacement` strategy: a local record it did not return
+// goes, unless it was created on this device and not pushed yet; local edits of
+// records it returned are merged and pushed. `onResync()` is told.
+//
+// TENANT_DELETED (an owner deleted the tenant), from a pull or a push: the module
+// calls `database.unsafeResetDatabase()` (every table and the local storage: the
+// copy and the unsent changes go), then `onTenantDeleted()`, and the call throws a
+// SyncAPIError with code TENANT_DELETED. `resetOnTenantDeleted: false` leaves the
+// reset to the app.
+//
+// Tokens: `getToken()` is asked on every request; a request answered UNAUTHENTICATED
+// asks `getToken({ refresh: true })` and is sent once more.
+//
+// Realtime: `live()` subscribes to `changesAvailable` (graphql-ws) and syncs on each
+// event (coalesced: one sync at a time, one more after it when events came meanwhile).
+import * as Q from "@nozbe/watermelondb/QueryDescription/index.js";
+import { synchronize } from "@nozbe/watermelondb/sync/index.js";
+
+const POSITION_KEY = "sync_api_position";
+const REFERENCE = ["sha256", "size", "contentType"];
+
+export class SyncAPIError extends Error {
+  constructor(code, message, extra = {}) {
+    super(`${code}: ${message}`);
+    this.name = "SyncAPIError";
+    this.code = code;
+    Object.assign(this, extra);
+  }
+}
+
+// The columns to add to each synced table's schema (tableSchema({ columns: [...] })).
+export function syncColumns({ tokenColumn = "change_token" } = {}) {
+  return [{ name: tokenColumn, type: "string", isOptional: true }];
+}
+
+// One sync client for a database: `sync()` (serialized: never two synchronize() at
+// once), `live()` for realtime, `synchronizeArgs()` for an app that calls
+// synchronize() itself.
+export function createSyncAPI(options) {
+  const {
+    database,
+    url,
+    tenantID,
+    getToken,
+    tables: tableOptions,
+    tokenColumn = "change_token",
+    limit = 500,
+    pagesPerPull = 10,
+    maxRounds = 10,
+    resetOnTenantDeleted = true,
+    onRejected,
+    onResync,
+    onTenantDeleted,
+    conflictResolver: appResolver,
+    fetch: fetchImpl = (...args) => globalThis.fetch(...args),
+  } = options;
+  if (!database || !url || !tenantID || !tableOptions) {
+    throw new TypeError("createSyncAPI: database, url, tenantID and tables are required");
+  }
+
+  // tables: { people: { type: "PERSON", typeName?: "Person", columns: { givenName: "given_name" }, attachments: ["photo"] } }
+  const tables = {};
+  const tableOfType = {};
+  const tableOfTypename = {};
+  for (const [table, spec] of Object.entries(tableOptions)) {
+    const typeName = spec.typeName ?? spec.type.charAt(0) + spec.type.slice(1).toLowerCase();
+    const columns = spec.columns ?? {};
+    const fields = Object.keys(columns);
+    const attachments = new Set(spec.attachments ?? []);
+    const leaf = (f) => (attachments.has(f) ? `${f} { ${REFERENCE.join(" ")} }` : f);
+    tables[table] = {
+      table,
+      type: spec.type,
+      typeName,
+      key: typeName.charAt(0).toLowerCase() + typeName.slice(1),
+      columns,
+      fields,
+      fieldOfColumn: Object.fromEntries(fields.map((f) => [columns[f], f])),
+      attachments,
+      selection: `... on ${typeName} { changeToken ${fields.map(leaf).join(" ")} }`,
+    };
+    tableOfType[spec.type] = table;
+    tableOfTypename[typeName] = table;
+  }
+  const types = Object.values(tables).map((t) => t.type);
+  const selection = `__typename id ${Object.values(tables).map((t) => t.selection).join(" ")} ... on DeletedItem { type changeToken }`;
+  const pageQuery = `query($t: ID!, $since: ID, $cursor: String, $limit: Int, $types: [DeletedItemType!]) {
+    changes(tenantID: $t, since: $since, cursor: $cursor, limit: $limit, types: $types) {
+      items { ${selection} } cursor changeToken } }`;
+
+  // What this client learned that the next pull must apply, whatever its pages hold:
+  const known = new Map(); // "table/id" -> { raw } | { deleted: true }: conflicts' current versions
+  const revert = new Set(); // "table/id": rejected, the server's state wins
+  const sent = new Map(); // "table/id" -> { raw, token }: applied in a push not yet marked synced
+  let pushedSomething = false;
+  let morePages = false;
+  let resetDone = false;
+  const stats = { requests: 0, pages: 0, items: 0, pushed: 0, conflicts: 0, rejected: 0, resyncs: 0, rounds: 0 };
+
+  // --- transport -----------------------------------------------------------------
+  async function request(query, variables) {
+    for (let attempt = 0; ; attempt++) {
+      const token = getToken ? await getToken({ refresh: attempt > 0 }) : null;
+      stats.requests++;
+      const response = await fetchImpl(url, {
+        method: "POST",
+        headers: { "content-type": "application/json", ...(token ? { Authorization: `Bearer ${token}` } : {}) },
+        body: JSON.stringify({ query, variables }),
+      });
+      const body = await response.json().catch(() => ({}));
+      const error = body.errors?.[0];
+      const code = error?.extensions?.code ?? (body.data ? null : `HTTP_${response.status}`);
+      if ((code === "UNAUTHENTICATED" || response.status === 401) && attempt === 0 && getToken) continue;
+      if (code) {
+        if (code === "TENANT_DELETED") await tenantDeleted();
+        throw new SyncAPIError(code, error?.message ?? response.statusText, { extensions: error?.extensions });
+      }
+      return body.data;
+    }
+  }
+
+  async function tenantDeleted() {
+    if (resetDone) return;
+    resetDone = true;
+    if (resetOnTenantDeleted) {
+      await database.write(() => database.unsafeResetDatabase(), "sync-api-tenant-deleted");
+    }
+    await onTenantDeleted?.();
+  }
+
+  // --- records <-> API items -----------------------------------------------------
+  const keyOf = (table, id) => `${table}/${id}`;
+  function itemToRaw(t, item) {
+    const raw = { id: item.id, [tokenColumn]: item.changeToken };
+    for (const f of t.fields) {
+      const value = item[f] ?? null;
+      raw[t.columns[f]] = value !== null && t.attachments.has(f) ? JSON.stringify(pick(value)) : value;
+    }
+    return raw;
+  }
+  function fieldValue(t, field, value) {
+    if (value === undefined || value === "") return null; // WatermelonDB's empty column
+    if (t.attachments.has(field) && value !== null) return pick(typeof value === "string" ? JSON.parse(value) : value);
+    return value;
+  }
+  function fieldsOf(t, raw, columns) {
+    const out = {};
+    for (const column of columns) {
+      const f = t.fieldOfColumn[column];
+      if (f !== undefined) out[f] = fieldValue(t, f, raw[column]);
+    }
+    return out;
+  }
+  const syncedColumns = (t) => t.fields.map((f) => t.columns[f]);
+
+  // --- position in local storage ---------------------------------------------------
+  async function positions() {
+    const stored = await database.adapter.getLocal(POSITION_KEY);
+    return stored ? JSON.parse(stored) : {};
+  }
+  async function positionOf(lastPulledAt) {
+    if (!lastPulledAt) return { since: null, cursor: null };
+    const position = (await positions())[String(lastPulledAt)];
+    // A database synced before without this module's position: read everything again.
+    return position ?? { since: null, cursor: null, resync: true };
+  }
+
+  // --- pull ------------------------------------------------------------------------
+  async function pullChanges({ lastPulledAt }) {
+    pushedSomething = false; // a new synchronize() call: this pull brings the last push's tokens
+    const start = await positionOf(lastPulledAt);
+    let { since, cursor } = start;
+    let resync = Boolean(start.resync);
+    const changes = Object.fromEntries(Object.keys(tables).map((n) => [n, { created: [], updated: [], deleted: [] }]));
+    const latest = new Map(); // "table/id" -> raw | null (deleted): the last version seen
+    const page = async () => {
+      const data = await request(pageQuery, { t: tenantID, since: cursor ? null : since, cursor, limit, types });
+      stats.pages++;
+      for (const item of data.changes.items) {
+        stats.items++;
+        if (item.__typename === "DeletedItem") {
+          const table = tableOfType[item.type];
+          if (table) latest.set(keyOf(table, item.id), null);
+        } else {
+          const table = tableOfTypename[item.__typename];
+          if (table) latest.set(keyOf(table, item.id), itemToRaw(tables[table], item));
+        }
+      }
+      cursor = data.changes.cursor;
+      if (!cursor) since = data.changes.changeToken ?? since;
+    };
+    for (let read = 0; ; ) {
+      try {
+        await page();
+        read++;
+      } catch (error) {
+        if ((error.code === "RESYNC_REQUIRED" || error.code === "INVALID_CURSOR") && !(resync && since === null && cursor === null)) {
+          // Away longer than the retention (or a cursor the server no longer takes):
+          // the whole tenant again, in this one call, replacing the local copy.
+          resync = true;
+          since = null;
+          cursor = null;
+          latest.clear();
+          stats.resyncs++;
+          await onResync?.();
+          continue;
+        }
+        throw error;
+      }
+      if (!cursor) break;
+      if (!resync && read >= pagesPerPull) break; // the rest in the next synchronize()
+    }
+    morePages = Boolean(cursor);
+    // Conflicts' current versions and reverts: added unless the pages hold a newer one.
+    for (const [key, value] of known) {
+      if (!latest.has(key)) latest.set(key, value.deleted ? null : value.raw);
+    }
+    known.clear();
+    for (const [key, raw] of latest) if (raw === null) revert.delete(key); // gone: nothing to revert
+    for (const [key, raw] of latest) {
+      const [table, id] = splitKey(key);
+      if (raw === null) changes[table].deleted.push(id);
+      else changes[table].updated.push(raw);
+    }
+    // The position under the timestamp WatermelonDB saves with these records.
+    const timestamp = Math.max(Date.now(), (lastPulledAt ?? 0) + 1);
+    const keep = { [String(timestamp)]: { since, cursor } };
+    if (lastPulledAt) keep[String(lastPulledAt)] = start;
+    await database.adapter.setLocal(POSITION_KEY, JSON.stringify(keep));
+    return resync ? { changes, timestamp, experimentalStrategy: "replacement" } : { changes, timestamp };
+  }
+
+  // WatermelonDB's per-column merge (local changed columns win), then: a record this
+  // client pushed and the server applied takes the server's version, plus the edits
+  // made since that push; a column whose local value the server now holds is no
+  // longer a local change (a record with none left is synced); a rejected record
+  // takes the server's state.
+  function conflictResolver(table, local, remote, resolved) {
+    const t = tables[table];
+    if (!t) return appResolver ? appResolver(table, local, remote, resolved) : resolved;
+    const key = keyOf(table, local.id);
+    const columns = syncedColumns(t);
+    let out = resolved;
+    if (revert.has(key)) {
+      revert.delete(key);
+      out = { ...local, ...remote, id: local.id, _status: "synced", _changed: "" };
+    } else if (local._status !== "deleted") {
+      const pushed = sent.get(key);
+      let changed;
+      if (pushed) {
+        sent.delete(key);
+        changed = columns.filter((c) => !same(local[c], pushed.raw[c]));
+        out = { ...local, ...remote, id: local.id };
+        for (const c of changed) out[c] = local[c];
+      } else if (local._status === "created") {
+        // Created here, and the server holds it: its create was applied. Columns
+        // that differ are this device's edits since (a restart lost what it sent).
+        changed = columns.filter((c) => c in remote && !same(local[c], remote[c]));
+        for (const c of changed) out[c] = local[c];
+      } else {
+        changed = (local._changed ? local._changed.split(",") : []).filter((c) => !(c in remote) || !same(local[c], remote[c]));
+      }
+      out = { ...out, _status: changed.length ? "updated" : "synced", _changed: changed.join(",") };
+    }
+    return appResolver ? appResolver(table, local, remote, out) : out;
+  }
+
+  // --- push ------------------------------------------------------------------------
+  async function pushChanges({ changes }) {
+    const entries = [];
+    for (const [table, set] of Object.entries(changes)) {
+      const t = tables[table];
+      if (!t) continue;
+      for (const raw of set.created) {
+        const fields = fieldsOf(t, raw, syncedColumns(t));
+        entries.push({ t, id: raw.id, raw, kind: "create", mutation: { [`create${t.typeName}`]: { tenantID, id: raw.id, [t.key]: fields } } });
+      }
+      for (const raw of set.updated) {
+        const columns = raw._changed ? raw._changed.split(",") : syncedColumns(t);
+        const fields = fieldsOf(t, raw, columns);
+        const token = raw[tokenColumn];
+        if (!token) {
+          entries.push({ t, id: raw.id, raw, kind: "create", mutation: { [`create${t.typeName}`]: { tenantID, id: raw.id, [t.key]: fieldsOf(t, raw, syncedColumns(t)) } } });
+        } else if (Object.keys(fields).length) {
+          entries.push({ t, id: raw.id, raw, kind: "update", mutation: { [`update${t.typeName}`]: { tenantID, id: raw.id, changeToken: token, changes: fields } } });
+        }
+      }
+      if (set.deleted.length) {
+        const tokens = await deletedTokens(table, set.deleted);
+        for (const id of set.deleted) {
+          entries.push({ t, id, kind: "delete", mutation: { [`delete${t.typeName}`]: { tenantID, id, changeToken: tokens.get(id) ?? "0".repeat(26) } } });
+        }
+      }
+    }
+    let conflict = null;
+    let retryable = null;
+    let gone = null;
+    let pending = entries;
+    for (let round = 0; pending.length && round < 5; round++) {
+      const again = [];
+      for (let i = 0; i < pending.length; i += 100) {
+        const batch = pending.slice(i, i + 100);
+        for (const e of batch) {
+          const body = Object.values(e.mutation)[0];
+          delete body.clientMutationID;
+          body.clientMutationID = await mutationID(e.t.table, e.id, e.mutation);
+        }
+        const data = await request(
+          `mutation($i: PushChangesInput!) { pushChanges(input: $i) { results {
+            clientMutationID status replayed error { code message } item { ${selection} } } } }`,
+          { i: { tenantID, mutations: batch.map((e) => e.mutation) } },
+        );
+        data.pushChanges.results.forEach((result, n) => {
+          const e = batch[n];
+          const key = keyOf(e.t.table, e.id);
+          const item = result.item;
+          const deletedItem = item?.__typename === "DeletedItem";
+          if (result.status === "APPLIED") {
+            stats.pushed++;
+            pushedSomething = true;
+            if (e.raw) sent.set(key, { raw: e.raw, token: item?.changeToken });
+          } else if (result.status === "CONFLICT") {
+            stats.conflicts++;
+            if (e.kind === "delete") {
+              if (!deletedItem && item) {
+                // A deletion wins over a concurrent edit: again, with the current token.
+                const body = Object.values(e.mutation)[0];
+                body.changeToken = item.changeToken;
+                again.push(e);
+              }
+              return; // already deleted: done
+            }
+            known.set(key, deletedItem || !item ? { deleted: true } : { raw: itemToRaw(e.t, item) });
+            conflict ??= new SyncAPIError("CONFLICT", `${e.t.table} ${e.id}: the server holds a newer version`, { table: e.t.table, id: e.id });
+          } else {
+            const code = result.error?.code;
+            if (code === "TENANT_DELETED") {
+              gone ??= new SyncAPIError(code, result.error.message);
+            } else if (code === "UNAVAILABLE") {
+              retryable ??= new SyncAPIError("UNAVAILABLE", result.error.message, { retryable: true });
+            } else if (code === "NOT_FOUND" && e.kind === "delete") {
+              // Nothing to delete: never reached the server.
+            } else if (code === "ALREADY_EXISTS" || code === "NOT_FOUND") {
+              known.set(key, { lookup: true });
+              conflict ??= new SyncAPIError("CONFLICT", `${e.t.table} ${e.id}: ${code}`, { table: e.t.table, id: e.id });
+            } else {
+              stats.rejected++;
+              revert.add(key);
+              known.set(key, { lookup: true });
+              onRejected?.({ table: e.t.table, id: e.id, code, message: result.error?.message, kind: e.kind, raw: e.raw });
+            }
+          }
+        });
+      }
+      pending = again;
+    }
+    if (gone) {
+      await tenantDeleted();
+      throw gone;
+    }
+    // Ids whose server state the next pull must bring, whatever its pages hold.
+    for (const [key, value] of known) {
+      if (!value.lookup) continue;
+      const [table, id] = splitKey(key);
+      const t = tables[table];
+      const data = await request(`query($t: ID!, $id: ID!) { ${t.key}(tenantID: $t, id: $id) { __typename id ${t.selection} } }`, { t: tenantID, id });
+      const item = data[t.key];
+      known.set(key, item ? { raw: itemToRaw(t, item) } : { deleted: true });
+    }
+    if (retryable) throw retryable;
+    if (conflict) throw conflict; // synchronize() fails: pull, merge, push again
+    // Rejected records stay out of "synced": the next pull reverts them.
+    const rejected = {};
+    for (const key of revert) {
+      const [table, id] = splitKey(key);
+      (rejected[table] ??= []).push(id);
+    }
+    return Object.keys(rejected).length ? { experimentalRejectedIds: rejected } : {};
+  }
+
+  // The change tokens of records deleted locally (WatermelonDB passes only their ids;
+  // the rows stay, marked deleted, until the push): a raw query without the
+  // not-deleted filter that collection queries add.
+  async function deletedTokens(table, ids) {
+    const query = { table, description: Q.buildQueryDescription([Q.where("id", Q.oneOf(ids))]), associations: [] };
+    let rows = [];
+    try {
+      rows = await database.adapter.unsafeQueryRaw(query);
+    } catch {
+      rows = [];
+    }
+    return new Map(rows.map((r) => [r.id, r[tokenColumn]]));
+  }
+
+  // --- one sync ------------------------------------------------------------------
+  const synchronizeArgs = () => ({
+    database,
+    pullChanges,
+    pushChanges,
+    sendCreatedAsUpdated: true,
+    conflictResolver,
+  });
+
+  // synchronize() until nothing is left: the remaining pages of a long pull, a round
+  // after a conflict, and a pull after a push that wrote (the new change tokens).
+  async function syncOnce() {
+    for (let round = 1, extra = 0; ; round++) {
+      stats.rounds++;
+      morePages = false;
+      pushedSomething = false;
+      try {
+        await synchronize(synchronizeArgs());
+      } catch (error) {
+        if (error.code === "TENANT_DELETED" || /database was reset/.test(error.message ?? "")) {
+          if (!resetDone) await tenantDeleted();
+          throw error.code === "TENANT_DELETED" ? error : new SyncAPIError("TENANT_DELETED", "the tenant was deleted");
+        }
+        if (error.code === "CONFLICT" && ++extra < maxRounds) continue;
+        throw error;
+      }
+      if (!(morePages || pushedSomething || known.size)) return { ...stats };
+      if (!morePages && ++extra >= maxRounds) return { ...stats }; // edits keep coming: later
+    }
+  }
+
+  // One sync at a time; a call while one runs waits for the one after it.
+  let running = null;
+  let queued = null;
+  function sync() {
+    if (queued) return queued;
+    if (running) {
+      queued = running.catch(() => {}).then(() => {
+        queued = null;
+        return sync();
+      });
+      return queued;
+    }
+    running = syncOnce().finally(() => {
+      running = null;
+    });
+    return running;
+  }
+
+  // changesAvailable -> sync(). Node before 22 has no global WebSocket: pass
+  // `webSocketImpl` (the `ws` package). Returns stop().
+  function live({ wsUrl, webSocketImpl, onError, keepAlive = 300_000 } = {}) {
+    let client = null;
+    let unsubscribe = null;
+    let stopped = false;
+    const started = (async () => {
+      const { createClient } = await import("graphql-ws/client");
+      if (stopped) return;
+      client = createClient({
+        url: wsUrl ?? url.replace(/^http/, "ws"),
+        webSocketImpl: webSocketImpl ?? globalThis.WebSocket,
+        lazy: false,
+        retryAttempts: Infinity,
+        shouldRetry: () => true,
+        keepAlive,
+        connectionParams: async () => {
+          const token = getToken ? await getToken({ refresh: false }) : null;
+          return token ? { Authorization: `Bearer ${token}` } : {};
+        },
+      });
+      unsubscribe = client.subscribe(
+        { query: `subscription($t: ID!) { changesAvailable(tenantID: $t) { changeToken } }`, variables: { t: tenantID } },
+        {
+          next: () => sync().catch((error) => onError?.(error)),
+          // The subscription ended (TENANT_DELETED, FORBIDDEN): a sync meets the same
+          // answer and handles it (a deleted tenant's copy is dropped).
+          error: (error) => {
+            onError?.(error);
+            sync().catch((e) => onError?.(e));
+          },
+          complete: () => {},
+        },
+      );
+    })();
+    return async () => {
+      stopped = true;
+      await started;
+      unsubscribe?.();
+      await client?.dispose();
+    };
+  }
+
+  // For an app calling synchronize() itself: true while another call is due (more
+  // pages, a push that wrote, server states learned from a push).
+  const pending = () => morePages || pushedSomething || known.size > 0;
+  return { sync, live, pullChanges, pushChanges, conflictResolver, synchronizeArgs, pending, stats };
+}
+
+// One sync of `database`: synchronize() as many times as it takes (see createSyncAPI).
+export function syncWithAPI(options) {
+  return createSyncAPI(options).sync();
+}
+
+function splitKey(key) {
+  const at = key.indexOf("/");
+  return [key.slice(0, at), key.slice(at + 1)];
+}
+
+function pick(value) {
+  return { sha256: value.sha256, size: value.size, contentType: value.contentType };
+}
+
+function same(a, b) {
+  const norm = (v) => (v === undefined || v === "" ? null : v);
+  return norm(a) === norm(b);
+}
+
+// A clientMutationID from what a mutation sends (its base token included): the same
+// push resent after a lost response is replayed; any other edit is a new id.
+async function mutationID(table, id, mutation) {
+  const bytes = new TextEncoder().encode(JSON.stringify([table, id, mutation]));
+  const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", bytes));
+  return `wmdb-${Array.from(digest.slice(0, 16), (b) => b.toString(16).padStart(2, "0")).join("")}`;
+}
+
+// Attachments (contract 3.10): a column holds a blob's reference as JSON
+// (`{"sha256","size","contentType"}`, listed in the table's `attachments`), never a
+// link (links expire). The bytes go straight to S3 before the record that references
+// them is pushed: `uploadAttachment`, then set the column. Offline: `hashAttachment`
+// gives the reference without a request; keep the bytes and upload them before the
+// next sync (the recipe in README.md).
+export async function hashAttachment(data, contentType = data?.type) {
+  if (!contentType) throw new TypeError("attachment: a contentType is required (image/jpeg, application/pdf, ...)");
+  const bytes = await toBytes(data);
+  const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", bytes));
+  const sha256 = Array.from(digest, (b) => b.toString(16).padStart(2, "0")).join("");
+  return { sha256, size: bytes.byteLength, contentType };
+}
+
+// Uploads bytes to the tenant unless it holds them already; answers the reference
+// (store `JSON.stringify(ref)` in the attachment column). Throws a SyncAPIError with
+// the API's code (FORBIDDEN, QUOTA_EXCEEDED, ...) or UPLOAD_FAILED; offline, fetch's
+// own TypeError.
+export async function uploadAttachment({ url, getToken, tenantID, data, contentType }) {
+  const ref = await hashAttachment(data, contentType);
+  const { requestUpload } = await call(
+    { url, getToken },
+    `mutation($t: ID!, $s: String!, $n: Int!, $c: String!) {
+      requestUpload(tenantID: $t, sha256: $s, size: $n, contentType: $c) {
+        alreadyPresent upload { url method headers { name value } } } }`,
+    { t: tenantID, s: ref.sha256, n: ref.size, c: ref.contentType },
+  );
+  if (!requestUpload.alreadyPresent) {
+    const { url: target, method, headers } = requestUpload.upload;
+    const sent = headers.filter((h) => h.name.toLowerCase() !== "content-length").map((h) => [h.name, h.value]);
+    const response = await fetch(target, { method, headers: sent, body: await toBytes(data) });
+    if (!response.ok) throw new SyncAPIError("UPLOAD_FAILED", `${method} answered ${response.status}`, { status: response.status });
+  }
+  return ref;
+}
+
+// A fresh download link for a blob: `{sha256, size, contentType, url, urlExpiresAt}`.
+export async function attachmentURL({ url, getToken, tenantID }, sha256) {
+  const data = await call(
+    { url, getToken },
+    `query($t: ID!, $s: String!) { attachment(tenantID: $t, sha256: $s) { sha256 size contentType url urlExpiresAt } }`,
+    { t: tenantID, s: sha256 },
+  );
+  return data.attachment;
+}
+
+async function call({ url, getToken }, query, variables) {
+  const token = getToken ? await getToken({ refresh: false }) : null;
+  const response = await fetch(url, {
+    method: "POST",
+    headers: { "content-type": "application/json", ...(token ? { Authorization: `Bearer ${token}` } : {}) },
+    body: JSON.stringify({ query, variables }),
+  });
+  const body = await response.json().catch(() => ({}));
+  const error = body.errors?.[0];
+  if (error || !body.data) {
+    throw new SyncAPIError(error?.extensions?.code ?? `HTTP_${response.status}`, error?.message ?? response.statusText);
+  }
+  return body.data;
+}
+
+async function toBytes(data) {
+  if (data instanceof Uint8Array) return data;
+  if (data instanceof ArrayBuffer) return new Uint8Array(data);
+  if (ArrayBuffer.isView(data)) return new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
+  if (typeof data?.arrayBuffer === "function") return new Uint8Array(await data.arrayBuffer());
+  throw new TypeError("attachment bytes: a Blob, an ArrayBuffer or a typed array");
+}

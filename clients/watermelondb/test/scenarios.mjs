@@ -1,0 +1,647 @@
+// WatermelonDB (unmodified, from npm, LokiJS adapter in memory: useWebWorker false,
+// useIncrementalIndexedDB false) syncing through the API with clients/watermelondb.
+// Usage:
+//   node test/scenarios.mjs <graphql url> <bearer token> <tenant prefix> [scenario,...]
+// Prints one JSON line: each scenario's findings, for tests/ecosystem/test_watermelondb.py.
+// "Equal" always means: every device holds exactly what a first sync of the tenant,
+// read to its last page, returns (serverPeople), and has nothing left to push.
+import { Database, Model, appSchema, tableSchema } from "@nozbe/watermelondb";
+import LokiModule from "@nozbe/watermelondb/adapters/lokijs/index.js";
+import { hasUnsyncedChanges } from "@nozbe/watermelondb/sync/index.js";
+import loggerModule from "@nozbe/watermelondb/utils/common/logger/index.js";
+import { WebSocket } from "ws";
+import { attachmentURL, createSyncAPI, hashAttachment, syncColumns, uploadAttachment } from "../index.js";
+
+const LokiJSAdapter = LokiModule.default ?? LokiModule;
+(loggerModule.default ?? loggerModule).silence();
+
+const [url, token, prefix] = process.argv.slice(2);
+const auth = { Authorization: `Bearer ${token}` };
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const FIELDS = { givenName: "given_name", familyName: "family_name", occupation: "occupation", photo: "photo" };
+const TABLES = {
+  people: { type: "PERSON", columns: FIELDS, attachments: ["photo"] },
+  reminders: { type: "REMINDER", columns: { title: "title", personID: "person_id" } },
+};
+const schema = appSchema({
+  version: 1,
+  tables: [
+    tableSchema({
+      name: "people",
+      columns: [...Object.values(FIELDS).map((name) => ({ name, type: "string", isOptional: true })), ...syncColumns()],
+    }),
+    tableSchema({
+      name: "reminders",
+      columns: [
+        { name: "title", type: "string", isOptional: true },
+        { name: "person_id", type: "string", isOptional: true },
+        ...syncColumns(),
+      ],
+    }),
+  ],
+});
+class Person extends Model {
+  static table = "people";
+}
+class Reminder extends Model {
+  static table = "reminders";
+}
+
+async function gql(query, variables) {
+  const response = await fetch(url, {
+    method: "POST",
+    headers: { "content-type": "application/json", ...auth },
+    body: JSON.stringify({ query, variables }),
+  });
+  const body = await response.json();
+  if (body.errors) throw new Error(JSON.stringify(body.errors));
+  return body.data;
+}
+
+// A first sync read to the end, by hand (no module): the server's people.
+async function serverPeople(tenant, type = "Person") {
+  const people = {};
+  let cursor = null;
+  for (;;) {
+    const data = await gql(
+      `query($t: ID!, $c: String) { changes(tenantID: $t, cursor: $c, limit: 1000) {
+        items { __typename id ... on Person { givenName familyName occupation photo { sha256 size contentType } }
+                ... on Reminder { title personID } } cursor } }`,
+      { t: tenant, c: cursor },
+    );
+    for (const item of data.changes.items) {
+      if (item.__typename === type) {
+        const { __typename, id, ...rest } = item;
+        people[id] = Object.fromEntries(Object.entries(rest).filter(([, v]) => v !== null));
+      } else if (item.__typename === "DeletedItem") delete people[item.id];
+    }
+    if (!data.changes.cursor) return people;
+    cursor = data.changes.cursor;
+  }
+}
+
+async function serverCreate(tenant, people) {
+  for (let i = 0; i < people.length; i += 100) {
+    const mutations = people.slice(i, i + 100).map(({ id, ...person }) => ({ createPerson: { tenantID: tenant, id, person } }));
+    const data = await gql(
+      `mutation($i: PushChangesInput!) { pushChanges(input: $i) { results { status } } }`,
+      { i: { tenantID: tenant, mutations } },
+    );
+    if (data.pushChanges.results.some((r) => r.status !== "APPLIED")) throw new Error("server create failed");
+  }
+}
+
+async function deleteTenant(tenant) {
+  for (;;) {
+    const data = await gql(`mutation($t: ID!) { deleteTenant(tenantID: $t, confirm: $t) { done } }`, { t: tenant });
+    if (data.deleteTenant.done) return;
+  }
+}
+
+let deviceCount = 0;
+class Device {
+  constructor(tenant, options = {}) {
+    this.tenant = tenant;
+    this.name = `w${++deviceCount}`;
+    this.errors = [];
+    this.rejected = [];
+    this.tenantDeleted = 0;
+    this.resyncs = 0;
+    this.offline = false;
+    const adapter = new LokiJSAdapter({
+      schema,
+      useWebWorker: false,
+      useIncrementalIndexedDB: false,
+      dbName: `${this.name}-${tenant}`,
+    });
+    this.database = new Database({ adapter, modelClasses: [Person, Reminder] });
+    this.people = this.database.get("people");
+    this.requests = [];
+    this.api = createSyncAPI({
+      database: this.database,
+      url,
+      tenantID: tenant,
+      getToken: options.getToken ?? (async () => token),
+      tables: TABLES,
+      limit: options.limit ?? 100,
+      pagesPerPull: options.pagesPerPull ?? 10,
+      onRejected: (r) => this.rejected.push(r),
+      onResync: () => this.resyncs++,
+      onTenantDeleted: () => this.tenantDeleted++,
+      // The device's network: cut when offline; every request recorded.
+      fetch: async (target, init) => {
+        if (this.offline) throw new TypeError("fetch failed: offline");
+        const body = JSON.parse(init.body);
+        this.requests.push(body);
+        if (options.beforeRequest) await options.beforeRequest(body, this.requests.length);
+        return fetch(target, init);
+      },
+    });
+  }
+  async sync() {
+    return this.api.sync();
+  }
+  async trySync() {
+    try {
+      await this.api.sync();
+      return null;
+    } catch (error) {
+      this.errors.push(error.code ?? String(error));
+      return error;
+    }
+  }
+  async create(id, fields) {
+    await this.database.write(() =>
+      this.people.create((r) => {
+        r._raw.id = id;
+        for (const [f, v] of Object.entries(fields)) r._setRaw(FIELDS[f], v);
+      }),
+    );
+  }
+  async edit(id, fields) {
+    const record = await this.people.find(id);
+    await this.database.write(() =>
+      record.update((r) => {
+        for (const [f, v] of Object.entries(fields)) r._setRaw(FIELDS[f], v);
+      }),
+    );
+  }
+  async remove(id) {
+    const record = await this.people.find(id);
+    await this.database.write(() => record.markAsDeleted());
+  }
+  async docs() {
+    const all = await this.people.query().fetch();
+    const out = {};
+    for (const r of all) {
+      const doc = {};
+      for (const [f, c] of Object.entries(FIELDS)) {
+        const v = r._raw[c];
+        if (v !== null && v !== undefined && v !== "") doc[f] = f === "photo" ? JSON.parse(v) : v;
+      }
+      out[r.id] = doc;
+    }
+    return out;
+  }
+  async clean() {
+    return !(await hasUnsyncedChanges({ database: this.database }));
+  }
+}
+
+function same(a, b) {
+  return JSON.stringify(sortKeys(a)) === JSON.stringify(sortKeys(b));
+}
+function sortKeys(o) {
+  if (o === null || typeof o !== "object") return o;
+  return Object.fromEntries(Object.keys(o).sort().map((k) => [k, sortKeys(o[k])]));
+}
+
+async function converged(tenant, ...devices) {
+  const server = await serverPeople(tenant);
+  const views = [];
+  const clean = [];
+  for (const d of devices) {
+    views.push(await d.docs());
+    clean.push(await d.clean());
+  }
+  // And a new device's first sync through the module.
+  const fresh = new Device(tenant);
+  await fresh.sync();
+  const first = await fresh.docs();
+  return {
+    equal: views.every((v) => same(v, server)) && same(first, server) && clean.every(Boolean),
+    clean,
+    server,
+    devices: views,
+    errors: devices.flatMap((d) => d.errors),
+  };
+}
+
+async function twoDevices(tenant, people) {
+  const a = new Device(tenant);
+  const b = new Device(tenant);
+  for (const [id, fields] of Object.entries(people)) await a.create(id, fields);
+  await a.sync();
+  await b.sync();
+  return [a, b];
+}
+
+// --- scenarios -------------------------------------------------------------------
+
+async function bulkPull() {
+  // 250 people and 20 reminders on the server; a device pulls pages of 50, 2 pages
+  // per synchronize(): every record, in both tables, with its change token.
+  const tenant = `${prefix}-bulk`;
+  await serverCreate(tenant, Array.from({ length: 250 }, (_, i) => ({ id: `p${i}`, givenName: `g${i}` })));
+  const reminders = Array.from({ length: 20 }, (_, i) => ({
+    createReminder: { tenantID: tenant, id: `r${i}`, reminder: { title: `t${i}`, personID: `p${i}` } },
+  }));
+  await gql(`mutation($i: PushChangesInput!) { pushChanges(input: $i) { results { status } } }`, {
+    i: { tenantID: tenant, mutations: reminders },
+  });
+  const a = new Device(tenant, { limit: 50, pagesPerPull: 2 });
+  const stats = await a.sync();
+  const reminderRows = await a.database.get("reminders").query().fetch();
+  const tokens = (await a.people.query().fetch()).filter((r) => /^[0-9A-Z]{26}$/.test(r._raw.change_token)).length;
+  const result = await converged(tenant, a);
+  return {
+    ...result,
+    count: Object.keys(result.devices[0]).length,
+    reminders: reminderRows.length,
+    remindersEqual: same(
+      Object.fromEntries(reminderRows.map((r) => [r.id, { title: r._raw.title, personID: r._raw.person_id }])),
+      await serverPeople(tenant, "Reminder"),
+    ),
+    tokens,
+    pages: stats.pages,
+    rounds: stats.rounds,
+    server: undefined,
+    devices: undefined,
+  };
+}
+
+async function offlineEdits() {
+  // Two devices offline: edits of the same record (different columns, and the same
+  // column), of different records, and creates. B syncs; between B's pull and its
+  // push, A pushes its edits: B's push meets CONFLICTs (x, w), its synchronize()
+  // fails, the next one pulls, WatermelonDB merges per column, and B pushes again.
+  const tenant = `${prefix}-offline`;
+  let a = null;
+  let raced = false;
+  const b = new Device(tenant, {
+    beforeRequest: async (body) => {
+      if (!raced && body.query.includes("pushChanges")) {
+        raced = true;
+        await a.sync();
+      }
+    },
+  });
+  a = new Device(tenant);
+  for (const [id, fields] of Object.entries({
+    x: { givenName: "Ann", familyName: "Lee" },
+    y: { givenName: "Bo" },
+    z: { givenName: "Cy" },
+    w: { givenName: "Di", occupation: "nurse" },
+  })) await a.create(id, fields);
+  await a.sync();
+  raced = true;
+  await b.sync();
+  raced = false;
+  a.offline = b.offline = true;
+  await a.edit("x", { givenName: "Anna" });
+  await b.edit("x", { familyName: "Lovelace" });
+  await a.edit("y", { occupation: "pilot" });
+  await b.edit("z", { familyName: "Young" });
+  await a.edit("w", { occupation: "doctor" });
+  await b.edit("w", { occupation: "surgeon" });
+  await a.create("na", { givenName: "new on a" });
+  await b.create("nb", { givenName: "new on b" });
+  const offlineFailed = (await a.trySync())?.message ?? null;
+  a.offline = b.offline = false;
+  a.errors = [];
+  const bStats = await b.sync(); // A pushes between B's pull and B's push
+  await a.sync();
+  return { ...(await converged(tenant, a, b)), offlineFailed, conflictsB: bStats.conflicts, roundsB: bStats.rounds };
+}
+
+async function deleteVersusEdit() {
+  // Both orders: the deletion syncs first (v: the edit then meets a CONFLICT carrying
+  // the DeletedItem), or the edit does (u: the deletion meets a CONFLICT with the
+  // edited version and is sent again). The deletion wins; k's edit is kept.
+  const tenant = `${prefix}-delete`;
+  const [a, b] = await twoDevices(tenant, { v: { givenName: "Vi" }, u: { givenName: "Ute" }, k: { givenName: "Kept" } });
+  a.offline = b.offline = true;
+  await a.remove("v");
+  await b.edit("v", { givenName: "Vida" });
+  await b.edit("k", { occupation: "still here" });
+  a.offline = b.offline = false;
+  await a.sync();
+  const bStats = await b.sync();
+  a.offline = b.offline = true;
+  await a.remove("u");
+  await b.edit("u", { familyName: "Ulm" });
+  a.offline = b.offline = false;
+  await b.sync();
+  const aStats = await a.sync();
+  await b.sync();
+  return { ...(await converged(tenant, a, b)), conflictsA: aStats.conflicts, conflictsB: bStats.conflicts };
+}
+
+async function manyOfflineEdits() {
+  // 300 edits on a device offline (100 creates, 150 updates of 50 records, 50
+  // deletions) while another device edits some of the same records online: pushes of
+  // 100, conflicts across batches, every device equal at the end.
+  const tenant = `${prefix}-many`;
+  const start = {};
+  for (let i = 0; i < 100; i++) start[`s${i}`] = { givenName: `s${i}` };
+  const [a, b] = await twoDevices(tenant, start);
+  b.offline = true;
+  let edits = 0;
+  for (let i = 0; i < 100; i++, edits++) await b.create(`c${i}`, { givenName: `created ${i}` });
+  for (let round = 0; round < 3; round++) {
+    for (let i = 0; i < 50; i++, edits++) await b.edit(`s${i}`, { occupation: `job ${round}`, familyName: `f${round}-${i}` });
+  }
+  for (let i = 50; i < 100; i++, edits++) await b.remove(`s${i}`);
+  for (let i = 40; i < 60; i++) await a.edit(`s${i}`, { givenName: `a-${i}` }); // online, meanwhile
+  await a.sync();
+  b.offline = false;
+  const started = Date.now();
+  const stats = await b.sync();
+  const ms = Date.now() - started;
+  await a.sync();
+  const result = await converged(tenant, a, b);
+  return {
+    ...result,
+    edits,
+    ms,
+    pushed: stats.pushed,
+    conflicts: stats.conflicts,
+    serverCount: Object.keys(result.server).length,
+    server: undefined,
+    devices: undefined,
+  };
+}
+
+async function interruptedPull() {
+  // 300 people; pages of 50, 2 per synchronize(). The network fails on the 4th page:
+  // the first two pages stay applied, and the sync resumes from their position (a
+  // cursor), not from the start. A write in between is not missed.
+  const tenant = `${prefix}-interrupted`;
+  await serverCreate(tenant, Array.from({ length: 300 }, (_, i) => ({ id: `i${String(i).padStart(3, "0")}`, givenName: `g${i}` })));
+  let cut = true;
+  const a = new Device(tenant, {
+    limit: 50,
+    pagesPerPull: 2,
+    beforeRequest: async (body, n) => {
+      if (cut && n === 4) throw new TypeError("fetch failed: the network went away");
+    },
+  });
+  const failed = await a.trySync();
+  const afterFailure = Object.keys(await a.docs()).length;
+  cut = false;
+  await gql(
+    `mutation($i: PushChangesInput!) { pushChanges(input: $i) { results { status } } }`,
+    { i: { tenantID: tenant, mutations: [{ createPerson: { tenantID: tenant, id: "late", person: { givenName: "late" } } }] } },
+  );
+  const before = a.requests.length;
+  await a.sync();
+  const resumedWith = a.requests[before].variables;
+  const pagesAfterResume = a.requests.length - before;
+  const withoutLate = !("late" in (await a.docs())); // after the first sync's bound
+  await a.sync(); // from the token of its last page: the write in between
+  const result = await converged(tenant, a);
+  return {
+    ...result,
+    interrupted: failed?.message ?? null,
+    afterFailure,
+    resumedWithCursor: Boolean(resumedWith.cursor) && resumedWith.since === null,
+    pagesAfterResume,
+    withoutLate,
+    count: Object.keys(result.server).length,
+    server: undefined,
+    devices: undefined,
+  };
+}
+
+async function lostPushResponse() {
+  // The server applies a push whose response never arrives; the next sync sends the
+  // same clientMutationID and gets the stored outcome (replayed): written once.
+  const tenant = `${prefix}-lost`;
+  const [a] = await twoDevices(tenant, { l: { givenName: "Lu" } });
+  await a.edit("l", { givenName: "Lulu" });
+  const pushes = [];
+  const realFetch = globalThis.fetch;
+  let dropped = false;
+  globalThis.fetch = async (target, init) => {
+    const response = await realFetch(target, init);
+    if (String(init?.body).includes("pushChanges")) {
+      const json = await response.clone().json();
+      const ids = JSON.parse(init.body).variables.i.mutations.map((m) => Object.values(m)[0].clientMutationID);
+      pushes.push(json.data.pushChanges.results.map((r, n) => [ids[n], r.status, r.replayed]));
+      if (!dropped) {
+        dropped = true;
+        throw new TypeError("fetch failed: the response was lost");
+      }
+    }
+    return response;
+  };
+  try {
+    const lost = await a.trySync();
+    await a.sync();
+    const history = await gql(`query($t: ID!, $id: ID!) { history(tenantID: $t, id: $id) { items { changeToken } } }`, {
+      t: tenant,
+      id: "l",
+    });
+    return { ...(await converged(tenant, a)), lost: lost?.message ?? null, pushes, versions: history.history.items.length };
+  } finally {
+    globalThis.fetch = realFetch;
+  }
+}
+
+async function rejectedRecord() {
+  // A name the server refuses (over 200 characters): REJECTED, reported once, the
+  // local create goes away; the good one in the same push is synced.
+  const tenant = `${prefix}-rejected`;
+  const a = new Device(tenant);
+  await a.create("bad", { givenName: "x".repeat(201) });
+  await a.create("good", { givenName: "fine" });
+  await a.sync();
+  await a.sync();
+  return { ...(await converged(tenant, a)), rejected: a.rejected.map((r) => [r.id, r.code]) };
+}
+
+async function tokenRefresh() {
+  // The first token is refused (UNAUTHENTICATED): the module asks for a fresh one.
+  const tenant = `${prefix}-token`;
+  const asked = [];
+  const a = new Device(tenant, {
+    getToken: async ({ refresh }) => {
+      asked.push(refresh);
+      return refresh ? token : "expired.or.invalid";
+    },
+  });
+  await a.create("t", { givenName: "Tok" });
+  await a.sync();
+  return { ...(await converged(tenant, a)), refreshes: asked.filter(Boolean).length };
+}
+
+async function tenantDeleted() {
+  // Pull: the tenant is deleted while a device holds a copy and an unsent edit.
+  // Push: deleted between the pull and the push of a synchronize() (the push answers
+  // TENANT_DELETED). Either way the local copy and outbox go, the app is told once.
+  const out = {};
+  for (const where of ["pull", "push"]) {
+    const tenant = `${prefix}-gone-${where}`;
+    let armed = false;
+    const a = new Device(tenant, {
+      beforeRequest: async (body) => {
+        if (armed && body.query.includes("pushChanges")) {
+          armed = false;
+          await deleteTenant(tenant);
+        }
+      },
+    });
+    await a.create("g1", { givenName: "Gone" });
+    await a.sync();
+    await a.edit("g1", { occupation: "unsent" });
+    await a.create("g2", { givenName: "unsent too" });
+    if (where === "pull") await deleteTenant(tenant);
+    else armed = true;
+    const error = await a.trySync();
+    const people = await a.people.query().fetchCount();
+    const position = await a.database.adapter.getLocal("sync_api_position");
+    out[where] = {
+      code: error?.code ?? null,
+      told: a.tenantDeleted,
+      localPeople: people,
+      position,
+      unsynced: !(await a.clean()),
+      server: await serverPeople(tenant).catch((e) => (String(e).includes("TENANT_DELETED") ? "TENANT_DELETED" : String(e))),
+    };
+  }
+  return out;
+}
+
+async function realtime() {
+  // Both devices live (changesAvailable over graphql-ws): a create on A reaches B,
+  // B's edit reaches A, A's deletion reaches B, without polling.
+  const tenant = `${prefix}-live`;
+  const a = new Device(tenant);
+  const b = new Device(tenant);
+  await a.sync();
+  await b.sync();
+  const stopA = a.api.live({ webSocketImpl: WebSocket });
+  const stopB = b.api.live({ webSocketImpl: WebSocket });
+  await sleep(500);
+  let started = Date.now();
+  const waitFor = async (device, check) => {
+    while (Date.now() - started < 10000) {
+      if (check(await device.docs())) return Date.now() - started;
+      await sleep(20);
+    }
+    return null;
+  };
+  const ms = {};
+  await a.create("r1", { givenName: "Ray" });
+  started = Date.now();
+  await a.sync();
+  ms.aToB = await waitFor(b, (d) => d.r1?.givenName === "Ray");
+  await b.edit("r1", { occupation: "pilot" });
+  started = Date.now();
+  await b.sync();
+  ms.bToA = await waitFor(a, (d) => d.r1?.occupation === "pilot");
+  await a.remove("r1");
+  started = Date.now();
+  await a.sync();
+  ms.deleteAToB = await waitFor(b, (d) => !("r1" in d));
+  await sleep(300);
+  await stopA();
+  await stopB();
+  return { ...(await converged(tenant, a, b)), ms };
+}
+
+async function photoRecipe() {
+  // The README's recipe: upload the bytes, store the reference in the column, sync;
+  // another device pulls the reference and downloads the same bytes.
+  const tenant = `${prefix}-photo`;
+  const api = { url, getToken: async () => token, tenantID: tenant };
+  const a = new Device(tenant);
+  const b = new Device(tenant);
+  const bytes = crypto.getRandomValues(new Uint8Array(4000));
+  const ref = await uploadAttachment({ ...api, data: bytes, contentType: "image/png" });
+  await a.create("ph", { givenName: "Pic", photo: JSON.stringify(ref) });
+  await a.sync();
+  await b.sync();
+  const pulled = (await b.docs()).ph.photo;
+  const link = await attachmentURL(api, pulled.sha256);
+  const downloaded = new Uint8Array(await (await fetch(link.url)).arrayBuffer());
+  return {
+    ...(await converged(tenant, a, b)),
+    ref,
+    pulled,
+    identical: (await hashAttachment(downloaded, "image/png")).sha256 === ref.sha256,
+  };
+}
+
+async function randomRun(seed) {
+  // Three devices, random creates, edits and deletions, going offline and online;
+  // then every device syncs twice.
+  const tenant = `${prefix}-random-${seed}`;
+  let x = seed;
+  const rand = () => (x = (x * 1103515245 + 12345) % 2147483648) / 2147483648;
+  const devices = [new Device(tenant), new Device(tenant), new Device(tenant)];
+  let created = 0;
+  for (let step = 0; step < 80; step++) {
+    const d = devices[Math.floor(rand() * devices.length)];
+    const r = rand();
+    if (r < 0.1) {
+      d.offline = !d.offline;
+      continue;
+    }
+    const docs = Object.keys(await d.docs());
+    if (r < 0.35 || docs.length === 0) {
+      await d.create(`r${seed}-${created++}`, { givenName: `g${step}` });
+    } else if (r < 0.8) {
+      const field = ["givenName", "familyName", "occupation"][Math.floor(rand() * 3)];
+      await d.edit(docs[Math.floor(rand() * docs.length)], { [field]: `${field}-${step}` });
+    } else {
+      await d.remove(docs[Math.floor(rand() * docs.length)]);
+    }
+    if (rand() < 0.4) await d.trySync();
+  }
+  for (const d of devices) d.offline = false;
+  for (let round = 0; round < 2; round++) for (const d of devices) await d.sync();
+  const result = await converged(tenant, ...devices);
+  return { equal: result.equal, clean: result.clean, serverCount: Object.keys(result.server).length };
+}
+
+async function resyncAcrossTheHorizon() {
+  // Against a server keeping deletions 2 s (RETENTION_SECONDS=2): B is away 3 s with
+  // an edit and a create of its own; it gets RESYNC_REQUIRED, reads the tenant again,
+  // drops the record deleted meanwhile and pushes its edits.
+  const tenant = `${prefix}-resync`;
+  const [a, b] = await twoDevices(tenant, { x: { givenName: "x" }, y: { givenName: "y" }, z: { givenName: "z" } });
+  b.offline = true;
+  await a.remove("x");
+  await a.edit("y", { familyName: "changed" });
+  await a.sync();
+  await b.edit("z", { occupation: "offline edit" });
+  await b.create("w", { givenName: "created offline" });
+  await sleep(3000);
+  b.offline = false;
+  await b.sync();
+  await a.sync();
+  return { ...(await converged(tenant, a, b)), resyncs: b.resyncs };
+}
+
+const named = { resyncAcrossTheHorizon };
+const everyday = {
+  bulkPull,
+  offlineEdits,
+  deleteVersusEdit,
+  manyOfflineEdits,
+  interruptedPull,
+  lostPushResponse,
+  rejectedRecord,
+  tokenRefresh,
+  tenantDeleted,
+  realtime,
+  photoRecipe,
+  random1: () => randomRun(1),
+  random2: () => randomRun(2),
+};
+const only = process.argv[5]?.split(",");
+const chosen = only ? Object.fromEntries(only.map((n) => [n, { ...everyday, ...named }[n]])) : everyday;
+const report = {};
+for (const [name, run] of Object.entries(chosen)) {
+  const started = Date.now();
+  try {
+    const timeout = new Promise((_, reject) => setTimeout(() => reject(new Error(`${name} did not finish in 60 s`)), 60000));
+    report[name] = await Promise.race([run(), timeout]);
+  } catch (error) {
+    report[name] = { failed: String(error?.stack ?? error) };
+  }
+  report[name].seconds = (Date.now() - started) / 1000;
+}
+console.log(JSON.stringify(report));
+process.exit(0);

@@ -1,0 +1,217 @@
+"""WatermelonDB syncing through the API with clients/watermelondb, in Node: the real
+`@nozbe/watermelondb` package (pinned, unmodified) on its LokiJS adapter, against the
+server and DynamoDB Local that the test session starts. "Equal" in every scenario:
+each device holds exactly what a first sync of the tenant read to its last page
+returns, a new device's first sync through the module too, and nothing is left to
+push."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from api.settings import PROJECT_ROOT, Settings
+from tests.support.gql import TEST_AUTH_SECRET, bearer
+from tests.support.servers import api_server
+
+MODULE = PROJECT_ROOT / "clients" / "watermelondb"
+DEPS = PROJECT_ROOT / ".cache" / "watermelondb-tests"
+TENANTS = (
+    "bulk",
+    "offline",
+    "delete",
+    "many",
+    "interrupted",
+    "lost",
+    "rejected",
+    "token",
+    "gone-pull",
+    "gone-push",
+    "live",
+    "photo",
+    "random-1",
+    "random-2",
+    "resync",
+)
+
+
+@pytest.fixture(scope="module")
+def module_dir() -> Path:
+    """clients/watermelondb with its pinned dev dependencies (npm ci from the committed
+    package-lock.json), in .cache/."""
+    wanted = (MODULE / "package-lock.json").read_text()
+    installed = DEPS / "package-lock.json"
+    if (
+        not installed.exists()
+        or installed.read_text() != wanted
+        or not (DEPS / "node_modules").exists()
+    ):
+        DEPS.mkdir(parents=True, exist_ok=True)
+        shutil.copy(MODULE / "package.json", DEPS / "package.json")
+        npm = shutil.which("npm")
+        assert npm, "npm is required for the WatermelonDB tests"
+        installed.write_text(wanted)
+        result = subprocess.run(
+            [npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"],
+            cwd=DEPS,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert result.returncode == 0, result.stderr[-3000:]
+    shutil.copy(MODULE / "index.js", DEPS / "index.js")
+    (DEPS / "test").mkdir(exist_ok=True)
+    shutil.copy(MODULE / "test" / "scenarios.mjs", DEPS / "test" / "scenarios.mjs")
+    return DEPS
+
+
+def _token(prefix: str) -> str:
+    tenants = [f"{prefix}-{name}" for name in TENANTS]
+    return bearer(tenants, secret=TEST_AUTH_SECRET)["Authorization"].split()[1]
+
+
+@pytest.fixture(scope="module")
+def report(module_dir: Path, settings: Settings) -> Iterator[dict[str, Any]]:
+    prefix = f"wm-{uuid.uuid4().hex[:8]}"
+    with api_server(settings) as url:
+        yield _run(module_dir, url, _token(prefix), prefix)
+
+
+def _run(module_dir: Path, url: str, token: str, prefix: str, *only: str) -> dict[str, Any]:
+    node = shutil.which("node")
+    assert node
+    result = subprocess.run(
+        [
+            node,
+            "test/scenarios.mjs",
+            f"{url}/graphql",
+            token,
+            prefix,
+            *([",".join(only)] if only else []),
+        ],
+        cwd=module_dir,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    data: dict[str, Any] = json.loads(result.stdout.strip().splitlines()[-1])
+    for name, findings in data.items():
+        assert "failed" not in findings, (name, findings.get("failed", ""))
+    return data
+
+
+def test_a_device_away_longer_than_the_retention_resyncs_and_keeps_its_offline_edits(
+    module_dir: Path, settings: Settings
+) -> None:
+    """Contract 3.6: the server keeps deletions 2 s; a device offline for 3 s, with an
+    edit and a create of its own, gets RESYNC_REQUIRED, reads the tenant again with
+    WatermelonDB's replacement strategy, drops the record deleted meanwhile and
+    pushes its edits."""
+    prefix = f"wm-{uuid.uuid4().hex[:8]}"
+    with api_server(settings, extra_env={"RETENTION_SECONDS": "2"}) as url:
+        found = _run(module_dir, url, _token(prefix), prefix, "resyncAcrossTheHorizon")
+    resync = found["resyncAcrossTheHorizon"]
+    assert resync["resyncs"] >= 1 and resync["equal"], resync
+    server = resync["server"]
+    assert "x" not in server  # deleted while the device was away: dropped by the resync
+    assert server["y"] == {"givenName": "y", "familyName": "changed"}
+    assert server["z"] == {"givenName": "z", "occupation": "offline edit"}
+    assert server["w"] == {"givenName": "created offline"}
+
+
+def test_a_bulk_pull_comes_in_pages_applied_a_few_at_a_time(report: dict[str, Any]) -> None:
+    bulk = report["bulkPull"]
+    assert bulk["equal"] and bulk["count"] == 250 and bulk["tokens"] == 250, bulk
+    assert bulk["reminders"] == 20 and bulk["remindersEqual"], bulk
+    assert bulk["pages"] >= 6 and bulk["rounds"] >= 3, bulk  # 2 pages per synchronize()
+
+
+def test_two_devices_offline_editing_the_same_and_different_records_converge(
+    report: dict[str, Any],
+) -> None:
+    run = report["offlineEdits"]
+    assert run["equal"], run
+    assert run["offlineFailed"]  # offline, synchronize() fails and nothing is lost
+    assert run["conflictsB"] >= 2 and run["roundsB"] >= 3, run  # failed, pulled, pushed again
+    server = run["server"]
+    assert server["x"] == {"givenName": "Anna", "familyName": "Lovelace"}  # per column
+    assert server["w"] == {"givenName": "Di", "occupation": "surgeon"}  # the last push wins
+    assert server["y"] == {"givenName": "Bo", "occupation": "pilot"}
+    assert server["z"] == {"givenName": "Cy", "familyName": "Young"}
+    assert server["na"] == {"givenName": "new on a"} and server["nb"] == {"givenName": "new on b"}
+
+
+def test_a_deletion_racing_an_edit_wins_in_either_order(report: dict[str, Any]) -> None:
+    run = report["deleteVersusEdit"]
+    assert run["equal"], run
+    assert run["server"] == {"k": {"givenName": "Kept", "occupation": "still here"}}, run
+    assert run["conflictsA"] >= 1, run  # the deletion met the edited version
+
+
+def test_300_offline_edits_reach_the_server_with_conflicts_on_the_way(
+    report: dict[str, Any],
+) -> None:
+    run = report["manyOfflineEdits"]
+    assert run["equal"] and run["edits"] == 300, run
+    assert run["serverCount"] == 150 and run["conflicts"] >= 10, run
+
+
+def test_an_interrupted_pull_resumes_from_the_last_page_it_applied(report: dict[str, Any]) -> None:
+    run = report["interruptedPull"]
+    assert run["interrupted"] and run["afterFailure"] == 100, run  # two pages applied
+    assert run["resumedWithCursor"] and run["pagesAfterResume"] == 4, run  # not from the start
+    assert run["equal"] and run["count"] == 301, run  # and the write in between
+
+
+def test_a_lost_push_response_is_written_once(report: dict[str, Any]) -> None:
+    run = report["lostPushResponse"]
+    assert run["lost"] and run["equal"], run
+    assert run["versions"] == 1, run  # one update: the earlier version and no second one
+
+
+def test_a_rejected_record_is_reported_once_and_reverted(report: dict[str, Any]) -> None:
+    run = report["rejectedRecord"]
+    assert run["rejected"] == [["bad", "BAD_USER_INPUT"]], run
+    assert run["equal"] and run["server"] == {"good": {"givenName": "fine"}}, run
+
+
+def test_a_refused_token_is_refreshed(report: dict[str, Any]) -> None:
+    run = report["tokenRefresh"]
+    assert run["equal"] and run["refreshes"] >= 1, run
+
+
+def test_a_deleted_tenant_drops_the_local_copy_from_a_pull_or_a_push(
+    report: dict[str, Any],
+) -> None:
+    for where in ("pull", "push"):
+        run = report["tenantDeleted"][where]
+        assert run["code"] == "TENANT_DELETED" and run["told"] == 1, (where, run)
+        assert run["localPeople"] == 0 and run["position"] is None and not run["unsynced"], (
+            where,
+            run,
+        )
+    assert report["tenantDeleted"]["pull"]["server"] == {}
+
+
+def test_realtime_pokes_carry_changes_back_and_forth(report: dict[str, Any]) -> None:
+    run = report["realtime"]
+    assert run["equal"], run
+    assert all(ms is not None for ms in run["ms"].values()), run
+
+
+def test_a_photo_reference_syncs_and_downloads_the_same_bytes(report: dict[str, Any]) -> None:
+    run = report["photoRecipe"]
+    assert run["equal"] and run["identical"] and run["pulled"] == run["ref"], run
+
+
+def test_random_three_device_runs_end_equal(report: dict[str, Any]) -> None:
+    for name in ("random1", "random2"):
+        assert report[name]["equal"] and report[name]["serverCount"] > 0, report[name]
