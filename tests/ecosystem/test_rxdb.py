@@ -18,7 +18,6 @@ from tests.support.gql import TEST_AUTH_SECRET, bearer
 from tests.support.servers import api_server
 
 
-
 @pytest.fixture(scope="module")
 def module_dir() -> Path:
     """clients/rxdb with its locked dev dependencies (rxdb, rxjs, ...), in .cache/."""

@@ -33,9 +33,10 @@ def install() -> Path:
     module's current sources; its path."""
     wanted = [(MODULE / name).read_text() for name in ("package.json", "package-lock.json")]
     installed = [DEPS / name for name in ("package.json", "package-lock.json")]
-    if not (DEPS / "node_modules").exists() or [
-        p.read_text() if p.exists() else None for p in installed
-    ] != wanted:
+    if (
+        not (DEPS / "node_modules").exists()
+        or [p.read_text() if p.exists() else None for p in installed] != wanted
+    ):
         DEPS.mkdir(parents=True, exist_ok=True)
         for path, text in zip(installed, wanted, strict=True):
             path.write_text(text)
