@@ -196,6 +196,24 @@ def test_the_readme_shows_the_photo_example_that_the_tests_run() -> None:
     assert f"```js\n{example}```" in (rxdb.MODULE / "README.md").read_text()
 
 
+def test_the_readme_s_dexie_storage_in_node_runs_on_fake_indexeddb(module_dir: Path) -> None:
+    """The README's snippet (Dexie storage in Node, with fake-indexeddb), run as written."""
+    script = (rxdb.MODULE / "test" / "dexie_node.mjs").read_text()
+    snippet = script.split("// The lines above")[0]
+    assert f"```js\n{snippet}```" in (rxdb.MODULE / "README.md").read_text()
+    result = subprocess.run(
+        [rxdb.NODE, "test/dexie_node.mjs"],
+        cwd=module_dir,
+        env=rxdb.node_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    found = json.loads(result.stdout.strip().splitlines()[-1])
+    assert found == {"storage": "dexie", "found": ["ann", "bob"]}, found
+
+
 def test_a_photo_attached_online_then_offline_reaches_another_device_byte_for_byte(
     report: dict[str, Any],
 ) -> None:
