@@ -155,6 +155,16 @@ def test_two_browsers_edit_offline_reload_and_converge(page_dir: Path, settings:
         "dora": {"givenName": "Dora"},
     }
     assert back["a"] == back["b"] == back["server"] == server == expected, back
+    # What the page said about its connection in each screenshot.
+    assert found["status"] == {
+        "a-online": "online",
+        "b-pulled": "online",
+        "a-offline-edits": "offline",
+        "a-reloaded-offline": "API unreachable",
+        "b-edits-while-a-offline": "online",
+        "a-back-online": "online",
+        "b-converged": "online",
+    }, found["status"]
     assert [Path(p).name for p in found["screenshots"]] == [
         "rxdb-browser-01-a-online.png",
         "rxdb-browser-02-b-pulled.png",

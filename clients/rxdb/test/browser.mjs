@@ -93,6 +93,7 @@ const shown = (device) =>
 const started = Date.now();
 async function screenshot(device, step) {
   findings.timings = { ...findings.timings, [step]: Date.now() - started };
+  findings.status = { ...findings.status, [step]: await device.page.textContent("#status") };
   const n = String(findings.screenshots.length + 1).padStart(2, "0");
   const path = `${shots}/rxdb-browser-${n}-${step}.png`;
   await device.page.screenshot({ path });
@@ -186,6 +187,8 @@ try {
     error: error.message, server: await serverPeople(), a: await people(a), b: await people(b),
   }));
   findings.steps.push({ step: "back online", ms: Date.now() - back, ...converged });
+  await waitFor("A's status online", async () => (await a.page.textContent("#status")) === "online", 5000)
+    .catch(() => {}); // the test asserts what the screenshot shows
   await screenshot(a, "a-back-online");
   await screenshot(b, "b-converged");
   findings.errors = { a: await a.page.evaluate(() => window.app.errors()), b: await b.page.evaluate(() => window.app.errors()) };

@@ -48,9 +48,13 @@ const replication = replicateSyncAPI({
   retryTime: 1000, // offline: try again every second
 });
 let errors = 0;
+let lastError = 0;
 replication.error$.subscribe((error) => {
   errors += 1;
-  log(`sync: ${error?.code ?? ""} ${error?.message ?? error}`.slice(0, 200));
+  lastError = Date.now();
+  // RxDB's codes (RC_PULL, RC_PUSH: the API unreachable) or the API's (BAD_USER_INPUT, ...).
+  const cause = error?.parameters?.errors?.[0]?.message ?? "";
+  log(`sync: ${error?.code ?? String(error).split("\n")[0]} ${cause}`.slice(0, 160));
 });
 
 // The table follows the collection: local writes at once, pulled ones as they come.
@@ -66,12 +70,17 @@ db.people.find({ sort: [{ id: "asc" }] }).$.subscribe((docs) => {
   );
 });
 
+// Offline: the browser says so. API unreachable: the replication failed within the
+// last retries (it tries again every `retryTime`).
 const showStatus = () => {
-  $("#status").textContent = navigator.onLine ? "online" : "offline";
-  $("#status").className = navigator.onLine ? "online" : "offline";
+  const apiDown = Date.now() - lastError < 2500;
+  const status = !navigator.onLine ? "offline" : apiDown ? "API unreachable" : "online";
+  $("#status").textContent = status;
+  $("#status").className = status === "online" ? "online" : "offline";
 };
 addEventListener("online", showStatus);
 addEventListener("offline", showStatus);
+setInterval(showStatus, 500);
 showStatus();
 $("#device").textContent = `device ${dbName}, tenant ${tenantID}`;
 
