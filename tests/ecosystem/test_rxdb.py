@@ -1,10 +1,9 @@
-"""RxDB replicating through the API with clients/rxdb (replicateSyncAPI), in Node:
+"""RxDB replicating through the API with clients/rxdb (replicateSyncAPI), in Node 22:
 the real `rxdb` package (memory storage) with its default conflict handler."""
 
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import uuid
 from collections.abc import Iterator
@@ -13,37 +12,16 @@ from typing import Any
 
 import pytest
 
-from api.settings import PROJECT_ROOT, Settings
+from api.settings import Settings
+from tests.support import rxdb
 from tests.support.gql import TEST_AUTH_SECRET, bearer
 from tests.support.servers import api_server
-
-MODULE = PROJECT_ROOT / "clients" / "rxdb"
-DEPS = PROJECT_ROOT / ".cache" / "rxdb-tests"
 
 
 @pytest.fixture(scope="module")
 def module_dir() -> Path:
-    """clients/rxdb with its pinned dev dependencies (rxdb, rxjs), in .cache/."""
-    wanted = (MODULE / "package.json").read_text()
-    installed = DEPS / "package.json"
-    if not installed.exists() or installed.read_text() != wanted:
-        DEPS.mkdir(parents=True, exist_ok=True)
-        installed.write_text(wanted)
-        npm = shutil.which("npm")
-        assert npm, "npm is required for the RxDB tests"
-        result = subprocess.run(
-            [npm, "install", "--no-audit", "--no-fund", "--loglevel=error"],
-            cwd=DEPS,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-        assert result.returncode == 0, result.stderr[-3000:]
-    shutil.copy(MODULE / "index.js", DEPS / "index.js")
-    shutil.copy(MODULE / "example.mjs", DEPS / "example.mjs")
-    (DEPS / "test").mkdir(exist_ok=True)
-    shutil.copy(MODULE / "test" / "scenarios.mjs", DEPS / "test" / "scenarios.mjs")
-    return DEPS
+    """clients/rxdb with its locked dev dependencies (rxdb, rxjs, ...), in .cache/."""
+    return rxdb.install()
 
 
 @pytest.fixture(scope="module")
@@ -76,11 +54,9 @@ def report(module_dir: Path, settings: Settings) -> Iterator[dict[str, Any]]:
 
 
 def _run(module_dir: Path, url: str, token: str, prefix: str, *only: str) -> dict[str, Any]:
-    node = shutil.which("node")
-    assert node
     result = subprocess.run(
         [
-            node,
+            rxdb.NODE,
             "test/scenarios.mjs",
             f"{url}/graphql",
             token,
@@ -88,6 +64,7 @@ def _run(module_dir: Path, url: str, token: str, prefix: str, *only: str) -> dic
             *([",".join(only)] if only else []),
         ],
         cwd=module_dir,
+        env=rxdb.node_env(),
         capture_output=True,
         text=True,
         timeout=300,
@@ -215,8 +192,26 @@ REFERENCE = {"sha256", "size", "contentType"}
 
 
 def test_the_readme_shows_the_photo_example_that_the_tests_run() -> None:
-    example = (MODULE / "example.mjs").read_text()
-    assert f"```js\n{example}```" in (MODULE / "README.md").read_text()
+    example = (rxdb.MODULE / "example.mjs").read_text()
+    assert f"```js\n{example}```" in (rxdb.MODULE / "README.md").read_text()
+
+
+def test_the_readme_s_dexie_storage_in_node_runs_on_fake_indexeddb(module_dir: Path) -> None:
+    """The README's snippet (Dexie storage in Node, with fake-indexeddb), run as written."""
+    script = (rxdb.MODULE / "test" / "dexie_node.mjs").read_text()
+    snippet = script.split("// The lines above")[0]
+    assert f"```js\n{snippet}```" in (rxdb.MODULE / "README.md").read_text()
+    result = subprocess.run(
+        [rxdb.NODE, "test/dexie_node.mjs"],
+        cwd=module_dir,
+        env=rxdb.node_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    found = json.loads(result.stdout.strip().splitlines()[-1])
+    assert found == {"storage": "dexie", "found": ["ann", "bob"]}, found
 
 
 def test_a_photo_attached_online_then_offline_reaches_another_device_byte_for_byte(

@@ -4,13 +4,14 @@
 // Prints one JSON line: each scenario's findings, for tests/ecosystem/test_rxdb.py.
 import { createRxDatabase } from "rxdb";
 import { getRxStorageMemory } from "rxdb/plugins/storage-memory";
-import { WebSocket } from "ws";
 import { fieldLevelConflictHandler, replicateSyncAPI } from "../index.js";
 import { attachmentURL, hashAttachment, uploadAttachment } from "../index.js";
 import { addCollections, attachPhoto, photoURL, replicatePeople } from "../example.mjs";
 
 // Active changesAvailable subscriptions on open sockets, counted from what the
-// client sends (subscribe, complete), whoever opened the socket.
+// client sends (subscribe, complete), whoever opened the socket: on the WebSocket the
+// module uses, the platform's (Node 22), else the ws package's.
+const WebSocket = globalThis.WebSocket ?? (await import("ws")).WebSocket;
 const activeBySocket = new Map();
 const send = WebSocket.prototype.send;
 WebSocket.prototype.send = function (data, ...rest) {
