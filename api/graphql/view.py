@@ -69,6 +69,10 @@ class GraphQLView(GraphQL[Context, None]):
             subscription_protocols=(GRAPHQL_TRANSPORT_WS_PROTOCOL,),
             connection_init_wait_timeout=timedelta(seconds=WS_INIT_TIMEOUT_S),
             max_subscriptions_per_connection=settings.ws_max_subscriptions_per_connection,
+            # A browser page's socket from another origin is let in from the origins
+            # its HTTP requests are (CORS_ORIGINS): a socket authenticates with the
+            # token in connection_init, never with cookies the page did not send.
+            allowed_origins=settings.cors_origins,
         )
         self._service = service
         self._authenticator = Authenticator(settings)

@@ -145,3 +145,25 @@ def test_one_user_cannot_take_every_socket_or_subscription_of_a_server(
         with _connect(client) as again:
             again.send_json({"type": "connection_init", "payload": {"Authorization": greedy}})
             assert _receive(again) == {"type": "connection_ack"}
+
+
+def test_a_page_on_an_origin_in_cors_origins_gets_a_socket_and_another_does_not(
+    settings: Settings,
+) -> None:
+    """A browser's handshake carries its page's Origin: the origins CORS_ORIGINS lets
+    call the API over HTTP open sockets too; others are refused before any message."""
+    allowed = "http://app.example"
+    app = create_app(dataclasses.replace(settings, cors_origins=(allowed,)))
+    protocol = ["graphql-transport-ws"]
+    with TestClient(app) as client:
+        with client.websocket_connect(
+            "/graphql", subprotocols=protocol, headers={"origin": allowed}
+        ) as ws:
+            ws.send_json({"type": "connection_init", "payload": bearer(["t-origin"])})
+            assert ws.receive_json()["type"] == "connection_ack"
+        with pytest.raises(Exception) as refused:  # noqa: B017 - the denial's type is Starlette's
+            with client.websocket_connect(
+                "/graphql", subprotocols=protocol, headers={"origin": "http://evil.example"}
+            ):
+                pass
+        assert type(refused.value).__name__ in ("WebSocketDenialResponse", "WebSocketDisconnect")
