@@ -264,7 +264,7 @@ def _flood_rows(
         taken = sum(a == 204 for a in answers)
         rows.append(
             (
-                f"  the same during 64 clients posting the {len(sent)} captured posts {name}: "
+                f"  the same during 64 clients posting the {len(sent)} captured post(s) {name}: "
                 "p50 / p99 / max ms; posts/s; taken (204)",
                 f"{_spread(times)}; {len(answers) / seconds:.0f}; {taken}",
             )
