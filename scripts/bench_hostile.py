@@ -15,12 +15,21 @@
 5. A socket slot: how long a client that opens a socket, never sends
    connection_init, floods pings and never reads keeps a server's only slot from
    a real client (before: the whole 300 s observed).
+6. Relay replays (issue 37, finding 4): two servers with a stream reader's lease,
+   the follower holding subscriptions to 1,000 tenants. Every post the follower
+   was sent (its first is a catch-up) is captured, then 64 clients send them
+   again and again, signed as captured, and the same unsigned. Another tenant's
+   read on the follower at the same request rate (20 a second) without and with
+   each flood: p50, p99, max (before the fix, with the replay flood: p50 334 ms,
+   max 1.58 s; each replayed catch-up read the 1,000 heads again).
 
-Starts its own DynamoDB Local and server; prints one table. Run with scripts/bench-hostile.
+Starts its own DynamoDB Local and servers; prints one table. Run with
+scripts/bench-hostile (everything) or scripts/bench-hostile replay (6 alone).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import statistics
@@ -39,9 +48,10 @@ from api.auth import make_local_token
 from api.storage import models
 from scripts.benchmarks.harness import SECRET, local_engine_settings
 from tests.support.bulk import bulk_people
-from tests.support.servers import api_server
+from tests.support.relay_capture import captured
+from tests.support.servers import api_server, one_stream_reader
 from tests.support.sockets import flooder, wait_for_a_slot
-from tests.support.subscribers import pid_listening
+from tests.support.subscribers import ONE_USER_FLEET, SUBSCRIBE, pid_listening, ws_url
 
 READ = 'query { changes(tenantID: "calm", limit: 10) { changeToken items { id } } }'
 # Thirty aliases of a page of one reminder among 10,500 people.
@@ -124,7 +134,154 @@ def _one_request(settings: Any, query: str, headers: dict[str, str]) -> tuple[fl
     return read, int(line["dynamodbCalls"]), seconds
 
 
+def _paced_reads(
+    base: str, headers: dict[str, str], n: int = 300, rate: float = 20.0
+) -> list[float]:
+    """`n` reads of another tenant at `rate` a second (whatever their latency); ms each."""
+    times: list[float] = []
+    with httpx2.Client(base_url=base, timeout=120) as http:
+        start = time.perf_counter()
+        for i in range(n):
+            wait = start + i / rate - time.perf_counter()
+            if wait > 0:
+                time.sleep(wait)
+            began = time.perf_counter()
+            body = http.post("/graphql", json={"query": READ}, headers=headers).json()
+            assert "errors" not in body, body
+            times.append((time.perf_counter() - began) * 1000)
+    return times
+
+
+def _spread(times: list[float]) -> str:
+    p99 = statistics.quantiles(times, n=100)[98]
+    return f"{statistics.median(times):.1f} / {p99:.1f} / {max(times):.1f}"
+
+
+async def _subscribe(base: str, tenants: list[str]) -> Any:
+    """One socket with a subscription to each of `tenants` (at most 10)."""
+    from websockets.asyncio.client import connect
+
+    token = make_local_token(SECRET, "relay-bench", tenants, 3600)
+    socket = await connect(ws_url(base), subprotocols=["graphql-transport-ws"])  # type: ignore[list-item]
+    await socket.send(
+        json.dumps({"type": "connection_init", "payload": {"Authorization": f"Bearer {token}"}})
+    )
+    assert json.loads(await socket.recv())["type"] == "connection_ack"
+    for i, tenant in enumerate(tenants):
+        payload = {"query": SUBSCRIBE, "variables": {"t": tenant, "s": None}}
+        await socket.send(json.dumps({"id": f"s{i}", "type": "subscribe", "payload": payload}))
+    return socket
+
+
+def replay_rows() -> list[tuple[str, str]]:
+    """6. Another tenant's reads on a follower, without and with a flood of the
+    relay posts it was sent, replayed as captured (and unsigned)."""
+    rows: list[tuple[str, str]] = []
+    env = {**ONE_USER_FLEET, "REALTIME_LEASE_S": "6"}
+    capture = "tests.support.relay_capture:create_app"
+    calm = {"Authorization": f"Bearer {make_local_token(SECRET, 'calm', ['calm'], 3600)}"}
+    with (
+        local_engine_settings() as settings,
+        api_server(settings, extra_env=env, app=capture, relayed=True) as reader,
+        api_server(settings, extra_env=env, app=capture, relayed=True) as follower,
+    ):
+        with httpx2.Client(base_url=follower, timeout=120) as http:
+            for i in range(10):
+                person = {"tenantID": "calm", "person": {"givenName": f"p{i}"}}
+                create = {"tenantID": "calm", "mutations": [{"createPerson": person}]}
+                http.post(
+                    "/graphql", json={"query": PUSH, "variables": {"i": create}}, headers=calm
+                )
+        tenants = [f"subscribed-{i}" for i in range(1000)]
+
+        async def flood_rows() -> None:
+            sockets = [await _subscribe(reader, ["calm"])]  # the reader: the first to join
+            try:
+                await asyncio.to_thread(one_stream_reader, [reader], 30)
+                for start in range(0, len(tenants), 10):
+                    sockets.append(await _subscribe(follower, tenants[start : start + 10]))
+                deadline = time.monotonic() + 60
+                posts: list[tuple[dict[str, str], bytes]] = []
+                while not any(b'"catchUp": true' in body for _, body in posts):
+                    assert time.monotonic() < deadline, "the follower was sent no catch-up"
+                    await asyncio.sleep(0.2)
+                    posts = await asyncio.to_thread(captured, follower)
+                rows.extend(await asyncio.to_thread(_flood_rows, follower, calm, posts))
+            finally:
+                for socket in sockets:
+                    await socket.close()
+
+        asyncio.run(flood_rows())
+    return rows
+
+
+def _flood_rows(
+    follower: str, calm: dict[str, str], posts: list[tuple[dict[str, str], bytes]]
+) -> list[tuple[str, str]]:
+    from api.realtime.relay import PATH, SIGNATURE_HEADER
+
+    wire = [
+        ({k: v for k, v in h.items() if k not in ("host", "content-length")}, body)
+        for h, body in posts
+    ]
+    unsigned = [({k: v for k, v in h.items() if k != SIGNATURE_HEADER}, b) for h, b in wire]
+    _paced_reads(follower, calm, n=40)  # warm up
+    alone = _paced_reads(follower, calm)
+    rows = [
+        (
+            "other tenant's read on a follower with 1,000 subscribed tenants, 20/s: "
+            "p50 / p99 / max ms",
+            _spread(alone),
+        )
+    ]
+    p99: dict[str, float] = {}
+    for name, sent in (("unsigned", unsigned), ("replayed as captured", wire)):
+        answers: list[int] = []
+
+        def flood(
+            stop: threading.Event,
+            sent: list[tuple[dict[str, str], bytes]] = sent,
+            answers: list[int] = answers,
+        ) -> None:
+            with httpx2.Client(base_url=follower, timeout=120) as own:
+                while not stop.is_set():
+                    for headers, body in sent:
+                        answers.append(own.post(PATH, content=body, headers=headers).status_code)
+
+        stop = threading.Event()
+        threads = [threading.Thread(target=flood, args=(stop,)) for _ in range(64)]
+        began = time.perf_counter()
+        for thread in threads:
+            thread.start()
+        time.sleep(1.0)  # the flood under way
+        try:
+            times = _paced_reads(follower, calm)
+        finally:
+            stop.set()
+            for thread in threads:
+                thread.join()
+        seconds = time.perf_counter() - began
+        taken = sum(a == 204 for a in answers)
+        rows.append(
+            (
+                f"  the same during 64 clients posting the {len(sent)} captured post(s) {name}: "
+                "p50 / p99 / max ms; posts/s; taken (204)",
+                f"{_spread(times)}; {len(answers) / seconds:.0f}; {taken}",
+            )
+        )
+        p99[name] = statistics.quantiles(times, n=100)[98]
+        ratio = p99[name] / statistics.quantiles(alone, n=100)[98]
+        rows.append((f"  p99 with the {name} flood / p99 without", f"{ratio:.2f}"))
+    # The same post rate, each post refused at its signature: what any post costs.
+    ratio = p99["replayed as captured"] / p99["unsigned"]
+    rows.append(("  p99 with the replay flood / p99 with the unsigned flood", f"{ratio:.2f}"))
+    return rows
+
+
 def main() -> int:
+    if sys.argv[1:] == ["replay"]:
+        _print(replay_rows())
+        return 0
     rows: list[tuple[str, str]] = []
     with local_engine_settings() as settings, api_server(settings) as url:
         pid = pid_listening(url)
@@ -252,10 +409,15 @@ def main() -> int:
                 f"{held:.0f}",
             )
         )
+    rows += replay_rows()
+    _print(rows)
+    return 0
+
+
+def _print(rows: list[tuple[str, str]]) -> None:
     width = max(len(k) for k, _ in rows)
     for key, value in rows:
         print(f"{key:<{width}}  {value}")
-    return 0
 
 
 if __name__ == "__main__":

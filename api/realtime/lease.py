@@ -15,6 +15,12 @@ third of the lease, 5 s by default) it
   conditioned on the counter being the one it saw, so one of several servers
   trying at once wins.
 
+The lease's counter when a server takes it is that reader's epoch: every take
+raises the counter, so a later reader's epoch is higher than any earlier one's
+(the item is never deleted, a clean shutdown only clears its holder). Followers
+refuse posts not newer than the last they took by (epoch, number)
+(`api.realtime.relay`), which keeps captured posts from being replayed.
+
 No server compares its clock with another's: liveness is a counter that moved
 within a lease, measured on the observer's monotonic clock (as the KCL does), so
 a server whose wall clock is off by minutes neither steals the lease nor drops
@@ -86,31 +92,33 @@ class LeaseItems:
         )
 
     def holder(self) -> tuple[str | None, int]:
-        """Who holds the lease and its counter; (None, 0) if nobody ever did.
-        Eventually consistent: a stale answer only delays a takeover."""
+        """Who holds the lease (None: nobody) and its counter (0 if nobody ever held
+        it). Eventually consistent: a stale answer only delays a takeover."""
         item = self._dynamodb.get_item(
             TableName=self._table, Key=self._lease_key(), ConsistentRead=False
         ).get("Item")
         if item is None:
             return None, 0
-        return item["holder"]["S"], int(item["n"]["N"])
+        holder = item.get("holder", {}).get("S")
+        return holder, int(item["n"]["N"])
 
     def renew(self, server_id: str) -> bool:
         """Raise the lease's counter, if `server_id` holds it. Whether it did."""
-        return self._update(
+        renewed = self._update(
             "SET n = n + :one, #exp = :exp",
             "holder = :me",
             {":me": {"S": server_id}, ":one": {"N": "1"}},
         )
+        return renewed is not None
 
-    def take(self, server_id: str, seen: int | None) -> bool:
-        """Take the lease, if its counter is still `seen` (None: if nobody ever held
-        it). Whether it did."""
+    def take(self, server_id: str, seen: int | None) -> int | None:
+        """Take the lease, if its counter is still `seen` (None: if nobody holds it).
+        The raised counter, this reader's epoch, if it did."""
         if seen is None:
             return self._update(
-                "SET holder = :me, n = :one, #exp = :exp",
-                "attribute_not_exists(pk)",
-                {":me": {"S": server_id}, ":one": {"N": "1"}},
+                "SET holder = :me, n = if_not_exists(n, :zero) + :one, #exp = :exp",
+                "attribute_not_exists(holder)",
+                {":me": {"S": server_id}, ":zero": {"N": "0"}, ":one": {"N": "1"}},
             )
         return self._update(
             "SET holder = :me, n = :next, #exp = :exp",
@@ -140,9 +148,10 @@ class LeaseItems:
             if start is None:
                 return found
 
-    def _update(self, update: str, condition: str, values: dict[str, Any]) -> bool:
+    def _update(self, update: str, condition: str, values: dict[str, Any]) -> int | None:
+        """The lease's counter after the update; None if its condition failed."""
         try:
-            self._dynamodb.update_item(
+            answer = self._dynamodb.update_item(
                 TableName=self._table,
                 Key=self._lease_key(),
                 UpdateExpression=update,
@@ -152,24 +161,27 @@ class LeaseItems:
                     **values,
                     ":exp": {"N": str(int(time.time()) + _KEEP_S)},
                 },
+                ReturnValues="UPDATED_NEW",
             )
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
-                return False
+                return None
             raise
-        return True
+        return int(answer["Attributes"]["n"]["N"])
 
     def leave(self, server_id: str) -> None:
-        """Remove the server's item, and the lease if it holds it (a clean shutdown:
-        another server takes over at its next heartbeat, not a lease later)."""
+        """Remove the server's item, and its hold on the lease if it holds it (a clean
+        shutdown: another server takes over at its next heartbeat, not a lease
+        later). The lease keeps its counter, so the next reader's epoch is higher."""
         self._dynamodb.delete_item(
             TableName=self._table,
             Key={"pk": {"S": keys.READERS_PK}, "sk": {"S": keys.server_sk(server_id)}},
         )
         try:
-            self._dynamodb.delete_item(
+            self._dynamodb.update_item(
                 TableName=self._table,
                 Key=self._lease_key(),
+                UpdateExpression="REMOVE holder",
                 ConditionExpression="holder = :me",
                 ExpressionAttributeValues={":me": {"S": server_id}},
             )
@@ -206,6 +218,7 @@ class StreamReaderLease:
         self._clock = clock
         self._beats = 0
         self._reader: Reader | None = None
+        self.epoch = 0  # the lease's counter when this server last took it
         self._renewed_at = 0.0  # when this server last renewed the lease it holds
         self._hold_off_until = 0.0  # a reader that made no progress waits to retake
         self._lease_seen: tuple[str | None, int, float] | None = None  # holder, n, since
@@ -274,14 +287,19 @@ class StreamReaderLease:
         not moved for a lease by this server's clock."""
         holder, n = self._items.holder()
         if holder is None:
-            return self._items.take(self.server_id, None)
-        seen = self._lease_seen
-        if seen is None or (seen[0], seen[1]) != (holder, n):
-            self._lease_seen = (holder, n, now)  # it moved: its holder is alive
+            epoch = self._items.take(self.server_id, None)
+        else:
+            seen = self._lease_seen
+            if seen is None or (seen[0], seen[1]) != (holder, n):
+                self._lease_seen = (holder, n, now)  # it moved: its holder is alive
+                return False
+            if now - seen[2] <= self._lease_s:
+                return False
+            epoch = self._items.take(self.server_id, n)
+        if epoch is None:
             return False
-        if now - seen[2] <= self._lease_s:
-            return False
-        return self._items.take(self.server_id, n)
+        self.epoch = epoch
+        return True
 
     def _live_servers(self, now: float) -> dict[str, str]:
         """The other servers whose counters moved within a lease (a server seen for the

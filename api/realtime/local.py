@@ -7,6 +7,12 @@ subscription: read by this process itself, or, with `REALTIME_PEER_URL` set, by
 the one server holding the stream reader's lease, which posts it here
 (`api.realtime.lease`, `api.realtime.relay`). Connections are counted here so
 that one process never holds more than `ws_max_connections` sockets.
+
+A server with `REALTIME_PEER_URL` checks that the URL reaches it (a signed nonce
+posted to itself, `relay.probe`) once it starts listening and again when it joins
+the lease at its first subscription. A URL that reaches another process, or
+nothing, would leave it never poked: it logs why and reads the stream itself
+instead of joining the lease.
 """
 
 from __future__ import annotations
@@ -23,12 +29,19 @@ from botocore.config import Config
 from ulid import ULID
 
 from api.realtime.lease import LeaseItems, StreamReaderLease
-from api.realtime.relay import PokeReceiver, PokeRelay, relay_key
+from api.realtime.relay import PokeReceiver, PokeRelay, probe, relay_key
 from api.realtime.signals import DELETING, LiveFeed, Shares, TenantSignals
 from api.realtime.streams import StreamFollower, publish_heads
 from api.settings import Settings
 
 logger = logging.getLogger("api.realtime")
+
+# The check of a server's own URL: each probe waits this long for its answer; at
+# start the server is not listening yet, so a refused connection is tried again
+# for this long (when it joins the lease it is listening: a few tries).
+_PROBE_TIMEOUT_S = 2.0
+_PROBE_AT_START_S = 30.0
+_PROBE_AT_JOIN_S = 5.0
 
 
 class LocalRealtime:
@@ -45,10 +58,22 @@ class LocalRealtime:
         self.receiver: PokeReceiver | None = None
         self._heads_client: Any = None
         self.server_id = str(ULID())  # this process, among the servers of one table
+        # Set when its REALTIME_PEER_URL does not reach it: it reads the stream itself.
+        self._url_reaches_another: str | None = None
+        self._starting = threading.Lock()  # the first subscription's start against close()
+        self._closed = False
         if settings.realtime_peer_url is not None:
             self.receiver = PokeReceiver(
                 self.server_id, relay_key(settings.cursor_secret), self.publish, self._catch_up
             )
+            logger.info(
+                "server %s: pokes from the stream's reader come to %s",
+                self.server_id,
+                settings.realtime_peer_url,
+            )
+            threading.Thread(
+                target=self._check_own_url, args=(_PROBE_AT_START_S,), daemon=True
+            ).start()
         self._connections = 0
         self._sockets = Shares(settings.ws_max_connections_per_user)  # acknowledged, by user
         self._lock = threading.Lock()
@@ -95,24 +120,81 @@ class LocalRealtime:
         return release
 
     def close(self) -> None:
+        with self._starting:
+            self._closed = True
         if self.lease is not None:
             self.lease.stop()
         if self.follower is not None:
             self.follower.stop()
 
     def status(self) -> dict[str, object]:
-        """For /healthz: where this process's pokes from other servers come from."""
-        if self.lease is not None:
-            return {"server": self.lease.server_id, "readsStream": self.lease.reading}
-        return {"readsStream": self.follower is not None}
+        """For /healthz: where this process's pokes from other servers come from (with
+        `REALTIME_PEER_URL`, which server this is, from its start)."""
+        reads = self.follower is not None or (self.lease is not None and self.lease.reading)
+        if self.receiver is not None:
+            return {"server": self.server_id, "readsStream": reads}
+        return {"readsStream": reads}
+
+    def _check_own_url(self, within_s: float) -> bool:
+        """Whether REALTIME_PEER_URL reaches this process (a probe answered 204).
+        No answer, or a 5xx (a process busy or failing), is tried again for
+        `within_s`; a 4xx is final (409: another process; 403: one that does not
+        share the key). If not, says so and remembers it: the server then reads the
+        stream itself."""
+        url = self._settings.realtime_peer_url
+        assert url is not None and self.receiver is not None
+        deadline = time.monotonic() + within_s
+        while True:
+            status, words = probe(
+                url,
+                relay_key(self._settings.cursor_secret),
+                self.server_id,
+                self.receiver.nonce(),
+                _PROBE_TIMEOUT_S,
+            )
+            if status == 204:
+                return True
+            if 400 <= status < 500 or time.monotonic() > deadline or self._closed:
+                break
+            time.sleep(0.5)
+        answer = f"answer {status} {words}".rstrip() if status else f"no answer: {words}"
+        if self._url_reaches_another is None:
+            logger.error(
+                "server %s: its REALTIME_PEER_URL %s does not reach it (%s): the stream's "
+                "reader could never poke it, so it reads the table's stream itself",
+                self.server_id,
+                url,
+                answer,
+            )
+        self._url_reaches_another = answer
+        return False
 
     def _start_follower(self) -> None:
-        settings = self._settings
-        if settings.realtime_peer_url is None:
+        if self._settings.realtime_peer_url is None:
             self.follower = self._stream_follower(self.publish, lambda: None)
             self.follower.start()
             return
-        relay = PokeRelay(relay_key(settings.cursor_secret))
+        # Called on the event loop by the first subscription: the check of its own URL
+        # (an HTTP round trip to itself) runs on a thread of its own.
+        threading.Thread(target=self._join, name="stream-lease-join", daemon=True).start()
+
+    def _join(self) -> None:
+        """Join the stream reader's lease, if this server's own URL reaches it; else
+        read the stream itself."""
+        own = self._url_reaches_another is None and self._check_own_url(_PROBE_AT_JOIN_S)
+        with self._starting:
+            if self._closed:
+                return
+            if not own:
+                self.follower = self._stream_follower(self.publish, lambda: None)
+                self.follower.start()
+                return
+            assert self._settings.realtime_peer_url is not None
+            self._start_lease(self._settings.realtime_peer_url)
+
+    def _start_lease(self, url: str) -> None:
+        settings = self._settings
+        relay = PokeRelay(relay_key(settings.cursor_secret), epoch=lambda: lease.epoch)
 
         def publish_and_relay(tenant_id: str, token: str) -> None:
             self.publish(tenant_id, token)
@@ -123,10 +205,10 @@ class LocalRealtime:
         quick = Config(
             connect_timeout=2, read_timeout=2, retries={"total_max_attempts": 2, "mode": "standard"}
         )
-        self.lease = StreamReaderLease(
+        lease = self.lease = StreamReaderLease(
             LeaseItems(settings.dynamodb_client(config=quick), settings.table_name),
             self.server_id,
-            settings.realtime_peer_url,
+            url,
             reader=lambda: self._stream_follower(publish_and_relay, relay.catch_up),
             follow=relay.follow,
             lease_s=settings.realtime_lease_s,

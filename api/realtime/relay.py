@@ -22,6 +22,29 @@ of its stream reading: a write whose stream record was read before the
 follower's entries existed committed before that read (a transaction reaches
 the stream only once complete), so the catch-up's consistent read sees it; a
 record read after is in the entries.
+
+**A post counts once, and only for the server it names.** Whoever sees the traffic
+between servers could capture posts and send them again; the signature alone
+would let a deletion's poke end a tenant written again since, and a flood of old
+catch-ups read heads without end. So a post's headers carry the server it is for,
+the reader's epoch (the lease's counter when it took the lease: a later reader's
+is higher, `api.realtime.lease`) and a sequence number the reader raises for each
+post; the signature covers them with the body. A follower keeps the highest
+(epoch, sequence) it took and refuses, with a 409 and before it reads the body,
+any post that is not newer: a replay costs the parsing of three headers. No clock
+is compared between servers. A retried post goes with a new number (its entries
+may have changed meanwhile); one that comes late after its retry is refused, and
+what it carried went with the retry.
+
+A deletion's poke also names the tenant's last token before it
+(`DELETING/<token>`, `api.realtime.signals`): a subscription that already holds a
+newer token (the tenant was written again) is not ended by it.
+
+**Each server checks that its `REALTIME_PEER_URL` reaches it** (`probe`): a
+signed nonce posted to itself, answered 204 only by the process that issued it.
+A URL that reaches another process (a load balancer's, another server's) or
+nothing is found out at start and again when the server joins the lease, and the
+server reads the stream itself instead (`api.realtime.local`).
 """
 
 from __future__ import annotations
@@ -32,8 +55,10 @@ import http.client
 import json
 import logging
 import re
+import secrets
 import threading
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping
 
@@ -43,7 +68,7 @@ from starlette.responses import Response
 
 from api.domain.errors import BadUserInput
 from api.domain.identifiers import check_identifier
-from api.realtime.signals import DELETING
+from api.realtime.signals import is_deletion
 
 logger = logging.getLogger("api.realtime")
 
@@ -51,6 +76,13 @@ _TOKEN = re.compile(r"[0-9A-Z]{26}")  # a ULID, as change tokens are
 
 PATH = "/internal/pokes"
 SIGNATURE_HEADER = "x-poke-signature"
+# Signed with the body: the server a post is for, the reader's epoch, the post's number.
+TO_HEADER = "x-poke-to"
+EPOCH_HEADER = "x-poke-epoch"
+SEQ_HEADER = "x-poke-seq"
+# A probe (`probe`) has epoch 0 and its nonce as number; no reader's epoch is 0.
+_PROBE_EPOCH = 0
+_MAX_NUMBER = 2**63
 # Entries kept per follower before they are traded for a catch-up read.
 MAX_PENDING_TENANTS = 10_000
 # Tenants per post: 2,000 entries of about 70 bytes stay far below the 1 MB body cap.
@@ -72,17 +104,70 @@ def relay_key(cursor_secret: str) -> bytes:
     return hmac.new(cursor_secret.encode(), b"realtime relay", hashlib.sha256).digest()
 
 
-def _signature(key: bytes, body: bytes) -> str:
-    return hmac.new(key, body, hashlib.sha256).hexdigest()
+def _signature(key: bytes, to: str, epoch: int, seq: int, body: bytes) -> str:
+    mac = hmac.new(key, f"{to}\n{epoch}\n{seq}\n".encode(), hashlib.sha256)
+    mac.update(body)
+    return mac.hexdigest()
+
+
+def _headers(key: bytes, to: str, epoch: int, seq: int, body: bytes) -> dict[str, str]:
+    return {
+        TO_HEADER: to,
+        EPOCH_HEADER: str(epoch),
+        SEQ_HEADER: str(seq),
+        SIGNATURE_HEADER: _signature(key, to, epoch, seq, body),
+        "content-type": "application/json",
+    }
+
+
+def _send(url: str, body: bytes, headers: dict[str, str], timeout_s: float) -> tuple[int, str]:
+    """POST `body`; the answer's status and a few words of it (status 0: no answer,
+    the words say why)."""
+    request = urllib.request.Request(url, data=body, method="POST", headers=headers)
+    try:
+        with _DIRECT.open(request, timeout=timeout_s) as answer:
+            return int(answer.status), answer.read(200).decode("utf-8", "replace")
+    except urllib.error.HTTPError as exc:  # 4xx/5xx
+        try:
+            said = exc.read(200).decode("utf-8", "replace")
+        except Exception:
+            said = ""
+        return exc.code, said
+    except urllib.error.URLError as exc:  # refused, unreachable
+        return 0, str(exc.reason)
+    except (OSError, http.client.HTTPException) as exc:  # timed out, reset
+        return 0, str(exc) or type(exc).__name__
+    except Exception as exc:  # a URL urllib cannot use: say so, keep the thread alive
+        logger.exception("posting to %s failed", url)
+        return 0, str(exc) or type(exc).__name__
+
+
+def _said(status: int, words: str) -> str:
+    return f"answer {status} {words}".rstrip() if status else f"no answer: {words}"
+
+
+def probe(url: str, key: bytes, server_id: str, nonce: int, timeout_s: float) -> tuple[int, str]:
+    """Post a signed `nonce` for `server_id` to `url`: the answer's status (204 only
+    from the process that issued the nonce; 0: no answer) and a few words of it."""
+    body = b"{}"
+    headers = _headers(key, server_id, _PROBE_EPOCH, nonce, body)
+    return _send(url.rstrip("/") + PATH, body, headers, timeout_s)
 
 
 class _Follower:
     """What one follower has still to get, and the thread that posts it."""
 
     def __init__(
-        self, server_id: str, url: str, key: bytes, post_timeout_s: float, ready: threading.Event
+        self,
+        server_id: str,
+        url: str,
+        key: bytes,
+        post_timeout_s: float,
+        ready: threading.Event,
+        stamp: Callable[[], tuple[int, int]],
     ) -> None:
         self.server_id = server_id
+        self._stamp = stamp  # the reader's epoch and the next post's number
         self.url = url.rstrip("/") + PATH
         self._ready = ready
         self._key = key
@@ -144,41 +229,41 @@ class _Follower:
             pokes, catch_up = self._take()
             if not pokes and not catch_up:
                 continue
-            body = json.dumps({"to": self.server_id, "catchUp": catch_up, "pokes": pokes}).encode()
-            if self._post(body, CATCH_UP_TIMEOUT_S if catch_up else self._post_timeout_s):
+            body = json.dumps({"catchUp": catch_up, "pokes": pokes}).encode()
+            epoch, seq = self._stamp()
+            status, words = _send(
+                self.url,
+                body,
+                _headers(self._key, self.server_id, epoch, seq, body),
+                CATCH_UP_TIMEOUT_S if catch_up else self._post_timeout_s,
+            )
+            if status == 204:
                 backoff = _BACKOFF_S[0]
                 continue
             self._give_back(pokes, catch_up)
-            logger.warning("posting pokes to %s failed; again in %s s", self.url, backoff)
+            logger.warning(
+                "posting pokes to server %s at %s failed (%s); again in %s s",
+                self.server_id,
+                self.url,
+                _said(status, words),
+                backoff,
+            )
             self._stopped.wait(backoff)
             backoff = min(backoff * 2, _BACKOFF_S[1])
-
-    def _post(self, body: bytes, timeout_s: float) -> bool:
-        """Whether the follower took `body` (204)."""
-        request = urllib.request.Request(
-            self.url,
-            data=body,
-            method="POST",
-            headers={
-                SIGNATURE_HEADER: _signature(self._key, body),
-                "content-type": "application/json",
-            },
-        )
-        try:
-            with _DIRECT.open(request, timeout=timeout_s) as answer:
-                return bool(answer.status == 204)
-        except (OSError, http.client.HTTPException):  # refused, timed out, reset, 4xx/5xx
-            return False
-        except Exception:  # a URL urllib cannot use: say so, keep the thread alive
-            logger.exception("posting pokes to %s failed", self.url)
-            return False
 
 
 class PokeRelay:
     """The reader's side: the followers it posts to, each with its own entries."""
 
-    def __init__(self, key: bytes, post_timeout_s: float = POST_TIMEOUT_S) -> None:
+    def __init__(
+        self,
+        key: bytes,
+        epoch: Callable[[], int],
+        post_timeout_s: float = POST_TIMEOUT_S,
+    ) -> None:
         self._key = key
+        self._epoch = epoch  # the lease's counter when this server took it
+        self._seq = 0  # raised for every post, to whichever follower: never reused
         self._post_timeout_s = post_timeout_s
         self._lock = threading.Lock()
         self._followers: dict[str, _Follower] = {}
@@ -196,8 +281,13 @@ class PokeRelay:
                     if known is not None:
                         known.stop()
                     self._followers[server_id] = _Follower(
-                        server_id, url, self._key, self._post_timeout_s, self._ready
+                        server_id, url, self._key, self._post_timeout_s, self._ready, self._stamp
                     )
+
+    def _stamp(self) -> tuple[int, int]:
+        with self._lock:
+            self._seq += 1
+            return self._epoch(), self._seq
 
     def offer(self, tenant_id: str, token: str) -> None:
         with self._lock:
@@ -219,13 +309,14 @@ class PokeRelay:
 
 
 class PokeReceiver:
-    """The follower's side: `POST /internal/pokes`. The signature is checked before
-    the body is parsed (the body is already capped by the request middleware), so an
-    unsigned post costs one HMAC. A post for another server (a URL that reaches the
-    wrong process) is answered 409, so the reader keeps it. Catch-ups run one at a
+    """The follower's side: `POST /internal/pokes`. Its headers are checked before
+    the body is read: a post for another server (a URL that reaches the wrong
+    process) is answered 409, so the reader keeps it, and so is one whose (epoch,
+    number) is not above the highest taken (a replay, or a post that came after its
+    own retry). Then the signature over the headers and the body (capped by the
+    request middleware): an unsigned post costs one HMAC. Catch-ups run one at a
     time, and a post finds its catch-up made when one that started after it arrived
-    has finished: replayed or repeated posts cost at most one read of the heads in
-    turn, never a pile of them."""
+    has finished."""
 
     def __init__(
         self,
@@ -240,12 +331,46 @@ class PokeReceiver:
         self._catch_up = catch_up  # blocking: reads and publishes the subscribed heads
         self._catching_up = threading.Lock()
         self._last_catch_up_started = 0.0
+        self._lock = threading.Lock()
+        self._newest = (0, 0)  # the highest (epoch, number) taken
+        self._nonces: set[int] = set()  # of this process's probes not yet answered
+        self.refused = 0  # posts refused as not newer (replays, late arrivals)
+
+    def nonce(self) -> int:
+        """A nonce for a probe of this server's own URL (`probe`)."""
+        nonce = secrets.randbelow(_MAX_NUMBER)
+        with self._lock:
+            self._nonces.add(nonce)
+        return nonce
 
     async def take(self, request: Request) -> Response:
+        headers = request.headers
+        try:
+            to = headers[TO_HEADER]
+            epoch, seq = int(headers[EPOCH_HEADER]), int(headers[SEQ_HEADER])
+            if not (0 <= epoch < _MAX_NUMBER and 0 <= seq < _MAX_NUMBER):
+                raise ValueError
+        except (KeyError, ValueError):
+            return Response("not a signed post", status_code=403)
+        if to != self.server_id:
+            return Response("not this server", status_code=409)
+        if epoch != _PROBE_EPOCH and (epoch, seq) <= self._newest:
+            self.refused += 1
+            return Response("not newer than a post taken", status_code=409)
         body = await request.body()
-        signature = request.headers.get(SIGNATURE_HEADER, "").encode("latin-1")
-        if not hmac.compare_digest(signature, _signature(self._key, body).encode()):
+        signature = headers.get(SIGNATURE_HEADER, "").encode("latin-1")
+        if not hmac.compare_digest(signature, _signature(self._key, to, epoch, seq, body).encode()):
             return Response("bad signature", status_code=403)
+        with self._lock:
+            if epoch == _PROBE_EPOCH:
+                if seq not in self._nonces:
+                    return Response("not this server's nonce", status_code=409)
+                self._nonces.discard(seq)
+                return Response(status_code=204)
+            if (epoch, seq) <= self._newest:  # another post with it came meanwhile
+                self.refused += 1
+                return Response("not newer than a post taken", status_code=409)
+            self._newest = (epoch, seq)
         try:
             message = json.loads(body)
             pokes, catch_up = message["pokes"], message["catchUp"]
@@ -256,8 +381,6 @@ class PokeReceiver:
                 raise ValueError
         except (ValueError, KeyError, TypeError):
             return Response("bad pokes", status_code=400)
-        if message.get("to") != self.server_id:
-            return Response("not this server", status_code=409)
         for tenant_id, token in entries:
             self._publish(tenant_id, token)
         if catch_up:
@@ -278,8 +401,8 @@ class PokeReceiver:
 
 
 def _is_poke(tenant_id: object, token: object) -> bool:
-    """A tenant id and a change token (or DELETING), as only a head can hold."""
-    if not isinstance(token, str) or not (token == DELETING or _TOKEN.fullmatch(token)):
+    """A tenant id and a change token (or a deletion's mark), as only a head can hold."""
+    if not isinstance(token, str) or not (is_deletion(token) or _TOKEN.fullmatch(token)):
         return False
     try:
         check_identifier(tenant_id, "tenantID")  # type: ignore[arg-type]

@@ -10,6 +10,7 @@ or never holds one token's worth of memory.
 from __future__ import annotations
 
 import asyncio
+import re
 import threading
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -18,7 +19,28 @@ from api.domain.errors import BadUserInput, TenantDeleted, Unavailable
 
 # Published in place of a token when a tenant is being deleted: its subscriptions
 # end with TENANT_DELETED (it sorts above every token, so it is never overwritten).
+# From the table's stream it names the tenant's last token before the deletion,
+# `DELETING/<token>` (`deleting`): it then ends only the subscriptions that hold no
+# newer token, so a deletion's poke that comes late (or replayed) cannot end the
+# subscriptions of the tenant written again since.
 DELETING = "~deleting"
+_DELETING_OF = re.compile(re.escape(DELETING) + r"(?:/([0-9A-Z]{26}))?")
+
+
+def deleting(last_token: str | None) -> str:
+    """The deletion's mark, naming the tenant's last token before it if known."""
+    named = f"{DELETING}/{last_token}"
+    return named if last_token is not None and is_deletion(named) else DELETING
+
+
+def is_deletion(token: str) -> bool:
+    return _DELETING_OF.fullmatch(token) is not None
+
+
+def _deletion_of(token: str) -> tuple[bool, str | None]:
+    """Whether `token` is a deletion's mark, and the last token it names (None: any)."""
+    named = _DELETING_OF.fullmatch(token)
+    return (False, None) if named is None else (True, named.group(1))
 
 
 class Shares:
@@ -51,16 +73,23 @@ class Slot:
     user: str = ""  # whose subscription (a token's `sub`)
     token: str | None = None
     ready: asyncio.Event = field(default_factory=asyncio.Event)
+    # The newest token the subscription holds (its `since`, then each one sent).
+    held: str | None = None
 
     def offer(self, token: str) -> None:
-        """On the slot's event loop: keep `token` if it is newer than what waits."""
+        """On the slot's event loop: keep `token` if it is newer than what waits. A
+        deletion naming a last token older than the one this subscription holds is
+        about an earlier life of the tenant: it is ignored."""
+        deletion, last = _deletion_of(token)
+        if deletion and last is not None and self.held is not None and self.held > last:
+            return
         if self.token is None or token > self.token:
             self.token = token
             self.ready.set()
 
     async def take(self) -> str:
         await self.ready.wait()
-        if self.token == DELETING:
+        if self.token is not None and is_deletion(self.token):
             raise TenantDeleted("this tenant was deleted")
         self.ready.clear()
         token, self.token = self.token, None
@@ -147,15 +176,17 @@ class LiveFeed:
         # Register before reading the table: a write committed in between is then
         # published to this slot, so nothing slips between the read and the wait.
         slot = self._signals.register(tenant_id, user)
+        slot.held = after
         try:
             first = await asyncio.to_thread(self._first_bound, tenant_id, after)
             if first is not None:
+                slot.held = first
                 yield first
             last = first or after
             while True:
                 token = await slot.take()
                 if last is None or token > last:
-                    last = token
+                    last = slot.held = token
                     yield token
         finally:
             self._signals.unregister(tenant_id, slot)

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any
 
-from api.realtime.signals import DELETING
+from api.realtime.signals import DELETING, deleting
 from api.storage import keys
 
 logger = logging.getLogger("api.realtime")
@@ -38,9 +38,12 @@ _BATCH_GET_KEYS = 100
 _BATCH_GET_ROUNDS = 5
 
 
-def head_changes(records: Iterable[Mapping[str, Any]]) -> dict[str, str]:
+def head_changes(
+    records: Iterable[Mapping[str, Any]], named_deletions: bool = False
+) -> dict[str, str]:
     """Tenant -> the newest head token among `records` (others are ignored); DELETING
-    for a tenant being deleted (its head carries the deletion's mark)."""
+    for a tenant being deleted (its head carries the deletion's mark), with
+    `named_deletions` naming the head's last token (`signals.deleting`)."""
     newest: dict[str, str] = {}
     for record in records:
         if record.get("eventName") not in ("INSERT", "MODIFY"):
@@ -51,7 +54,10 @@ def head_changes(records: Iterable[Mapping[str, Any]]) -> dict[str, str]:
             change.get("Keys", {}).get("sk", {}).get("S", ""),
         )
         image = change.get("NewImage", {})
-        token = DELETING if keys.DELETING_ATTRIBUTE in image else image.get("tok", {}).get("S")
+        token = image.get("tok", {}).get("S")
+        if keys.DELETING_ATTRIBUTE in image:
+            named = named_deletions and isinstance(token, str)
+            token = deleting(token) if named else DELETING
         if tenant_id is None or not isinstance(token, str):
             continue
         if token > newest.get(tenant_id, ""):
@@ -160,7 +166,8 @@ class StreamFollower:
                 page = self._streams.get_records(ShardIterator=iterator, Limit=1000)
                 self.reads += 1
                 iterators[shard_id] = page.get("NextShardIterator")
-                for tenant_id, token in head_changes(page.get("Records", [])).items():
+                changes = head_changes(page.get("Records", []), named_deletions=True)
+                for tenant_id, token in changes.items():
                     self._publish(tenant_id, token)
             self.progressed_at = time.monotonic()
             self._stopped.wait(self._poll_interval_s)
@@ -211,7 +218,7 @@ def publish_heads(
                 {"eventName": "MODIFY", "dynamodb": {"Keys": item, "NewImage": item}}
                 for item in answer.get("Responses", {}).get(table_name, [])
             ]
-            for tenant_id, token in head_changes(heads).items():
+            for tenant_id, token in head_changes(heads, named_deletions=True).items():
                 publish(tenant_id, token)
             request = answer.get("UnprocessedKeys") or {}
             if not request:

@@ -26,7 +26,15 @@ from starlette.routing import Route
 from starlette.testclient import TestClient
 
 from api.realtime.lease import LeaseItems, StreamReaderLease
-from api.realtime.relay import PATH, SIGNATURE_HEADER, PokeReceiver, relay_key
+from api.realtime.relay import (
+    EPOCH_HEADER,
+    PATH,
+    SEQ_HEADER,
+    SIGNATURE_HEADER,
+    TO_HEADER,
+    PokeReceiver,
+    relay_key,
+)
 from api.settings import Settings
 from api.storage.store import DynamoStore
 from api.storage.table import ensure_table
@@ -137,23 +145,37 @@ def test_a_reader_that_makes_no_progress_steps_down(ddb: Any) -> None:
     lease._beat()
     assert not lease.reading  # it leaves the lease to the others for two leases
     lease.stop()
-    assert items.holder() == (None, 0)
+    assert items.holder()[0] is None  # nobody holds it; its counter stays
 
 
-def test_the_relay_endpoint_takes_only_signed_well_formed_posts() -> None:
+def test_the_relay_endpoint_takes_only_signed_new_well_formed_posts() -> None:
     published: list[tuple[str, str]] = []
     caught_up: list[bool] = []
     key = relay_key("secret")
     token = "01KAXW0000000000000000000Z"
     receiver = PokeReceiver("me", key, lambda t, tok: published.append((t, tok)), lambda: None)
     client = TestClient(Starlette(routes=[Route(PATH, receiver.take, methods=["POST"])]))
+    numbers = iter(range(1, 1000))
 
-    def post(message: Any, signed_with: bytes = key) -> int:
+    def post(
+        message: Any,
+        signed_with: bytes = key,
+        to: str = "me",
+        epoch: int = 1,
+        seq: int | None = None,
+    ) -> int:
         body = message if isinstance(message, bytes) else json.dumps(message).encode()
-        signature = hmac.new(signed_with, body, hashlib.sha256).hexdigest()
-        return client.post(PATH, content=body, headers={SIGNATURE_HEADER: signature}).status_code
+        seq = next(numbers) if seq is None else seq
+        signed = f"{to}\n{epoch}\n{seq}\n".encode() + body
+        headers = {
+            TO_HEADER: to,
+            EPOCH_HEADER: str(epoch),
+            SEQ_HEADER: str(seq),
+            SIGNATURE_HEADER: hmac.new(signed_with, signed, hashlib.sha256).hexdigest(),
+        }
+        return client.post(PATH, content=body, headers=headers).status_code
 
-    good = {"to": "me", "catchUp": False, "pokes": {"t1": token}}
+    good = {"catchUp": False, "pokes": {"t1": token}}
     assert post(good, signed_with=relay_key("another secret")) == 403
     assert client.post(PATH, json=good).status_code == 403  # unsigned
     latin = {SIGNATURE_HEADER.encode(): "é".encode("latin-1")}  # not ASCII: still a 403
@@ -162,10 +184,21 @@ def test_the_relay_endpoint_takes_only_signed_well_formed_posts() -> None:
     assert post({**good, "catchUp": "yes"}) == 400
     assert post({**good, "pokes": {"t1": "~~~~"}}) == 400  # not a token: it would stop events
     assert post({**good, "pokes": {"t#1": token}}) == 400
-    assert post({**good, "to": "another server"}) == 409  # a URL that reaches the wrong one
+    assert post(good, to="another server") == 409  # a URL that reaches the wrong one
     assert published == []
-    assert post(good) == 204
+    assert post(good, seq=100) == 204
     assert published == [("t1", token)]
+    # The same post again, an older one, an older reader's: refused, nothing published.
+    assert post(good, seq=100) == 409
+    assert post(good, seq=99) == 409
+    assert post(good, epoch=0, seq=10**6) == 409  # a probe's epoch with no nonce issued
+    assert published == [("t1", token)]
+    assert post(good, seq=101) == 204
+    assert post(good, epoch=2, seq=1) == 204  # a new reader: its numbers start again
+    assert post(good, epoch=1, seq=1000) == 409
+    assert published == [("t1", token)] * 3
+    # A deletion's poke names the tenant's last token before it.
+    assert post({**good, "pokes": {"t1": f"~deleting/{token}"}}, epoch=2, seq=2) == 204
 
     def failing() -> None:
         caught_up.append(True)
@@ -173,9 +206,10 @@ def test_the_relay_endpoint_takes_only_signed_well_formed_posts() -> None:
 
     failing_receiver = PokeReceiver("me", key, lambda t, tok: None, failing)
     client = TestClient(Starlette(routes=[Route(PATH, failing_receiver.take, methods=["POST"])]))
-    # A catch-up that fails is answered 503: the reader posts it again.
-    assert post({"to": "me", "catchUp": True, "pokes": {}}) == 503
-    assert caught_up == [True]
+    # A catch-up that fails is answered 503: the reader posts it again (a new number).
+    assert post({"catchUp": True, "pokes": {}}) == 503
+    assert post({"catchUp": True, "pokes": {}}) == 503
+    assert caught_up == [True, True]
 
 
 def _writes(base: str, n: int, tenants: list[str], headers: dict[str, str]) -> None:

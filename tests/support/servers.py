@@ -8,6 +8,7 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import httpx2
 
@@ -35,9 +36,11 @@ def api_server(
     extra_env: dict[str, str] | None = None,
     app: str = "api.app:create_app",
     relayed: bool = False,
+    log_file: Path | None = None,
 ) -> Iterator[str]:
     """Run `uvicorn <app>` (an app factory) in its own process; yields its base URL.
-    `relayed`: the server takes part in the stream reader's lease at its base URL."""
+    `relayed`: the server takes part in the stream reader's lease at its base URL.
+    `log_file`: where its output (stdout and stderr, so its log) goes."""
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     env = {
@@ -57,6 +60,7 @@ def api_server(
         **({"REALTIME_PEER_URL": base, "CURSOR_SECRET": RELAYED_CURSOR_SECRET} if relayed else {}),
         **(extra_env or {}),
     }
+    log = None if log_file is None else log_file.open("ab")
     process = subprocess.Popen(
         [
             sys.executable,
@@ -77,6 +81,8 @@ def api_server(
         ],
         cwd=PROJECT_ROOT,
         env=env,
+        stdout=log,
+        stderr=log,
     )
     try:
         deadline = time.monotonic() + 30
@@ -94,6 +100,8 @@ def api_server(
     finally:
         _RUNNING.pop(base, None)
         stop_process(process)
+        if log is not None:
+            log.close()
 
 
 def stream_readers(bases: list[str]) -> list[str]:
