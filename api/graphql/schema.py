@@ -293,7 +293,10 @@ async def push_changes(info: strawberry.Info, input: PushChangesInput) -> PushCh
             ]
         )
     results = await _for_tenant(
-        info, input.tenantID, lambda s: s.push(input.tenantID, mutations, by), role=WRITER
+        info,
+        input.tenantID,
+        lambda s: s.push(input.tenantID, mutations, by, since=input.since),
+        role=WRITER,
     )
     return PushChangesPayload(results=[to_result(r) for r in results])
 
