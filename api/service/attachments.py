@@ -255,7 +255,8 @@ class Attachments:
         UNAVAILABLE when the store did not answer in time). One HeadObject per
         distinct blob, REFERENCE_CHECKS at a time: a push of 100 entries each with a
         new photo waits for 13 rounds of some 20 ms on S3, not 100; and for at most
-        REFERENCE_DEADLINE_S in all."""
+        REFERENCE_DEADLINE_S in all. First one read of the tenant's generation (its
+        usage item): a tenant being deleted refuses each blob with TENANT_DELETED."""
         distinct = list(dict.fromkeys(blobs))
         if not distinct:
             return {}

@@ -15,6 +15,8 @@ from starlette.testclient import TestClient
 from sync_client import SyncClient
 
 from api.domain.cursor import CursorCodec
+from api.domain.errors import NotFound, TenantDeleted
+from api.domain.mutations import StoredOutcome
 from api.service import SyncService
 from api.settings import Settings
 from api.storage.blob_usage import BlobUsageTable
@@ -245,11 +247,12 @@ def test_a_device_that_held_the_deleted_tenant_cannot_write_it_again_with_its_ol
             }
         }
     ]
-    # Deleted and not written again: a push from before is refused, entry by entry.
+    # Deleted and not written again: an update from before is refused (not NOT_FOUND),
+    # and with the device's since so is every entry of its push, creates included.
+    assert _push(gql, tenant, update)[0]["error"]["code"] == "TENANT_DELETED"
     for entries in (create, update):
         results = _push(gql, tenant, entries, since=since)
         assert [r["error"]["code"] for r in results] == ["TENANT_DELETED"]
-    assert _push(gql, tenant, update)[0]["error"]["code"] == "TENANT_DELETED"
     assert _items_of(ddb, settings.table_name, tenant) == []
     # A device that dropped its copy (no since) writes the tenant again.
     assert _push(gql, tenant, create)[0]["status"] == "APPLIED"
@@ -282,3 +285,22 @@ def test_the_reference_client_drops_its_outbox_instead_of_writing_the_deleted_te
     device.create("Person", {"givenName": "new life"})
     device.sync()
     assert [i["givenName"] for i in gql.sync(tenant).items] == ["new life"]
+
+
+def test_no_outcome_is_stored_once_the_tenant_is_marked(
+    gql: GraphQLClient, tenant: str, ddb: Any, settings: Settings
+) -> None:
+    """A push decided before the mark stores its refusal after it: refused, so no
+    outcome outlives the deletion's sweep of the tenant's partition."""
+    gql.create(tenant, "Person", {"givenName": "Ann"})
+    store = DynamoStore()
+    outcome = StoredOutcome("cm-late", "fp", error=NotFound("gone"), expires_at=2**31)
+    store.put_outcome(tenant, outcome)  # not marked: stored
+    assert store.get_outcome(tenant, "cm-late") is not None
+    store.mark_deleting(tenant, "owner", 0)
+    late = StoredOutcome("cm-later", "fp", error=NotFound("gone"), expires_at=2**31)
+    with pytest.raises(TenantDeleted):
+        store.put_outcome(tenant, late)
+    assert not any(
+        i["sk"]["S"] == "M#cm-later" for i in _items_of(ddb, settings.table_name, tenant)
+    )
