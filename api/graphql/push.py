@@ -55,6 +55,13 @@ class PushChangesInput:
     mutations: list[PushMutation] = strawberry.field(  # type: ignore[valid-type]
         description="At most 100, applied in order, each atomically on its own."
     )
+    since: strawberry.ID | None = strawberry.field(
+        default=None,
+        description="The change token of the copy the device edited (its last sync's "
+        "`changeToken`); null when it holds none. A token from before the tenant was "
+        "deleted (one a sync would answer TENANT_DELETED) refuses every entry with "
+        "TENANT_DELETED, writing nothing: the device drops its copy and its outbox.",
+    )
 
 
 @strawberry.type
@@ -119,7 +126,10 @@ async def push_changes(info: strawberry.Info, input: PushChangesInput) -> PushCh
             ]
         )
     results = await for_tenant(
-        info, input.tenantID, lambda s: s.push(input.tenantID, mutations, by), role=WRITER
+        info,
+        input.tenantID,
+        lambda s: s.push(input.tenantID, mutations, by, since=input.since),
+        role=WRITER,
     )
     return PushChangesPayload(results=[to_result(r) for r in results])
 

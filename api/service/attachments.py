@@ -8,7 +8,13 @@ the declared size is taken from the tenant's quota (`Quota`: one conditional
 UpdateItem; QUOTA_EXCEEDED when the room is smaller, nothing presigned). The
 sweep (`api.service.blob_sweep`) recounts the room from what the bucket holds.
 `attachment` answers a short-lived download link for a blob that is present with
-the SHA-256 its key names, else NOT_FOUND, with no DynamoDB read or write.
+the SHA-256 its key names, else NOT_FOUND, with one DynamoDB read and no write.
+
+Both first read the generation of the tenant's blob keys (`Quota.generation`, one
+GetItem of its usage item): TENANT_DELETED while the tenant is being deleted. A
+deletion gives a tenant that reserved a new generation, so an upload presigned
+before it and sent later lands where the tenant written again never looks
+(docs/attachments.md, "Deleting a tenant").
 
 Entities reference blobs (`Person.photo`): `references` says which blobs a write
 sets, and `missing` which of them the store does not hold, asked by writing
@@ -99,10 +105,12 @@ def _why(blob: Blob, stored: StoredBlob | None) -> AttachmentMissing:
 class BlobStore(Protocol):
     """What attachments need of the blob store (`api.storage.blobs.S3Blobs`)."""
 
-    def stat(self, tenant_id: str, sha256: str) -> StoredBlob | None: ...
-    def presign_upload(self, blob: Blob, expires_in: int) -> PresignedUpload: ...
+    def stat(self, tenant_id: str, sha256: str, generation: str = "") -> StoredBlob | None: ...
+    def presign_upload(
+        self, blob: Blob, expires_in: int, generation: str = ""
+    ) -> PresignedUpload: ...
     def presign_download(
-        self, tenant_id: str, sha256: str, expires_in: int
+        self, tenant_id: str, sha256: str, expires_in: int, generation: str = ""
     ) -> tuple[str, datetime]: ...
     def reachable(self) -> bool: ...
     def remove_all(self, tenant_id: str, limit: int) -> int:
@@ -113,13 +121,34 @@ class BlobStore(Protocol):
 
 
 class Quota(Protocol):
-    """The tenants' room for blobs (`api.storage.blob_usage.BlobUsageTable`)."""
+    """The tenants' room for blobs and the generation of their blob keys
+    (`api.storage.blob_usage.BlobUsageTable`)."""
 
-    def reserve(self, tenant_id: str, size: int, quota: int) -> bool:
-        """Take `size` bytes of the tenant's room (`quota` before its first); False
-        when the room is smaller (nothing taken)."""
+    def generation(self, tenant_id: str) -> str:
+        """The generation of the tenant's blob keys; TenantDeleted while the tenant is
+        being deleted."""
         ...
 
+    def reserve(self, tenant_id: str, size: int, quota: int) -> str | None:
+        """Take `size` bytes of the tenant's room (`quota` before its first): the
+        generation it reserved in; None when the room is smaller (nothing taken).
+        TenantDeleted while the tenant is being deleted."""
+        ...
+
+    def mark_deleting(self, tenant_id: str, at_ms: int) -> None:
+        """From now on `generation` and `reserve` refuse (TenantDeleted)."""
+        ...
+
+    def finish_deletion(self, tenant_id: str) -> None:
+        """End the mark; a tenant that reserved gets a new generation."""
+        ...
+
+
+# A process reuses what it read of a tenant's generation for entities' download links
+# (`download_link`, no read per photo) this long; a deletion in this process forgets
+# it at once (`forget`).
+GENERATION_REUSE_S = 60
+GENERATIONS_KEPT = 10_000
 
 # A tenant's blobs may take this much (BLOB_QUOTA_BYTES): 1 GiB, some 300 photos of
 # 3 MB, $0.023 a month on S3 Standard.
@@ -151,25 +180,47 @@ class Attachments:
         # (tenant, sha256) -> a download link and until when, newest used last.
         self._links: OrderedDict[tuple[str, str], tuple[str, datetime]] = OrderedDict()
         self._links_lock = threading.Lock()
+        # tenant -> its generation and when it was read (download links only).
+        self._generations: OrderedDict[str, tuple[str, datetime]] = OrderedDict()
+
+    def _generation(self, tenant_id: str) -> str:
+        """The generation of the tenant's blob keys, read now (TenantDeleted while it
+        is being deleted); "" without a quota (a blob store alone)."""
+        return "" if self._quota is None else self._quota.generation(tenant_id)
+
+    def forget(self, tenant_id: str) -> None:
+        """Drop what this process reuses of a tenant's blobs (it is being deleted)."""
+        with self._links_lock:
+            self._generations.pop(tenant_id, None)
+            for key in [k for k in self._links if k[0] == tenant_id]:
+                del self._links[key]
 
     def request_upload(
         self, tenant_id: str, sha256: str, size: int, content_type: str
     ) -> UploadAnswer:
         blob = declared_blob(tenant_id, sha256, size, content_type)  # bad input: nothing asked
-        stored = self._blobs.stat(tenant_id, sha256)
+        generation = self._generation(tenant_id)  # TENANT_DELETED: nothing written
+        stored = self._blobs.stat(tenant_id, sha256, generation)
         if stored is not None and stored.holds(blob):
             return UploadAnswer(already_present=True)
         # Absent, or bytes that are not the declared ones: this upload replaces them,
         # and counts against the quota until the sweep recounts what the bucket holds.
-        if self._quota is not None and (
-            size > self._quota_bytes or not self._quota.reserve(tenant_id, size, self._quota_bytes)
-        ):
-            raise QuotaExceeded(
-                f"the tenant's blobs would exceed its quota of {self._quota_bytes} bytes: "
-                "remove attachments no entity needs; blobs no entity references are "
-                "removed by the daily sweep after 7 days"
+        if self._quota is not None:
+            reserved = (
+                None
+                if size > self._quota_bytes
+                else self._quota.reserve(tenant_id, size, self._quota_bytes)
             )
-        return UploadAnswer(False, self._blobs.presign_upload(blob, UPLOAD_LINK_S))
+            if reserved is None:
+                raise QuotaExceeded(
+                    f"the tenant's blobs would exceed its quota of {self._quota_bytes} bytes: "
+                    "remove attachments no entity needs; blobs no entity references are "
+                    "removed by the daily sweep after 7 days"
+                )
+            # The generation the reservation was taken in, read with it: the upload
+            # goes where this generation's blobs are, never a later one's.
+            generation = reserved
+        return UploadAnswer(False, self._blobs.presign_upload(blob, UPLOAD_LINK_S, generation))
 
     def download_link(self, tenant_id: str, sha256: str) -> tuple[str, datetime]:
         """A download link of an entity's reference, with no call to the blob store: the
@@ -182,7 +233,15 @@ class Attachments:
             if kept is not None and kept[1] - _now() >= timedelta(seconds=LINK_REUSE_LEFT_S):
                 self._links.move_to_end(key)
                 return kept
-        link = self._blobs.presign_download(tenant_id, sha256, DOWNLOAD_LINK_S)
+            read = self._generations.get(tenant_id)
+        if read is None or _now() - read[1] >= timedelta(seconds=GENERATION_REUSE_S):
+            read = (self._generation(tenant_id), _now())
+            with self._links_lock:
+                self._generations[tenant_id] = read
+                self._generations.move_to_end(tenant_id)
+                while len(self._generations) > GENERATIONS_KEPT:
+                    self._generations.popitem(last=False)
+        link = self._blobs.presign_download(tenant_id, sha256, DOWNLOAD_LINK_S, read[0])
         with self._links_lock:
             self._links[key] = link
             self._links.move_to_end(key)
@@ -196,25 +255,40 @@ class Attachments:
         UNAVAILABLE when the store did not answer in time). One HeadObject per
         distinct blob, REFERENCE_CHECKS at a time: a push of 100 entries each with a
         new photo waits for 13 rounds of some 20 ms on S3, not 100; and for at most
-        REFERENCE_DEADLINE_S in all."""
+        REFERENCE_DEADLINE_S in all. First one read of the tenant's generation (its
+        usage item): a tenant being deleted refuses each blob with TENANT_DELETED."""
         distinct = list(dict.fromkeys(blobs))
         if not distinct:
             return {}
-        if len(distinct) == 1:
-            found = {distinct[0]: self._check(distinct[0])}
+        generations: dict[str, str | SyncError] = {}
+        for tenant_id in {b.tenant_id for b in distinct}:
+            try:
+                generations[tenant_id] = self._generation(tenant_id)
+            except SyncError as exc:  # TENANT_DELETED, or UNAVAILABLE: its writes alone
+                generations[tenant_id] = exc
+        checked = [b for b in distinct if isinstance(generations[b.tenant_id], str)]
+        refused = {
+            b: error for b in distinct if isinstance(error := generations[b.tenant_id], SyncError)
+        }
+        if not checked:
+            return refused
+        if len(checked) == 1:
+            found = {checked[0]: self._check(checked[0], str(generations[checked[0].tenant_id]))}
         else:
-            pool = ThreadPoolExecutor(min(REFERENCE_CHECKS, len(distinct)))
-            futures = {pool.submit(self._check, b): b for b in distinct}
+            pool = ThreadPoolExecutor(min(REFERENCE_CHECKS, len(checked)))
+            futures = {
+                pool.submit(self._check, b, str(generations[b.tenant_id])): b for b in checked
+            }
             done, _ = wait(futures, timeout=REFERENCE_DEADLINE_S)
             # Checks still running end with their own S3 timeouts; nobody waits.
             pool.shutdown(wait=False, cancel_futures=True)
             late = Unavailable("the blob store did not answer in time; retry")
             found = {b: f.result() if f in done else late for f, b in futures.items()}
-        return {b: error for b, error in found.items() if error is not None}
+        return refused | {b: error for b, error in found.items() if error is not None}
 
-    def _check(self, blob: Blob) -> SyncError | None:
+    def _check(self, blob: Blob, generation: str) -> SyncError | None:
         try:
-            stored = self._blobs.stat(blob.tenant_id, blob.sha256)
+            stored = self._blobs.stat(blob.tenant_id, blob.sha256, generation)
         except SyncError as exc:  # UNAVAILABLE: this blob's writes alone
             return exc
         except Exception:  # a bug or a refusal (403): this blob's writes alone
@@ -225,7 +299,8 @@ class Attachments:
     def attachment(self, tenant_id: str, sha256: str) -> Attachment:
         check_identifier(tenant_id, "tenantID")
         check_sha256(sha256)
-        stored = self._blobs.stat(tenant_id, sha256)
+        generation = self._generation(tenant_id)  # TENANT_DELETED while being deleted
+        stored = self._blobs.stat(tenant_id, sha256, generation)
         # Only bytes proven to hash to the key's sha256, of a type an upload may
         # declare (S3 refuses an upload with another type than the signed one).
         if (
@@ -234,5 +309,5 @@ class Attachments:
             or not allowed_content_type(stored.content_type)
         ):
             raise NotFound(f"no attachment with sha256 {sha256} in this tenant")
-        url, expires = self._blobs.presign_download(tenant_id, sha256, DOWNLOAD_LINK_S)
+        url, expires = self._blobs.presign_download(tenant_id, sha256, DOWNLOAD_LINK_S, generation)
         return Attachment(sha256, stored.size, stored.content_type, url, expires)

@@ -86,15 +86,26 @@ class SweptBlobs(Protocol):
     """What the sweep needs of the blob store (`api.storage.blobs.S3Blobs`)."""
 
     def list_blobs(
-        self, tenant_id: str, after: str | None
+        self, tenant_id: str, after: str | None, limit: int = ..., generation: str = ""
     ) -> tuple[list[ListedBlob], str | None]: ...
-    def mark(self, tenant_id: str, sha256: str, older_than: datetime, since: int) -> str | None:
+    def mark(
+        self,
+        tenant_id: str,
+        sha256: str,
+        older_than: datetime,
+        since: int,
+        generation: str = "",
+    ) -> str | None:
         """The version id of the blob's marked current version (marked now, or
         already); None when gone or written since `older_than`."""
         ...
 
-    def unmark(self, tenant_id: str, sha256: str, version_id: str) -> bool: ...
-    def delete_marked(self, tenant_id: str, sha256: str, version_id: str) -> None:
+    def unmark(
+        self, tenant_id: str, sha256: str, version_id: str, generation: str = ""
+    ) -> bool: ...
+    def delete_marked(
+        self, tenant_id: str, sha256: str, version_id: str, generation: str = ""
+    ) -> None:
         """Delete the marked version and the blob's versions before it, never one after."""
         ...
 
@@ -103,6 +114,11 @@ class SweepTable(Protocol):
     """What the sweep needs of the table (`api.storage.blob_usage.BlobUsageTable`)."""
 
     def take(self, tenant_id: str, holder: str, now: int, until: int) -> dict[str, Any] | None: ...
+    def generation(self, tenant_id: str) -> str:
+        """The generation of the tenant's blob keys (the sweep touches no other);
+        TenantDeleted while the tenant is being deleted."""
+        ...
+
     def save(self, tenant_id: str, holder: str, state: dict[str, Any]) -> None: ...
     def reset_room(self, tenant_id: str, room: int) -> None: ...
     def release(self, tenant_id: str, holder: str, due: int) -> None: ...
@@ -168,7 +184,8 @@ class BlobSweep:
         if not state.get("ph"):
             state = _new_pass(state)
         try:
-            call = self._step(tenant_id, holder, state, reads)
+            generation = self._table.generation(tenant_id)
+            call = self._step(tenant_id, holder, state, reads, generation)
         except TenantDeleted:
             return SweepCall(done=True)
         due = now if not call.done else self._next_due(state)
@@ -216,9 +233,11 @@ class BlobSweep:
             return max(_since(m) for m in marks.values()) + MARK_S + 1
         return int(state["ended"]) + EVERY_S
 
-    def _step(self, tenant: str, holder: str, state: dict[str, Any], reads: int) -> SweepCall:
+    def _step(
+        self, tenant: str, holder: str, state: dict[str, Any], reads: int, generation: str
+    ) -> SweepCall:
         if state["ph"] == LIST:
-            listed = self._list(tenant, state)
+            listed = self._list(tenant, state, generation)
             self._table.save(tenant, holder, state)
             return SweepCall(done=False, listed=listed)
         if state["ph"] == REFS:
@@ -226,14 +245,14 @@ class BlobSweep:
             self._table.save(tenant, holder, state)
             return SweepCall(done=False, read=read)
         assert state["ph"] == ACT, state
-        return self._act(tenant, holder, state)
+        return self._act(tenant, holder, state, generation)
 
-    def _list(self, tenant: str, state: dict[str, Any]) -> int:
+    def _list(self, tenant: str, state: dict[str, Any], generation: str) -> int:
         older_than = datetime.fromtimestamp(self._clock() - GRACE_S, tz=UTC)
         marks, candidates = state["marks"], state["cand"]
         listed = 0
         for _ in range(LIST_PAGES_PER_CALL):
-            page, after = self._blobs.list_blobs(tenant, state.get("at"))
+            page, after = self._blobs.list_blobs(tenant, state.get("at"), generation=generation)
             for blob in page:
                 state["bytes"] += blob.size
                 old = blob.sha256 not in marks and blob.last_modified < older_than
@@ -275,7 +294,7 @@ class BlobSweep:
         state["hit"] = sorted(hit)
         return read
 
-    def _act(self, tenant: str, holder: str, state: dict[str, Any]) -> SweepCall:
+    def _act(self, tenant: str, holder: str, state: dict[str, Any], generation: str) -> SweepCall:
         """Decide the marks and mark the candidates, ACTS_PER_CALL S3 actions a call;
         each decision leaves the state (saved when the call stops short), so the next
         call goes on with the rest and a call that dies redoes only idempotent ones."""
@@ -299,9 +318,9 @@ class BlobSweep:
             acts += 1
             if sha256 in hit:
                 # Referenced again: a write whose HeadObject came before the mark.
-                unmarked += self._blobs.unmark(tenant, sha256, version)
+                unmarked += self._blobs.unmark(tenant, sha256, version, generation)
             else:  # unreferenced in two reads at least MARK_S apart
-                self._blobs.delete_marked(tenant, sha256, version)
+                self._blobs.delete_marked(tenant, sha256, version, generation)
                 state["bytes"] -= size
                 deleted += 1
             del marks[sha256]
@@ -312,7 +331,9 @@ class BlobSweep:
                     stopped = True
                     break
                 acts += 1
-                version = self._blobs.mark(tenant, sha256, older_than, int(self._clock()))
+                version = self._blobs.mark(
+                    tenant, sha256, older_than, int(self._clock()), generation
+                )
                 if version is not None:
                     # When the copy is done, not before: the time MARK_S counts from.
                     marks[sha256] = [version, int(self._clock()), size]

@@ -52,6 +52,9 @@ class Reading:
         check_identifier(tenant_id, "tenantID")
         check_identifier(entity_id, "id")
         record = self._store.get(tenant_id, entity_id)
+        # Then the head (one GetItem): TENANT_DELETED while the tenant is being
+        # deleted, whether or not the deletion has reached this entity yet (3.8).
+        self._store.head(tenant_id)
         if record is None or record.deleted or record.item_type is not item_type:
             return None
         return record

@@ -7,9 +7,14 @@ any size is deleted in bounded requests, and a call that dies halfway is resumed
 Its objects in S3 go first (blobs and exports' files, every version, and the
 incomplete uploads of an export being published), counted apart from its items.
 The last call removes the mark: the table keeps nothing of the tenant (but its
-entry in the blob sweep's registry, which the next sweep removes). A tenant
-written again later starts empty, and tokens from before are refused
-(`api.service.reading`)."""
+entry in the blob sweep's registry, which the next sweep removes, and, if it
+reserved uploads, its blob usage item reduced to a new generation of its blob
+keys). A tenant written again later starts empty, and tokens from before are
+refused (`api.service.reading`, `api.service.writing`).
+
+The blob usage item is marked first and ended last (`Quota.mark_deleting`,
+`finish_deletion`): while the head is marked, so is it, and `requestUpload` and
+`attachment`, which read it instead of the head, are TENANT_DELETED too."""
 
 from __future__ import annotations
 
@@ -20,7 +25,7 @@ from datetime import UTC, datetime
 
 from api.domain.errors import BadUserInput
 from api.domain.identifiers import check_identifier
-from api.service.attachments import BlobStore
+from api.service.attachments import BlobStore, Quota
 from api.service.ports import Store
 
 logger = logging.getLogger(__name__)
@@ -44,9 +49,11 @@ class TenantDeletion:
         clock_ms: Callable[[], int],
         on_deleting: Callable[[str], None] | None = None,
         blobs: BlobStore | None = None,
+        usage: Quota | None = None,
     ) -> None:
         self._store = store
         self._blobs = blobs
+        self._usage = usage
         self._clock_ms = clock_ms
         self._on_deleting = on_deleting  # closes the tenant's live subscriptions
 
@@ -56,6 +63,8 @@ class TenantDeletion:
         check_identifier(tenant_id, "tenantID")
         if confirm != tenant_id:
             raise BadUserInput("confirm must repeat the tenantID: nothing was deleted")
+        if self._usage is not None:
+            self._usage.mark_deleting(tenant_id, self._clock_ms())
         before = self._store.mark_deleting(tenant_id, by, self._clock_ms())
         if self._on_deleting is not None:
             try:
@@ -69,6 +78,10 @@ class TenantDeletion:
         if removed == limit - blobs:
             return Deletion(before + removed, done=False, blobs_removed=blobs)
         asked_by, asked_at_ms, total = self._store.finish_deletion(tenant_id)
+        if self._usage is not None:
+            # Last: a call that dies before it leaves requestUpload refused until the
+            # app calls again (it saw no `done`), and the repeat ends it.
+            self._usage.finish_deletion(tenant_id)
         asked_at = datetime.fromtimestamp(asked_at_ms / 1000, tz=UTC).isoformat()
         logger.warning(
             "tenant deleted: tenant=%s asked_by=%s asked_at=%s items_removed=%d finished_by=%s",

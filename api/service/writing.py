@@ -18,6 +18,7 @@ from api.domain.errors import (
     NotFound,
     OutcomeRecorded,
     SyncError,
+    TenantDeleted,
     Unavailable,
     WritesRefused,
 )
@@ -26,7 +27,7 @@ from api.domain.item_types import ItemType
 from api.domain.mutations import Mutation, StoredOutcome, is_stored_error
 from api.domain.records import Record
 from api.domain.retention import Retention
-from api.domain.tokens import tokens_from
+from api.domain.tokens import check_token, tokens_from
 from api.ordering import Link, TokenOrdering, wall_clock_ms
 from api.service import deciding
 from api.service.attachments import Attachments, references
@@ -75,14 +76,22 @@ class Writing:
         return Written(result.record, replayed=result.replayed)
 
     def push(
-        self, tenant_id: str, mutations: list[Mutation], by: str | None = None
+        self,
+        tenant_id: str,
+        mutations: list[Mutation],
+        by: str | None = None,
+        since: str | None = None,
     ) -> list[PushResult]:
         """Apply mutations with the results and final state of applying them one by one
-        in order, each atomically on its own; one result per mutation."""
+        in order, each atomically on its own; one result per mutation. `since`: the
+        change token of the copy the device edited (None: it holds none); a push
+        from a copy of a deleted tenant is refused (contract 3.8)."""
         check_identifier(tenant_id, "tenantID")
         if len(mutations) > MAX_PUSH:
             raise BadUserInput(f"at most {MAX_PUSH} mutations per push, got {len(mutations)}")
-        return self._apply_in_order(tenant_id, mutations, by)
+        if since is not None:
+            check_token(since, "since")
+        return self._apply_in_order(tenant_id, mutations, by, since)
 
     def create(
         self,
@@ -111,10 +120,15 @@ class Writing:
         return self.apply(mutation).record
 
     def _apply_in_order(
-        self, tenant_id: str, mutations: list[Mutation], by: str | None = None
+        self,
+        tenant_id: str,
+        mutations: list[Mutation],
+        by: str | None = None,
+        since: str | None = None,
     ) -> list[PushResult]:
         """Group commit: the writes go in as few transactions as DynamoDB allows, each
         holding the next mutations in order (docs/ordering.md, "Group commit")."""
+        tenant = _TenantCheck(self._store, tenant_id, since)
         results: dict[int, PushResult] = {}
         todo: list[Entry] = []
         for position, mutation in enumerate(mutations):
@@ -126,6 +140,11 @@ class Writing:
                 todo.append(Entry(position, mutation.validated(), by=by))
             except SyncError as exc:
                 results[position] = answer(mutation, exc)
+        refusal = tenant.of_push()
+        if refusal is not None:
+            for entry in todo:
+                results[entry.position] = answer(entry.mutation, refusal)
+            todo = []
         if todo:
             known = Known(
                 *self._store.read_many(
@@ -136,7 +155,7 @@ class Writing:
             )
             todo = self._with_attachments(todo, known, results)
             while todo:
-                todo = self._next_transaction(tenant_id, todo, known, results)
+                todo = self._next_transaction(tenant_id, todo, known, results, tenant)
         return [results[position] for position in range(len(mutations))]
 
     def _with_attachments(
@@ -185,6 +204,7 @@ class Writing:
         todo: list[Entry],
         known: Known,
         results: dict[int, PushResult],
+        tenant: _TenantCheck,
     ) -> list[Entry]:
         """Answer the next mutations in order: those decided by what the push knows
         (replays, refusals), and one transaction of writes; return the rest."""
@@ -210,7 +230,7 @@ class Writing:
                 group.append(decision)
                 taken |= claims
             else:
-                results[entry.position] = self._conclude(tenant_id, entry, decision, known)
+                results[entry.position] = self._conclude(tenant, entry, decision, known)
             scanned += 1
         rest = todo[scanned:]
         if not group:
@@ -244,7 +264,7 @@ class Writing:
             else:
                 if isinstance(refusal, CurrentVersionError):
                     known.records[plan.entity_id] = refusal.current
-                results[entry.position] = self._conclude(tenant_id, entry, refusal, known)
+                results[entry.position] = self._conclude(tenant, entry, refusal, known)
         return retry + rest
 
     def _commit(
@@ -312,11 +332,17 @@ class Writing:
         return current is not None and current.change_token == sent[0].change_token
 
     def _conclude(
-        self, tenant_id: str, entry: Entry, decision: Written | SyncError, known: Known
+        self, tenant: _TenantCheck, entry: Entry, decision: Written | SyncError, known: Known
     ) -> PushResult:
         """The result of a mutation answered without writing; a refusal that depends
-        on the server's state is stored as the clientMutationID's first outcome."""
+        on the server's state is stored as the clientMutationID's first outcome.
+        Unless the tenant is being deleted, or was deleted since the version the
+        mutation edits: then TENANT_DELETED, and nothing stored (contract 3.8)."""
         mutation = entry.mutation
+        tenant_id = tenant.tenant_id
+        refusal = tenant.of_answer(mutation, decision)
+        if refusal is not None:
+            return answer(mutation, refusal)
         if isinstance(decision, Written):
             return PushResult(
                 mutation, PushStatus.APPLIED, record=decision.record, replayed=decision.replayed
@@ -329,6 +355,8 @@ class Writing:
             self._store.put_outcome(tenant_id, outcome)
         except OutcomeRecorded:
             return self._replay_recorded(tenant_id, entry)
+        except TenantDeleted as exc:  # marked since the head was read: nothing stored
+            return answer(mutation, exc)
         known.outcomes[cmid] = outcome
         return answer(mutation, decision)
 
@@ -344,3 +372,59 @@ class Writing:
         except SyncError as exc:
             return answer(mutation, exc)
         return PushResult(mutation, PushStatus.APPLIED, record=written.record, replayed=True)
+
+
+class _TenantCheck:
+    """Whether a push's tenant refuses its writes (contract 3.8): it is being deleted,
+    or was deleted since the copy the device edited. One consistent GetItem of the
+    head, at most once a push, and only when an answer depends on it: a push with
+    `since`, and a mutation answered without a transaction (a refusal, a replay);
+    a write in a transaction conditions on the head, which refuses it when marked."""
+
+    def __init__(self, store: Store, tenant_id: str, since: str | None) -> None:
+        self._store = store
+        self.tenant_id = tenant_id
+        self._since = since
+        self._read = False
+        self._head: Head | None = None
+        self._deleting: TenantDeleted | None = None
+
+    def _load(self) -> None:
+        if not self._read:
+            try:
+                self._head = self._store.head(self.tenant_id)
+            except TenantDeleted as exc:
+                self._deleting = exc
+            self._read = True
+
+    def of_push(self) -> TenantDeleted | None:
+        """With `since`: refused exactly when a sync from it would be TENANT_DELETED
+        (the tenant holds no changes, or was written again after it)."""
+        if self._since is None:
+            return None
+        return self._before(self._since, "since")
+
+    def of_answer(self, mutation: Mutation, decision: Written | SyncError) -> TenantDeleted | None:
+        """For a mutation answered without writing: being deleted; or an update,
+        delete or restore NOT_FOUND whose changeToken is from before the tenant was
+        deleted (or the tenant holds no changes at all), as a sync from that token."""
+        if mutation.expected_token is None or not isinstance(decision, NotFound):
+            self._load()
+            return self._deleting
+        return self._before(mutation.expected_token, "changeToken")
+
+    def _before(self, token: str, name: str) -> TenantDeleted | None:
+        self._load()
+        if self._deleting is not None:
+            return self._deleting
+        if self._head is None:
+            return TenantDeleted(
+                f"this tenant holds no changes, so {name} is from a deleted tenant: "
+                "drop your copy (and its outbox) and sync with since: null"
+            )
+        if self._head.born is not None and token < self._head.born:
+            return TenantDeleted(
+                f"{name} is from before this tenant was deleted: drop your copy (and its "
+                "outbox) and sync with since: null"
+            )
+        return None

@@ -7,6 +7,7 @@ earlier versions), consistent, page by page."""
 from __future__ import annotations
 
 import json
+import uuid
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -20,6 +21,8 @@ from api.storage.reads import TOTAL_CAPACITY, connection
 
 _ROOM = "room"
 _REGISTERED = "reg"
+_GENERATION = "gen"
+_DELETING = "xat"
 _STATE = "st"
 _HOLDER = "lh"
 _UNTIL = "lu"
@@ -31,11 +34,27 @@ class BlobUsageTable:
     """The `Quota` port (`api.service.attachments`) and the `SweepTable` port
     (`api.service.blob_sweep`) on the single table."""
 
-    # The quota (requestUpload).
+    # The quota (requestUpload) and the blob keys' generation.
 
-    def reserve(self, tenant_id: str, size: int, quota: int) -> bool:
+    def generation(self, tenant_id: str) -> str:
+        """The generation of the tenant's blob keys ("" for a tenant never deleted
+        after it reserved): one consistent GetItem of its usage item. TenantDeleted
+        while the tenant is being deleted."""
+        with translated():
+            answer = connection().client.get_item(
+                ReturnConsumedCapacity=TOTAL_CAPACITY,
+                TableName=_table(),
+                Key=_usage_key(tenant_id),
+                ConsistentRead=True,
+            )
+        return _generation_of(answer.get("Item", {}))
+
+    def reserve(self, tenant_id: str, size: int, quota: int) -> str | None:
         """Take `size` bytes of the tenant's room (a tenant without an item starts with
-        `quota`), in one conditional UpdateItem; False when the room is smaller."""
+        `quota`), in one conditional UpdateItem: the generation of the blob keys it
+        reserved in; None when the room is smaller. TenantDeleted while the tenant is
+        being deleted (the condition reads the mark on the same item, so a
+        reservation is either before the deletion's mark or refused)."""
         client = connection().client
         try:
             with translated():
@@ -44,23 +63,88 @@ class BlobUsageTable:
                     TableName=_table(),
                     Key=_usage_key(tenant_id),
                     UpdateExpression="SET #room = if_not_exists(#room, :quota) - :size",
-                    ConditionExpression="attribute_not_exists(#room) OR #room >= :size",
-                    ExpressionAttributeNames={"#room": _ROOM},
+                    ConditionExpression="attribute_not_exists(#x) AND "
+                    "(attribute_not_exists(#room) OR #room >= :size)",
+                    ExpressionAttributeNames={"#room": _ROOM, "#x": _DELETING},
                     ExpressionAttributeValues={
                         ":quota": {"N": str(quota)},
                         ":size": {"N": str(size)},
                     },
-                    # The item is some 60 bytes (the sweep's state is an item of its
-                    # own): one write unit, and its old `reg` says if it is registered.
-                    ReturnValues="ALL_OLD",
+                    # The item is some 100 bytes (the sweep's state is an item of its
+                    # own): one write unit; its `reg` says if it is registered (this
+                    # update leaves it as it was), its `gen` where the blob goes.
+                    ReturnValues="ALL_NEW",
                 )
         except ClientError as exc:
             if error_code(exc) == "ConditionalCheckFailedException":
-                return False
+                self.generation(tenant_id)  # TenantDeleted when that is why
+                return None
             raise
-        if not answer.get("Attributes", {}).get(_REGISTERED, {}).get("BOOL", False):
+        item = answer.get("Attributes", {})
+        if not item.get(_REGISTERED, {}).get("BOOL", False):
             self._register(tenant_id)
-        return True
+        return _generation_of(item)
+
+    def mark_deleting(self, tenant_id: str, at_ms: int) -> None:
+        """Mark the tenant's usage item as being deleted (a repeat keeps the first
+        mark): from then on `reserve` and `generation` refuse (TenantDeleted)."""
+        with translated():
+            connection().client.update_item(
+                ReturnConsumedCapacity=TOTAL_CAPACITY,
+                TableName=_table(),
+                Key=_usage_key(tenant_id),
+                UpdateExpression="SET #x = if_not_exists(#x, :at)",
+                ExpressionAttributeNames={"#x": _DELETING},
+                ExpressionAttributeValues={":at": {"N": str(at_ms)}},
+            )
+
+    def finish_deletion(self, tenant_id: str) -> None:
+        """End the mark, last of a deletion. A tenant that reserved (an upload may
+        have been presigned in its current generation and may still land) keeps
+        its item as a new generation alone, some 60 bytes and no data of the tenant:
+        what it uploads next goes under other keys. One that never reserved since
+        its last generation keeps its generation, and one that never had any loses
+        the item. Each step is conditioned on what it expects, so a repeat is safe."""
+        client = connection().client
+        names = {"#x": _DELETING, "#room": _ROOM, "#reg": _REGISTERED, "#gen": _GENERATION}
+        steps: list[dict[str, Any]] = [
+            {
+                "UpdateExpression": "SET #gen = :gen REMOVE #x, #room, #reg",
+                "ConditionExpression": "attribute_exists(#x) AND attribute_exists(#room)",
+                "ExpressionAttributeValues": {":gen": {"S": uuid.uuid4().hex}},
+            },
+            {
+                "UpdateExpression": "REMOVE #x, #reg",
+                "ConditionExpression": "attribute_exists(#x) AND attribute_exists(#gen)",
+            },
+        ]
+        for step in steps:
+            try:
+                with translated():
+                    client.update_item(
+                        ReturnConsumedCapacity=TOTAL_CAPACITY,
+                        TableName=_table(),
+                        Key=_usage_key(tenant_id),
+                        ExpressionAttributeNames={n: v for n, v in names.items() if n in str(step)},
+                        **step,
+                    )
+                return
+            except ClientError as exc:
+                if error_code(exc) != "ConditionalCheckFailedException":
+                    raise
+        try:
+            with translated():
+                client.delete_item(
+                    ReturnConsumedCapacity=TOTAL_CAPACITY,
+                    TableName=_table(),
+                    Key=_usage_key(tenant_id),
+                    ConditionExpression="attribute_not_exists(#room) AND "
+                    "attribute_not_exists(#gen)",
+                    ExpressionAttributeNames={"#room": _ROOM, "#gen": _GENERATION},
+                )
+        except ClientError as exc:
+            if error_code(exc) != "ConditionalCheckFailedException":
+                raise
 
     def _register(self, tenant_id: str) -> None:
         """List the tenant in the registry (due for a sweep now), then note on its item
@@ -261,6 +345,12 @@ class BlobUsageTable:
             assert partition == _HISTORY, partition
             pk, prefix = keys.history_pk(tenant_id), ""
         return reads.records_page(tenant_id, pk, prefix, after, limit)
+
+
+def _generation_of(item: dict[str, Any]) -> str:
+    if _DELETING in item:
+        raise TenantDeleted("this tenant is being deleted")
+    return str(item.get(_GENERATION, {"S": ""})["S"])
 
 
 def _usage_key(tenant_id: str) -> dict[str, Any]:

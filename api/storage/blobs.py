@@ -82,9 +82,10 @@ class S3Blobs:
         self._bucket = bucket
         self._hashes_bytes = hashes_bytes
 
-    def stat(self, tenant_id: str, sha256: str) -> StoredBlob | None:
-        """What the bucket holds under the tenant's sha256; None when nothing."""
-        key = blob_key(tenant_id, sha256)
+    def stat(self, tenant_id: str, sha256: str, generation: str = "") -> StoredBlob | None:
+        """What the bucket holds under the tenant's sha256 (in its blob keys'
+        `generation`, `api.storage.keys`); None when nothing."""
+        key = blob_key(tenant_id, sha256, generation)
         try:
             with translated():
                 head = self._client.head_object(
@@ -135,10 +136,10 @@ class S3Blobs:
                 return None
         return digest.hexdigest() if read == size else None
 
-    def presign_upload(self, blob: Blob, expires_in: int) -> PresignedUpload:
+    def presign_upload(self, blob: Blob, expires_in: int, generation: str = "") -> PresignedUpload:
         params = {
             "Bucket": self._bucket,
-            "Key": blob_key(blob.tenant_id, blob.sha256),
+            "Key": blob_key(blob.tenant_id, blob.sha256, generation),
             "ContentLength": blob.size,
             "ContentType": blob.content_type,
             "ChecksumAlgorithm": "SHA256",
@@ -160,7 +161,7 @@ class S3Blobs:
         return PresignedUpload(url=url, headers=headers, expires_at=expires_at)
 
     def presign_download(
-        self, tenant_id: str, sha256: str, expires_in: int
+        self, tenant_id: str, sha256: str, expires_in: int, generation: str = ""
     ) -> tuple[str, datetime]:
         expires_at = _in(expires_in)
         with translated():
@@ -168,7 +169,7 @@ class S3Blobs:
                 "get_object",
                 Params={
                     "Bucket": self._bucket,
-                    "Key": blob_key(tenant_id, sha256),
+                    "Key": blob_key(tenant_id, sha256, generation),
                     # Saved, never rendered as a page of the bucket's host.
                     "ResponseContentDisposition": "attachment",
                 },
@@ -192,11 +193,12 @@ class S3Blobs:
     # The sweep's side (`api.service.blob_sweep.SweptBlobs`).
 
     def list_blobs(
-        self, tenant_id: str, after: str | None, limit: int = PAGE
+        self, tenant_id: str, after: str | None, limit: int = PAGE, generation: str = ""
     ) -> tuple[list[ListedBlob], str | None]:
-        """One ListObjectsV2 page of the tenant's blobs (their current versions) in key
-        order after the sha256 `after`; and the sha256 to go on from (None: the end)."""
-        prefix = blob_prefix(tenant_id)
+        """One ListObjectsV2 page of the tenant's blobs of one generation (their current
+        versions) in key order after the sha256 `after`; and the sha256 to go on from
+        (None: the end)."""
+        prefix = blob_prefix(tenant_id, generation)
         kwargs: dict[str, Any] = {"Bucket": self._bucket, "Prefix": prefix, "MaxKeys": limit}
         if after is not None:
             kwargs["StartAfter"] = prefix + after
@@ -209,12 +211,19 @@ class S3Blobs:
         more = bool(page.get("IsTruncated")) and listed
         return listed, listed[-1].sha256 if more else None
 
-    def mark(self, tenant_id: str, sha256: str, older_than: datetime, since: int) -> str | None:
+    def mark(
+        self,
+        tenant_id: str,
+        sha256: str,
+        older_than: datetime,
+        since: int,
+        generation: str = "",
+    ) -> str | None:
         """Copy the blob onto itself with MARK_METADATA (a new version): the version id
         of the marked copy. Marked already (by a call that died before it recorded
         the mark): that version's id. None when there is nothing to mark (gone, or
         written since `older_than`: a re-upload is not marked)."""
-        key = blob_key(tenant_id, sha256)
+        key = blob_key(tenant_id, sha256, generation)
         head = self._head(key)
         if head is None:
             return None
@@ -224,22 +233,24 @@ class S3Blobs:
             return None
         return self._copy(key, head, {MARK_METADATA: str(since)})
 
-    def unmark(self, tenant_id: str, sha256: str, version_id: str) -> bool:
+    def unmark(self, tenant_id: str, sha256: str, version_id: str, generation: str = "") -> bool:
         """Copy the marked version back without the mark, only while it is the current
         one (a newer version is a re-upload: unmarked already); whether it copied."""
-        key = blob_key(tenant_id, sha256)
+        key = blob_key(tenant_id, sha256, generation)
         head = self._head(key)
         if head is None or _version(head) != version_id:
             return False
         return self._copy(key, head, {}) is not None
 
-    def delete_marked(self, tenant_id: str, sha256: str, version_id: str) -> None:
+    def delete_marked(
+        self, tenant_id: str, sha256: str, version_id: str, generation: str = ""
+    ) -> None:
         """Delete this version of the blob and every version and delete marker written
         before it (so that no earlier version becomes the current one again: S3 makes
         the newest remaining version current); a version written after it (a
         re-upload) stays, and is the blob. One ListObjectVersions of the key (a
         sha256 key is the prefix of no other), one DeleteObjects."""
-        key = blob_key(tenant_id, sha256)
+        key = blob_key(tenant_id, sha256, generation)
         with translated():
             page = self._client.list_object_versions(Bucket=self._bucket, Prefix=key, MaxKeys=PAGE)
         versions = [

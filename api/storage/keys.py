@@ -47,7 +47,11 @@ Items (all in one table, `pk` hash key, `sk` range key, both strings):
                                                on it), exp (TTL)
     usage     T#<tenant>#BLOB    USAGE         the tenant's blobs (api.storage.blob_usage): room
                                                (bytes requestUpload may still reserve),
-                                               reg (listed in the registry)
+                                               reg (listed in the registry), gen (the
+                                               generation of its blob keys; absent: ""),
+                                               xat (while the tenant is deleted: when
+                                               that began); kept by a deletion as {gen}
+                                               alone when the tenant had reserved
     sweep     T#<tenant>#BLOB    SWEEP         the sweep of its blobs: st (the pass, JSON:
                                                phase, where it goes on, bytes listed,
                                                candidates, marked sha256 -> version id
@@ -261,20 +265,29 @@ def registry_shard(tenant_id: str) -> int:
     return int.from_bytes(hashlib.sha256(tenant_id.encode()).digest()[:4], "big") % REGISTRY_SHARDS
 
 
-# Blobs (attachments, contract 3.10) are S3 objects, not items: one per tenant and
-# content, `tenants/<tenant>/blobs/<sha256>`. A tenant id holds no '/' (1-64 of
-# [A-Za-z0-9_.:-], `api.domain.identifiers`) and a sha256 is 64 lowercase hex, so
-# no key of one tenant is under another's prefix, and IAM grants `tenants/*` only.
+# Blobs (attachments, contract 3.10) are S3 objects, not items: one per tenant,
+# generation and content, `tenants/<tenant>/<generation>/blobs/<sha256>`. The
+# generation (32 hex digits) is the usage item's `gen`, new each time the tenant is
+# deleted after it reserved an upload: an upload presigned before a deletion lands
+# under a generation the tenant written again never reads (docs/attachments.md).
+# A tenant that was never so deleted has the generation "" and the key
+# `tenants/<tenant>/blobs/<sha256>` (as before generations). A tenant id holds no
+# '/' (1-64 of [A-Za-z0-9_.:-], `api.domain.identifiers`), a generation is hex and
+# a sha256 64 lowercase hex, so no key of one tenant (or generation) is under
+# another's prefix, and IAM grants `tenants/*` only.
 BLOB_KEY_PREFIX = "tenants/"
 
 
-def blob_key(tenant_id: str, sha256: str) -> str:
+def blob_key(tenant_id: str, sha256: str, generation: str = "") -> str:
+    if generation:
+        return f"{BLOB_KEY_PREFIX}{tenant_id}/{generation}/blobs/{sha256}"
     return f"{BLOB_KEY_PREFIX}{tenant_id}/blobs/{sha256}"
 
 
-def blob_prefix(tenant_id: str) -> str:
-    """The prefix of the tenant's blobs: a key under it is the prefix and a sha256."""
-    return blob_key(tenant_id, "")
+def blob_prefix(tenant_id: str, generation: str = "") -> str:
+    """The prefix of the tenant's blobs of one generation: a key under it is the
+    prefix and a sha256."""
+    return blob_key(tenant_id, "", generation)
 
 
 def tenant_blobs_prefix(tenant_id: str) -> str:

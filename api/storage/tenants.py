@@ -52,14 +52,17 @@ def mark_deleting(tenant_id: str, by: str, at_ms: int) -> int:
 
 
 def remove_items(tenant_id: str, limit: int) -> int:
-    """Delete up to `limit` items of the marked tenant (never its head); how many went.
-    Fewer than `limit`: none is left but the head."""
+    """Delete up to `limit` items of the marked tenant (never its head, nor its blob
+    usage item, which carries the blob store's mark and is ended last:
+    `api.storage.blob_usage`); how many went. Fewer than `limit`: none is left but
+    those two."""
     removed = 0
     for partition in _PARTITIONS:
         pk = partition(tenant_id)
+        kept = keys.HEAD_SK if partition is not keys.blobs_pk else keys.USAGE_SK
         while removed < limit:
-            page = _keys_page(pk, min(1000, limit - removed + 1))
-            doomed = [k for k in page if k[codecs.SK]["S"] != keys.HEAD_SK][: limit - removed]
+            page = _keys_page(pk, min(1000, limit - removed + 2))
+            doomed = [k for k in page if k[codecs.SK]["S"] != kept][: limit - removed]
             if not doomed:
                 break
             _delete_all(doomed)

@@ -9,9 +9,8 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from botocore.exceptions import BotoCoreError
 from pynamodb.constants import ALL_OLD
-from pynamodb.exceptions import PutError, TransactWriteError
+from pynamodb.exceptions import TransactWriteError
 from pynamodb.transactions import TransactWrite
 
 from api.domain.errors import (
@@ -130,14 +129,32 @@ def commit(
 
 
 def put_outcome(tenant_id: str, outcome: StoredOutcome) -> None:
-    """Store a failed mutation's outcome alone; OutcomeRecorded if one exists."""
+    """Store a failed mutation's outcome alone, in one TransactWriteItems with a check
+    that the tenant is not being deleted (its head carries no mark): an outcome is
+    never written behind a deletion's sweep of the tenant's partition (contract 3.8).
+    DynamoDB isolates a transaction from the mark's UpdateItem (serializable), so
+    the outcome is written before the mark, where the deletion finds and removes
+    it, or not at all. OutcomeRecorded if one exists; TenantDeleted when marked."""
     try:
-        codecs.outcome_item(tenant_id, outcome).save(condition=_outcome_absent())
-    except PutError as exc:
-        if error_code(exc) == "ConditionalCheckFailedException":
+        with (
+            translated(),
+            TransactWrite(connection=connection(), return_consumed_capacity="TOTAL") as tx,
+        ):
+            tx.condition_check(
+                HeadItem,
+                keys.log_pk(tenant_id),
+                keys.HEAD_SK,
+                condition=HeadItem.deleting_by.does_not_exist(),
+            )
+            tx.save(codecs.outcome_item(tenant_id, outcome), condition=_outcome_absent())
+    except TransactWriteError as exc:
+        reasons = [r.code if r is not None else None for r in exc.cancellation_reasons or []]
+        if reasons[:1] == ["ConditionalCheckFailed"]:
+            raise TenantDeleted("this tenant is being deleted") from exc
+        if reasons[1:2] == ["ConditionalCheckFailed"]:
             raise OutcomeRecorded() from exc
-        raise translate(exc) from exc
-    except BotoCoreError as exc:
+        if error_code(exc) == "TransactionCanceledException":  # a racing transaction
+            raise Unavailable("the outcome was not stored; retry this mutation") from exc
         raise translate(exc) from exc
 
 

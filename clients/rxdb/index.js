@@ -36,7 +36,11 @@
 //
 // TENANT_DELETED (an owner deleted the tenant, contract 3.8): the replication
 // stops (cancel) and `onTenantDeleted` is called: the app drops its copy, for
-// example with `collection.remove()`, outbox included.
+// example with `collection.remove()`, outbox included. Each push carries the
+// checkpoint's `since` (the copy its rows were edited on): once the tenant is
+// deleted, a push from the old copy is refused with TENANT_DELETED (nothing is
+// written, not even its creates), answered the same way. A new replication on
+// the emptied collection starts from `since: null` and writes the tenant again.
 //
 // Attachments (contract 3.10): a schema property that is an object with `sha256`,
 // `size` and `contentType` (`attachmentProperty`) is an attachment field. Documents
@@ -89,6 +93,18 @@ export function replicateSyncAPI({
   // so one interrupted by a restart starts again from its first page).
   let resync = null;
   let state;
+  // The `since` of the pull's checkpoint: the copy the pushed rows were edited on.
+  // A push waits until the pull has read its persisted checkpoint once.
+  let since = null;
+  let sinceKnown;
+  const sinceRead = new Promise((resolve) => (sinceKnown = resolve));
+  let deleted = false;
+  const tenantDeleted = () => {
+    if (deleted) return;
+    deleted = true; // once: stop asking, and tell the app
+    state.cancel();
+    onTenantDeleted?.();
+  };
 
   const itemToDoc = (item) => {
     if (item.__typename === "DeletedItem") return { [primary]: item.id, [DELETED]: true };
@@ -197,6 +213,8 @@ export function replicateSyncAPI({
       queryBuilder: (checkpoint, limit) => {
         const restart = checkpoint?.resync && resync === null; // interrupted: again
         if (restart) startResync();
+        since = restart ? null : checkpoint?.since ?? null;
+        sinceKnown();
         return {
           query: pullQuery,
           variables: {
@@ -222,6 +240,7 @@ export function replicateSyncAPI({
         const checkpoint = data.cursor
           ? { since: previous?.since ?? null, cursor: data.cursor, resync: false }
           : { since: data.changeToken ?? previous?.since ?? null, cursor: null, resync: false };
+        if (!data.cursor) since = checkpoint.since;
         return { documents, checkpoint };
       },
       ...pull,
@@ -229,6 +248,7 @@ export function replicateSyncAPI({
     push: {
       batchSize: Math.min(batchSize, 100),
       queryBuilder: async (rows) => {
+        await sinceRead;
         await uploadNewReferences(rows);
         const mutations = rows.map((row) => {
           const { content, id } = mutationIdOf(row);
@@ -247,10 +267,14 @@ export function replicateSyncAPI({
         return {
           query: `mutation($i: PushChangesInput!) { pushChanges(input: $i) { results {
             clientMutationID status replayed error { code message } item { ${selection} } } } }`,
-          variables: { i: { tenantID, mutations } },
+          variables: { i: { tenantID, mutations, since } },
         };
       },
       responseModifier: async (data) => {
+        if (data.results.some((r) => r.error?.code === "TENANT_DELETED")) {
+          tenantDeleted(); // nothing was written: the app drops the copy and its rows
+          return [];
+        }
         const conflicts = [];
         for (const result of data.results) {
           const sent = rowsById.get(result.clientMutationID);
@@ -287,15 +311,10 @@ export function replicateSyncAPI({
   });
   // A pull refused with RESYNC_REQUIRED is asked again as the first page of a resync.
   const request = state.graphQLRequest.bind(state);
-  let deleted = false;
   state.graphQLRequest = async (params) => {
     const body = await request(params);
     const code = body.errors?.[0]?.extensions?.code;
-    if (code === "TENANT_DELETED" && !deleted) {
-      deleted = true; // once: stop asking, and tell the app
-      state.cancel();
-      onTenantDeleted?.();
-    }
+    if (code === "TENANT_DELETED") tenantDeleted();
     if (params.query !== pullQuery || code !== "RESYNC_REQUIRED") {
       return body;
     }

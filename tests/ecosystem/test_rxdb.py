@@ -43,6 +43,7 @@ def report(module_dir: Path, settings: Settings) -> Iterator[dict[str, Any]]:
             "merge-fieldLevel",
             "merge-default",
             "deleted",
+            "deleted-outbox",
             "photo",
             "random-1",
             "random-2",
@@ -184,6 +185,14 @@ def test_a_deleted_tenant_stops_the_replication_and_tells_the_app(
     report: dict[str, Any],
 ) -> None:
     deleted = report["tenantDeleted"]
+    assert deleted["told"] == 1 and deleted["stopped"] is True
+    assert deleted["server"] == {}
+
+
+def test_a_device_offline_while_its_tenant_is_deleted_writes_none_of_its_outbox(
+    report: dict[str, Any],
+) -> None:
+    deleted = report["tenantDeletedOutbox"]
     assert deleted["told"] == 1 and deleted["stopped"] is True
     assert deleted["server"] == {}
 

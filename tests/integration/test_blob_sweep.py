@@ -167,7 +167,7 @@ def test_a_write_that_checked_the_blob_before_its_mark_leaves_it_unmarked_not_de
     seen = s3blobs.stat(tenant, ref["sha256"])  # the write's HeadObject, before the mark
 
     class CheckedBeforeTheMark(S3Blobs):
-        def stat(self, tenant_id: str, sha256: str) -> StoredBlob | None:
+        def stat(self, tenant_id: str, sha256: str, generation: str = "") -> StoredBlob | None:
             return seen
 
     assert _pass(sweep, tenant).marked == 1
@@ -364,7 +364,7 @@ def test_a_reference_missed_by_a_torn_read_is_found_by_the_next_read_before_any_
     seen = s3blobs.stat(tenant, ref["sha256"])
 
     class CheckedBeforeTheMark(S3Blobs):
-        def stat(self, tenant_id: str, sha256: str) -> StoredBlob | None:
+        def stat(self, tenant_id: str, sha256: str, generation: str = "") -> StoredBlob | None:
             return seen
 
     sweep = BlobSweep(s3blobs, BlobUsageTable(), QUOTA, clock_s=clock)
@@ -415,10 +415,12 @@ def test_a_tenant_whose_sweep_fails_fails_alone(
     refs = {t: upload(gql, t, os.urandom(800)) for t in (broken, healthy)}
 
     class Failing(S3Blobs):
-        def list_blobs(self, tenant_id: str, after: str | None, limit: int = 1000) -> Any:
+        def list_blobs(
+            self, tenant_id: str, after: str | None, limit: int = 1000, generation: str = ""
+        ) -> Any:
             if tenant_id == broken:
                 raise KeyError("a bug, or an error nobody translated")
-            return super().list_blobs(tenant_id, after, limit)
+            return super().list_blobs(tenant_id, after, limit, generation)
 
     failing = Failing(settings.s3_client(), settings.blob_bucket, hashes_bytes=True)
     BlobSweep(failing, BlobUsageTable(), QUOTA, clock_s=clock).sweep_due(budget_s=60)
@@ -428,7 +430,7 @@ def test_a_tenant_whose_sweep_fails_fails_alone(
 
 def test_a_tenant_re_created_while_the_sweep_forgets_it_stays_registered(tenant: str) -> None:
     usage = BlobUsageTable()
-    assert usage.reserve(tenant, 100, QUOTA)  # registered, and its item says so
+    assert usage.reserve(tenant, 100, QUOTA) is not None  # registered, and its item says so
     shard = registry_shard(tenant)
     usage.forget(tenant)  # as a sweep that read no usage item a moment before would
     listed: list[str] = []

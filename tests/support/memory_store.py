@@ -160,5 +160,6 @@ class MemoryStore:
                 if write.kept is not None:
                     tenant.versions[(record.id, write.kept.change_token)] = write.kept
                 self.writes += 1
-            tenant.head = Head(writes[-1].record.change_token, len(writes))
+            born = writes[0].record.change_token if tenant.head is None else tenant.head.born
+            tenant.head = Head(writes[-1].record.change_token, len(writes), born=born)
             tenant.head_prev = head

@@ -72,16 +72,16 @@ class _CountingBlobs:
         self.held = held or {}
         self.calls: list[str] = []
 
-    def stat(self, tenant_id: str, sha256: str) -> StoredBlob | None:
+    def stat(self, tenant_id: str, sha256: str, generation: str = "") -> StoredBlob | None:
         self.calls.append("stat")
         return self.held.get((tenant_id, sha256))
 
-    def presign_upload(self, blob: Blob, expires_in: int) -> PresignedUpload:
+    def presign_upload(self, blob: Blob, expires_in: int, generation: str = "") -> PresignedUpload:
         self.calls.append("presign_upload")
         return PresignedUpload(f"put:{blob.sha256}", {}, datetime.now(UTC))
 
     def presign_download(
-        self, tenant_id: str, sha256: str, expires_in: int
+        self, tenant_id: str, sha256: str, expires_in: int, generation: str = ""
     ) -> tuple[str, datetime]:
         self.calls.append("presign_download")
         return f"get:{sha256}", datetime.now(UTC)

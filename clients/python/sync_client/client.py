@@ -261,17 +261,30 @@ class SyncClient:
         # Blobs first: an entry goes only once every blob it references is uploaded.
         # A failed upload holds that entry and everything behind it, as a failed push.
         batch, failure = self._upload_for(batch, report)
+        if isinstance(failure, SyncFailed) and _code(failure) == "TENANT_DELETED":
+            self._drop(report)
+            return False
         if not batch:
             if failure is not None:
                 raise failure
             return False
+        # `since`: the copy these edits were made on. The server refuses the whole
+        # push (TENANT_DELETED) when the tenant was deleted since (contract 3.8).
         variables = {
-            "input": {"tenantID": self.tenant_id, "mutations": [self._mutation(e) for e in batch]}
+            "input": {
+                "tenantID": self.tenant_id,
+                "mutations": [self._mutation(e) for e in batch],
+                "since": self.store.since(),
+            }
         }
         body = self.transport.execute(PUSH, variables)
         if body.get("errors"):
             raise SyncFailed(body["errors"])
         results = body["data"]["pushChanges"]["results"]
+        if any((r["error"] or {}).get("code") == "TENANT_DELETED" for r in results):
+            # Deleted, or being deleted: nothing was written; drop the copy and outbox.
+            self._drop(report)
+            return False
         for entry, result in zip(batch, results, strict=True):
             with self.store.transaction():
                 self._apply_result(entry, result, report)
@@ -351,10 +364,7 @@ class SyncClient:
                     self.resync(report)
                     return
                 if _code(exc) == "TENANT_DELETED":
-                    # Deleted on the server (contract 3.8): nothing of it is kept here.
-                    with self.store.transaction():
-                        self.store.clear()
-                    report.tenant_deleted = True
+                    self._drop(report)
                     return
                 raise
             # The page and its token in one local transaction: a crash before the
@@ -369,6 +379,14 @@ class SyncClient:
             cursor = page["cursor"]
             if cursor is None:
                 return
+
+    def _drop(self, report: SyncReport) -> None:
+        """Deleted on the server (contract 3.8): nothing of it is kept here, outbox
+        included; the next sync starts from since: null, and what is written then
+        writes the tenant again."""
+        with self.store.transaction():
+            self.store.clear()
+        report.tenant_deleted = True
 
     def resync(self, report: SyncReport | None = None) -> None:
         """Download the live data again (contract 3.6) and drop every entity it does not

@@ -439,6 +439,33 @@ async function tenantDeleted() {
   return { told, stopped, errors, server: await serverPeople(tenant) };
 }
 
+async function tenantDeletedOutbox() {
+  // A device offline while an owner deletes its tenant, with a create queued: back
+  // online, its push carries the old since and is refused; the app is told, and the
+  // server holds nothing of the device's copy (the tenant is not written again).
+  const tenant = `${prefix}-deleted-outbox`;
+  let told = 0;
+  const a = await new Device(tenant, { onTenantDeleted: () => told++ }).open();
+  await a.people.insert({ id: "held", givenName: "Ann" });
+  await a.sync();
+  await a.offline();
+  await a.people.insert({ id: "queued", givenName: "created offline" });
+  for (;;) {
+    const data = await gql(
+      `mutation($t: ID!) { deleteTenant(tenantID: $t, confirm: $t) { done } }`,
+      { t: tenant },
+    );
+    if (data.deleteTenant.done) break;
+  }
+  a.online();
+  for (let i = 0; i < 100 && told === 0; i++) await sleep(100);
+  const stopped = a.state.isStopped();
+  const errors = a.errors;
+  await a.people.remove();
+  await a.db.close();
+  return { told, stopped, errors, server: await serverPeople(tenant) };
+}
+
 async function randomRun(seed) {
   const tenant = `${prefix}-random-${seed}`;
   let x = seed;
@@ -608,6 +635,7 @@ const everyday = {
   fieldLevelConflicts,
   rejectedRow,
   tenantDeleted,
+  tenantDeletedOutbox,
   photoAttachments,
   random1: () => randomRun(1),
   random2: () => randomRun(2),
