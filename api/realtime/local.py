@@ -29,7 +29,8 @@ from botocore.config import Config
 from ulid import ULID
 
 from api.realtime.lease import LeaseItems, StreamReaderLease
-from api.realtime.relay import PokeReceiver, PokeRelay, probe, relay_key
+from api.realtime.poke_receiver import PokeReceiver
+from api.realtime.relay import PokeRelay, probe, relay_key
 from api.realtime.signals import DELETING, LiveFeed, Shares, TenantSignals
 from api.realtime.streams import StreamFollower, publish_heads
 from api.settings import Settings

@@ -45,6 +45,9 @@ signed nonce posted to itself, answered 204 only by the process that issued it.
 A URL that reaches another process (a load balancer's, another server's) or
 nothing is found out at start and again when the server joins the lease, and the
 server reads the stream itself instead (`api.realtime.local`).
+
+This module holds the posts' format and the reader's side; the follower's is
+`api.realtime.poke_receiver`.
 """
 
 from __future__ import annotations
@@ -54,25 +57,13 @@ import hmac
 import http.client
 import json
 import logging
-import re
-import secrets
 import threading
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping
 
-from starlette.concurrency import run_in_threadpool
-from starlette.requests import Request
-from starlette.responses import Response
-
-from api.domain.errors import BadUserInput
-from api.domain.identifiers import check_identifier
-from api.realtime.signals import is_deletion
-
 logger = logging.getLogger("api.realtime")
 
-_TOKEN = re.compile(r"[0-9A-Z]{26}")  # a ULID, as change tokens are
 
 PATH = "/internal/pokes"
 SIGNATURE_HEADER = "x-poke-signature"
@@ -81,8 +72,8 @@ TO_HEADER = "x-poke-to"
 EPOCH_HEADER = "x-poke-epoch"
 SEQ_HEADER = "x-poke-seq"
 # A probe (`probe`) has epoch 0 and its nonce as number; no reader's epoch is 0.
-_PROBE_EPOCH = 0
-_MAX_NUMBER = 2**63
+PROBE_EPOCH = 0
+MAX_NUMBER = 2**63
 # Entries kept per follower before they are traded for a catch-up read.
 MAX_PENDING_TENANTS = 10_000
 # Tenants per post: 2,000 entries of about 70 bytes stay far below the 1 MB body cap.
@@ -104,7 +95,7 @@ def relay_key(cursor_secret: str) -> bytes:
     return hmac.new(cursor_secret.encode(), b"realtime relay", hashlib.sha256).digest()
 
 
-def _signature(key: bytes, to: str, epoch: int, seq: int, body: bytes) -> str:
+def signature(key: bytes, to: str, epoch: int, seq: int, body: bytes) -> str:
     mac = hmac.new(key, f"{to}\n{epoch}\n{seq}\n".encode(), hashlib.sha256)
     mac.update(body)
     return mac.hexdigest()
@@ -115,7 +106,7 @@ def _headers(key: bytes, to: str, epoch: int, seq: int, body: bytes) -> dict[str
         TO_HEADER: to,
         EPOCH_HEADER: str(epoch),
         SEQ_HEADER: str(seq),
-        SIGNATURE_HEADER: _signature(key, to, epoch, seq, body),
+        SIGNATURE_HEADER: signature(key, to, epoch, seq, body),
         "content-type": "application/json",
     }
 
@@ -150,7 +141,7 @@ def probe(url: str, key: bytes, server_id: str, nonce: int, timeout_s: float) ->
     """Post a signed `nonce` for `server_id` to `url`: the answer's status (204 only
     from the process that issued the nonce; 0: no answer) and a few words of it."""
     body = b"{}"
-    headers = _headers(key, server_id, _PROBE_EPOCH, nonce, body)
+    headers = _headers(key, server_id, PROBE_EPOCH, nonce, body)
     return _send(url.rstrip("/") + PATH, body, headers, timeout_s)
 
 
@@ -306,106 +297,3 @@ class PokeRelay:
 
     def stop(self) -> None:
         self.follow({})
-
-
-class PokeReceiver:
-    """The follower's side: `POST /internal/pokes`. Its headers are checked before
-    the body is read: a post for another server (a URL that reaches the wrong
-    process) is answered 409, so the reader keeps it, and so is one whose (epoch,
-    number) is not above the highest taken (a replay, or a post that came after its
-    own retry). Then the signature over the headers and the body (capped by the
-    request middleware): an unsigned post costs one HMAC. Catch-ups run one at a
-    time, and a post finds its catch-up made when one that started after it arrived
-    has finished."""
-
-    def __init__(
-        self,
-        server_id: str,
-        key: bytes,
-        publish: Callable[[str, str], None],
-        catch_up: Callable[[], None],
-    ) -> None:
-        self.server_id = server_id
-        self._key = key
-        self._publish = publish
-        self._catch_up = catch_up  # blocking: reads and publishes the subscribed heads
-        self._catching_up = threading.Lock()
-        self._last_catch_up_started = 0.0
-        self._lock = threading.Lock()
-        self._newest = (0, 0)  # the highest (epoch, number) taken
-        self._nonces: set[int] = set()  # of this process's probes not yet answered
-        self.refused = 0  # posts refused as not newer (replays, late arrivals)
-
-    def nonce(self) -> int:
-        """A nonce for a probe of this server's own URL (`probe`)."""
-        nonce = secrets.randbelow(_MAX_NUMBER)
-        with self._lock:
-            self._nonces.add(nonce)
-        return nonce
-
-    async def take(self, request: Request) -> Response:
-        headers = request.headers
-        try:
-            to = headers[TO_HEADER]
-            epoch, seq = int(headers[EPOCH_HEADER]), int(headers[SEQ_HEADER])
-            if not (0 <= epoch < _MAX_NUMBER and 0 <= seq < _MAX_NUMBER):
-                raise ValueError
-        except (KeyError, ValueError):
-            return Response("not a signed post", status_code=403)
-        if to != self.server_id:
-            return Response("not this server", status_code=409)
-        if epoch != _PROBE_EPOCH and (epoch, seq) <= self._newest:
-            self.refused += 1
-            return Response("not newer than a post taken", status_code=409)
-        body = await request.body()
-        signature = headers.get(SIGNATURE_HEADER, "").encode("latin-1")
-        if not hmac.compare_digest(signature, _signature(self._key, to, epoch, seq, body).encode()):
-            return Response("bad signature", status_code=403)
-        with self._lock:
-            if epoch == _PROBE_EPOCH:
-                if seq not in self._nonces:
-                    return Response("not this server's nonce", status_code=409)
-                self._nonces.discard(seq)
-                return Response(status_code=204)
-            if (epoch, seq) <= self._newest:  # another post with it came meanwhile
-                self.refused += 1
-                return Response("not newer than a post taken", status_code=409)
-            self._newest = (epoch, seq)
-        try:
-            message = json.loads(body)
-            pokes, catch_up = message["pokes"], message["catchUp"]
-            if not isinstance(pokes, dict) or not isinstance(catch_up, bool):
-                raise TypeError
-            entries = [(t, token) for t, token in pokes.items() if _is_poke(t, token)]
-            if len(entries) != len(pokes):
-                raise ValueError
-        except (ValueError, KeyError, TypeError):
-            return Response("bad pokes", status_code=400)
-        for tenant_id, token in entries:
-            self._publish(tenant_id, token)
-        if catch_up:
-            try:
-                await run_in_threadpool(self._catch_up_once, time.monotonic())
-            except Exception:  # the reader posts the catch-up again
-                logger.exception("catching up on the reader's request failed")
-                return Response("catch-up failed", status_code=503)
-        return Response(status_code=204)
-
-    def _catch_up_once(self, arrived: float) -> None:
-        with self._catching_up:
-            if self._last_catch_up_started > arrived:
-                return  # one that began after this post arrived has read the heads
-            started = time.monotonic()
-            self._catch_up()
-            self._last_catch_up_started = started
-
-
-def _is_poke(tenant_id: object, token: object) -> bool:
-    """A tenant id and a change token (or a deletion's mark), as only a head can hold."""
-    if not isinstance(token, str) or not (is_deletion(token) or _TOKEN.fullmatch(token)):
-        return False
-    try:
-        check_identifier(tenant_id, "tenantID")  # type: ignore[arg-type]
-    except BadUserInput:
-        return False
-    return True

@@ -33,6 +33,7 @@ from api.service import deciding
 from api.service.attachments import Attachments, references
 from api.service.deciding import Entry, Known, Plan, answer, expiry, internal_error
 from api.service.ports import PushResult, PushStatus, Store, Written
+from api.service.tenant_check import TenantCheck
 
 logger = logging.getLogger(__name__)
 
@@ -128,7 +129,7 @@ class Writing:
     ) -> list[PushResult]:
         """Group commit: the writes go in as few transactions as DynamoDB allows, each
         holding the next mutations in order (docs/ordering.md, "Group commit")."""
-        tenant = _TenantCheck(self._store, tenant_id, since)
+        tenant = TenantCheck(self._store, tenant_id, since)
         results: dict[int, PushResult] = {}
         todo: list[Entry] = []
         for position, mutation in enumerate(mutations):
@@ -204,7 +205,7 @@ class Writing:
         todo: list[Entry],
         known: Known,
         results: dict[int, PushResult],
-        tenant: _TenantCheck,
+        tenant: TenantCheck,
     ) -> list[Entry]:
         """Answer the next mutations in order: those decided by what the push knows
         (replays, refusals), and one transaction of writes; return the rest."""
@@ -332,7 +333,7 @@ class Writing:
         return current is not None and current.change_token == sent[0].change_token
 
     def _conclude(
-        self, tenant: _TenantCheck, entry: Entry, decision: Written | SyncError, known: Known
+        self, tenant: TenantCheck, entry: Entry, decision: Written | SyncError, known: Known
     ) -> PushResult:
         """The result of a mutation answered without writing; a refusal that depends
         on the server's state is stored as the clientMutationID's first outcome.
@@ -372,59 +373,3 @@ class Writing:
         except SyncError as exc:
             return answer(mutation, exc)
         return PushResult(mutation, PushStatus.APPLIED, record=written.record, replayed=True)
-
-
-class _TenantCheck:
-    """Whether a push's tenant refuses its writes (contract 3.8): it is being deleted,
-    or was deleted since the copy the device edited. One consistent GetItem of the
-    head, at most once a push, and only when an answer depends on it: a push with
-    `since`, and a mutation answered without a transaction (a refusal, a replay);
-    a write in a transaction conditions on the head, which refuses it when marked."""
-
-    def __init__(self, store: Store, tenant_id: str, since: str | None) -> None:
-        self._store = store
-        self.tenant_id = tenant_id
-        self._since = since
-        self._read = False
-        self._head: Head | None = None
-        self._deleting: TenantDeleted | None = None
-
-    def _load(self) -> None:
-        if not self._read:
-            try:
-                self._head = self._store.head(self.tenant_id)
-            except TenantDeleted as exc:
-                self._deleting = exc
-            self._read = True
-
-    def of_push(self) -> TenantDeleted | None:
-        """With `since`: refused exactly when a sync from it would be TENANT_DELETED
-        (the tenant holds no changes, or was written again after it)."""
-        if self._since is None:
-            return None
-        return self._before(self._since, "since")
-
-    def of_answer(self, mutation: Mutation, decision: Written | SyncError) -> TenantDeleted | None:
-        """For a mutation answered without writing: being deleted; or an update,
-        delete or restore NOT_FOUND whose changeToken is from before the tenant was
-        deleted (or the tenant holds no changes at all), as a sync from that token."""
-        if mutation.expected_token is None or not isinstance(decision, NotFound):
-            self._load()
-            return self._deleting
-        return self._before(mutation.expected_token, "changeToken")
-
-    def _before(self, token: str, name: str) -> TenantDeleted | None:
-        self._load()
-        if self._deleting is not None:
-            return self._deleting
-        if self._head is None:
-            return TenantDeleted(
-                f"this tenant holds no changes, so {name} is from a deleted tenant: "
-                "drop your copy (and its outbox) and sync with since: null"
-            )
-        if self._head.born is not None and token < self._head.born:
-            return TenantDeleted(
-                f"{name} is from before this tenant was deleted: drop your copy (and its "
-                "outbox) and sync with since: null"
-            )
-        return None

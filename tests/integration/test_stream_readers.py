@@ -27,13 +27,13 @@ from starlette.routing import Route
 from starlette.testclient import TestClient
 
 from api.realtime.lease import LeaseItems, StreamReaderLease
+from api.realtime.poke_receiver import PokeReceiver
 from api.realtime.relay import (
     EPOCH_HEADER,
     PATH,
     SEQ_HEADER,
     SIGNATURE_HEADER,
     TO_HEADER,
-    PokeReceiver,
     relay_key,
 )
 from api.settings import Settings
