@@ -99,6 +99,11 @@ def is_deleting(raw: dict[str, Any]) -> bool:
     return _DELETING_BY in raw
 
 
+def expires_of(raw: dict[str, Any]) -> int | None:
+    """An item's `exp` (epoch seconds, DynamoDB's TTL; None: it does not expire)."""
+    return int(raw[_EXPIRES]["N"]) if _EXPIRES in raw else None
+
+
 def born_of(raw: dict[str, Any]) -> str | None:
     """The tenant's first token, from its head (None: written before it was kept)."""
     return str(raw[_BORN]["S"]) if _BORN in raw else None
