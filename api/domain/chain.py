@@ -24,7 +24,7 @@ guarantees that a sync which follows this rule never skips a change:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from api.domain.tokens import tokens_ending_at
 
@@ -40,6 +40,8 @@ class Head:
     # previous entry): the next transaction checks they are gone, so that a first
     # sync may leave deletions out (docs/ordering.md, Lemma 2').
     removed: tuple[str, ...] = ()
+    # The tenant's first token (None: not known): older ones are a deleted tenant's.
+    born: str | None = field(default=None, compare=False)
 
     def entry_tokens(self) -> list[str]:
         """The tokens of the log entries the head's transaction wrote."""

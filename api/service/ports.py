@@ -59,6 +59,8 @@ class Page:
     scanned: int = 0
     # A first sync's: deletions up to this token are left out of its pages.
     settled: str | None = None
+    # The tenant's first token when the sync began (None: not known), in its cursors.
+    born: str | None = None
 
 
 @dataclass(frozen=True)

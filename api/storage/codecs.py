@@ -90,7 +90,10 @@ def prev_of(raw: dict[str, Any]) -> str | None:
 def head_from_raw(raw: dict[str, Any]) -> Head:
     entries, removed = raw.get(_ENTRIES), raw.get(_REMOVED, {}).get("SS", ())
     return Head(
-        str(raw[_TOKEN]["S"]), 1 if entries is None else int(entries["N"]), tuple(sorted(removed))
+        str(raw[_TOKEN]["S"]),
+        1 if entries is None else int(entries["N"]),
+        tuple(sorted(removed)),
+        born=born_of(raw),
     )
 
 
