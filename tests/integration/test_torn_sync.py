@@ -291,6 +291,17 @@ def test_devices_syncing_during_torn_commits_miss_no_change(
         monkeypatch.setattr(torn, "ttl", TtlSweep(delay_s=(0.0, 5.0), never_rate=0.25))
     ttl_removed_before = torn.stats.ttl_removed
     known: dict[str, dict[str, Any]] = {}
+    if retention != "90 days":
+        # Enough people from the start that deletions begin at once and expire
+        # within the run.
+        seeds = [
+            {"createPerson": {"tenantID": tenant, "person": {"givenName": f"seed{i}"}}}
+            for i in range(25)
+        ]
+        body = clients[0].execute(PUSH, {"i": {"tenantID": tenant, "mutations": seeds}})
+        for result in body["data"]["pushChanges"]["results"]:
+            if result["item"] is not None:  # applied (or, retried, found applied)
+                known[result["item"]["id"]] = result["item"]
     lock = threading.Lock()
     stats = WriteStats()
     stalls_before = torn.stats.stalls
@@ -325,7 +336,8 @@ def test_devices_syncing_during_torn_commits_miss_no_change(
 
     truth = live(clients[0].sync(tenant).items)
     stored = tenant_state(ddb, settings.table_name, tenant)
-    assert_consistent(stored)
+    if retention == "90 days":
+        assert_consistent(stored)  # (which needs every deletion's entry still stored)
     assert {i: v["changeToken"] for i, v in truth.items()} == stored.live_tokens()
     missed = [line for device in devices for line in device.missed(truth)]
     # A deletion missed: the device still holds the entity live.
@@ -344,7 +356,7 @@ def test_devices_syncing_during_torn_commits_miss_no_change(
         f"engine {torn.stats}, stalls in this run {torn.stats.stalls - stalls_before}"
     )
     if retention != "90 days":
-        assert ttl_removed > 0 and stats.counts.get("delete", 0) > 10, stats.counts
+        assert ttl_removed > 0, stats.counts  # TTL acted during the run
     assert stats.counts.get("update", 0) > 30, stats.counts
     assert stats.counts.get("pushed applied", 0) > 30, stats.counts
     assert torn.stats.stalls > stalls_before
