@@ -3,7 +3,9 @@
 A cursor holds the position reached (`after`, the last token returned), the
 page set's upper bound (`upper`, the tenant's head when the sync started) and,
 for a first sync, `settled`: deletions up to it are left out (their entities'
-earlier entries are gone, docs/ordering.md). It is
+earlier entries are gone, docs/ordering.md), and the tenant's first token
+(`born`, from its head when the sync began): a cursor page of a tenant deleted and
+written again since finds another there, and is TENANT_DELETED. It is
 signed with HMAC-SHA256 over the tenant id too, so a cursor that was edited, made
 up, or issued for another tenant is rejected.
 """
@@ -19,7 +21,9 @@ from dataclasses import dataclass
 from api.domain.errors import InvalidCursor
 from api.domain.tokens import is_token
 
-_VERSION = "1"
+# Version 2 adds `born`; cursors of version 1 (without it) are still read.
+_VERSION = "2"
+_VERSION_1 = "1"
 _SIG_BYTES = 16
 
 
@@ -28,6 +32,7 @@ class Position:
     after: str
     upper: str
     settled: str | None = None
+    born: str | None = None
 
 
 class CursorCodec:
@@ -39,9 +44,8 @@ class CursorCodec:
         return hmac.new(self._key, message, hashlib.sha256).digest()[:_SIG_BYTES]
 
     def encode(self, tenant_id: str, position: Position) -> str:
-        body = f"{_VERSION}.{position.after}.{position.upper}"
-        if position.settled is not None:
-            body += f".{position.settled}"
+        optional = (position.settled or "", position.born or "")
+        body = ".".join((_VERSION, position.after, position.upper, *optional))
         raw = body.encode() + self._sign(tenant_id, body)
         return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
@@ -54,6 +58,16 @@ class CursorCodec:
         if not hmac.compare_digest(signature, self._sign(tenant_id, body)):
             raise InvalidCursor("cursor is not valid for this tenant")
         parts = body.split(".")
-        if len(parts) not in (3, 4) or parts[0] != _VERSION or not all(map(is_token, parts[1:])):
+        if parts[0] == _VERSION and len(parts) == 5:
+            tokens = [part or None for part in parts[1:]]
+            if tokens[0] is None or tokens[1] is None:
+                raise InvalidCursor("cursor is malformed")
+        elif parts[0] == _VERSION_1 and len(parts) in (3, 4):
+            tokens = [*parts[1:], None, None][:4]
+        else:
             raise InvalidCursor("cursor is malformed")
-        return Position(*parts[1:])
+        if not all(is_token(token) for token in tokens if token is not None):
+            raise InvalidCursor("cursor is malformed")
+        after, upper, settled, born = tokens
+        assert after is not None and upper is not None
+        return Position(after, upper, settled, born)

@@ -51,7 +51,7 @@ class SyncService:
         self.reading = Reading(store, cursors, clock_ms, retention)
         # on_commit is called with (tenant, token) after each committed transaction.
         self.writing = Writing(store, clock_ms, on_commit, retention, history, self.attachments)
-        self.history = History(store, self.writing)
+        self.history = History(store, self.writing, clock_ms, retention)
         # on_deleting is called with a tenant being deleted (closes its subscriptions).
         attachments = self.attachments
 

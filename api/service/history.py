@@ -2,17 +2,24 @@
 ordinary token-guarded update (contract 3.7). Each write that replaces a version
 keeps it (`api.service.deciding.Plan.kept`) for the retention period
 (`api.domain.retention`); this module only reads them and writes through
-`Writing`, so a restore meets conflicts, outcomes and replays like any update."""
+`Writing`, so a restore meets conflicts, outcomes and replays like any update.
+
+A version is kept until its `exp` less the margin (`Retention.gone_before`): the
+retention after the write that replaced it. Past that it is neither listed nor
+restored (NOT_FOUND), whether or not DynamoDB's TTL has removed it yet."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from api.domain.errors import BadUserInput, NotFound
 from api.domain.identifiers import check_identifier
 from api.domain.mutations import Mutation
 from api.domain.records import Record
+from api.domain.retention import Retention
 from api.domain.tokens import check_token
+from api.ordering import wall_clock_ms
 from api.service.ports import Store, Written
 from api.service.writing import Writing
 
@@ -23,13 +30,23 @@ MAX_VERSIONS = 100
 @dataclass(frozen=True)
 class Versions:
     items: list[Record]  # newest first
-    cursor: str | None  # continues below the last item; None: no older version kept
+    # Continues below the last item: more are kept, or DynamoDB's page (1 MB) ended
+    # there. None: no older version is kept.
+    cursor: str | None
 
 
 class History:
-    def __init__(self, store: Store, writing: Writing) -> None:
+    def __init__(
+        self,
+        store: Store,
+        writing: Writing,
+        clock_ms: Callable[[], int] = wall_clock_ms,
+        retention: Retention | None = None,
+    ) -> None:
         self._store = store
         self._writing = writing
+        self._clock_ms = clock_ms
+        self._retention = retention or Retention()
 
     def versions(
         self,
@@ -46,8 +63,12 @@ class History:
         if not 1 <= limit <= MAX_VERSIONS:
             raise BadUserInput(f"limit must be between 1 and {MAX_VERSIONS}")
         before = None if cursor is None else check_token(cursor, "cursor")
-        items, more = self._store.versions(tenant_id, entity_id, before, limit)
-        return Versions(items, items[-1].change_token if more else None)
+        gone_before = self._retention.gone_before(self._clock_ms())
+        items, more = self._store.versions(tenant_id, entity_id, before, limit, gone_before)
+        # TENANT_DELETED while the tenant is being deleted: one GetItem of its head
+        # (1 read unit), after the Query, so that a deletion marked before it is seen.
+        self._store.head(tenant_id)
+        return Versions(items, items[-1].change_token if more and items else None)
 
     def restore(
         self,
@@ -63,7 +84,10 @@ class History:
         check_identifier(tenant_id, "tenantID")
         check_identifier(entity_id, "id")
         check_token(version, "version")
-        kept = self._store.version(tenant_id, entity_id, version)
+        gone_before = self._retention.gone_before(self._clock_ms())
+        kept = self._store.version(tenant_id, entity_id, version, gone_before)
+        if kept is None:
+            self._store.head(tenant_id)  # TENANT_DELETED rather than NOT_FOUND, if so
         if kept is None or kept.deleted:
             raise NotFound(
                 f"{entity_id} has no earlier version {version} "

@@ -33,12 +33,19 @@ class Store(Protocol):
         gone: Collection[str] = (),
     ) -> None: ...
     def get_outcome(self, tenant_id: str, client_mutation_id: str) -> StoredOutcome | None: ...
-    def version(self, tenant_id: str, entity_id: str, token: str) -> Record | None: ...
+    def version(
+        self, tenant_id: str, entity_id: str, token: str, gone_before: int | None = None
+    ) -> Record | None: ...
     def mark_deleting(self, tenant_id: str, by: str, at_ms: int) -> int: ...
     def remove_items(self, tenant_id: str, limit: int) -> int: ...
     def finish_deletion(self, tenant_id: str) -> tuple[str, int, int]: ...
     def versions(
-        self, tenant_id: str, entity_id: str, before: str | None, limit: int
+        self,
+        tenant_id: str,
+        entity_id: str,
+        before: str | None,
+        limit: int,
+        gone_before: int | None = None,
     ) -> tuple[list[Record], bool]: ...
     def put_outcome(self, tenant_id: str, outcome: StoredOutcome) -> None: ...
 
@@ -52,6 +59,8 @@ class Page:
     scanned: int = 0
     # A first sync's: deletions up to this token are left out of its pages.
     settled: str | None = None
+    # The tenant's first token when the sync began (None: not known), in its cursors.
+    born: str | None = None
 
 
 @dataclass(frozen=True)

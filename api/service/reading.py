@@ -5,7 +5,7 @@ cursor continues; and the first token a new subscription is told."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from api.domain.cursor import CursorCodec, Position
 from api.domain.errors import BadUserInput, TenantDeleted
@@ -13,7 +13,7 @@ from api.domain.identifiers import check_identifier
 from api.domain.item_types import ItemType
 from api.domain.records import LogTail, Record
 from api.domain.retention import Retention
-from api.domain.tokens import check_token, token_before
+from api.domain.tokens import check_token, token_before, token_ms
 from api.ordering import wall_clock_ms
 from api.service.ports import Page, Store
 
@@ -33,6 +33,29 @@ SCAN_PAGE = MAX_LIMIT
 # for one entry above the head, of a write whose head is not yet applied.
 # Eleven people of ~300-370 bytes fit one read unit, what a separate head read cost.
 TAIL_ITEMS = 11
+
+
+@dataclass
+class _Reads:
+    """What the reads of one `changes` request prove, checked once the last returned
+    (`Reading._settle`): the deletions its pages still owe the device, and whether
+    it read the log with a cursor."""
+
+    # Every deletion in (owed_low, upper] is the request's to deliver, and each was
+    # written at or after owed_ms (None: it owes none that TTL may remove).
+    owed_low: str | None = None
+    owed_ms: int = 0
+    from_cursor: bool = False
+    # The cursor's upper bound, when a Query followed a cursor (its own or one this
+    # request made): a head of the tenant when the sync began; and the tenant's
+    # first token then (None: not known).
+    upper: str | None = None
+    born: str | None = None
+
+    def owe(self, low: str, upper: str, low_ms: int, from_cursor: bool) -> None:
+        # The first range a request reads is its lowest: later ones continue above it.
+        if self.owed_low is None and low < upper:
+            self.owed_low, self.owed_ms, self.from_cursor = low, low_ms, from_cursor
 
 
 class Reading:
@@ -79,7 +102,22 @@ class Reading:
         limit = DEFAULT_LIMIT if limit is None else limit
         if not 1 <= limit <= MAX_LIMIT:
             raise BadUserInput(f"limit must be between 1 and {MAX_LIMIT}")
-        page = self._changes(tenant_id, since, cursor, limit)
+        reads = _Reads()
+        page = self._collect(tenant_id, since, cursor, limit, types, max_scanned, reads)
+        self._settle(tenant_id, reads)
+        return page
+
+    def _collect(
+        self,
+        tenant_id: str,
+        since: str | None,
+        cursor: str | None,
+        limit: int,
+        types: frozenset[ItemType] | None,
+        max_scanned: int,
+        reads: _Reads,
+    ) -> Page:
+        page = self._changes(tenant_id, since, cursor, limit, reads)
         settled = page.settled
 
         def wanted(record: Record) -> bool:
@@ -101,7 +139,7 @@ class Reading:
             if len(items) == limit or page.cursor is None or scanned >= max_scanned:
                 return replace(page, items=items, scanned=scanned)
             page = self._changes(
-                tenant_id, None, page.cursor, min(SCAN_PAGE, max_scanned - scanned)
+                tenant_id, None, page.cursor, min(SCAN_PAGE, max_scanned - scanned), reads
             )
             scanned += len(page.items)
 
@@ -122,31 +160,81 @@ class Reading:
         bound = tail.bound
         return bound if bound is not None and (after is None or bound > after) else None
 
-    def _changes(self, tenant_id: str, since: str | None, cursor: str | None, limit: int) -> Page:
+    def _changes(
+        self, tenant_id: str, since: str | None, cursor: str | None, limit: int, reads: _Reads
+    ) -> Page:
         # A cursor carries its own position, but a `since` sent beside it is still
         # checked: a garbage one is the client's bug, answered rather than ignored.
         after = None if since is None else check_token(since, "since")
         if cursor is not None:
             position = self._cursors.decode(tenant_id, cursor)
-            items, more = self._store.changes(tenant_id, position.after, position.upper, limit)
-            return self._page(tenant_id, items, more, position.upper, position.settled)
-        return self._first_page(tenant_id, after, limit)
+            upper, settled = position.upper, position.settled
+            if settled is None:
+                # A sync from a `since`: every deletion above the position is owed.
+                reads.owe(position.after, upper, token_ms(position.after), True)
+            else:
+                # A first sync owes only the deletions above `settled`: those of the
+                # head's transaction when it began, whose tokens are consecutive up to
+                # `upper` (within a millisecond of it).
+                low = max(position.after, settled)
+                reads.owe(low, upper, max(token_ms(low), token_ms(upper) - 1), True)
+            reads.upper, reads.born = upper, position.born
+            items, more = self._store.changes(tenant_id, position.after, upper, limit)
+            return self._page(tenant_id, items, more, upper, settled, position.born)
+        return self._first_page(tenant_id, after, limit, reads)
 
-    def _first_page(self, tenant_id: str, after: str | None, limit: int) -> Page:
+    def _settle(self, tenant_id: str, reads: _Reads) -> None:
+        """After a request's last read: TENANT_DELETED if it read with a cursor of a
+        tenant deleted (or being deleted) since; RESYNC_REQUIRED if a deletion it owes
+        may have been removed by TTL during its reads (`api.domain.retention`)."""
+        if reads.upper is not None:
+            # One GetItem of the head (1 read unit), after every Query of the request:
+            # a deletion marked before any of them ran is seen here.
+            head = self._store.head(tenant_id)  # TenantDeleted while marked
+            if head is None or (
+                head.born != reads.born
+                if reads.born is not None
+                # A cursor made before cursors carried `born`: a tenant born after its
+                # bound is another (its tokens follow the deleted one's, by the clock).
+                else head.born is not None and head.born > reads.upper
+            ):
+                raise TenantDeleted(
+                    "this tenant was deleted after this cursor was made: drop your copy "
+                    "and sync with since: null"
+                )
+        if reads.owed_low is not None:
+            self._retention.check_kept(reads.owed_ms, self._clock_ms(), reads.from_cursor)
+
+    def _first_page(self, tenant_id: str, after: str | None, limit: int, reads: _Reads) -> Page:
         """The first page of a sync: one read of the head and the newest entries gives
         the sync's upper bound, and often every change below it (`api.domain.chain`).
         A first sync (no `after`) leaves out the deletions the read proves settled."""
+        started_ms = self._clock_ms()
         tail = self._store.log_tail(tenant_id, after, min(limit, TAIL_ITEMS))
         if after is not None:
             _check_since(tail, after)
         if tail.head is None:
             # No write has made the head yet (or the first is still being applied).
             return Page(items=[], cursor=None, change_token=None)
-        if after is not None and after < tail.head:
+        head = tail.head
+        settled = tail.settled if after is None else None
+        if self._retention.past(token_ms(head), started_ms):
+            # The head's transaction is older than the retention, so applied whole
+            # (premise P3, docs/ordering.md), its removals of earlier entries too: a
+            # first sync leaves its deletions out as well, and it bounds the sync
+            # although TTL may have removed its deletions' entries (which the read
+            # would need to prove it): the pages read up to it.
+            if after is None:
+                settled = head
+            if tail.bound != head:
+                tail = replace(tail, bound=head, records=[], complete=False)
+        if after is not None:
             # Changes follow `since`: deletions among them may have expired. (A device
             # up to date with a quiet tenant is not sent to resync, however old.)
-            self._retention.check_since(after, self._clock_ms())
-        settled = tail.settled if after is None else None
+            reads.owe(after, head, token_ms(after), False)
+        elif tail.bound is not None:
+            # A first sync owes the deletions above `settled`: the head's transaction's.
+            reads.owe(settled or "", tail.bound, token_ms(tail.bound) - 1, False)
         bound = tail.bound
         if bound is None or (after is not None and bound <= after):
             # Nothing past `after` is provably complete yet (a write is still being
@@ -160,10 +248,10 @@ class Reading:
             upper = bound if tail.lowest is None else token_before(tail.lowest)
             items, more = self._store.changes(tenant_id, after, upper, limit)
             if more:
-                return self._page(tenant_id, items, more, bound, settled)
+                return self._page(tenant_id, items, more, bound, settled, tail.born)
             # Those and the linked entries are all of (after, bound], in order.
             items = items + tail.records
-        return self._page(tenant_id, items[:limit], len(items) > limit, bound, settled)
+        return self._page(tenant_id, items[:limit], len(items) > limit, bound, settled, tail.born)
 
     def _cut(self, tenant_id: str, items: list[Record], page: Page, scanned: int) -> Page:
         """`items`, full, ending inside `page` (which has more, or a cursor): a page
@@ -175,7 +263,7 @@ class Reading:
             else page.change_token
         )
         assert upper is not None
-        page_ = self._page(tenant_id, items, True, upper, page.settled)
+        page_ = self._page(tenant_id, items, True, upper, page.settled, page.born)
         return replace(page_, scanned=scanned)
 
     def _page(
@@ -185,14 +273,15 @@ class Reading:
         more: bool,
         upper: str,
         settled: str | None = None,
+        born: str | None = None,
     ) -> Page:
         """A page of `items`; with `more`, its cursor continues above the last up to `upper`."""
         if not more:
-            return Page(items=items, cursor=None, change_token=upper, settled=settled)
+            return Page(items=items, cursor=None, change_token=upper, settled=settled, born=born)
         last = items[-1].change_token
-        position = Position(after=last, upper=upper, settled=settled)
+        position = Position(after=last, upper=upper, settled=settled, born=born)
         next_cursor = self._cursors.encode(tenant_id, position)
-        return Page(items=items, cursor=next_cursor, change_token=last, settled=settled)
+        return Page(items=items, cursor=next_cursor, change_token=last, settled=settled, born=born)
 
 
 def _check_since(tail: LogTail, since: str) -> None:

@@ -93,13 +93,18 @@ def head_from_raw(raw: dict[str, Any]) -> Head:
         str(raw[_TOKEN]["S"]),
         1 if entries is None else int(entries["N"]),
         tuple(sorted(removed)),
-        born_of(raw),
+        born=born_of(raw),
     )
 
 
 def is_deleting(raw: dict[str, Any]) -> bool:
     """Whether this head marks its tenant as being deleted."""
     return _DELETING_BY in raw
+
+
+def expires_of(raw: dict[str, Any]) -> int | None:
+    """An item's `exp` (epoch seconds, DynamoDB's TTL; None: it does not expire)."""
+    return int(raw[_EXPIRES]["N"]) if _EXPIRES in raw else None
 
 
 def born_of(raw: dict[str, Any]) -> str | None:

@@ -133,26 +133,42 @@ def log_range(
     return records[:limit], len(records) > limit
 
 
-def version(tenant_id: str, entity_id: str, token: str) -> Record | None:
-    """The version of `entity_id` at `token` that its history keeps (None: none)."""
+def version(
+    tenant_id: str, entity_id: str, token: str, gone_before: int | None = None
+) -> Record | None:
+    """The version of `entity_id` at `token` that its history keeps (None: none, or
+    its `exp` is below `gone_before`: past the retention, whether or not TTL has
+    removed it yet)."""
     item = _get_raw(keys.history_pk(tenant_id), keys.history_sk(entity_id, token))
-    return None if item is None else codecs.record_from_raw(tenant_id, item)
+    if item is None or _past(item, gone_before):
+        return None
+    return codecs.record_from_raw(tenant_id, item)
 
 
 def versions(
-    tenant_id: str, entity_id: str, before: str | None, limit: int
+    tenant_id: str, entity_id: str, before: str | None, limit: int, gone_before: int | None = None
 ) -> tuple[list[Record], bool]:
     """Earlier versions of `entity_id` below `before` (None: all), newest first, in one
-    Query; and whether more follow."""
+    Query; and whether more follow: beyond `limit`, or beyond DynamoDB's 1 MB page
+    (its LastEvaluatedKey). A version whose `exp` is below `gone_before` is past the
+    retention, and so is every older one (replaced earlier, so its `exp` is no
+    later): the list ends there, whatever TTL has removed yet."""
     prefix = keys.history_sk(entity_id)
     condition = (
         RecordItem.sk.startswith(prefix)
         if before is None
         else RecordItem.sk.between(prefix, keys.history_sk(entity_id, token_before(before)))
     )
-    raw_items, _ = _query_page(keys.history_pk(tenant_id), condition, limit + 1, ascending=False)
-    records = [codecs.record_from_raw(tenant_id, raw) for raw in raw_items]
-    return records[:limit], len(records) > limit
+    raw_items, last = _query_page(keys.history_pk(tenant_id), condition, limit + 1, ascending=False)
+    kept = [raw for raw in raw_items if not _past(raw, gone_before)]
+    more = last is not None and len(kept) == len(raw_items)
+    records = [codecs.record_from_raw(tenant_id, raw) for raw in kept]
+    return records[:limit], more or len(records) > limit
+
+
+def _past(raw: dict[str, Any], gone_before: int | None) -> bool:
+    expires = codecs.expires_of(raw)
+    return gone_before is not None and expires is not None and expires < gone_before
 
 
 def records_page(

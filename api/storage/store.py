@@ -44,13 +44,20 @@ class DynamoStore:
     ) -> tuple[list[Record], bool]:
         return reads.log_range(tenant_id, after, upper, limit)
 
-    def version(self, tenant_id: str, entity_id: str, token: str) -> Record | None:
-        return reads.version(tenant_id, entity_id, token)
+    def version(
+        self, tenant_id: str, entity_id: str, token: str, gone_before: int | None = None
+    ) -> Record | None:
+        return reads.version(tenant_id, entity_id, token, gone_before)
 
     def versions(
-        self, tenant_id: str, entity_id: str, before: str | None, limit: int
+        self,
+        tenant_id: str,
+        entity_id: str,
+        before: str | None,
+        limit: int,
+        gone_before: int | None = None,
     ) -> tuple[list[Record], bool]:
-        return reads.versions(tenant_id, entity_id, before, limit)
+        return reads.versions(tenant_id, entity_id, before, limit, gone_before)
 
     def mark_deleting(self, tenant_id: str, by: str, at_ms: int) -> int:
         return tenants.mark_deleting(tenant_id, by, at_ms)

@@ -30,6 +30,7 @@ class _Tenant:
     head_prev: str | None = None
     outcomes: dict[str, StoredOutcome] = field(default_factory=dict)
     versions: dict[tuple[str, str], Record] = field(default_factory=dict)  # (id, token)
+    version_exp: dict[tuple[str, str], int | None] = field(default_factory=dict)
 
 
 class MemoryStore:
@@ -83,18 +84,40 @@ class MemoryStore:
             records = [tenant.log[t][0] for t in tokens[: limit + 1]]
         return records[:limit], len(records) > limit
 
-    def version(self, tenant_id: str, entity_id: str, token: str) -> Record | None:
-        return self._tenant(tenant_id).versions.get((entity_id, token))
+    def version(
+        self, tenant_id: str, entity_id: str, token: str, gone_before: int | None = None
+    ) -> Record | None:
+        tenant = self._tenant(tenant_id)
+        if self._past(tenant, (entity_id, token), gone_before):
+            return None
+        return tenant.versions.get((entity_id, token))
 
     def versions(
-        self, tenant_id: str, entity_id: str, before: str | None, limit: int
+        self,
+        tenant_id: str,
+        entity_id: str,
+        before: str | None,
+        limit: int,
+        gone_before: int | None = None,
     ) -> tuple[list[Record], bool]:
-        kept = self._tenant(tenant_id).versions
+        tenant = self._tenant(tenant_id)
+        kept = tenant.versions
         tokens = sorted(
-            (t for i, t in kept if i == entity_id and (before is None or t < before)),
+            (
+                t
+                for i, t in kept
+                if i == entity_id
+                and (before is None or t < before)
+                and not self._past(tenant, (i, t), gone_before)
+            ),
             reverse=True,
         )
         return [kept[(entity_id, t)] for t in tokens[:limit]], len(tokens) > limit
+
+    @staticmethod
+    def _past(tenant: _Tenant, key: tuple[str, str], gone_before: int | None) -> bool:
+        expires = tenant.version_exp.get(key)
+        return gone_before is not None and expires is not None and expires < gone_before
 
     def mark_deleting(self, tenant_id: str, by: str, at_ms: int) -> int:
         raise NotImplementedError("tenant deletion is tested against DynamoDB Local")
@@ -159,6 +182,7 @@ class MemoryStore:
                     tenant.outcomes[write.outcome.client_mutation_id] = write.outcome
                 if write.kept is not None:
                     tenant.versions[(record.id, write.kept.change_token)] = write.kept
+                    tenant.version_exp[(record.id, write.kept.change_token)] = write.expires_at
                 self.writes += 1
             born = writes[0].record.change_token if tenant.head is None else tenant.head.born
             tenant.head = Head(writes[-1].record.change_token, len(writes), born=born)

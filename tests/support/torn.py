@@ -45,6 +45,16 @@ until its last item is applied. (Items it deletes are not brought back.) With
 transaction's items stop being part of it once its conditions are checked, before
 any is applied, so a later transaction touching one is not cancelled.
 
+With `ttl` (`TtlSweep`) it models DynamoDB's TTL as AWS documents it ("Using
+time to live": an item is deleted some time after its `exp`, typically within a
+few days, and may be read until then): every item written through it with an
+`exp` is deleted at a random time after that `exp` (a delay drawn per item, or
+never within the test, at `never_rate`), by a sweeper thread, as a plain delete
+conditioned on the item's `exp` being unchanged (and not while a transaction is
+applying it). `expire_now()` removes every expired item at once, the earliest
+TTL may act. DynamoDB Local's own TTL still runs as well (some time after `exp`
+too): "never" is not guaranteed, only allowed.
+
 With `faults` (`StoreFaults`), it also does, at random and at the given rates,
 what Amazon DynamoDB does now and then and DynamoDB Local never: throttles
 (`ThrottlingException`) and answers 500 (`InternalServerError`) before applying
@@ -128,6 +138,17 @@ AWS_FAULTS = StoreFaults(
 )
 
 _WRITES = {"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems"}
+_TTL_ATTRIBUTE = "exp"
+
+
+@dataclass(frozen=True)
+class TtlSweep:
+    """When expired items go (see the module's text): each `delay_s` after its `exp`
+    (uniform), or never within the test at `never_rate`; swept every `tick_s`."""
+
+    delay_s: tuple[float, float] = (0.0, 5.0)
+    never_rate: float = 0.25
+    tick_s: float = 0.1
 
 
 @dataclass
@@ -140,6 +161,7 @@ class TornStats:
     stalls: int = 0
     calls: int = 0  # requests of any kind
     idempotent_retries: int = 0  # a committed transaction's token sent again
+    ttl_removed: int = 0  # expired items deleted by the TTL sweep (`TtlSweep`)
     # Injected store faults (`StoreFaults`).
     throttled: int = 0
     server_errors: int = 0
@@ -166,8 +188,16 @@ class TornEngine:
         faults: StoreFaults | None = None,
         hide_until_committed: bool = False,
         release_marks_at_prepare: bool = False,
+        ttl: TtlSweep | None = None,
     ) -> None:
         self.upstream = upstream.rstrip("/")
+        self.ttl = ttl
+        # Items written with an `exp`: key -> (table, key attributes, exp, when TTL
+        # deletes it: None until it has expired, inf for never).
+        self._expiring: dict[Key, tuple[str, dict[str, Any], int, float | None]] = {}
+        self._ttl_headers: dict[str, str] = {}
+        self._ttl_stop = threading.Event()
+        self._ttl_thread: threading.Thread | None = None
         self.faults = faults
         self.hide_until_committed = hide_until_committed
         self.release_marks_at_prepare = release_marks_at_prepare
@@ -209,8 +239,15 @@ class TornEngine:
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()
+        self._ttl_stop.clear()
+        self._ttl_thread = threading.Thread(target=self._sweep_expired, daemon=True)
+        self._ttl_thread.start()
 
     def stop(self) -> None:
+        self._ttl_stop.set()
+        if self._ttl_thread is not None:
+            self._ttl_thread.join(5)
+            self._ttl_thread = None
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
@@ -237,12 +274,90 @@ class TornEngine:
                 if hold in self._holds:
                     self._holds.remove(hold)
 
+    # --- TTL ----------------------------------------------------------------------
+
+    def expire_now(self, pk: str | None = None) -> int:
+        """TTL at its earliest: delete every item tracked whose `exp` has passed (of the
+        partition `pk` only, if given). Returns how many."""
+        return self._remove_expired(time.time(), at_once=True, pk=pk)
+
+    def _track_expiring(self, operation: str, headers: dict[str, str], request: Any) -> None:
+        puts: list[tuple[str, dict[str, Any]]] = []
+        if operation == "PutItem":
+            puts.append((request["TableName"], request["Item"]))
+        elif operation == "TransactWriteItems":
+            for entry in request.get("TransactItems", []):
+                if "Put" in entry:
+                    puts.append((entry["Put"]["TableName"], entry["Put"]["Item"]))
+        else:
+            for table, requests in request.get("RequestItems", {}).items():
+                puts += [(table, r["PutRequest"]["Item"]) for r in requests if "PutRequest" in r]
+        for table, item in puts:
+            if _TTL_ATTRIBUTE not in item:
+                continue
+            names = self._key_names(table, headers)
+            key = self._key_of(table, item, headers)
+            expires = int(item[_TTL_ATTRIBUTE]["N"])
+            with self._marks_lock:
+                self._ttl_headers = headers
+                self._expiring[key] = (table, {n: item[n] for n in names}, expires, None)
+
+    def _sweep_expired(self) -> None:
+        while not self._ttl_stop.is_set():
+            sweep = self.ttl
+            self._ttl_stop.wait(0.1 if sweep is None else sweep.tick_s)
+            if sweep is not None:
+                self._remove_expired(time.time(), at_once=False)
+
+    def _remove_expired(self, now: float, at_once: bool, pk: str | None = None) -> int:
+        sweep = self.ttl or TtlSweep()
+        due: list[tuple[Key, str, dict[str, Any], int]] = []
+        with self._marks_lock, self._rng_lock:
+            for key, (table, key_attributes, expires, when) in list(self._expiring.items()):
+                if expires >= now or (pk is not None and key_attributes["pk"] != {"S": pk}):
+                    continue
+                if when is None:  # just expired: when TTL will get to it
+                    when = (
+                        float("inf")
+                        if self._rng.random() < sweep.never_rate
+                        else expires + self._rng.uniform(*sweep.delay_s)
+                    )
+                    self._expiring[key] = (table, key_attributes, expires, when)
+                if (at_once or when <= now) and key not in self._marks:
+                    due.append((key, table, key_attributes, expires))
+            headers = dict(self._ttl_headers)
+        removed = 0
+        for key, table, key_attributes, expires in due:
+            status, _ = self._forward(
+                _TARGET_PREFIX + "DeleteItem",
+                headers,
+                json.dumps(
+                    {
+                        "TableName": table,
+                        "Key": key_attributes,
+                        "ConditionExpression": "#e = :e",
+                        "ExpressionAttributeNames": {"#e": _TTL_ATTRIBUTE},
+                        "ExpressionAttributeValues": {":e": {"N": str(expires)}},
+                    }
+                ).encode(),
+            )
+            with self._marks_lock:
+                if self._expiring.get(key, (None, None, None))[2] == expires:
+                    del self._expiring[key]
+            if status == 200:
+                removed += 1
+        with self._rng_lock:
+            self.stats.ttl_removed += removed
+        return removed
+
     # --- requests ------------------------------------------------------------
 
     def handle(self, target: str, headers: dict[str, str], body: bytes) -> tuple[int, bytes]:
         operation = target.removeprefix(_TARGET_PREFIX)
         with self._rng_lock:
             self.stats.calls += 1
+        if operation in ("PutItem", "TransactWriteItems", "BatchWriteItem"):
+            self._track_expiring(operation, headers, json.loads(body))
         if self.latency_ms:
             time.sleep(self.latency_ms / 1000)
         if self.faults is None:

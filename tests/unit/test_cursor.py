@@ -51,3 +51,17 @@ def test_a_forged_body_is_rejected() -> None:
 def test_malformed_cursors_are_rejected(garbage: str) -> None:
     with pytest.raises(InvalidCursor):
         codec.decode("t1", garbage)
+
+
+def test_a_cursor_carries_settled_and_the_tenant_s_first_token() -> None:
+    position = Position(after=A, upper=B, settled=A, born=A)
+    assert codec.decode("t1", codec.encode("t1", position)) == position
+    born_only = Position(after=A, upper=B, born=A)
+    assert codec.decode("t1", codec.encode("t1", born_only)) == born_only
+
+
+def test_a_cursor_made_before_cursors_carried_born_is_still_read() -> None:
+    body = f"1.{A}.{B}.{A}"
+    raw = body.encode() + codec._sign("t1", body)
+    cursor = base64.urlsafe_b64encode(raw).decode().rstrip("=")
+    assert codec.decode("t1", cursor) == Position(after=A, upper=B, settled=A)
