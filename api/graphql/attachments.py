@@ -130,7 +130,9 @@ def to_attachment(tenant_id: str, attachment: ServiceAttachment) -> Attachment:
 
 async def request_upload(
     info: strawberry.Info, tenantID: strawberry.ID, sha256: str, size: int, contentType: str
-) -> RequestUploadPayload:
+) -> RequestUploadPayload | None:
+    # Nullable, so that each alias answers on its own: one that fails (QUOTA_EXCEEDED
+    # at its path) leaves the others' links, whose room is already reserved.
     info.context.budget.spend_writes(1)  # a HeadObject each: bounded like writes
     attachments = info.context.service.attachments
     if attachments is None:
@@ -167,7 +169,8 @@ MUTATIONS: dict[str, Any] = {
         description="Writers: upload a blob (at most 10 MiB) addressed by the SHA-256 "
         "of its bytes. `alreadyPresent` when the tenant holds it; else one presigned PUT, "
         "valid 15 minutes, that refuses other bytes, sizes or types. QUOTA_EXCEEDED when "
-        "the tenant's blobs have no room for `size` more bytes.",
+        "the tenant's blobs have no room for `size` more bytes. Null only with an error at "
+        "its path: other aliases of the request keep their answers.",
         **authenticated(),
     ),
 }
