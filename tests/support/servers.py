@@ -8,6 +8,7 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import httpx2
 
@@ -37,9 +38,11 @@ def api_server(
     extra_env: dict[str, str] | None = None,
     app: str = "api.app:create_app",
     relayed: bool = False,
+    log: Path | None = None,
 ) -> Iterator[str]:
     """Run `uvicorn <app>` (an app factory) in its own process; yields its base URL.
-    `relayed`: the server takes part in the stream reader's lease at its base URL."""
+    `relayed`: the server takes part in the stream reader's lease at its base URL.
+    `log`: a file that gets the server's output (its log), instead of the tests'."""
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     env = {
@@ -60,6 +63,7 @@ def api_server(
         **({"REALTIME_PEER_URL": base, "CURSOR_SECRET": RELAYED_CURSOR_SECRET} if relayed else {}),
         **(extra_env or {}),
     }
+    output = None if log is None else log.open("ab")
     process = subprocess.Popen(
         [
             sys.executable,
@@ -80,9 +84,11 @@ def api_server(
         ],
         cwd=PROJECT_ROOT,
         env=env,
+        stdout=None if output is None else output,
+        stderr=subprocess.STDOUT if output is not None else None,
     )
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 90  # a shared, loaded machine starts slowly
         while True:
             try:
                 if httpx2.get(f"{base}/healthz", timeout=1).status_code == 200:
@@ -97,6 +103,8 @@ def api_server(
     finally:
         _RUNNING.pop(base, None)
         stop_process(process)
+        if output is not None:
+            output.close()
 
 
 def stream_readers(bases: list[str]) -> list[str]:
