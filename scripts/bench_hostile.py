@@ -15,6 +15,11 @@
 5. A socket slot: how long a client that opens a socket, never sends
    connection_init, floods pings and never reads keeps a server's only slot from
    a real client (before: the whole 300 s observed).
+6. Download links (issue 37): another tenant's read p50 / p99 / max, at one read
+   every 50 ms, while 4 clients of one tenant page through 12,000 people with
+   12,000 distinct photos (more than the 10,000 links a process reuses), first
+   without `url`, then with `photo { url }`: the same load, but every link signed.
+   Before, the links were signed on the event loop. `--only links` runs this alone.
 
 Starts its own DynamoDB Local and server; prints one table. Run with scripts/bench-hostile.
 """
@@ -23,20 +28,25 @@ from __future__ import annotations
 
 import json
 import logging
+import random
 import statistics
 import sys
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx2
 from starlette.testclient import TestClient
 
 from api.app import create_app
 from api.auth import make_local_token
+from api.domain.catalog import PERSON
+from api.domain.records import Record
+from api.domain.tokens import next_token, token_time
 from api.storage import models
+from api.storage.store import DynamoStore
 from scripts.benchmarks.harness import SECRET, local_engine_settings
 from tests.support.bulk import bulk_people
 from tests.support.servers import api_server
@@ -54,6 +64,12 @@ AMPLIFIED = (
     + " }"
 )
 PUSH = "mutation($i: PushChangesInput!) { pushChanges(input: $i) { results { status } } }"
+PHOTO_PAGE = (
+    'query($c: String) { changes(tenantID: "photos", cursor: $c, limit: 1000) { cursor '
+    "items { ... on Person { id givenName photo { %s } } } } }"
+)
+PHOTOS = 12_000
+_F = TypeVar("_F")
 
 
 def _rss_mb(pid: int | None) -> float:
@@ -83,8 +99,8 @@ def _reads(http: httpx2.Client, headers: dict[str, str], n: int) -> tuple[float,
 def _during(
     attack: Callable[[threading.Event], None],
     clients: int,
-    measure: Callable[[], tuple[float, float]],
-) -> tuple[float, float]:
+    measure: Callable[[], _F],
+) -> _F:
     stop = threading.Event()
     threads = [threading.Thread(target=attack, args=(stop,)) for _ in range(clients)]
     for t in threads:
@@ -124,8 +140,94 @@ def _one_request(settings: Any, query: str, headers: dict[str, str]) -> tuple[fl
     return read, int(line["dynamodbCalls"]), seconds
 
 
+def _people_with_photos(tenant: str, count: int) -> None:
+    """`count` people, each with a photo of its own (references only: signing a link
+    asks nothing of the blob store)."""
+    token, records = None, []
+    for i in range(count):
+        token = next_token(int(time.time() * 1000) - 60_000, token)
+        at = token_time(token)
+        photo = {
+            "sha256": f"{random.getrandbits(256):064x}",
+            "size": 8,
+            "contentType": "image/jpeg",
+        }
+        fields = {"givenName": f"given {i}", "photo": photo}
+        records.append(Record(PERSON, tenant, f"p{i:06d}", token, at, at, False, fields))
+    for start in range(0, count, 5000):
+        DynamoStore().bulk_load(tenant, records[start : start + 5000])
+
+
+def _paced(
+    http: httpx2.Client, headers: dict[str, str], n: int, every_s: float, within_s: float = 20.0
+) -> tuple[float, float, float, int]:
+    """p50, p99 and max ms of up to `n` reads, one every `every_s` (or right after the
+    last one, when it took longer), for at most `within_s`."""
+    times: list[float] = []
+    start = time.perf_counter()
+    for i in range(n):
+        time.sleep(max(0.0, start + i * every_s - time.perf_counter()))
+        if time.perf_counter() - start > within_s and len(times) >= 2:
+            break
+        began = time.perf_counter()
+        body = http.post("/graphql", json={"query": READ}, headers=headers).json()
+        assert "errors" not in body, body
+        times.append((time.perf_counter() - began) * 1000)
+    q = statistics.quantiles(times, n=100, method="inclusive")
+    return q[49], q[98], max(times), len(times)
+
+
+def _links_rows(rows: list[tuple[str, str]], calm: dict[str, str]) -> None:
+    with local_engine_settings() as settings, api_server(settings) as url:
+        models.bind(settings)
+        _people_with_photos("photos", PHOTOS)
+        photos = {"Authorization": f"Bearer {make_local_token(SECRET, 'ph', ['photos'], 3600)}"}
+        with httpx2.Client(base_url=url, timeout=120) as http:
+            person = {"tenantID": "calm", "person": {"givenName": "p"}}
+            create = {"tenantID": "calm", "mutations": [{"createPerson": person}] * 10}
+            http.post("/graphql", json={"query": PUSH, "variables": {"i": create}}, headers=calm)
+            _reads(http, calm, 20)  # warm up
+            idle = _paced(http, calm, 150, 0.05)
+            rows.append(
+                (
+                    "read alone, 1 every 50 ms: p50 / p99 / max ms, reads",
+                    f"{_ms(idle[:3])}, {idle[3]}",
+                )
+            )
+            for selection, name in (("sha256", "without url"), ("url", "with url")):
+
+                def pages(stop: threading.Event, selection: str = selection) -> None:
+                    with httpx2.Client(base_url=url, timeout=300) as own:
+                        cursor = None
+                        while not stop.is_set():
+                            body = own.post(
+                                "/graphql",
+                                json={"query": PHOTO_PAGE % selection, "variables": {"c": cursor}},
+                                headers=photos,
+                            ).json()
+                            assert "errors" not in body, str(body)[:300]
+                            cursor = body["data"]["changes"]["cursor"]
+
+                under = _during(pages, 4, lambda: _paced(http, calm, 150, 0.05))
+                rows.append(
+                    (
+                        f"other tenant's read while 4 clients page 12,000 photos {name}: "
+                        "p50 / p99 / max ms, reads",
+                        f"{_ms(under[:3])}, {under[3]}",
+                    )
+                )
+
+
+def _ms(figures: tuple[float, ...]) -> str:
+    return " / ".join(f"{f:.1f}" for f in figures)
+
+
 def main() -> int:
     rows: list[tuple[str, str]] = []
+    if sys.argv[1:] == ["--only", "links"]:
+        calm = {"Authorization": f"Bearer {make_local_token(SECRET, 'calm', ['calm'], 3600)}"}
+        _links_rows(rows, calm)
+        return _print(rows)
     with local_engine_settings() as settings, api_server(settings) as url:
         pid = pid_listening(url)
         calm = {"Authorization": f"Bearer {make_local_token(SECRET, 'calm', ['calm'], 3600)}"}
@@ -252,6 +354,11 @@ def main() -> int:
                 f"{held:.0f}",
             )
         )
+    _links_rows(rows, calm)
+    return _print(rows)
+
+
+def _print(rows: list[tuple[str, str]]) -> int:
     width = max(len(k) for k, _ in rows)
     for key, value in rows:
         print(f"{key:<{width}}  {value}")
