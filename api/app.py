@@ -9,19 +9,16 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
 from starlette.applications import Starlette
-from starlette.concurrency import run_in_threadpool
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
-from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette_compress import CompressMiddleware
 
 from api import request_log
 from api.domain.cursor import CursorCodec
-from api.domain.errors import SyncError
 from api.domain.retention import Retention
 from api.graphql.view import GraphQLView
+from api.health import health_check
 from api.http import RequestMiddleware
 from api.ordering import wall_clock_ms
 from api.service import SyncService
@@ -76,44 +73,13 @@ def create_app(settings: Settings | None = None, sockets: bool = True) -> Starle
     )
     view = GraphQLView(settings, service, realtime)
 
-    async def healthz(request: Request) -> Response:
-        # The blob store is reported beside the table; without it only attachments
-        # fail, so the server stays "ok" for sync (200) and says which part is down.
-        blob_store = {
-            "bucket": settings.blob_bucket,
-            "reachable": await run_in_threadpool(blobs.reachable),
-        }
-        try:
-            store.head("healthz")
-        except SyncError as exc:
-            return JSONResponse(
-                {
-                    "status": "unavailable",
-                    "table": settings.table_name,
-                    "error": exc.code,
-                    "blobs": blob_store,
-                },
-                status_code=503,
-            )
-        except Exception:
-            logger.exception("health check failed")
-            return JSONResponse(
-                {"status": "error", "table": settings.table_name, "blobs": blob_store},
-                status_code=503,
-            )
-        answer: dict[str, object] = {
-            "status": "ok" if blob_store["reachable"] else "degraded",
-            "table": settings.table_name,
-            "reachable": True,
-            "blobs": blob_store,
-        }
-        if realtime is not None:
-            answer["realtime"] = realtime.status()
-        return JSONResponse(answer)
-
     routes: list[BaseRoute] = [
         Route("/graphql", view, methods=["GET", "POST"]),
-        Route("/healthz", healthz, methods=["GET"]),
+        Route(
+            "/healthz",
+            health_check(settings, store, blobs, None if realtime is None else realtime.status),
+            methods=["GET"],
+        ),
     ]
     if realtime is not None:
         routes.append(WebSocketRoute("/graphql", view))

@@ -96,6 +96,10 @@ class Settings:
     # What one tenant's blobs may take (requestUpload reserves against it; the sweep
     # recounts it): 1 GiB.
     blob_quota_bytes: int = 1024**3
+    # `GET /healthz` with `Authorization: Bearer <health_token>` answers what the
+    # server runs on (table, bucket, realtime status); without it, or unset, only
+    # whether it is healthy.
+    health_token: str | None = None
     # AWS: the API Gateway Management API of the WebSocket API (set by serverless.yml).
     websocket_management_url: str | None = None
 
@@ -146,6 +150,7 @@ class Settings:
                 )
             ),
             websocket_management_url=env.get("WEBSOCKET_MANAGEMENT_URL") or None,
+            health_token=env.get("HEALTH_TOKEN") or None,
             realtime_peer_url=env.get("REALTIME_PEER_URL") or None,
             realtime_lease_s=float(env.get("REALTIME_LEASE_S", cls.realtime_lease_s)),
             blob_bucket=env.get("BLOB_BUCKET") or cls.blob_bucket,

@@ -22,9 +22,15 @@
    read on the follower at the same request rate (20 a second) without and with
    each flood: p50, p99, max (before the fix, with the replay flood: p50 334 ms,
    max 1.58 s; each replayed catch-up read the 1,000 heads again).
+7. Download links (issue 37): another tenant's read p50 / p99 / max, at one read
+   every 50 ms, while 4 clients of one tenant page through 12,000 people with
+   12,000 distinct photos (more than the 10,000 links a process reuses), first
+   without `url`, then with `photo { url }`: the same load, but every link signed.
+   Before, the links were signed on the event loop.
 
 Starts its own DynamoDB Local and servers; prints one table. Run with
-scripts/bench-hostile (everything) or scripts/bench-hostile replay (6 alone).
+scripts/bench-hostile (everything), scripts/bench-hostile replay (6 alone) or
+scripts/bench-hostile links (7 alone).
 """
 
 from __future__ import annotations
@@ -32,20 +38,25 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import random
 import statistics
 import sys
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx2
 from starlette.testclient import TestClient
 
 from api.app import create_app
 from api.auth import make_local_token
+from api.domain.catalog import PERSON
+from api.domain.records import Record
+from api.domain.tokens import next_token, token_time
 from api.storage import models
+from api.storage.store import DynamoStore
 from scripts.benchmarks.harness import SECRET, local_engine_settings
 from tests.support.bulk import bulk_people
 from tests.support.relay_capture import captured
@@ -64,6 +75,12 @@ AMPLIFIED = (
     + " }"
 )
 PUSH = "mutation($i: PushChangesInput!) { pushChanges(input: $i) { results { status } } }"
+PHOTO_PAGE = (
+    'query($c: String) { changes(tenantID: "photos", cursor: $c, limit: 1000) { cursor '
+    "items { ... on Person { id givenName photo { %s } } } } }"
+)
+PHOTOS = 12_000
+_F = TypeVar("_F")
 
 
 def _rss_mb(pid: int | None) -> float:
@@ -93,8 +110,8 @@ def _reads(http: httpx2.Client, headers: dict[str, str], n: int) -> tuple[float,
 def _during(
     attack: Callable[[threading.Event], None],
     clients: int,
-    measure: Callable[[], tuple[float, float]],
-) -> tuple[float, float]:
+    measure: Callable[[], _F],
+) -> _F:
     stop = threading.Event()
     threads = [threading.Thread(target=attack, args=(stop,)) for _ in range(clients)]
     for t in threads:
@@ -278,9 +295,96 @@ def _flood_rows(
     return rows
 
 
+def _people_with_photos(tenant: str, count: int) -> None:
+    """`count` people, each with a photo of its own (references only: signing a link
+    asks nothing of the blob store)."""
+    token, records = None, []
+    for i in range(count):
+        token = next_token(int(time.time() * 1000) - 60_000, token)
+        at = token_time(token)
+        photo = {
+            "sha256": f"{random.getrandbits(256):064x}",
+            "size": 8,
+            "contentType": "image/jpeg",
+        }
+        fields = {"givenName": f"given {i}", "photo": photo}
+        records.append(Record(PERSON, tenant, f"p{i:06d}", token, at, at, False, fields))
+    for start in range(0, count, 5000):
+        DynamoStore().bulk_load(tenant, records[start : start + 5000])
+
+
+def _paced(
+    http: httpx2.Client, headers: dict[str, str], n: int, every_s: float, within_s: float = 20.0
+) -> tuple[float, float, float, int]:
+    """p50, p99 and max ms of up to `n` reads, one every `every_s` (or right after the
+    last one, when it took longer), for at most `within_s`."""
+    times: list[float] = []
+    start = time.perf_counter()
+    for i in range(n):
+        time.sleep(max(0.0, start + i * every_s - time.perf_counter()))
+        if time.perf_counter() - start > within_s and len(times) >= 2:
+            break
+        began = time.perf_counter()
+        body = http.post("/graphql", json={"query": READ}, headers=headers).json()
+        assert "errors" not in body, body
+        times.append((time.perf_counter() - began) * 1000)
+    q = statistics.quantiles(times, n=100, method="inclusive")
+    return q[49], q[98], max(times), len(times)
+
+
+def _links_rows(rows: list[tuple[str, str]], calm: dict[str, str]) -> None:
+    with local_engine_settings() as settings, api_server(settings) as url:
+        models.bind(settings)
+        _people_with_photos("photos", PHOTOS)
+        photos = {"Authorization": f"Bearer {make_local_token(SECRET, 'ph', ['photos'], 3600)}"}
+        with httpx2.Client(base_url=url, timeout=120) as http:
+            person = {"tenantID": "calm", "person": {"givenName": "p"}}
+            create = {"tenantID": "calm", "mutations": [{"createPerson": person}] * 10}
+            http.post("/graphql", json={"query": PUSH, "variables": {"i": create}}, headers=calm)
+            _reads(http, calm, 20)  # warm up
+            idle = _paced(http, calm, 150, 0.05)
+            rows.append(
+                (
+                    "read alone, 1 every 50 ms: p50 / p99 / max ms, reads",
+                    f"{_ms(idle[:3])}, {idle[3]}",
+                )
+            )
+            for selection, name in (("sha256", "without url"), ("url", "with url")):
+
+                def pages(stop: threading.Event, selection: str = selection) -> None:
+                    with httpx2.Client(base_url=url, timeout=300) as own:
+                        cursor = None
+                        while not stop.is_set():
+                            body = own.post(
+                                "/graphql",
+                                json={"query": PHOTO_PAGE % selection, "variables": {"c": cursor}},
+                                headers=photos,
+                            ).json()
+                            assert "errors" not in body, str(body)[:300]
+                            cursor = body["data"]["changes"]["cursor"]
+
+                under = _during(pages, 4, lambda: _paced(http, calm, 150, 0.05))
+                rows.append(
+                    (
+                        f"other tenant's read while 4 clients page 12,000 photos {name}: "
+                        "p50 / p99 / max ms, reads",
+                        f"{_ms(under[:3])}, {under[3]}",
+                    )
+                )
+
+
+def _ms(figures: tuple[float, ...]) -> str:
+    return " / ".join(f"{f:.1f}" for f in figures)
+
+
 def main() -> int:
     if sys.argv[1:] == ["replay"]:
         _print(replay_rows())
+        return 0
+    if sys.argv[1:] == ["links"]:
+        links: list[tuple[str, str]] = []
+        _links_rows(links, _token_of("calm"))
+        _print(links)
         return 0
     rows: list[tuple[str, str]] = []
     with local_engine_settings() as settings, api_server(settings) as url:
@@ -410,8 +514,13 @@ def main() -> int:
             )
         )
     rows += replay_rows()
+    _links_rows(rows, calm)
     _print(rows)
     return 0
+
+
+def _token_of(tenant: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {make_local_token(SECRET, tenant, [tenant], 3600)}"}
 
 
 def _print(rows: list[tuple[str, str]]) -> None:

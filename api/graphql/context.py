@@ -9,10 +9,10 @@ one server process keeps serving other requests while DynamoDB answers.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 import strawberry
 from starlette.concurrency import run_in_threadpool
@@ -27,6 +27,7 @@ from api.service.writing import MAX_PUSH
 from api.tenant_gate import READERS_PER_TENANT, TenantGate
 
 _T = TypeVar("_T")
+_K = TypeVar("_K", bound=Hashable)
 
 
 @dataclass
@@ -83,6 +84,8 @@ class Context:
     connection_params: dict[str, Any] | None = None
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
     on_close: list[Callable[[], None]] = field(default_factory=list)  # at the socket's close
+    # Work the fields ask of a tenant piece by piece, done in batches (`TenantBatch`).
+    batches: dict[str, TenantBatch[Any, Any]] = field(default_factory=dict)
 
     @property
     def budget(self) -> RequestBudget:
@@ -116,6 +119,68 @@ async def for_tenant(
         log.tenant = tenant_id
     async with (context.reads if role is None else context.writes).enter(tenant_id):
         return await run_in_threadpool(work, context.service)
+
+
+class TenantBatch(Generic[_K, _T]):
+    """Pieces of work that fields ask one at a time (a download link per attachment
+    of a page), gathered while the fields resolve, then done for each tenant in one
+    call of `work` in a worker thread, through the tenant's read gate: a page's
+    work is off the event loop and inside the tenant's admission, like its read
+    (`for_tenant`). The caller was checked by the field that read the objects."""
+
+    def __init__(
+        self, context: Context, work: Callable[[SyncService, str, list[_K]], dict[_K, _T]]
+    ) -> None:
+        self._context = context
+        self._work = work
+        self._pending: dict[str, dict[_K, asyncio.Future[_T]]] = {}
+        self._flush: asyncio.Task[None] | None = None
+        self.calls = 0  # calls of `work` so far (tests count them)
+
+    def get(self, tenant_id: str, key: _K) -> asyncio.Future[_T]:
+        pending = self._pending.setdefault(tenant_id, {})
+        future = pending.get(key)
+        if future is None:
+            future = pending[key] = asyncio.get_running_loop().create_future()
+            if self._flush is None:
+                self._flush = asyncio.ensure_future(self._flushed())
+        return future
+
+    async def _flushed(self) -> None:
+        # graphql-core resolves sibling objects' fields in the same steps of the
+        # event loop: a few steps later, every field of the page has asked.
+        for _ in range(4):
+            await asyncio.sleep(0)
+        batches, self._pending, self._flush = self._pending, {}, None
+        await asyncio.gather(*(self._run(t, futures) for t, futures in batches.items()))
+
+    async def _run(self, tenant_id: str, futures: dict[_K, asyncio.Future[_T]]) -> None:
+        try:
+            async with self._context.reads.enter(tenant_id):
+                self.calls += 1
+                done = await run_in_threadpool(
+                    self._work, self._context.service, tenant_id, list(futures)
+                )
+        except Exception as exc:  # each field that asked reports it
+            for future in futures.values():
+                if not future.done():
+                    future.set_exception(exc)
+            return
+        for key, future in futures.items():
+            if not future.done():
+                future.set_result(done[key])
+
+
+def batch(
+    info: strawberry.Info,
+    name: str,
+    work: Callable[[SyncService, str, list[_K]], dict[_K, _T]],
+) -> TenantBatch[_K, _T]:
+    """The request's (a socket's) batch of `name`, made at its first use."""
+    batches = info.context.batches
+    if name not in batches:
+        batches[name] = TenantBatch(info.context, work)
+    return batches[name]
 
 
 def given(value: Any) -> Any:

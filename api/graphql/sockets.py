@@ -14,6 +14,8 @@ from typing import Any
 
 from graphql import GraphQLError
 from starlette.types import Receive, Scope, Send
+from starlette.websockets import WebSocketDisconnect
+from strawberry.http.exceptions import WebSocketDisconnected
 from strawberry.subscriptions import GRAPHQL_TRANSPORT_WS_PROTOCOL
 from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import (
     BaseGraphQLTransportWSHandler,
@@ -75,6 +77,22 @@ class TransportWSHandler(BaseGraphQLTransportWSHandler[Context, None]):
             duration_ms = (time.perf_counter() - started) * 1000
             request_log.logger.info(log.line(200, duration_ms))
 
+    def forget_id(self, id: str) -> None:
+        # An operation that ends as its socket closes finds itself forgotten already
+        # (the close cleans up every operation): Strawberry's `del` raised KeyError.
+        self.operations.pop(id, None)
+
+    async def handle_task_exception(self, error: Exception) -> None:
+        """A client that closes its socket before an operation's last message (its
+        result, its `complete`) is no fault of the server: an info line, not
+        Strawberry's traceback."""
+        if isinstance(error.__context__, ConnectionAbortedError):  # `held_to_account` dropped it
+            return
+        if isinstance(error, WebSocketDisconnected | WebSocketDisconnect):
+            logger.info("websocket closed by the client before an operation's answer was sent")
+            return
+        await super().handle_task_exception(error)
+
     async def shutdown(self) -> None:
         for task in self.context.tasks:  # the token's expiry, among others
             task.cancel()
@@ -98,13 +116,24 @@ WS_ACK_DEADLINE_S = WS_INIT_TIMEOUT_S + 2
 # A message that cannot be sent within this long (a client that stopped reading,
 # its buffers full) drops the socket and frees its slot.
 WS_SEND_TIMEOUT_S = 10
+# Strawberry's close when connection_init did not come in time.
+_INIT_TIMED_OUT = 4408
 
 
 async def held_to_account(app: Any, scope: Scope, receive: Receive, send: Send) -> None:
     """Run one WebSocket connection, dropped (its task cancelled, so its slot is
-    freed) when it is not acknowledged by WS_ACK_DEADLINE_S or a send stalls."""
+    freed) when it is not acknowledged by WS_ACK_DEADLINE_S or a send stalls.
+
+    A dropped socket gets no close frame: the app returns without one and uvicorn
+    closes the transport, which stops reading it at once. After a close frame
+    uvicorn instead reads on, discarding, until the client answers or 10 s pass:
+    a socket that floods pings without connection_init kept the event loop busy
+    with its flood and its slot taken some 20 s (issue 37). So the init timeout's
+    polite close (4408) goes only to a socket that sent nothing; one that sent
+    messages without ever initialising is dropped then instead."""
     acknowledged = asyncio.Event()
     dropped = asyncio.Event()
+    received = 0
     connection: asyncio.Task[None]
 
     def drop(why: str) -> None:
@@ -112,20 +141,28 @@ async def held_to_account(app: Any, scope: Scope, receive: Receive, send: Send) 
         dropped.set()
         connection.cancel()
 
+    async def counted_receive() -> Any:
+        nonlocal received
+        message = await receive()
+        received += message.get("type") == "websocket.receive"
+        return message
+
     async def bounded_send(message: Any) -> None:
         if dropped.is_set():  # no polite close frame into a buffer nobody reads
             raise ConnectionAbortedError("this socket was dropped")
-        if message.get("type") == "websocket.send" and '"connection_ack"' in (
-            message.get("text") or ""
-        ):
+        kind = message.get("type")
+        if kind == "websocket.send" and '"connection_ack"' in (message.get("text") or ""):
             acknowledged.set()
+        if kind == "websocket.close" and message.get("code") == _INIT_TIMED_OUT and received:
+            drop(f"{received} messages but no connection_init within {WS_INIT_TIMEOUT_S} s")
+            raise ConnectionAbortedError("this socket was dropped")
         try:
             await asyncio.wait_for(send(message), WS_SEND_TIMEOUT_S)
         except TimeoutError:
             drop(f"a send stalled for {WS_SEND_TIMEOUT_S} s")
             raise
 
-    connection = asyncio.ensure_future(app(scope, receive, bounded_send))
+    connection = asyncio.ensure_future(app(scope, counted_receive, bounded_send))
     acked = asyncio.ensure_future(acknowledged.wait())
     try:
         await asyncio.wait(

@@ -277,7 +277,7 @@ def test_a_tenant_over_its_quota_is_refused_and_another_is_not(
         first = upload(gql, tenant, os.urandom(3000))
         # 3,000 of 5,000 taken: 2,001 more is refused, with nothing presigned.
         body = gql.execute(REQUEST_UPLOAD, {"t": tenant, "sha": "ab" * 32, "size": 2001})
-        assert body["data"] is None
+        assert body["data"] == {"requestUpload": None}
         assert body["errors"][0]["extensions"]["code"] == "QUOTA_EXCEEDED"
         other = f"{tenant}-b"
         from tests.support.gql import bearer

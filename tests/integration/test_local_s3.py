@@ -36,19 +36,43 @@ def test_the_bucket_is_created_once(settings: Settings) -> None:
     assert "bucket-made-twice" in {b["Name"] for b in client.list_buckets()["Buckets"]}
 
 
-def test_healthz_reports_the_table_and_the_blob_store(app_client: TestClient) -> None:
-    body = app_client.get("/healthz").json()
+HEALTH_TOKEN = "health-token-for-tests"
+
+
+def test_healthz_without_a_token_says_only_whether_the_server_is_healthy(
+    app_client: TestClient,
+) -> None:
+    """Issue 37: no token, no table, bucket or server id; a wrong token is no token."""
+    for headers in ({}, {"Authorization": "Bearer not-the-health-token"}):
+        response = app_client.get("/healthz", headers=headers)
+        assert response.status_code == 200
+        assert response.json() == {"status": "ok"}
+
+
+def test_healthz_reports_the_table_and_the_blob_store_to_the_health_token(
+    settings: Settings,
+) -> None:
+    with TestClient(create_app(dataclasses.replace(settings, health_token=HEALTH_TOKEN))) as c:
+        body = c.get("/healthz", headers={"Authorization": f"Bearer {HEALTH_TOKEN}"}).json()
+        assert c.get("/healthz").json() == {"status": "ok"}
     assert body["status"] == "ok" and body["reachable"] is True
+    assert body["table"] == "sync-test"
     assert body["blobs"] == {"bucket": "sync-test-blobs", "reachable": True}
+    assert "realtime" in body
 
 
 def test_healthz_says_when_the_blob_store_is_unreachable(settings: Settings) -> None:
-    nowhere = dataclasses.replace(settings, s3_endpoint=f"http://127.0.0.1:{free_port()}")
+    nowhere = dataclasses.replace(
+        settings, s3_endpoint=f"http://127.0.0.1:{free_port()}", health_token=HEALTH_TOKEN
+    )
     with TestClient(create_app(nowhere, sockets=False)) as client:
         response = client.get("/healthz")
-    # Sync still works without the blob store: 200, "degraded", and which part is down.
-    assert response.status_code == 200
-    body = response.json()
+        detailed = client.get("/healthz", headers={"Authorization": f"Bearer {HEALTH_TOKEN}"})
+    # Sync still works without the blob store: 200, "degraded", and (to the health
+    # token) which part is down.
+    assert response.status_code == 200 and response.json() == {"status": "degraded"}
+    assert detailed.status_code == 200
+    body = detailed.json()
     assert body["status"] == "degraded" and body["reachable"] is True
     assert body["blobs"] == {"bucket": "sync-test-blobs", "reachable": False}
 

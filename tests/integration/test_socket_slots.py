@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 
 import pytest
 from websockets.exceptions import ConnectionClosed, InvalidStatus
@@ -19,6 +20,9 @@ from tests.support.gql import bearer
 from tests.support.servers import api_server
 from tests.support.sockets import PROTOCOL, flooder, masked_text, opened, wait_for_a_slot, ws_url
 
+FLOODER_GONE_S = 15
+assert WS_ACK_DEADLINE_S < FLOODER_GONE_S
+
 
 @pytest.mark.slow
 def test_a_silent_flooding_socket_that_never_reads_loses_its_slot(
@@ -26,6 +30,7 @@ def test_a_silent_flooding_socket_that_never_reads_loses_its_slot(
 ) -> None:
     with api_server(settings, extra_env={"WS_MAX_CONNECTIONS": "1"}) as url:
         stop = threading.Event()
+        started = time.monotonic()
         flooding = flooder(url, stop)
         try:
             # The slot is taken: refused with 1013 (try again later), not HTTP 403.
@@ -36,8 +41,11 @@ def test_a_silent_flooding_socket_that_never_reads_loses_its_slot(
                 ws.recv(timeout=5)
             assert isinstance(refused.value, ConnectionClosed), refused.value
             assert refused.value.rcvd is not None and refused.value.rcvd.code == 1013
-            # After the ack deadline the flooder is gone and a real client gets in.
-            wait_for_a_slot(url, bearer([tenant])["Authorization"], WS_ACK_DEADLINE_S + 15)
+            # Within 15 s of its flood the flooder is gone and a real client gets in
+            # (issue 25 asked for that; issue 37 found 20 s: after the init timeout's
+            # polite close, uvicorn read and discarded the flood for 10 s more).
+            wait_for_a_slot(url, bearer([tenant])["Authorization"], FLOODER_GONE_S)
+            assert time.monotonic() - started < FLOODER_GONE_S
         finally:
             stop.set()
             flooding.close()

@@ -18,6 +18,8 @@ from scripts.local_engine import free_port, stop_process
 # Servers that relay pokes sign them with a key from the cursor secret, which must
 # then be a real secret (Settings.check); they share this one.
 RELAYED_CURSOR_SECRET = "relayed-servers-cursor-secret-0123456789"
+# Their /healthz answers details (whether they read the stream) to this token.
+HEALTH_TOKEN = "test-servers-health-token"
 
 # The running servers' processes, by base URL (`crash`).
 _RUNNING: dict[str, subprocess.Popen[bytes]] = {}
@@ -50,6 +52,7 @@ def api_server(
         "CURSOR_SECRET": settings.cursor_secret,
         "SYNC_AUTH_SECRET": settings.auth_secret,
         "CLOCK_OFFSET_MS": str(clock_offset_ms),
+        "HEALTH_TOKEN": HEALTH_TOKEN,
         # The settings' S3 engine when they name one (the bench's: `local_engines`);
         # else the environment's (the tests set S3_ENDPOINT for the session).
         **(
@@ -85,7 +88,7 @@ def api_server(
         stderr=log,
     )
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 90  # a shared, loaded machine starts slowly
         while True:
             try:
                 if httpx2.get(f"{base}/healthz", timeout=1).status_code == 200:
@@ -110,7 +113,9 @@ def stream_readers(bases: list[str]) -> list[str]:
     return [
         base
         for base in bases
-        if httpx2.get(f"{base}/healthz", timeout=5).json()["realtime"]["readsStream"]
+        if httpx2.get(
+            f"{base}/healthz", timeout=5, headers={"Authorization": f"Bearer {HEALTH_TOKEN}"}
+        ).json()["realtime"]["readsStream"]
     ]
 
 
