@@ -171,7 +171,8 @@ def test_stored_blobs_survive_a_restart_and_deleted_ones_stay_deleted(tmp_path: 
 def test_large_and_concurrent_uploads_survive_a_restart(tmp_path: Path) -> None:
     """One upload of 10 MiB (the largest blob) and 48 of 300 KB on 16 connections: of
     these, moto's own recorder glued 4 to 20 entries together in each of 6 runs, and its
-    replay stopped at the first (scripts/moto_recorded.py records one at a time)."""
+    replay stopped at the first; the store's records are written one request at a time
+    (scripts/moto_s3.py)."""
     store = tmp_path / "s3"
     engine, blobs, client = _stored_engine(store)
     try:
