@@ -12,7 +12,8 @@ The fixes (issue 36, finding 6), applied in memory and on disk alike:
   by moto's reset and `/moto-api/data.json`). 3,500 objects cost 6.7 s and 23 MB a
   listing; past some 25,000 a listing outlasted the client's 3 s read timeout. Here
   the listing sets `is_latest` on the stored versions themselves (what the copy was
-  for; nothing else reads it) and copies nothing.
+  for; nothing else reads it), copies nothing, sorts only the versions under its
+  prefix, and computes their times' sort key without moto's slow conversion.
 - Those class lists hold their instances weakly, so a deleted object's memory goes.
 
 The store replaces moto's recorder, which logged requests and replayed them: a replay
@@ -32,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import datetime
 import io
 import itertools
 import os
@@ -48,7 +50,7 @@ from typing import Any
 import moto
 import moto.s3.models as s3_models
 from moto.core.model_instances import model_data
-from moto.s3.models import FakeBucket, FakeMultipart, s3_backends
+from moto.s3.models import FakeBucket, FakeMultipart, S3Backend, s3_backends
 from moto.s3.utils import _VersionedKeyStore
 
 # The file's first record; another format or moto version is refused.
@@ -83,20 +85,51 @@ class _WeakInstances:
         return len(self._items)
 
 
+_listing = threading.local()  # the prefix of the listing this thread runs
+_EPOCH = datetime.datetime(1970, 1, 1)
+
+
 class _ListingCopy:
     """Stands for the `copy` module in moto.s3.models, whose one deepcopy is the
-    listing's copy of each key's versions: the versions themselves, not copies."""
+    listing's copy of each key's versions: the versions themselves, not copies, and
+    none of a key outside the listing's prefix (which the listing skips anyway; keys
+    that share a prefix are contiguous in its order, so its markers are unaffected)."""
 
     copy = staticmethod(copy.copy)
 
     @staticmethod
     def deepcopy(versions: list[Any]) -> list[Any]:
+        if versions and not versions[0].name.startswith(getattr(_listing, "prefix", "")):
+            return []
         return list(versions)
+
+
+def _millis(dt: datetime.datetime | None = None) -> float:
+    """moto's `unix_time_millis` for the listing's sort, without its datetime
+    arithmetic through `utcfromtimestamp` (2.5 s of a listing of 50,000 versions)."""
+    moment = dt or datetime.datetime.now(datetime.UTC).replace(tzinfo=None)
+    return (moment - _EPOCH).total_seconds() * 1000.0
+
+
+def _listing_of_prefix(listing: Callable[..., Any]) -> Callable[..., Any]:
+    def list_object_versions(self: Any, bucket_name: str, *args: Any, **kwargs: Any) -> Any:
+        _listing.prefix = kwargs.get("prefix", args[3] if len(args) > 3 else "") or ""
+        try:
+            return listing(self, bucket_name, *args, **kwargs)
+        finally:
+            _listing.prefix = ""
+
+    list_object_versions._of_prefix = True  # type: ignore[attr-defined]
+    return list_object_versions
 
 
 def patch_moto() -> None:
     """Apply the two fixes (idempotent)."""
     s3_models.copy = _ListingCopy  # type: ignore[assignment]
+    s3_models.unix_time_millis = _millis
+    if not getattr(S3Backend.list_object_versions, "_of_prefix", False):
+        listing = _listing_of_prefix(S3Backend.list_object_versions)
+        S3Backend.list_object_versions = listing  # type: ignore[method-assign]
     models: dict[str, Any] = model_data["s3"]
     for model in models.values():
         if not isinstance(model.instances_tracked, _WeakInstances):
