@@ -33,6 +33,8 @@ def test_a_version_listing_copies_no_object(monkeypatch: pytest.MonkeyPatch) -> 
     for n in range(3):
         backend.put_object(bucket, f"k/{n}", b"x" * 1000)
     backend.put_object(bucket, "k/0", b"a newer version")
+    for name in ("j/0", "l/0"):  # outside the prefix, on either side of it
+        backend.put_object(bucket, name, b"z")
     copied = []
     getstate = FakeKey.__getstate__
 
@@ -50,6 +52,20 @@ def test_a_version_listing_copies_no_object(monkeypatch: pytest.MonkeyPatch) -> 
         ("k/1", True),
         ("k/2", True),
     ]
+    # Pages of two, from the markers each page gives: the same versions, in order.
+    paged, key_marker, version_marker = [], None, None
+    while True:
+        page, _, _, key_marker, version_marker = backend.list_object_versions(
+            bucket,
+            prefix="k/",
+            max_keys=2,
+            key_marker=key_marker,
+            version_id_marker=version_marker,
+        )
+        paged += page
+        if key_marker is None:
+            break
+    assert [v.version_id for v in paged] == [v.version_id for v in versions]
 
 
 def test_a_deleted_object_is_not_kept_by_moto() -> None:
