@@ -1,13 +1,15 @@
-"""The local S3 engine: moto's server (`python -m moto.server`), its own process.
+"""The local S3 engine: moto's server, its own process, with two fixes and a store.
 
 moto is pinned in pyproject's dev extra (`moto[server]==5.2.5`), so `scripts/_setup`
 installs it with the project; nothing is fetched at run time. Like DynamoDB Local
 (`scripts.local_engine`), the process is tied to its Python parent (Linux
 `PR_SET_PDEATHSIG`): it dies with the parent even on SIGKILL, no orphan is left.
-It keeps its objects in memory. Given a recording file (`scripts/serve`: `.data/s3/`),
-it records every write it receives there (moto's recorder, through
-`scripts/moto_recorded.py`) and replays the file when it starts again, so its objects
-survive a restart; without one (the tests) they are gone when it stops.
+It runs `scripts/moto_s3.py`: moto's server with its ListObjectVersions fixed (it
+copied and kept the whole bucket at every call) and its models' instance lists made
+weak. It keeps its objects in memory; given a directory (`scripts/serve`:
+`.data/s3/`), it keeps their state there too (`store.bin`) and loads it when it starts
+again, so its objects, versions and delete markers survive a restart as they were;
+without one (the tests) they are gone when it stops.
 
 Why moto and what it does not check (signatures, expiry, Content-Length, the
 SHA-256 checksum): docs/attachments.md.
@@ -34,6 +36,8 @@ from scripts.local_engine import EngineError, EngineProcess
 # 127.0.0.1 - - [25/Nov/2026 08:40:53] "HEAD /bucket/key HTTP/1.1" 200 -
 _COLOR = rb"(?:\x1b\[[0-9;]*m)*"
 _REQUEST = re.compile(rb'"' + _COLOR + rb"([A-Z]+) (\S+) HTTP/[0-9.]+" + _COLOR + rb'" (\d{3})')
+# The recording of the engine before its store (moto's recorder): imported once.
+LEGACY_RECORDING = "recording.jsonl"
 
 
 class LocalS3(EngineProcess):
@@ -41,52 +45,58 @@ class LocalS3(EngineProcess):
 
     name = "the S3 engine (moto)"
 
-    def __init__(self, port: int, recording: Path | None = None) -> None:
+    def __init__(self, port: int, store: Path | None = None) -> None:
         super().__init__(port)
-        self.recording = recording  # None: in memory only
+        self.store = store  # a directory; None: in memory only
 
     def start(self, timeout: float = 30.0) -> None:
         # Its output goes to a file: the server logs every request (`requests`).
-        where = ["-H", "127.0.0.1", "-p", str(self.port)]
+        # Run as a module of the project (cwd), never by path: scripts/ on sys.path
+        # would shadow installed modules with its own (serve, bench...).
+        args = [sys.executable, "-m", "scripts.moto_s3", "-H", "127.0.0.1", "-p", str(self.port)]
         # moto's server answers every preflight from any origin by default (flask-cors
         # on the whole app), whatever the bucket's CORS, which would hide a missing or
         # wrong rule: off, a preflight is answered from the bucket's rule, as on AWS.
         env = {**os.environ, "MOTO_DISABLE_GLOBAL_CORS": "true"}
-        if self.recording is None:
-            self._launch([sys.executable, "-m", "moto.server", *where], timeout, env=env)
-            return
-        self.recording.parent.mkdir(parents=True, exist_ok=True)
-        entries = _keep_whole_entries(self.recording)
-        env |= {"MOTO_ENABLE_RECORDING": "true", "MOTO_RECORDER_FILEPATH": str(self.recording)}
-        # Run as a module of the project (cwd), never by path: scripts/ on sys.path
-        # would shadow installed modules with its own (serve, bench...).
-        self._launch(
-            [sys.executable, "-m", "scripts.moto_recorded", *where],
-            timeout,
-            cwd=PROJECT_ROOT,
-            env=env,
-        )
-        if entries:
-            self._replay()
+        legacy = None
+        if self.store is not None:
+            args += ["--store", str(self.store)]
+            # Loading is part of the start: some 10 s for 50,000 objects on 2 cores
+            # (docs/attachments.md); the bound is for a machine far slower.
+            timeout = max(timeout, 600.0)
+            legacy = self.store / LEGACY_RECORDING
+            if legacy.exists() and not (self.store / "store.bin").exists():
+                _keep_whole_entries(legacy)
+                env["MOTO_RECORDER_FILEPATH"] = str(legacy)
+            else:
+                legacy = None
+        self._launch(args, timeout, cwd=PROJECT_ROOT, env=env)
+        if legacy is not None:
+            self._import(legacy)
 
-    def _replay(self, timeout: float = 600.0) -> None:
-        """Send the recorded writes again (moto replays them one by one, in order, and
-        records none of them). A failed replay stops the start: serving a part of the
-        blobs would look like lost uploads."""
+    def _import(self, legacy: Path, timeout: float = 600.0) -> None:
+        """Replay the recording of the engine before its store (moto's recorder) into
+        the store, once, then rename it. Its deletes by version id name versions the
+        replay gives other ids (why the store replaced it): what the blob sweep or a
+        tenant's deletion removed by version id then may be back; said on stdout."""
         request = urllib.request.Request(
             f"{self.endpoint}/moto-api/recorder/replay-recording", method="POST", data=b""
         )
         try:
-            # Measured: 50 blobs of 100 KB (6.7 MB of recording) add 0.8 s to the start
-            # (docs/attachments.md), about 8 MB a second: 600 s is some 4 GB, more than
-            # moto's replay can hold (it reads the whole file into memory).
             urllib.request.urlopen(request, timeout=timeout).close()
         except OSError as exc:
             self.stop()
             raise EngineError(
-                f"{self.name} could not replay {self.recording}: {exc}; move the file away "
-                "to start with no blobs"
+                f"{self.name} could not import {legacy}: {exc}; move the file away to "
+                "start with no blobs"
             ) from exc
+        legacy.rename(legacy.with_name(legacy.name + ".imported"))
+        print(
+            f"==> imported {legacy} into the S3 engine's store (renamed *.imported); "
+            "objects it deleted by version id (swept blobs, deleted tenants) may be back: "
+            "remove the data directory to start clean",
+            flush=True,
+        )
 
     def requests(self) -> list[tuple[str, str, int]]:
         """Every request the engine has answered so far, in order: (method, path with
@@ -130,10 +140,10 @@ LIFECYCLE_RULES = [
 
 
 def _keep_whole_entries(recording: Path) -> int:
-    """Cut the recording after its last whole entry; how many it holds. An engine killed
-    while it wrote leaves a partial last line, on which moto's replay would fail. Each
-    entry is one line (JSON escapes newlines), written under a lock
-    (scripts/moto_recorded.py), so only the last one can be partial."""
+    """Cut a legacy recording after its last whole entry; how many it holds. An engine
+    killed while it wrote left a partial last line, on which moto's replay would fail.
+    Each entry is one line (JSON escapes newlines), written under a lock, so only the
+    last one can be partial."""
     if not recording.exists():
         return 0
     with recording.open("r+b") as file:

@@ -44,8 +44,8 @@ def main() -> int:
         print(f"==> table {settings.table_name}: {'created' if created else 'exists'}")
         if settings.s3_endpoint is None:
             # Beside DynamoDB Local's data: the blobs of its entities survive a restart.
-            blobs = LocalS3(settings.s3_local_port, settings.data_dir / "s3" / "recording.jsonl")
-            if not _started(stack, blobs, f"blobs recorded in {blobs.recording}"):
+            blobs = LocalS3(settings.s3_local_port, settings.data_dir / "s3")
+            if not _started(stack, blobs, f"blobs kept in {blobs.store}"):
                 return 1
             settings = dataclasses.replace(settings, s3_endpoint=blobs.endpoint)
         else:
