@@ -33,7 +33,7 @@ def _run(args: list[str], report: Path) -> tuple[float, int, int, dict[str, floa
     per_file: dict[str, float] = defaultdict(float)
     passed = failed = 0
     for case in ET.parse(report).iter("testcase"):
-        per_file[case.get("classname", "?").rsplit(".", 1)[0]] += float(case.get("time", 0))
+        per_file[".".join(case.get("classname", "?").split(".")[:3])] += float(case.get("time", 0))
         if case.find("failure") is not None or case.find("error") is not None:
             failed += 1
         elif case.find("skipped") is None:

@@ -71,7 +71,9 @@ def signing(monkeypatch: pytest.MonkeyPatch) -> Iterator[Signing]:
                 with seen.lock:
                     seen.reading[tenant_id] -= reads
 
-    def signed(self: S3Blobs, tenant_id: str, sha256: str, expires_in: int) -> Any:
+    def signed(
+        self: S3Blobs, tenant_id: str, sha256: str, expires_in: int, generation: str = ""
+    ) -> Any:
         try:
             asyncio.get_running_loop()
             on_loop = True
@@ -79,7 +81,7 @@ def signing(monkeypatch: pytest.MonkeyPatch) -> Iterator[Signing]:
             on_loop = False
         with seen.lock:
             seen.signed.append((on_loop, seen.reading[tenant_id] > 0))
-        return presign(self, tenant_id, sha256, expires_in)
+        return presign(self, tenant_id, sha256, expires_in, generation)
 
     def counted(self: Attachments, tenant_id: str, sha256s: Any) -> dict[str, Any]:
         with seen.lock:
