@@ -70,7 +70,6 @@ from api.graphql.types import (
     to_synchronized_item,
 )
 from api.service import PushResult, PushStatus, SyncService, Written
-from api.service.exports import STEPS_PER_CALL
 from api.service.history import DEFAULT_VERSIONS, MAX_VERSIONS
 from api.service.reading import DEFAULT_LIMIT, MAX_LIMIT, MAX_SCANNED
 from api.service.tenancy import ITEMS_PER_CALL
@@ -435,7 +434,7 @@ Mutation = _root(
             resolver=export_tenant,
             description="Owners only: export the tenant's live entities and their earlier "
             "versions as a gzipped JSON Lines file. Without `exportID`, starts an export; with "
-            f"it, goes on ({STEPS_PER_CALL} steps a call). Call again until `done`, then "
+            "it, goes on (each call within a bounded cost). Call again until `done`, then "
             "download `downloadURL`.",
             **authenticated(),
         ),

@@ -30,12 +30,12 @@ from api.service import SyncService
 from api.service import exports as export_rules
 from api.service.exports import DOWNLOAD_LINK_S, KEPT_S
 from api.settings import Settings
-from api.storage import keys
+from api.storage import capacity, keys
 from api.storage.blobs import S3Blobs
 from api.storage.export_files import S3ExportFiles
 from api.storage.exports import ExportTable
 from api.storage.store import DynamoStore
-from tests.support.bulk import bulk_people
+from tests.support.bulk import bulk_deletions_and_reminders, bulk_people
 from tests.support.faults import Fault, LoseResponse, connection_refused, hooks_on
 from tests.support.gql import GraphQLClient, GraphQLError, bearer, post_data
 from tests.support.servers import api_server, crash
@@ -446,7 +446,9 @@ def test_publishing_resumes_after_s3_fails_and_after_a_lost_completion(
         lost = LoseResponse()
         register("after-call.s3.CompleteMultipartUpload", lost)
         with pytest.raises(Unavailable):
-            service.exports.export_tenant(tenant, job.export_id, "owner")
+            # An S3 part of 5 MiB a call (the call's read units), then the completion.
+            for _ in range(3):
+                service.exports.export_tenant(tenant, job.export_id, "owner")
     assert lost.calls == 1
     stalled = ExportTable().get(tenant, job.export_id)
     assert stalled is not None and not stalled.done and len(stalled.etags) == 2
@@ -612,3 +614,34 @@ def test_parts_grow_so_that_an_upload_has_at_most_max_upload_parts(
     done = _service(settings).exports.export_tenant(tenant, job.export_id, "owner")
     assert done.done and len(done.etags) == 1  # 6.8 MB in one part, not 5 MiB and the rest
     assert gzip.decompress(_stored(settings, tenant, job.export_id)) == content
+
+
+@pytest.mark.slow
+def test_each_export_call_stays_within_its_read_and_write_units(
+    settings: Settings, tenant: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Deletions a first sync skips are still read, and large entities cost many units
+    each: every call stops at its budget (lowered here, so that a small tenant
+    spans calls) and the next goes on, to the same file."""
+    monkeypatch.setattr(export_rules, "READ_UNITS_PER_CALL", 100)
+    monkeypatch.setattr(export_rules, "WRITE_UNITS_PER_CALL", 100)
+    bulk_deletions_and_reminders(tenant, deletions=3000, reminders=30)
+    service = _service(settings)
+    used: list[tuple[float, float]] = []
+    export_id = None
+    while True:
+        with capacity.metered() as meter:
+            job = service.exports.export_tenant(tenant, export_id, "owner")
+        used.append((meter.read_units, meter.write_units))
+        export_id = job.export_id
+        if job.done:
+            break
+        assert len(used) < 200
+    assert job.entities == 30
+    assert max(r for r, _ in used) <= 100, used
+    assert max(w for _, w in used) <= 100, used
+    lines = _lines(_stored(settings, tenant, job.export_id))
+    assert [line["entity"]["id"] for line in lines if "entity" in line] == [
+        f"r{i:06d}" for i in range(3000, 3030)
+    ]
+    assert not any("deleted" in line for line in lines)
