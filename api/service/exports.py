@@ -44,6 +44,7 @@ import dataclasses
 import gzip
 import json
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
@@ -78,6 +79,15 @@ CALL_S = 2.0
 # Steps per call at most, whatever the budget leaves (a step of skipped deletions
 # costs a few units).
 STEPS_PER_CALL = 200
+# A server runs one export step at a time (of any tenant), and holds the turn after
+# each step for as long again as the step took (PAUSE times it), in which it does
+# nothing: decoding a step's items, its JSON and gzip hold the interpreter's lock,
+# and DynamoDB's Queries of large items are work too, so exports take at most about
+# half of a server's time, and another tenant's reads find it free. A call waits for
+# the turn within CALL_S (and answers its progress, maybe none, when it is not given
+# one in time: the app calls again).
+PAUSE = 1.0
+_turn = threading.Lock()
 # What one log entry or earlier version can cost at its largest: up to 16 KB of
 # fields, their names and the item's keys and attributes (~18 KB), read consistently
 # (1 unit per 4 KB) ...
@@ -206,59 +216,74 @@ class TenantExport:
 
     def _run(self, job: ExportJob, steps: int, meter: Meter) -> ExportJob:
         """Steps of the job until it is done, or the call's budget is spent."""
-        tenant_id = job.tenant_id
-        started = time.monotonic()
-        uploads = 0
-        line_cost: float | None = None  # the most write units a line cost in this call
-        read = False  # whether a step of this call read the tenant's data or the file
-        parts: list[bytes]
+        call = _Call(meter, time.monotonic())
         for step in range(steps):
             if job.done:
                 break
-            reads_left = READ_UNITS_PER_CALL - meter.read_units
-            writes_left = WRITE_UNITS_PER_CALL - meter.write_units
             # (Starting or completing an upload costs the table one PutItem: not held
             # back by the units, once the file's last part is sent.)
             bodiless = job.phase is ExportPhase.PUBLISH and not _upload_bytes(job)
-            spent = not bodiless and (reads_left <= 0 or writes_left <= 0)
-            if step and (spent or time.monotonic() - started >= CALL_S):
+            spent = not bodiless and (call.reads_left() <= 0 or call.writes_left() <= 0)
+            if step and (spent or call.elapsed() >= CALL_S):
                 break  # the call's budget is spent: the next call goes on
-            if job.phase is ExportPhase.PUBLISH:
-                body = _upload_bytes(job)
-                if body and (uploads == UPLOADS_PER_CALL or (read and body / 4096 > reads_left)):
-                    break  # a call sends the bodies it can pay for, or its first
-                uploads += bool(body)
-                read = read or bool(body)
-                after, parts = self._publish(job), []
-            else:
-                # Sized for entities at their largest, unless this call's steps so far
-                # show what a line costs (twice that, the parts then checked).
-                line_units = ENTRY_WRITE_UNITS if line_cost is None else 2 * line_cost
-                after, parts, lines = self._step(job, reads_left, writes_left / line_units)
-                read = True
-                units = _write_units(parts)
-                if step and units > writes_left:
-                    break  # its parts would pass the call's write units: the next call
-                if lines:
-                    line_cost = max(line_cost or 0.0, units / lines)
-            if self._jobs.advance(job, after, parts, _expires_at(job)):
-                job = after
-                continue
-            # Another call moved the job: go on from where it stands. Or the job is
-            # gone: expired, or its tenant deleted (contract 3.8).
-            moved = self._jobs.get(tenant_id, job.export_id)
-            started_upload = after.upload_id is not None and after.upload_id != job.upload_id
-            if started_upload and (moved is None or moved.upload_id != after.upload_id):
-                # Another call started an upload first: ours is stray. (Not when the
-                # job holds ours: a write applied whose answer was lost.)
-                self._abort(after)
+            if not _turn.acquire(timeout=max(0.0, CALL_S - call.elapsed())):
+                break  # other exports held the server's turn all this while
+            try:
+                took = time.monotonic()
+                moved = self._next(job, call)
+                time.sleep(PAUSE * (time.monotonic() - took))
+            finally:
+                _turn.release()
             if moved is None:
-                if job.phase is ExportPhase.PUBLISH:
-                    # What this step wrote to S3 after the deletion emptied the prefix.
-                    self._files.discard(tenant_id, job.export_id)
-                raise NotFound(f"export {job.export_id} is gone: expired, or its tenant deleted")
+                break  # the call's budget would not pay for the next step
             job = moved
         return job
+
+    def _next(self, job: ExportJob, call: _Call) -> ExportJob | None:
+        """The job after the call's next step; None when the call's budget does not
+        pay for it (nothing written)."""
+        tenant_id = job.tenant_id
+        parts: list[bytes]
+        if job.phase is ExportPhase.PUBLISH:
+            body = _upload_bytes(job)
+            # Reading the parts back: 1 unit per 4 KB, and per Query (of up to 8 parts)
+            # its rounding and the parts' keys.
+            units = body / 4096 + (job.parts - job.published) / 4 + 1
+            if body and (
+                call.uploads == UPLOADS_PER_CALL or (call.read and units > call.reads_left())
+            ):
+                return None  # a call sends the bodies it can pay for, or its first
+            call.uploads += bool(body)
+            call.read = call.read or bool(body)
+            after, parts = self._publish(job), []
+        else:
+            # Sized for entities at their largest, unless this call's steps so far show
+            # what a line costs (twice that, the parts then checked).
+            writes_left = call.writes_left()
+            line_units = ENTRY_WRITE_UNITS if call.line_cost is None else 2 * call.line_cost
+            after, parts, lines = self._step(job, call.reads_left(), writes_left / line_units)
+            units = _write_units(parts)
+            if call.read and units > writes_left:
+                return None  # its parts would pass the call's write units: the next call
+            call.read = True
+            if lines:
+                call.line_cost = max(call.line_cost or 0.0, units / lines)
+        if self._jobs.advance(job, after, parts, _expires_at(job)):
+            return after
+        # Another call moved the job: go on from where it stands. Or the job is gone:
+        # expired, or its tenant deleted (contract 3.8).
+        moved = self._jobs.get(tenant_id, job.export_id)
+        started = after.upload_id is not None and after.upload_id != job.upload_id
+        if started and (moved is None or moved.upload_id != after.upload_id):
+            # Another call started an upload first: ours is stray. (Not when the job
+            # holds ours: a write applied whose answer was lost.)
+            self._abort(after)
+        if moved is None:
+            if job.phase is ExportPhase.PUBLISH:
+                # What this step wrote to S3 after the deletion emptied the prefix.
+                self._files.discard(tenant_id, job.export_id)
+            raise NotFound(f"export {job.export_id} is gone: expired, or its tenant deleted")
+        return moved
 
     def link(self, job: ExportJob) -> tuple[str, datetime]:
         """A finished job's download link (a presigned S3 GET) and until when it works."""
@@ -394,6 +419,26 @@ class TenantExport:
             after, parts=job.parts + len(parts), bytes=job.bytes + sum(map(len, parts))
         )
         return after, parts, len(lines)
+
+
+@dataclasses.dataclass
+class _Call:
+    """What one call has used of its budget so far."""
+
+    meter: Meter
+    started: float  # time.monotonic()
+    uploads: int = 0
+    line_cost: float | None = None  # the most write units a line cost in this call
+    read: bool = False  # whether a step read the tenant's data, or the file's parts
+
+    def reads_left(self) -> float:
+        return READ_UNITS_PER_CALL - self.meter.read_units
+
+    def writes_left(self) -> float:
+        return WRITE_UNITS_PER_CALL - self.meter.write_units
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
 
 
 def _header(job: ExportJob) -> dict[str, Any]:
