@@ -27,10 +27,16 @@
    12,000 distinct photos (more than the 10,000 links a process reuses), first
    without `url`, then with `photo { url }`: the same load, but every link signed.
    Before, the links were signed on the event loop.
+8. A big export (issue 37): `exportTenant` calls of a tenant of 2,000 reminders
+   of some 15 KB, and of one of 50,000 deletions, each call's read and write
+   units and time, with the call's bound lifted ("before": the old 20 steps of
+   100 and 2,000 skipped deletions each, 2 uploads) and as it is ("after"); and
+   another tenant's read p99 alone and while 2 clients export the big tenant over
+   and over.
 
 Starts its own DynamoDB Local and servers; prints one table. Run with
-scripts/bench-hostile (everything), scripts/bench-hostile replay (6 alone) or
-scripts/bench-hostile links (7 alone).
+scripts/bench-hostile (everything), or one part alone: scripts/bench-hostile
+replay (6), links (7) or exports (8).
 """
 
 from __future__ import annotations
@@ -55,10 +61,12 @@ from api.auth import make_local_token
 from api.domain.catalog import PERSON
 from api.domain.records import Record
 from api.domain.tokens import next_token, token_time
+from api.service import exports as export_rules
+from api.service.exports import TenantExport
 from api.storage import models
 from api.storage.store import DynamoStore
 from scripts.benchmarks.harness import SECRET, local_engine_settings
-from tests.support.bulk import bulk_people
+from tests.support.bulk import bulk_deletions_and_reminders, bulk_people
 from tests.support.relay_capture import captured
 from tests.support.servers import api_server, one_stream_reader
 from tests.support.sockets import flooder, wait_for_a_slot
@@ -80,6 +88,10 @@ PHOTO_PAGE = (
     "items { ... on Person { id givenName photo { %s } } } } }"
 )
 PHOTOS = 12_000
+EXPORT = (
+    "mutation($t: ID!, $e: ID) { exportTenant(tenantID: $t, exportID: $e) "
+    "{ exportID done entities } }"
+)
 _F = TypeVar("_F")
 
 
@@ -377,9 +389,143 @@ def _ms(figures: tuple[float, ...]) -> str:
     return " / ".join(f"{f:.1f}" for f in figures)
 
 
+def _p99(times: list[float]) -> float:
+    return statistics.quantiles(times, n=100, method="inclusive")[98]
+
+
+def _read_times(http: httpx2.Client, headers: dict[str, str], n: int) -> list[float]:
+    times = []
+    for _ in range(n):
+        started = time.perf_counter()
+        body = http.post("/graphql", json={"query": READ}, headers=headers).json()
+        assert "errors" not in body, body
+        times.append((time.perf_counter() - started) * 1000)
+    return times
+
+
+def _export_calls(settings: Any, tenant: str, bounded: bool) -> list[tuple[float, float, float]]:
+    """Read units, write units and seconds of each `exportTenant` call of one whole
+    export, through the in-process app (whose request log line has the units);
+    `bounded` False lifts the call's bound to what it was before issue 37."""
+    lines: list[dict[str, Any]] = []
+
+    class Capture(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            lines.append(json.loads(record.getMessage()))
+
+    lifted = {
+        "READ_UNITS_PER_CALL": 10**9,
+        "WRITE_UNITS_PER_CALL": 10**9,
+        "CALL_S": 10.0**9,
+        "PAUSE": 0.0,
+    }
+    saved = {name: getattr(export_rules, name) for name in lifted}
+    defaults = TenantExport.export_tenant.__defaults__
+    request_log = logging.getLogger("api.request")
+    handler = Capture()
+    request_log.addHandler(handler)
+    request_log.setLevel(logging.INFO)
+    headers = {"Authorization": f"Bearer {make_local_token(SECRET, 'owner', [tenant], 3600)}"}
+    calls: list[tuple[float, float, float]] = []
+    try:
+        if not bounded:
+            for name, value in lifted.items():
+                setattr(export_rules, name, value)
+            TenantExport.export_tenant.__defaults__ = (20,)  # 20 steps a call
+        with TestClient(create_app(settings)) as local:
+            export_id = None
+            while True:
+                started = time.perf_counter()
+                body = local.post(
+                    "/graphql",
+                    json={"query": EXPORT, "variables": {"t": tenant, "e": export_id}},
+                    headers=headers,
+                ).json()
+                seconds = time.perf_counter() - started
+                assert "errors" not in body, body
+                line = lines[-1]
+                units, writes = float(line["capacityUnits"]), float(line["writeUnits"])
+                calls.append((units - writes, writes, seconds))
+                job = body["data"]["exportTenant"]
+                export_id = job["exportID"]
+                if job["done"]:
+                    return calls
+    finally:
+        for name, value in saved.items():
+            setattr(export_rules, name, value)
+        TenantExport.export_tenant.__defaults__ = defaults
+        request_log.removeHandler(handler)
+
+
+def _exports(settings: Any, url: str, rows: list[tuple[str, str]]) -> None:
+    models.bind(settings)
+    bulk_deletions_and_reminders("reminders", 0, 2_000, chars=7_500)  # some 15 KB each
+    bulk_deletions_and_reminders("deletions", 50_000, 0)
+    for tenant, what in (
+        ("reminders", "2,000 reminders of 15 KB"),
+        ("deletions", "50,000 deletions"),
+    ):
+        for label, bounded in (("before", False), ("after", True)):
+            calls = _export_calls(settings, tenant, bounded)
+            rows.append(
+                (
+                    f"export of {what}, {label}: calls; per call max read units, "
+                    "max write units, max s",
+                    f"{len(calls)}; {max(c[0] for c in calls):.0f}, "
+                    f"{max(c[1] for c in calls):.0f}, {max(c[2] for c in calls):.2f}",
+                )
+            )
+    calm = {"Authorization": f"Bearer {make_local_token(SECRET, 'calm', ['calm'], 3600)}"}
+    owner = {"Authorization": f"Bearer {make_local_token(SECRET, 'o', ['reminders'], 3600)}"}
+    with httpx2.Client(base_url=url, timeout=120) as http:
+        for i in range(10):
+            person = {"tenantID": "calm", "person": {"givenName": f"p{i}"}}
+            create = {"tenantID": "calm", "mutations": [{"createPerson": person}]}
+            http.post("/graphql", json={"query": PUSH, "variables": {"i": create}}, headers=calm)
+        _read_times(http, calm, 30)  # warm up
+        alone = _read_times(http, calm, 300)
+
+        def export(stop: threading.Event) -> None:
+            with httpx2.Client(base_url=url, timeout=300) as own:
+                export_id = None
+                while not stop.is_set():
+                    body = own.post(
+                        "/graphql",
+                        json={"query": EXPORT, "variables": {"t": "reminders", "e": export_id}},
+                        headers=owner,
+                    ).json()
+                    job = (body.get("data") or {}).get("exportTenant")
+                    export_id = None if job is None or job["done"] else job["exportID"]
+
+        stop = threading.Event()
+        threads = [threading.Thread(target=export, args=(stop,)) for _ in range(2)]
+        for t in threads:
+            t.start()
+        time.sleep(1.0)
+        try:
+            attacked = _read_times(http, calm, 300)
+        finally:
+            stop.set()
+            for t in threads:
+                t.join()
+    rows.append(
+        (
+            "other tenant's read alone / during 2 clients exporting 2,000 x 15 KB: p99 ms",
+            f"{_p99(alone):.1f} / {_p99(attacked):.1f} "
+            f"(p50 {statistics.median(alone):.1f} / {statistics.median(attacked):.1f})",
+        )
+    )
+
+
 def main() -> int:
     if sys.argv[1:] == ["replay"]:
         _print(replay_rows())
+        return 0
+    if sys.argv[1:] == ["exports"]:
+        exported: list[tuple[str, str]] = []
+        with local_engine_settings() as settings, api_server(settings) as url:
+            _exports(settings, url, exported)
+        _print(exported)
         return 0
     if sys.argv[1:] == ["links"]:
         links: list[tuple[str, str]] = []
@@ -515,6 +661,8 @@ def main() -> int:
         )
     rows += replay_rows()
     _links_rows(rows, calm)
+    with local_engine_settings() as settings, api_server(settings) as url:
+        _exports(settings, url, rows)
     _print(rows)
     return 0
 

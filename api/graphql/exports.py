@@ -14,7 +14,6 @@ from api.domain.exports import ExportJob
 from api.graphql.context import RequestBudget, for_tenant
 from api.graphql.directives import authenticated
 from api.service import SyncService
-from api.service.exports import STEPS_PER_CALL
 from api.service.writing import MAX_PUSH
 
 
@@ -72,7 +71,7 @@ MUTATIONS: dict[str, Any] = {
         resolver=export_tenant,
         description="Owners only: export the tenant's live entities and their earlier "
         "versions as a gzipped JSON Lines file. Without `exportID`, starts an export; with "
-        f"it, goes on ({STEPS_PER_CALL} steps a call). Call again until `done`, then "
+        "it, goes on (each call within a bounded cost). Call again until `done`, then "
         "download `downloadURL`.",
         **authenticated(),
     ),

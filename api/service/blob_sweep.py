@@ -65,6 +65,11 @@ EVERY_S = 24 * 3600
 # units at most, well under a second on DynamoDB.
 READS_PER_CALL = 5000
 _PAGE = 1000
+# Calls of one tenant's pass a round makes in a row (its turn) before it goes on with
+# the next tenant: a small tenant's pass (a listing, its references, its actions) in
+# one turn; a larger one's 20,000 records read, or 40 listing pages, or 400 S3
+# actions, a turn, and the rest in later turns.
+TURN_CALLS = 4
 # Listing pages per call: 10,000 blobs.
 LIST_PAGES_PER_CALL = 10
 # S3 actions (a mark: HeadObject, CopyObject of up to 10 MiB, DeleteObjects; a
@@ -169,10 +174,12 @@ class BlobSweep:
         self._clock = clock_s
         self._shards = shards
 
-    def sweep(self, tenant_id: str, reads: int = READS_PER_CALL) -> SweepCall:
+    def sweep(self, tenant_id: str, reads: int | None = None) -> SweepCall:
         """One bounded call of the tenant's pass (a new pass when none is under way
-        and the last one ended). Call again while `done` is False."""
+        and the last one ended), reading at most `reads` records (READS_PER_CALL).
+        Call again while `done` is False."""
         check_identifier(tenant_id, "tenantID")
+        reads = READS_PER_CALL if reads is None else reads
         holder = uuid.uuid4().hex
         now = int(self._clock())
         try:
@@ -194,9 +201,41 @@ class BlobSweep:
 
     def sweep_due(self, budget_s: float, start_shard: int = 0) -> int:
         """Sweep the tenants whose pass is due, shard by shard from `start_shard`,
-        until `budget_s` seconds have passed; how many calls it made."""
+        until `budget_s` seconds have passed; how many calls it made.
+
+        Each tenant gets a turn of at most TURN_CALLS calls, in registry order: a
+        pass that its turn does not end keeps its state (saved by each call) and
+        stays due, and the round goes on with the next tenant. Once every shard is
+        read, the time left gives the unfinished passes further turns, in the same
+        order; what the round does not reach, the next round resumes. So a tenant's
+        size delays the tenants after it by one turn a round, never a whole pass."""
         started = time.monotonic()
         calls = 0
+
+        def out_of_time() -> bool:
+            return time.monotonic() - started >= budget_s
+
+        def turn(tenant: str) -> bool:
+            """Up to TURN_CALLS calls of the tenant's pass: whether it is over (or
+            failed, or is busy: nothing more this round)."""
+            nonlocal calls
+            for _ in range(TURN_CALLS):
+                if out_of_time():
+                    return False
+                calls += 1
+                try:
+                    if self.sweep(tenant).done:
+                        return True
+                except Exception:
+                    # Whatever fails for this tenant (S3 or DynamoDB unwell or
+                    # refusing, a record this code cannot read) fails it alone: it
+                    # stays due (its lease lapses after HOLD_S) and the round goes on
+                    # with the tenants after it.
+                    logger.exception("blob sweep of tenant %s failed", tenant)
+                    return True
+            return False
+
+        unfinished: list[str] = []
         for i in range(self._shards):
             shard = (start_shard + i) % self._shards
             after: str | None = None
@@ -209,22 +248,15 @@ class BlobSweep:
                     logger.exception("blob sweep: shard %d unreadable", shard)
                     break
                 for tenant in tenants:
-                    while time.monotonic() - started < budget_s:
-                        calls += 1
-                        try:
-                            if self.sweep(tenant).done:
-                                break
-                        except Exception:
-                            # Whatever fails for this tenant (S3 or DynamoDB unwell or
-                            # refusing, a record this code cannot read) fails it alone:
-                            # it stays due (its lease lapses after HOLD_S) and the round
-                            # goes on with the tenants after it.
-                            logger.exception("blob sweep of tenant %s failed", tenant)
-                            break
-                    if time.monotonic() - started >= budget_s:
+                    if not turn(tenant):
+                        unfinished.append(tenant)
+                    if out_of_time():
                         return calls
                 if after is None:
                     break
+        # Every due tenant had its turn: the time left goes on with the passes under way.
+        while unfinished and not out_of_time():
+            unfinished = [tenant for tenant in unfinished if not turn(tenant)]
         return calls
 
     def _next_due(self, state: dict[str, Any]) -> int:

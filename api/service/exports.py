@@ -8,11 +8,22 @@ with the counts and the token of the sync the file ends at (`{"end": ...}`): a
 file without it is truncated. Applied in order like sync pages, the lines give
 the tenant at that token.
 
-A call starts a job, or goes on with one, for up to STEPS_PER_CALL steps; calling
-again continues it, so a tenant of any size is exported in bounded requests. A
-step reads one page (of a first sync, then of the history partition) and writes
-its part of the file with the job's new state in one transaction, so a call that
-dies halfway is resumed by the next and no line is written twice.
+A call starts a job, or goes on with one; calling again continues it, so a tenant
+of any size is exported in bounded requests. A step reads one page (of a first
+sync, then of the history partition) and writes its part of the file with the
+job's new state in one transaction, so a call that dies halfway is resumed by the
+next and no line is written twice.
+
+A call holds itself to a budget (contract 3.9), counted in the capacity DynamoDB
+reports for its calls (`ExportJobs.metered`): it starts no step once it has used
+READ_UNITS_PER_CALL read units or WRITE_UNITS_PER_CALL write units, or after
+CALL_S seconds, and each step is sized so that even at its worst it stays within
+what is left. A step reads at most as many log entries or versions as the read
+units left pay for at their largest (ENTRY_READ_UNITS), the deletions a first sync
+skips included; its parts are written only if the write units left pay for them
+(else the call ends there, and the next call's first step, sized for entities at
+their largest, ENTRY_WRITE_UNITS, goes on). The budget bounds what is read, not
+only what is written.
 
 Then the file is published to S3 (`ExportFiles`), from its parts in the table: a
 file of at most SINGLE_PUT_MAX_BYTES in one PUT, a larger one by a multipart upload
@@ -33,7 +44,10 @@ import dataclasses
 import gzip
 import json
 import logging
+import threading
+import time
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -44,14 +58,48 @@ from api.domain.exports import ExportJob, ExportPhase
 from api.domain.identifiers import check_identifier
 from api.domain.records import Record, record_json
 from api.domain.timestamps import format_time
-from api.service.reading import Reading
+from api.service.reading import MAX_SCANNED, Reading
 
-# Entities or versions per step: a record is at most 16 KB (MAX_ITEM_BYTES), so a
-# step's parts stay far below a transaction's 4 MB.
+# Entities or versions per step at most: a record is at most 16 KB (MAX_ITEM_BYTES),
+# so a step's parts stay far below a transaction's 4 MB.
 STEP_ITEMS = 100
-# Steps per call: up to 2,000 lines, about 20 transactions of 10 KB for people of 400
-# bytes (gzip keeps about a fifth), a second or two on DynamoDB.
-STEPS_PER_CALL = 20
+# Deletions a first-sync step skips at most (besides its page's entries): as a
+# request's `changes` (contract 3.4).
+STEP_SCANNED = MAX_SCANNED
+# A call's budget (contract 3.9): no step starts once the call has consumed this many
+# read units (a first-sync page of 1,000 people is some 80; contract 3.4 bounds a
+# request at about 300) ...
+READ_UNITS_PER_CALL = 300
+# ... or write units (a step of 100 people of 400 bytes writes some 20: 2 per KB of
+# gzip in a transaction, and the job) ...
+WRITE_UNITS_PER_CALL = 300
+# ... or after this many seconds (the API's Lambda stops at 10 s): a step then is at
+# most a few hundred KB read and written, well under a second.
+CALL_S = 2.0
+# Steps per call at most, whatever the budget leaves (a step of skipped deletions
+# costs a few units).
+STEPS_PER_CALL = 200
+# A server runs one export step at a time (of any tenant), and holds the turn after
+# each step for as long again as the step took (PAUSE times it), in which it does
+# nothing: decoding a step's items, its JSON and gzip hold the interpreter's lock,
+# and DynamoDB's Queries of large items are work too, so exports take at most about
+# half of a server's time, and another tenant's reads find it free. A call waits for
+# the turn within CALL_S (and answers its progress, maybe none, when it is not given
+# one in time: the app calls again).
+PAUSE = 1.0
+_turn = threading.Lock()
+# What one log entry or earlier version can cost at its largest: up to 16 KB of
+# fields, their names and the item's keys and attributes (~18 KB), read consistently
+# (1 unit per 4 KB) ...
+ENTRY_READ_UNITS = 4.5
+# ... and its line, gzipped (no smaller, at worst), written in a transaction (2 units
+# per KB).
+ENTRY_WRITE_UNITS = 36
+# Read units a step may cost beyond its entries: the job's GetItem and the head's
+# (per call), each Query's rounding up to 4 KB (at most 3 a step) and, in the first
+# step of a sync, its first read of the head and the 11 newest entries (contract 3.4).
+_STEP_READ_SLACK = 2 + 3
+_FIRST_READ_UNITS = 1 + 12 * ENTRY_READ_UNITS
 # DynamoDB stores an item of at most 400 KB: a part (a gzip member) stays below.
 MAX_PART_BYTES = 350 * 1024
 DOWNLOAD_LINK_S = 15 * 60
@@ -66,8 +114,9 @@ UPLOAD_PART_BYTES = 5 * 1024 * 1024
 # UPLOAD_PART_BYTES for a file above 5 GiB, and the job item keeps their ETags
 # (some 37 bytes each) under DynamoDB's 400 KB.
 MAX_UPLOAD_PARTS = 1000
-# S3 uploads (PUTs or parts) per call: some 11 MB read from the table and sent to S3,
-# a second or two in a region, within the API's 10 s with the call's other steps.
+# S3 uploads (PUTs or parts) per call at most; and one sends a body only when the
+# call's read units left pay for reading it back from the table, or as the call's
+# first step (an S3 part is at least 5 MiB: some 1,400 read units, a call's alone).
 UPLOADS_PER_CALL = 2
 
 logger = logging.getLogger(__name__)
@@ -85,6 +134,15 @@ class ExportJobs(Protocol):
     def versions_page(
         self, tenant_id: str, after: str | None, limit: int
     ) -> tuple[list[Record], str | None]: ...
+    def metered(self) -> AbstractContextManager[Meter]:
+        """A meter of the DynamoDB capacity consumed in this context meanwhile (its
+        reads of the tenant's data included)."""
+        ...
+
+
+class Meter(Protocol):
+    read_units: float
+    write_units: float
 
 
 class ExportFiles(Protocol):
@@ -139,50 +197,93 @@ class TenantExport:
     ) -> ExportJob:
         """Start an export (no `export_id`) or go on with one; the job as it stands."""
         check_identifier(tenant_id, "tenantID")
-        # TENANT_DELETED while the tenant is being deleted: steps of the history or of
-        # publishing read nothing else that would say so (one GetItem).
-        self._reading.check_not_deleted(tenant_id)
-        if export_id is None:
-            job = ExportJob(tenant_id, str(ULID()), by, self._clock_ms())
-            self._jobs.create(job, _expires_at(job))
-        else:
-            check_identifier(export_id, "exportID")
-            found = self._jobs.get(tenant_id, export_id)
-            if found is None or _expires_at(found) * 1000 <= self._clock_ms():
-                # (DynamoDB's TTL deletes an expired job some time after it expires.)
-                days = KEPT_S // 86400
-                raise NotFound(f"no export {export_id} of this tenant (kept {days} days)")
-            job = found
-        uploads = 0
-        parts: list[bytes]
-        for _ in range(steps):
+        with self._jobs.metered() as meter:  # the call's reads and writes, from here
+            # TENANT_DELETED while the tenant is being deleted: steps of the history or
+            # of publishing read nothing else that would say so (one GetItem).
+            self._reading.check_not_deleted(tenant_id)
+            if export_id is None:
+                job = ExportJob(tenant_id, str(ULID()), by, self._clock_ms())
+                self._jobs.create(job, _expires_at(job))
+            else:
+                check_identifier(export_id, "exportID")
+                found = self._jobs.get(tenant_id, export_id)
+                if found is None or _expires_at(found) * 1000 <= self._clock_ms():
+                    # (DynamoDB's TTL deletes an expired job some time after it expires.)
+                    days = KEPT_S // 86400
+                    raise NotFound(f"no export {export_id} of this tenant (kept {days} days)")
+                job = found
+            return self._run(job, steps, meter)
+
+    def _run(self, job: ExportJob, steps: int, meter: Meter) -> ExportJob:
+        """Steps of the job until it is done, or the call's budget is spent."""
+        call = _Call(meter, time.monotonic())
+        for step in range(steps):
             if job.done:
                 break
-            if job.phase is ExportPhase.PUBLISH:
-                if _uploads(job) and uploads == UPLOADS_PER_CALL:
-                    break  # enough for one call: the next goes on
-                uploads += _uploads(job)
-                after, parts = self._publish(job), []
-            else:
-                after, parts = self._step(job)
-            if self._jobs.advance(job, after, parts, _expires_at(job)):
-                job = after
-                continue
-            # Another call moved the job: go on from where it stands. Or the job is
-            # gone: expired, or its tenant deleted (contract 3.8).
-            moved = self._jobs.get(tenant_id, job.export_id)
-            started = after.upload_id is not None and after.upload_id != job.upload_id
-            if started and (moved is None or moved.upload_id != after.upload_id):
-                # Another call started an upload first: ours is stray. (Not when the
-                # job holds ours: a write applied whose answer was lost.)
-                self._abort(after)
+            # (Starting or completing an upload costs the table one PutItem: not held
+            # back by the units, once the file's last part is sent.)
+            bodiless = job.phase is ExportPhase.PUBLISH and not _upload_bytes(job)
+            spent = not bodiless and (call.reads_left() <= 0 or call.writes_left() <= 0)
+            if step and (spent or call.elapsed() >= CALL_S):
+                break  # the call's budget is spent: the next call goes on
+            if not _turn.acquire(timeout=max(0.0, CALL_S - call.elapsed())):
+                break  # other exports held the server's turn all this while
+            try:
+                took = time.monotonic()
+                moved = self._next(job, call)
+                time.sleep(PAUSE * (time.monotonic() - took))
+            finally:
+                _turn.release()
             if moved is None:
-                if job.phase is ExportPhase.PUBLISH:
-                    # What this step wrote to S3 after the deletion emptied the prefix.
-                    self._files.discard(tenant_id, job.export_id)
-                raise NotFound(f"export {job.export_id} is gone: expired, or its tenant deleted")
+                break  # the call's budget would not pay for the next step
             job = moved
         return job
+
+    def _next(self, job: ExportJob, call: _Call) -> ExportJob | None:
+        """The job after the call's next step; None when the call's budget does not
+        pay for it (nothing written)."""
+        tenant_id = job.tenant_id
+        parts: list[bytes]
+        if job.phase is ExportPhase.PUBLISH:
+            body = _upload_bytes(job)
+            # Reading the parts back: 1 unit per 4 KB, and per Query (of up to 8 parts)
+            # its rounding and the parts' keys.
+            units = body / 4096 + (job.parts - job.published) / 4 + 1
+            if body and (
+                call.uploads == UPLOADS_PER_CALL or (call.read and units > call.reads_left())
+            ):
+                return None  # a call sends the bodies it can pay for, or its first
+            call.uploads += bool(body)
+            call.read = call.read or bool(body)
+            after, parts = self._publish(job), []
+        else:
+            # Sized for entities at their largest, unless this call's steps so far show
+            # what a line costs (twice that, the parts then checked).
+            writes_left = call.writes_left()
+            line_units = ENTRY_WRITE_UNITS if call.line_cost is None else 2 * call.line_cost
+            after, parts, lines = self._step(job, call.reads_left(), writes_left / line_units)
+            units = _write_units(parts)
+            if call.read and units > writes_left:
+                return None  # its parts would pass the call's write units: the next call
+            call.read = True
+            if lines:
+                call.line_cost = max(call.line_cost or 0.0, units / lines)
+        if self._jobs.advance(job, after, parts, _expires_at(job)):
+            return after
+        # Another call moved the job: go on from where it stands. Or the job is gone:
+        # expired, or its tenant deleted (contract 3.8).
+        moved = self._jobs.get(tenant_id, job.export_id)
+        started = after.upload_id is not None and after.upload_id != job.upload_id
+        if started and (moved is None or moved.upload_id != after.upload_id):
+            # Another call started an upload first: ours is stray. (Not when the job
+            # holds ours: a write applied whose answer was lost.)
+            self._abort(after)
+        if moved is None:
+            if job.phase is ExportPhase.PUBLISH:
+                # What this step wrote to S3 after the deletion emptied the prefix.
+                self._files.discard(tenant_id, job.export_id)
+            raise NotFound(f"export {job.export_id} is gone: expired, or its tenant deleted")
+        return moved
 
     def link(self, job: ExportJob) -> tuple[str, datetime]:
         """A finished job's download link (a presigned S3 GET) and until when it works."""
@@ -249,29 +350,41 @@ class TenantExport:
         with contextlib.suppress(SyncError):
             self._files.abort(job.tenant_id, job.export_id, job.upload_id)
 
-    def _step(self, job: ExportJob) -> tuple[ExportJob, list[bytes]]:
-        """The job after its next step, and the parts that step writes."""
+    def _step(
+        self, job: ExportJob, reads_left: float, lines_left: float
+    ) -> tuple[ExportJob, list[bytes], int]:
+        """The job after its next step, the parts that step writes and its count of
+        lines; the step reads what `reads_left` read units pay for at their worst,
+        and at most `lines_left` entities or versions (at least one)."""
         lines: list[dict[str, Any]] = []
+        reads_left -= _STEP_READ_SLACK
+        if job.position is None and job.phase is not ExportPhase.VERSIONS:
+            reads_left -= _FIRST_READ_UNITS  # the first read of a sync
+        # Entries the step may read: its page's, one past them (a Query reads one past
+        # its limit), and the deletions a first sync skips with one more Query.
+        entries = max(2, int(reads_left // ENTRY_READ_UNITS))
+        limit = max(1, min(STEP_ITEMS, entries - 1, int(lines_left)))
         if job.phase in (ExportPhase.ENTITIES, ExportPhase.CHANGES):
             # The first sync's pages, then one sync from their token: what moved while
             # they were read (an entity updated meanwhile left its place behind them).
-            first = job.phase is ExportPhase.ENTITIES
-            if first and job.parts == 0 and job.position is None:
+            initial = job.phase is ExportPhase.ENTITIES
+            if initial and job.parts == 0 and job.position is None:
                 lines.append({"export": _header(job)})
             page = self._reading.changes(
                 job.tenant_id,
-                since=None if first or job.position else job.change_token,
+                since=None if initial or job.position else job.change_token,
                 cursor=job.position,
-                limit=STEP_ITEMS,
+                limit=limit,
+                max_scanned=min(STEP_SCANNED, max(0, entries - limit - 2)),
             )
             # A first sync's deletions are the latest write's: not the tenant's data.
-            kept = [r for r in page.items if not (first and r.deleted)]
+            kept = [r for r in page.items if not (initial and r.deleted)]
             lines += [{"deleted" if r.deleted else "entity": record_json(r)} for r in kept]
             ended = page.cursor is None
             phase: ExportPhase
             if not ended:
                 phase = job.phase
-            elif first and page.change_token:
+            elif initial and page.change_token:
                 phase = ExportPhase.CHANGES
             else:  # caught up, or an empty tenant with no token to sync on from
                 phase = ExportPhase.VERSIONS
@@ -283,7 +396,7 @@ class TenantExport:
                 change_token=page.change_token if ended else job.change_token,
             )
         else:
-            versions, position = self._jobs.versions_page(job.tenant_id, job.position, STEP_ITEMS)
+            versions, position = self._jobs.versions_page(job.tenant_id, job.position, limit)
             lines += [{"version": record_json(r)} for r in versions]
             after = dataclasses.replace(
                 job,
@@ -302,9 +415,30 @@ class TenantExport:
                     }
                 )
         parts = _gzip_members([_line(line) for line in lines])
-        return dataclasses.replace(
+        after = dataclasses.replace(
             after, parts=job.parts + len(parts), bytes=job.bytes + sum(map(len, parts))
-        ), parts
+        )
+        return after, parts, len(lines)
+
+
+@dataclasses.dataclass
+class _Call:
+    """What one call has used of its budget so far."""
+
+    meter: Meter
+    started: float  # time.monotonic()
+    uploads: int = 0
+    line_cost: float | None = None  # the most write units a line cost in this call
+    read: bool = False  # whether a step read the tenant's data, or the file's parts
+
+    def reads_left(self) -> float:
+        return READ_UNITS_PER_CALL - self.meter.read_units
+
+    def writes_left(self) -> float:
+        return WRITE_UNITS_PER_CALL - self.meter.write_units
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
 
 
 def _header(job: ExportJob) -> dict[str, Any]:
@@ -337,9 +471,22 @@ def _one_put(job: ExportJob) -> bool:
     return job.upload_id is None and job.bytes <= SINGLE_PUT_MAX_BYTES
 
 
-def _uploads(job: ExportJob) -> bool:
-    """Whether the job's next step sends a body to S3 (a PUT, or a part)."""
-    return _one_put(job) or (job.upload_id is not None and job.published < job.parts)
+def _upload_bytes(job: ExportJob) -> int:
+    """The most the job's next step reads of its file's parts to send to S3 (a PUT,
+    or a part of at least UPLOAD_PART_BYTES and at most one part of the table more);
+    0 when it sends no body."""
+    if _one_put(job):
+        return job.bytes
+    if job.upload_id is not None and job.published < job.parts:
+        least = max(UPLOAD_PART_BYTES, -(-job.bytes // MAX_UPLOAD_PARTS))
+        return min(job.bytes, least + MAX_PART_BYTES)
+    return 0
+
+
+def _write_units(parts: list[bytes]) -> float:
+    """What a step's transaction costs for its parts: 2 write units per KB of each,
+    and the job's item (under 1 KB, or some 37 bytes an ETag more)."""
+    return sum(2 * -(-len(part) // 1024) for part in parts) + 4
 
 
 def _parts_gone(job: ExportJob) -> NotFound:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -17,7 +18,7 @@ from botocore.exceptions import ClientError
 from api.domain.errors import Unavailable
 from api.domain.exports import ExportJob, ExportPhase
 from api.domain.records import Record
-from api.storage import codecs, keys, reads
+from api.storage import capacity, codecs, keys, reads
 from api.storage.errors import error_code, translated
 from api.storage.models import RecordItem
 from api.storage.reads import TOTAL_CAPACITY, connection
@@ -177,6 +178,10 @@ class ExportTable:
         """Up to `limit` earlier versions of any entity, in key order, after the key
         `after` (None: from the first); and the key to go on from (None: the end)."""
         return reads.records_page(tenant_id, keys.history_pk(tenant_id), "", after, limit)
+
+    def metered(self) -> AbstractContextManager[capacity.Meter]:
+        """A meter of the DynamoDB capacity consumed in this context meanwhile."""
+        return capacity.metered()
 
 
 def _table() -> str:

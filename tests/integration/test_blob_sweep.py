@@ -6,6 +6,7 @@ rather than waiting a week."""
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import os
 import time
 from datetime import UTC, datetime
@@ -25,6 +26,7 @@ from api.storage.blobs import S3Blobs
 from api.storage.keys import blob_key, registry_shard, tenant_blobs_prefix
 from api.storage.store import DynamoStore
 from tests.support.blobs import upload
+from tests.support.bulk import bulk_people
 from tests.support.gql import GraphQLClient
 
 QUOTA = 1024**3
@@ -441,3 +443,92 @@ def test_a_tenant_re_created_while_the_sweep_forgets_it_stays_registered(tenant:
         if after is None:
             break
     assert tenant in listed
+
+
+class Logged(BlobSweep):
+    """The sweep, noting each call of a tenant's pass and what it did."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.calls: list[tuple[str, SweepCall]] = []
+
+    def sweep(self, tenant_id: str, reads: int | None = None) -> SweepCall:
+        call = super().sweep(tenant_id) if reads is None else super().sweep(tenant_id, reads)
+        self.calls.append((tenant_id, call))
+        return call
+
+
+def test_a_large_tenant_first_in_its_shard_takes_a_turn_a_round_not_its_whole_pass(
+    gql: GraphQLClient,
+    tenant: str,
+    s3blobs: S3Blobs,
+    clock: Clock,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A tenant whose pass reads many records (600, at 100 a call here) is first in its
+    shard: the round gives it one turn (TURN_CALLS calls), then the tenant after it,
+    whose stale blob is marked; the large pass resumes where it stood."""
+    monkeypatch.setattr(blob_sweep, "READS_PER_CALL", 100)
+    small = f"{tenant}-s"
+    shard = registry_shard(small)
+    # Sorts before every "t-..." tenant of the registry: first in its shard.
+    large = next(
+        f"0-{tenant}-{n}" for n in itertools.count() if registry_shard(f"0-{tenant}-{n}") == shard
+    )
+    refs = {t: upload(gql, t, os.urandom(900)) for t in (large, small)}
+    bulk_people(large, 600)
+    sweep = Logged(s3blobs, BlobUsageTable(), QUOTA, clock_s=clock)
+    sweep.sweep_due(budget_s=120)
+
+    ours = [(t, call) for t, call in sweep.calls if t in (large, small)]
+    turn = blob_sweep.TURN_CALLS
+    first_small = [t for t, _ in ours].index(small)
+    assert [t for t, _ in ours[:first_small]] == [large] * turn, ours
+    assert not any(call.done for _, call in ours[:first_small])
+    assert sum(call.read for _, call in ours[:first_small]) <= turn * 100
+    # Both marked in this round: the small tenant in its turn, the large one in turns
+    # the round's time left gave it after every due tenant had its first.
+    assert not _held(s3blobs, small, refs[small])
+    assert not _held(s3blobs, large, refs[large])
+    large_calls = [call for t, call in ours if t == large]
+    assert large_calls[-1].done and sum(c.read for c in large_calls) == 600
+
+
+def test_a_reference_read_split_across_rounds_sees_what_existed_throughout(
+    gql: GraphQLClient,
+    tenant: str,
+    settings: Settings,
+    s3blobs: S3Blobs,
+    clock: Clock,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A pass's reads of references span calls (rounds, hours apart): a reference that
+    exists when they begin is found though writes move it meanwhile. A write whose
+    HeadObject came before the mark references the marked blob from an entity the
+    reads have not reached yet; between two calls an update moves that version to
+    the history (read after the entities): the blob is referenced, unmarked, never
+    deleted."""
+    monkeypatch.setattr(blob_sweep, "READS_PER_CALL", 100)
+    ref = upload(gql, tenant, os.urandom(1100))
+    seen = s3blobs.stat(tenant, ref["sha256"])
+
+    class CheckedBeforeTheMark(S3Blobs):
+        def stat(self, tenant_id: str, sha256: str) -> StoredBlob | None:
+            return seen
+
+    bulk_people(tenant, 300)  # p000000 ... p000299
+    sweep = BlobSweep(s3blobs, BlobUsageTable(), QUOTA, clock_s=clock)
+    assert _pass(sweep, tenant, reads=1000).marked == 1
+    late = _service(settings, CheckedBeforeTheMark(settings.s3_client(), settings.blob_bucket))
+    person = late.create(PERSON, tenant, "p000150b", {"photo": ref})
+
+    clock.at += MARK_S + 1
+    assert sweep.sweep(tenant).listed == 1  # the listing; the reads begin next
+    assert sweep.sweep(tenant).read == 100  # p000000 ... p000099
+    # Between rounds: the version that references the blob moves to the history.
+    _service(settings, s3blobs).update(
+        PERSON, tenant, "p000150b", person.change_token, {"photo": None}
+    )
+    total = _pass(sweep, tenant)
+    assert (total.unmarked, total.deleted, total.cleared) == (1, 0, 0)
+    assert _held(s3blobs, tenant, ref)

@@ -30,12 +30,12 @@ from api.service import SyncService
 from api.service import exports as export_rules
 from api.service.exports import DOWNLOAD_LINK_S, KEPT_S
 from api.settings import Settings
-from api.storage import keys
+from api.storage import capacity, keys
 from api.storage.blobs import S3Blobs
 from api.storage.export_files import S3ExportFiles
 from api.storage.exports import ExportTable
 from api.storage.store import DynamoStore
-from tests.support.bulk import bulk_people
+from tests.support.bulk import bulk_deletions_and_reminders, bulk_people
 from tests.support.faults import Fault, LoseResponse, connection_refused, hooks_on
 from tests.support.gql import GraphQLClient, GraphQLError, bearer, post_data
 from tests.support.servers import api_server, crash
@@ -446,7 +446,9 @@ def test_publishing_resumes_after_s3_fails_and_after_a_lost_completion(
         lost = LoseResponse()
         register("after-call.s3.CompleteMultipartUpload", lost)
         with pytest.raises(Unavailable):
-            service.exports.export_tenant(tenant, job.export_id, "owner")
+            # An S3 part of 5 MiB a call (the call's read units), then the completion.
+            for _ in range(3):
+                service.exports.export_tenant(tenant, job.export_id, "owner")
     assert lost.calls == 1
     stalled = ExportTable().get(tenant, job.export_id)
     assert stalled is not None and not stalled.done and len(stalled.etags) == 2
@@ -612,3 +614,44 @@ def test_parts_grow_so_that_an_upload_has_at_most_max_upload_parts(
     done = _service(settings).exports.export_tenant(tenant, job.export_id, "owner")
     assert done.done and len(done.etags) == 1  # 6.8 MB in one part, not 5 MiB and the rest
     assert gzip.decompress(_stored(settings, tenant, job.export_id)) == content
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("reads, writes", [(100, 10**6), (10**6, 100)])
+def test_each_export_call_stays_within_its_read_and_write_units(
+    settings: Settings, tenant: str, monkeypatch: pytest.MonkeyPatch, reads: int, writes: int
+) -> None:
+    """Deletions a first sync skips are still read, and large entities cost many units
+    each: every call stops at its budget of read units, and of write units (each
+    lowered here in turn, the other lifted, so that a small tenant spans calls), and
+    the next goes on, to the same file."""
+    monkeypatch.setattr(export_rules, "READ_UNITS_PER_CALL", reads)
+    monkeypatch.setattr(export_rules, "WRITE_UNITS_PER_CALL", writes)
+    bulk_deletions_and_reminders(tenant, deletions=3000, reminders=30)
+    service = _service(settings)
+    used: list[tuple[float, float]] = []
+    export_id: str | None = None
+    before: ExportJob | None = None
+    publishing = 0.0  # the read units of a call that starts by sending the file to S3
+    while True:
+        with capacity.metered() as meter:
+            job = service.exports.export_tenant(tenant, export_id, "owner")
+        if before is not None and before.phase is ExportPhase.PUBLISH:
+            # The stated exception: the file's parts read back for its first upload.
+            publishing = meter.read_units
+            assert publishing <= before.bytes / 4096 + before.parts / 4 + 4
+        else:
+            used.append((meter.read_units, meter.write_units))
+        export_id, before = job.export_id, job
+        if job.done:
+            break
+        assert len(used) < 200
+    assert job.entities == 30
+    assert max(r for r, _ in used) <= reads, (used, publishing)
+    assert max(w for _, w in used) <= writes, used
+    assert len(used) > 2  # the bound, not the tenant's size, ended the calls
+    lines = _lines(_stored(settings, tenant, job.export_id))
+    assert [line["entity"]["id"] for line in lines if "entity" in line] == [
+        f"r{i:06d}" for i in range(3000, 3030)
+    ]
+    assert not any("deleted" in line for line in lines)
