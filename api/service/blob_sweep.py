@@ -37,12 +37,12 @@ import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any
 
-from api.domain.attachments import ListedBlob
 from api.domain.errors import TenantDeleted
 from api.domain.identifiers import check_identifier
 from api.domain.records import Record
+from api.service.sweep_ports import SweepTable, SweptBlobs
 
 logger = logging.getLogger(__name__)
 
@@ -85,52 +85,6 @@ HOLD_S = 600
 
 LIST, REFS, ACT = "list", "refs", "act"
 ENTITIES, HISTORY = "entities", "history"
-
-
-class SweptBlobs(Protocol):
-    """What the sweep needs of the blob store (`api.storage.blobs.S3Blobs`)."""
-
-    def list_blobs(
-        self, tenant_id: str, after: str | None, limit: int = ..., generation: str = ""
-    ) -> tuple[list[ListedBlob], str | None]: ...
-    def mark(
-        self,
-        tenant_id: str,
-        sha256: str,
-        older_than: datetime,
-        since: int,
-        generation: str = "",
-    ) -> str | None:
-        """The version id of the blob's marked current version (marked now, or
-        already); None when gone or written since `older_than`."""
-        ...
-
-    def unmark(
-        self, tenant_id: str, sha256: str, version_id: str, generation: str = ""
-    ) -> bool: ...
-    def delete_marked(
-        self, tenant_id: str, sha256: str, version_id: str, generation: str = ""
-    ) -> None:
-        """Delete the marked version and the blob's versions before it, never one after."""
-        ...
-
-
-class SweepTable(Protocol):
-    """What the sweep needs of the table (`api.storage.blob_usage.BlobUsageTable`)."""
-
-    def take(self, tenant_id: str, holder: str, now: int, until: int) -> dict[str, Any] | None: ...
-    def generation(self, tenant_id: str) -> str:
-        """The generation of the tenant's blob keys (the sweep touches no other);
-        TenantDeleted while the tenant is being deleted."""
-        ...
-
-    def save(self, tenant_id: str, holder: str, state: dict[str, Any]) -> None: ...
-    def reset_room(self, tenant_id: str, room: int) -> None: ...
-    def release(self, tenant_id: str, holder: str, due: int) -> None: ...
-    def due(self, shard: int, now: int, after: str | None) -> tuple[list[str], str | None]: ...
-    def records_page(
-        self, tenant_id: str, partition: str, after: str | None, limit: int
-    ) -> tuple[list[Record], str | None]: ...
 
 
 @dataclass(frozen=True)

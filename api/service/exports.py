@@ -1,12 +1,6 @@
 """A tenant's data exported (contract 3.9): `exportTenant`, owners only.
 
-The file is gzipped JSON Lines: a first line naming the export, one line per live
-entity (`{"entity": ...}`, as a first sync returns it), then what changed while
-those were read (`entity` lines again, and `{"deleted": ...}`), one line per
-earlier version (`{"version": ...}`, as `history` returns it), and a last line
-with the counts and the token of the sync the file ends at (`{"end": ...}`): a
-file without it is truncated. Applied in order like sync pages, the lines give
-the tenant at that token.
+The file's format and its parts: `api.service.export_file`.
 
 A call starts a job, or goes on with one; calling again continues it, so a tenant
 of any size is exported in bounded requests. A step reads one page (of a first
@@ -41,23 +35,21 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import gzip
-import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager
-from datetime import UTC, datetime
-from typing import Any, Protocol
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
 
 from ulid import ULID
 
 from api.domain.errors import NotFound, SyncError
 from api.domain.exports import ExportJob, ExportPhase
 from api.domain.identifiers import check_identifier
-from api.domain.records import Record, record_json
-from api.domain.timestamps import format_time
+from api.domain.records import record_json
+from api.service import export_file
+from api.service.export_ports import ExportFiles, ExportJobs, Meter
 from api.service.reading import MAX_SCANNED, Reading
 
 # Entities or versions per step at most: a record is at most 16 KB (MAX_ITEM_BYTES),
@@ -100,8 +92,6 @@ ENTRY_WRITE_UNITS = 36
 # step of a sync, its first read of the head and the 11 newest entries (contract 3.4).
 _STEP_READ_SLACK = 2 + 3
 _FIRST_READ_UNITS = 1 + 12 * ENTRY_READ_UNITS
-# DynamoDB stores an item of at most 400 KB: a part (a gzip member) stays below.
-MAX_PART_BYTES = 350 * 1024
 DOWNLOAD_LINK_S = 15 * 60
 KEPT_S = 7 * 24 * 3600
 # Publishing to S3: a file up to this size is one PutObject; a larger one a multipart
@@ -120,63 +110,6 @@ MAX_UPLOAD_PARTS = 1000
 UPLOADS_PER_CALL = 2
 
 logger = logging.getLogger(__name__)
-
-
-class ExportJobs(Protocol):
-    """What an export needs of storage (`api.storage.exports.ExportTable`)."""
-
-    def create(self, job: ExportJob, expires_at: int) -> None: ...
-    def get(self, tenant_id: str, export_id: str) -> ExportJob | None: ...
-    def advance(
-        self, before: ExportJob, after: ExportJob, parts: list[bytes], expires_at: int
-    ) -> bool: ...
-    def parts(self, tenant_id: str, export_id: str, start: int = 0) -> Iterator[bytes]: ...
-    def versions_page(
-        self, tenant_id: str, after: str | None, limit: int
-    ) -> tuple[list[Record], str | None]: ...
-    def metered(self) -> AbstractContextManager[Meter]:
-        """A meter of the DynamoDB capacity consumed in this context meanwhile (its
-        reads of the tenant's data included)."""
-        ...
-
-
-class Meter(Protocol):
-    read_units: float
-    write_units: float
-
-
-class ExportFiles(Protocol):
-    """Where finished exports' files go (`api.storage.export_files.S3ExportFiles`):
-    one S3 object per export. Errors are the domain's (a transient one UNAVAILABLE)."""
-
-    def put(self, tenant_id: str, export_id: str, body: bytes) -> None: ...
-    def start_upload(self, tenant_id: str, export_id: str) -> str:
-        """A new multipart upload of the export's object: its id."""
-        ...
-
-    def upload_part(
-        self, tenant_id: str, export_id: str, upload_id: str, number: int, body: bytes
-    ) -> str | None:
-        """Part `number` (from 1) of the upload: its ETag; None when the upload is gone
-        (completed, or aborted)."""
-        ...
-
-    def complete(self, tenant_id: str, export_id: str, upload_id: str, etags: list[str]) -> bool:
-        """Complete the upload of these parts; False when the upload is gone."""
-        ...
-
-    def abort(self, tenant_id: str, export_id: str, upload_id: str) -> None: ...
-    def size(self, tenant_id: str, export_id: str) -> int | None:
-        """The size of the export's object; None when there is none."""
-        ...
-
-    def discard(self, tenant_id: str, export_id: str) -> None:
-        """Remove the export's object (every version) and its incomplete uploads."""
-        ...
-
-    def presign(self, tenant_id: str, export_id: str, expires_in: int) -> tuple[str, datetime]:
-        """A presigned GET of the export's object, saved as `<export>.jsonl.gz`."""
-        ...
 
 
 class TenantExport:
@@ -262,7 +195,7 @@ class TenantExport:
             writes_left = call.writes_left()
             line_units = ENTRY_WRITE_UNITS if call.line_cost is None else 2 * call.line_cost
             after, parts, lines = self._step(job, call.reads_left(), writes_left / line_units)
-            units = _write_units(parts)
+            units = export_file.write_units(parts)
             if call.read and units > writes_left:
                 return None  # its parts would pass the call's write units: the next call
             call.read = True
@@ -295,7 +228,7 @@ class TenantExport:
         if _one_put(job):
             body = b"".join(self._jobs.parts(tenant, export))
             if len(body) != job.bytes:
-                raise _parts_gone(job)
+                raise export_file.parts_gone(job)
             self._files.put(tenant, export, body)
             return _published(job)
         if job.upload_id is None:
@@ -332,7 +265,7 @@ class TenantExport:
             if len(body) >= least or index == job.parts:
                 break
         else:  # the parts ended before the job's count of them
-            raise _parts_gone(job)
+            raise export_file.parts_gone(job)
         return bytes(body), index
 
     def _upload_gone(self, job: ExportJob) -> ExportJob:
@@ -369,7 +302,7 @@ class TenantExport:
             # they were read (an entity updated meanwhile left its place behind them).
             initial = job.phase is ExportPhase.ENTITIES
             if initial and job.parts == 0 and job.position is None:
-                lines.append({"export": _header(job)})
+                lines.append({"export": export_file.header(job)})
             page = self._reading.changes(
                 job.tenant_id,
                 since=None if initial or job.position else job.change_token,
@@ -414,7 +347,7 @@ class TenantExport:
                         }
                     }
                 )
-        parts = _gzip_members([_line(line) for line in lines])
+        parts = export_file.gzip_members([export_file.line(value) for value in lines])
         after = dataclasses.replace(
             after, parts=job.parts + len(parts), bytes=job.bytes + sum(map(len, parts))
         )
@@ -441,31 +374,6 @@ class _Call:
         return time.monotonic() - self.started
 
 
-def _header(job: ExportJob) -> dict[str, Any]:
-    return {
-        "tenantID": job.tenant_id,
-        "exportID": job.export_id,
-        "askedBy": job.asked_by,
-        "askedAt": format_time(datetime.fromtimestamp(job.asked_at_ms / 1000, tz=UTC)),
-    }
-
-
-def _line(value: dict[str, Any]) -> bytes:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
-
-
-def _gzip_members(lines: list[bytes]) -> list[bytes]:
-    """The lines as gzip members of at most MAX_PART_BYTES each (a line is at most
-    about 16 KB, so one always fits)."""
-    if not lines:
-        return []
-    member = gzip.compress(b"".join(lines), compresslevel=6, mtime=0)
-    if len(member) <= MAX_PART_BYTES or len(lines) == 1:
-        return [member]
-    half = len(lines) // 2
-    return _gzip_members(lines[:half]) + _gzip_members(lines[half:])
-
-
 def _one_put(job: ExportJob) -> bool:
     """Whether the job's file goes to S3 in one PutObject (no upload started)."""
     return job.upload_id is None and job.bytes <= SINGLE_PUT_MAX_BYTES
@@ -479,20 +387,8 @@ def _upload_bytes(job: ExportJob) -> int:
         return job.bytes
     if job.upload_id is not None and job.published < job.parts:
         least = max(UPLOAD_PART_BYTES, -(-job.bytes // MAX_UPLOAD_PARTS))
-        return min(job.bytes, least + MAX_PART_BYTES)
+        return min(job.bytes, least + export_file.MAX_PART_BYTES)
     return 0
-
-
-def _write_units(parts: list[bytes]) -> float:
-    """What a step's transaction costs for its parts: 2 write units per KB of each,
-    and the job's item (under 1 KB, or some 37 bytes an ETag more)."""
-    return sum(2 * -(-len(part) // 1024) for part in parts) + 4
-
-
-def _parts_gone(job: ExportJob) -> NotFound:
-    # The table lost parts the job counts: they expired with it (TTL), or a deletion
-    # of the tenant removed them first. Never a truncated file published.
-    return NotFound(f"export {job.export_id} is gone: expired, or its tenant deleted")
 
 
 def _published(job: ExportJob) -> ExportJob:

@@ -32,7 +32,7 @@ _ENTITIES, _HISTORY = "entities", "history"
 
 class BlobUsageTable:
     """The `Quota` port (`api.service.attachments`) and the `SweepTable` port
-    (`api.service.blob_sweep`) on the single table."""
+    (`api.service.sweep_ports`) on the single table."""
 
     # The quota (requestUpload) and the blob keys' generation.
 

@@ -190,7 +190,7 @@ class S3Blobs:
             removed += abort_uploads(self._client, self._bucket, prefix, limit - removed)
         return removed
 
-    # The sweep's side (`api.service.blob_sweep.SweptBlobs`).
+    # The sweep's side (`api.service.sweep_ports.SweptBlobs`).
 
     def list_blobs(
         self, tenant_id: str, after: str | None, limit: int = PAGE, generation: str = ""

@@ -513,7 +513,7 @@ def test_a_reference_read_split_across_rounds_sees_what_existed_throughout(
     seen = s3blobs.stat(tenant, ref["sha256"])
 
     class CheckedBeforeTheMark(S3Blobs):
-        def stat(self, tenant_id: str, sha256: str) -> StoredBlob | None:
+        def stat(self, tenant_id: str, sha256: str, generation: str = "") -> StoredBlob | None:
             return seen
 
     bulk_people(tenant, 300)  # p000000 ... p000299
