@@ -44,7 +44,12 @@ class TenantCheck:
         """For a mutation answered without writing: being deleted; or an update,
         delete or restore NOT_FOUND whose changeToken is from before the tenant was
         deleted (or the tenant holds no changes at all), as a sync from that token."""
-        if mutation.expected_token is None or not isinstance(decision, NotFound):
+        if self._since is not None or mutation.expected_token is None:
+            # With `since`, the push's check said which life of the tenant the copy is
+            # of: a NOT_FOUND then is a NOT_FOUND (a placeholder token included).
+            self._load()
+            return self._deleting
+        if not isinstance(decision, NotFound):
             self._load()
             return self._deleting
         return self._before(mutation.expected_token, "changeToken")

@@ -312,7 +312,10 @@ export function createSyncAPI(options) {
   }
 
   // --- push ------------------------------------------------------------------------
-  async function pushChanges({ changes }) {
+  async function pushChanges({ changes, lastPulledAt }) {
+    // The token of the copy these edits were made on: a push from a deleted tenant's
+    // copy is TENANT_DELETED, entry by entry, and writes nothing (contract 3.8).
+    const { since: pushedSince } = await positionOf(lastPulledAt);
     const entries = [];
     for (const [table, set] of Object.entries(changes)) {
       const t = tables[table];
@@ -354,7 +357,7 @@ export function createSyncAPI(options) {
         const data = await request(
           `mutation($i: PushChangesInput!) { pushChanges(input: $i) { results {
             clientMutationID status replayed error { code message } item { ${selection} } } } }`,
-          { i: { tenantID, mutations: batch.map((e) => e.mutation) } },
+          { i: { tenantID, mutations: batch.map((e) => e.mutation), since: pushedSince ?? null } },
         );
         data.pushChanges.results.forEach((result, n) => {
           const e = batch[n];

