@@ -162,6 +162,9 @@ try {
   await a.page.waitForSelector("body[data-ready=true]", { timeout: 20000 });
   await waitFor("A's data after the reload", async () => (await shown(a)).length === 2, 10000);
   await waitFor("the reloaded page's requests blocked", async () => a.blocked.length > blockedBefore, 10000);
+  // Evidence, not timing: the page shows a failed sync once its error has come in
+  // and its status has been redrawn (every 500 ms).
+  await waitFor("A's status: API unreachable", async () => (await a.page.textContent("#status")) === "API unreachable", 10000);
   findings.steps.push({
     step: "reloaded offline", a: await people(a), shown: await shown(a), server: await serverPeople(),
     blockedAfterReload: a.blocked.slice(blockedBefore),
