@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from api.domain.cursor import CursorCodec
-from api.domain.errors import NotFound
 from api.domain.retention import Retention
 from api.ordering import wall_clock_ms
 from api.service.attachments import DEFAULT_QUOTA_BYTES, Attachments, BlobStore, Quota
@@ -71,32 +70,12 @@ class SyncService:
         self.update = self.writing.update
         self.delete = self.writing.delete
         self.versions = self.history.versions
-        self.restore = self._restore
+        self.restore = self.history.restore
         self.delete_tenant = self.tenancy.delete_tenant
         # Exports need their jobs' storage and where their files go (S3): a service
         # built without both has none.
-        self._check_not_deleted = self.reading.check_not_deleted
         self.exports = (
             None
             if exports is None or export_files is None
             else TenantExport(exports, export_files, self.reading, clock_ms)
         )
-
-    def _restore(
-        self,
-        tenant_id: str,
-        entity_id: str,
-        change_token: str,
-        version: str,
-        client_mutation_id: str | None = None,
-        by: str | None = None,
-    ) -> Written:
-        """`History.restore`; a version not found while the tenant is being deleted
-        (its history removed already) is TENANT_DELETED, as every write then."""
-        try:
-            return self.history.restore(
-                tenant_id, entity_id, change_token, version, client_mutation_id, by
-            )
-        except NotFound:
-            self._check_not_deleted(tenant_id)
-            raise
