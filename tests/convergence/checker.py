@@ -27,7 +27,7 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -263,12 +263,29 @@ def _settle(run: Run, fleet: list[Device], tenant: str) -> None:
     for _ in range(20):
         for device in fleet:
             assert device.client is not None
-            device.client.sync()
+            _retrying(run, device.client.sync)
         if all(d.client is not None and d.client.pending() == 0 for d in fleet):
             break
     for device in fleet:
         assert device.client is not None
-        device.client.pull()
+        _retrying(run, device.client.pull)
+
+
+def _retrying(run: Run, call: Callable[[], object], attempts: int = 10) -> None:
+    """`call` as a client does it: the store's faults stay on while devices settle, and
+    an answer the server marks `retryable` (UNAVAILABLE: DynamoDB throttled or failed
+    past the server's own retries) is tried again after a pause. Any other error fails."""
+    for attempt in range(attempts):
+        try:
+            call()
+            return
+        except SyncFailed as exc:
+            if not all(e.get("extensions", {}).get("retryable") for e in exc.errors):
+                raise
+            if attempt == attempts - 1:
+                raise
+            run.stats["settle retries"] += 1
+            time.sleep(0.2 * (attempt + 1))
 
 
 def _server_state(ddb: Any, table: str, tenant: str) -> dict[str, dict[str, Any]]:
