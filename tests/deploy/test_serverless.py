@@ -315,6 +315,7 @@ def test_the_function_and_its_http_api(packaged: dict[str, Any]) -> None:
     assert env["JWT_ISSUER"].startswith("https://cognito-idp.eu-west-1.amazonaws.com/")
     assert env["JWT_JWKS_URL"] == env["JWT_ISSUER"] + "/.well-known/jwks.json"
     assert env["CURSOR_SECRET"].startswith("{{resolve:ssm:")
+    assert env["HEALTH_TOKEN"] == ""  # /healthz's details for nobody until --param sets it
     routes = {
         r["Properties"]["RouteKey"]
         for r in _resources(packaged, "AWS::ApiGatewayV2::Route").values()
