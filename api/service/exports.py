@@ -8,16 +8,9 @@ sync, then of the history partition) and writes its part of the file with the
 job's new state in one transaction, so a call that dies halfway is resumed by the
 next and no line is written twice.
 
-A call holds itself to a budget (contract 3.9), counted in the capacity DynamoDB
-reports for its calls (`ExportJobs.metered`): it starts no step once it has used
-READ_UNITS_PER_CALL read units or WRITE_UNITS_PER_CALL write units, or after
-CALL_S seconds, and each step is sized so that even at its worst it stays within
-what is left. A step reads at most as many log entries or versions as the read
-units left pay for at their largest (ENTRY_READ_UNITS), the deletions a first sync
-skips included; its parts are written only if the write units left pay for them
-(else the call ends there, and the next call's first step, sized for entities at
-their largest, ENTRY_WRITE_UNITS, goes on). The budget bounds what is read, not
-only what is written.
+A call holds itself to a budget of read units, write units and seconds (contract
+3.9), counted in the capacity DynamoDB reports for its calls (`ExportJobs.metered`),
+and sizes each step to what is left at its worst: the constants below say how.
 
 Then the file is published to S3 (`ExportFiles`), from its parts in the table: a
 file of at most SINGLE_PUT_MAX_BYTES in one PUT, a larger one by a multipart upload
@@ -71,13 +64,11 @@ CALL_S = 2.0
 # Steps per call at most, whatever the budget leaves (a step of skipped deletions
 # costs a few units).
 STEPS_PER_CALL = 200
-# A server runs one export step at a time (of any tenant), and holds the turn after
-# each step for as long again as the step took (PAUSE times it), in which it does
-# nothing: decoding a step's items, its JSON and gzip hold the interpreter's lock,
-# and DynamoDB's Queries of large items are work too, so exports take at most about
-# half of a server's time, and another tenant's reads find it free. A call waits for
-# the turn within CALL_S (and answers its progress, maybe none, when it is not given
-# one in time: the app calls again).
+# A server runs one export step at a time (of any tenant) and, after each, holds the
+# turn idle PAUSE times as long as the step took: a step's decoding, JSON and gzip
+# hold the interpreter's lock, so exports take at most about half a server and other
+# tenants' reads find it free. A call waits for the turn within CALL_S, else answers
+# its progress (maybe none) and the app calls again.
 PAUSE = 1.0
 _turn = threading.Lock()
 # What one log entry or earlier version can cost at its largest: up to 16 KB of
@@ -87,11 +78,13 @@ ENTRY_READ_UNITS = 4.5
 # ... and its line, gzipped (no smaller, at worst), written in a transaction (2 units
 # per KB).
 ENTRY_WRITE_UNITS = 36
-# Read units a step may cost beyond its entries: the job's GetItem and the head's
-# (per call), each Query's rounding up to 4 KB (at most 3 a step) and, in the first
+# Read units a step may cost beyond its entries (the call's own, the job's GetItem and
+# the head's, are metered before it): each Query's rounding up to 4 KB (at most 3 a
+# step), the head a cursor page reads after them (1: contract 3.8) and, in the first
 # step of a sync, its first read of the head and the 11 newest entries (contract 3.4).
-_STEP_READ_SLACK = 2 + 3
+_STEP_READ_SLACK = 3 + 1
 _FIRST_READ_UNITS = 1 + 12 * ENTRY_READ_UNITS
+_STEP_MIN_ENTRIES = 2  # the least a step reads: an entry and the one past it
 DOWNLOAD_LINK_S = 15 * 60
 KEPT_S = 7 * 24 * 3600
 # Publishing to S3: a file up to this size is one PutObject; a larger one a multipart
@@ -192,6 +185,8 @@ class TenantExport:
         else:
             # Sized for entities at their largest, unless this call's steps so far show
             # what a line costs (twice that, the parts then checked).
+            if call.read and _step_read_units(job, _STEP_MIN_ENTRIES) > call.reads_left():
+                return None  # the call's read units left would not pay for a step
             writes_left = call.writes_left()
             line_units = ENTRY_WRITE_UNITS if call.line_cost is None else 2 * call.line_cost
             after, parts, lines = self._step(job, call.reads_left(), writes_left / line_units)
@@ -290,12 +285,10 @@ class TenantExport:
         lines; the step reads what `reads_left` read units pay for at their worst,
         and at most `lines_left` entities or versions (at least one)."""
         lines: list[dict[str, Any]] = []
-        reads_left -= _STEP_READ_SLACK
-        if job.position is None and job.phase is not ExportPhase.VERSIONS:
-            reads_left -= _FIRST_READ_UNITS  # the first read of a sync
+        reads_left -= _step_read_units(job, 0)
         # Entries the step may read: its page's, one past them (a Query reads one past
         # its limit), and the deletions a first sync skips with one more Query.
-        entries = max(2, int(reads_left // ENTRY_READ_UNITS))
+        entries = max(_STEP_MIN_ENTRIES, int(reads_left // ENTRY_READ_UNITS))
         limit = max(1, min(STEP_ITEMS, entries - 1, int(lines_left)))
         if job.phase in (ExportPhase.ENTITIES, ExportPhase.CHANGES):
             # The first sync's pages, then one sync from their token: what moved while
@@ -372,6 +365,14 @@ class _Call:
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started
+
+
+def _step_read_units(job: ExportJob, entries: int) -> float:
+    """What the job's next step reads at its worst, but for entries past `entries`."""
+    units = _STEP_READ_SLACK + entries * ENTRY_READ_UNITS
+    if job.position is None and job.phase is not ExportPhase.VERSIONS:
+        units += _FIRST_READ_UNITS  # the first read of a sync
+    return units
 
 
 def _one_put(job: ExportJob) -> bool:
