@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx2
+import pytest
 
 from api.domain import catalog
 from api.domain.cursor import CursorCodec
@@ -26,6 +27,9 @@ from api.storage.store import DynamoStore
 from tests.support.blobs import reference, upload
 from tests.support.gql import GraphQLClient, bearer
 from tests.support.store_state import tenant_state
+
+# A capability beyond the sync core: scripts/test --all (pyproject's `slow`).
+pytestmark = pytest.mark.slow
 
 PHOTO = "photo { sha256 size contentType url urlExpiresAt }"
 PERSON = f"__typename id changeToken givenName {PHOTO}"

@@ -29,6 +29,9 @@ from tests.support.blobs import upload
 from tests.support.bulk import bulk_people
 from tests.support.gql import GraphQLClient
 
+# A capability beyond the sync core: scripts/test --all (pyproject's `slow`).
+pytestmark = pytest.mark.slow
+
 QUOTA = 1024**3
 
 

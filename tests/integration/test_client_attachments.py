@@ -25,6 +25,9 @@ from tests.convergence.faults import FaultyTransport
 from tests.support.blob_faults import BlobProxy, ProxiedBlobs, blob_proxy
 from tests.support.gql import bearer
 
+# A capability beyond the sync core: scripts/test --all (pyproject's `slow`).
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def url(settings: Settings) -> Iterator[str]:

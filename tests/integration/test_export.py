@@ -43,7 +43,8 @@ from tests.support.sigv4 import signature_holds
 
 # Calls are asserted by what they did, not when they stopped (a 2 s call stops
 # early on a loaded machine): the time bound is lifted; the units budget stays.
-pytestmark = pytest.mark.usefixtures("unhurried_exports")
+# A capability beyond the sync core: scripts/test --all (pyproject's `slow`).
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("unhurried_exports")]
 
 EXPORT = (
     "mutation($t: ID!, $e: ID) { exportTenant(tenantID: $t, exportID: $e) "

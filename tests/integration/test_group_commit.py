@@ -25,6 +25,7 @@ from tests.support.store_state import assert_consistent, tenant_state
 Inject = Callable[[str, Callable[..., Any]], None]
 
 
+@pytest.mark.slow  # 6 s a seed; the torn engine's version runs in the fast loop
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_random_pushes_grouped_equal_one_by_one(
     gql: GraphQLClient, tenant: str, ddb: Any, settings: Settings, seed: int

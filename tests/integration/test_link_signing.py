@@ -30,6 +30,9 @@ from api.tenant_gate import TenantGate
 from tests.support.blobs import upload
 from tests.support.gql import GraphQLClient
 
+# A capability beyond the sync core: scripts/test --all (pyproject's `slow`).
+pytestmark = pytest.mark.slow
+
 PEOPLE = 60
 PHOTOS = 20
 PUSH = """

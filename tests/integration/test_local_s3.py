@@ -30,6 +30,9 @@ from scripts.local_engine import free_port
 from scripts.local_s3 import LocalS3, ensure_bucket
 from tests.integration.test_local_engine import _alive
 
+# A capability beyond the sync core: scripts/test --all (pyproject's `slow`).
+pytestmark = pytest.mark.slow
+
 
 def test_the_bucket_is_created_once(settings: Settings) -> None:
     client = settings.s3_client()

@@ -18,6 +18,9 @@ from starlette.websockets import WebSocketDisconnect
 from api.auth import make_local_token
 from tests.support.gql import TEST_AUTH_SECRET, GraphQLClient, bearer
 
+# A capability beyond the sync core: scripts/test --all (pyproject's `slow`).
+pytestmark = pytest.mark.slow
+
 SUBSCRIBE = (
     "subscription($t: ID!, $s: ID) { changesAvailable(tenantID: $t, since: $s) "
     "{ tenantID changeToken } }"

@@ -12,6 +12,8 @@ import threading
 import time
 from typing import Any
 
+import pytest
+
 from api.domain.catalog import PERSON
 from api.domain.cursor import CursorCodec
 from api.realtime.streams import StreamFollower
@@ -19,6 +21,9 @@ from api.service import SyncService
 from api.settings import Settings
 from api.storage.store import DynamoStore
 from tests.support.faults import Fault, dynamodb_error, hooks_on
+
+# A capability beyond the sync core: scripts/test --all (pyproject's `slow`).
+pytestmark = pytest.mark.slow
 
 
 class _Published:

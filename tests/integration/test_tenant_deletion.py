@@ -30,7 +30,8 @@ from tests.support.gql import GraphQLClient, GraphQLError, bearer, post_data
 from tests.support.servers import api_server, crash
 
 # Export calls here are asserted by what they did, not when they stopped.
-pytestmark = pytest.mark.usefixtures("unhurried_exports")
+# A capability beyond the sync core: scripts/test --all (pyproject's `slow`).
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("unhurried_exports")]
 
 DELETE = (
     "mutation($t: ID!, $c: ID!) { deleteTenant(tenantID: $t, confirm: $c) { removedItems done } }"
