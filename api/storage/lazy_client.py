@@ -1,9 +1,9 @@
 """A boto3 client made on its first use, not when the app is built.
 
 S3's client is the dearest part of building the app: botocore loads and parses
-S3's service model (some 300 ms of a 2-core VM's CPU, against about 90 ms for
-DynamoDB's), and the HTTP Lambda's sync requests never touch S3; attachments and
-exports make it on their first call (docs/cold-start.md).
+S3's service model (230-320 ms in process on the loaded 2-core development VM,
+against 85-155 ms for DynamoDB's), and the HTTP Lambda's sync requests never
+touch S3; attachments and exports make it on their first call (docs/cold-start.md).
 """
 
 from __future__ import annotations
@@ -36,4 +36,6 @@ class LazyClient:
         return self._client
 
     def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):  # this object's own, not yet set (copy, pickle)
+            raise AttributeError(name)
         return getattr(self.client(), name)
