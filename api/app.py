@@ -28,6 +28,7 @@ from api.storage.blob_usage import BlobUsageTable
 from api.storage.blobs import S3Blobs
 from api.storage.export_files import S3ExportFiles
 from api.storage.exports import ExportTable
+from api.storage.lazy_client import LazyClient
 from api.storage.store import DynamoStore
 
 if TYPE_CHECKING:  # imported only where sockets are served (not on the HTTP Lambda)
@@ -46,7 +47,8 @@ def create_app(settings: Settings | None = None, sockets: bool = True) -> Starle
     models.bind(settings)
     store = DynamoStore()
     store.on_response(request_log.record_consumed_capacity)
-    s3 = settings.s3_client()
+    # Made on the first attachment or export (api.storage.lazy_client): a sync never needs it.
+    s3 = LazyClient(settings.s3_client)
     blobs = S3Blobs(s3, settings.blob_bucket, hashes_bytes=not settings.s3_verifies_checksums)
     offset = settings.clock_offset_ms
     realtime: LocalRealtime | None = None
@@ -113,4 +115,6 @@ def create_app(settings: Settings | None = None, sockets: bool = True) -> Starle
         if realtime is not None:
             realtime.close()
 
-    return Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
+    app = Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
+    app.state.s3 = s3  # made on first use; api.lambda_handler makes it before a snapshot
+    return app

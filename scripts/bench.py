@@ -12,7 +12,9 @@ Capacity: DynamoDB Local reports ConsumedCapacity, but not by AWS's rules for
 transactions, so every row also gives the units AWS would bill, computed from
 the item sizes by AWS's rules (reads: 4 KB per unit, strongly consistent;
 transactional writes: 2 units per KB per item), and the minimum any design
-could pay for the same data. Prices: `scripts/benchmarks/prices.py`.
+could pay for the same data. Prices: `scripts/benchmarks/prices.py`. The all-in
+cost of five of the operations (HTTP API, Lambda, DynamoDB, S3) beside AppSync's,
+from the Lambda handler's time in process: `scripts/benchmarks/cost.py`.
 """
 
 from __future__ import annotations
@@ -43,6 +45,8 @@ from scripts.benchmarks.attachments import (
 )
 from scripts.benchmarks.bulk import measure_bulk, print_bulk
 from scripts.benchmarks.churn import measure_churn, print_churn
+from scripts.benchmarks.cost import TENANT as COST_TENANT
+from scripts.benchmarks.cost import measure_cost, print_cost
 from scripts.benchmarks.floor import FLOOR_APP
 from scripts.benchmarks.harness import SECRET, TABLE, Harness, local_engines
 from scripts.benchmarks.prices import PRICES_AS_OF
@@ -59,6 +63,7 @@ from tests.support.subscribers import pid_listening
 RESULTS = PROJECT_ROOT / ".bench-results"
 TENANTS = ["page", *(f"w{i}" for i in range(8)), "small", "large", "bulk", "hot", "sweep"]
 TENANTS += ["realtime", "wunits", "churn", "churn-min", "attachments", *REFERENCE_TENANTS]
+TENANTS += [COST_TENANT]
 # Requests profiled per operation for the split by layer (--fast, --full).
 SPLIT_REQUESTS = {True: 50, False: 200}
 
@@ -82,6 +87,7 @@ def run(fast: bool) -> dict[str, Any]:
             try:
                 result = _measure(h, engines.blobs)
                 result["attachments"] = measure_attachments(h, engines.blobs)
+                result["cost"] = measure_cost(h)
             finally:
                 for c in clients + floors:
                     c.close()
@@ -127,6 +133,7 @@ def _measure(h: Harness, blobs: LocalS3) -> dict[str, Any]:
 
 def _report(h: Harness, result: dict[str, Any]) -> dict[str, Any]:
     h.print_rows()
+    print_cost(result["cost"])
     print_write_units(result["write_units"])
     print_scale(h, result["scale"], result["incremental_sync_units"])
     print_bulk(result["bulk_sync"])

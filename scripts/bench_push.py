@@ -1,10 +1,14 @@
 """Push 500 queued edits one by one vs in batches of 100, in the same run.
 
-Starts its own DynamoDB Local (in memory) and API server; prints one table. The
-server reaches DynamoDB through a forwarding proxy that counts the calls, first
-without delay, then adding RTT_MS to each call: DynamoDB Local answers on the same
-machine, while on AWS each call is a network round trip (same region, a few to
-15 ms), which is what group commit saves. Run with scripts/bench-push.
+Starts its own DynamoDB Local (in memory) and API servers; prints one table. The
+server reaches DynamoDB through a forwarding proxy that counts the calls and the
+time spent answering them, first without delay, then adding RTT_MS to each call:
+DynamoDB Local answers on the same machine, while on AWS each call is a network
+round trip (same region, a few to 15 ms), which is what group commit saves. Each
+with history on and off (HISTORY: an update also writes the version it replaces).
+Where the time goes: in DynamoDB (Local, and the added delay: the proxy's time
+answering), and elsewhere (the API process, and this client). Run with
+scripts/bench-push.
 """
 
 from __future__ import annotations
@@ -67,15 +71,21 @@ def _edit(person: dict[str, Any], tenant: str, n: int) -> dict[str, Any]:
     }
 
 
-def _measure(settings: Settings, latency_ms: float) -> list[tuple[str, int, int, float]]:
-    """(mode, requests, DynamoDB calls, seconds) of each way to push the edits."""
+Row = tuple[str, int, int, float, float]  # mode, requests, DB calls, seconds, in DynamoDB
+
+
+def _measure(settings: Settings, latency_ms: float, history: bool) -> list[Row]:
+    """(mode, requests, DynamoDB calls, seconds, seconds answering in DynamoDB) of
+    each way to push the edits."""
     rows = []
     assert settings.dynamodb_endpoint is not None
+    env = {"HISTORY": "true" if history else "false"}
     with (
         TornEngine(settings.dynamodb_endpoint, tear=False, latency_ms=latency_ms) as proxy,
-        api_server(settings, extra_env={"DYNAMODB_ENDPOINT": proxy.endpoint}) as url,
+        api_server(settings, extra_env={"DYNAMODB_ENDPOINT": proxy.endpoint, **env}) as url,
     ):
-        one, batch = f"one{latency_ms:g}", f"batch{latency_ms:g}"
+        run = f"{latency_ms:g}{'h' if history else 'n'}"  # tenants of their own each run
+        one, batch = f"one{run}", f"batch{run}"
         token = make_local_token(SECRET, "bench", [one, batch], 3600)
         headers = {"Authorization": f"Bearer {token}"}
         with httpx2.Client(base_url=url, headers=headers, timeout=60) as client:
@@ -83,12 +93,22 @@ def _measure(settings: Settings, latency_ms: float) -> list[tuple[str, int, int,
             batch_people = _seed(client, batch)
 
             calls, started = proxy.stats.calls, time.perf_counter()
+            answering = proxy.stats.answering_s
             for n, person in enumerate(one_people):
                 _post(client, UPDATE, {"i": _edit(person, one, n)})
             seconds = time.perf_counter() - started
-            rows.append(("one by one (updatePerson)", EDITS, proxy.stats.calls - calls, seconds))
+            rows.append(
+                (
+                    "one by one (updatePerson)",
+                    EDITS,
+                    proxy.stats.calls - calls,
+                    seconds,
+                    proxy.stats.answering_s - answering,
+                )
+            )
 
             calls, started = proxy.stats.calls, time.perf_counter()
+            answering = proxy.stats.answering_s
             for start in range(0, EDITS, BATCH):
                 entries = [
                     {"updatePerson": _edit(p, batch, start + i)}
@@ -99,7 +119,13 @@ def _measure(settings: Settings, latency_ms: float) -> list[tuple[str, int, int,
                 assert statuses == {"APPLIED"}, statuses
             seconds = time.perf_counter() - started
             rows.append(
-                (f"pushChanges x{BATCH}", EDITS // BATCH, proxy.stats.calls - calls, seconds)
+                (
+                    f"pushChanges x{BATCH}",
+                    EDITS // BATCH,
+                    proxy.stats.calls - calls,
+                    seconds,
+                    proxy.stats.answering_s - answering,
+                )
             )
     return rows
 
@@ -107,20 +133,26 @@ def _measure(settings: Settings, latency_ms: float) -> list[tuple[str, int, int,
 def main() -> int:
     with local_engine_settings() as settings:
         results = [
-            ("DynamoDB Local", _measure(settings, 0)),
-            (f"+ {RTT_MS} ms a call", _measure(settings, RTT_MS)),
+            (f"{label}, history {'on' if history else 'off'}", _measure(settings, ms, history))
+            for label, ms in (("DynamoDB Local", 0), (f"+ {RTT_MS} ms a call", RTT_MS))
+            for history in (True, False)
         ]
     print(
-        f"{'DynamoDB':<20}{'mode':<28}{'requests':>9}{'DB calls':>9}{'seconds':>9}"
-        f"{'edits/s':>9}{'faster':>8}"
+        f"{'DynamoDB':<34}{'mode':<28}{'requests':>9}{'DB calls':>9}{'seconds':>9}"
+        f"{'in DB':>7}{'API+client':>11}{'edits/s':>9}{'faster':>8}"
     )
     for label, rows in results:
         baseline = rows[0][3]
-        for mode, requests, calls, seconds in rows:
+        for mode, requests, calls, seconds, answering in rows:
             print(
-                f"{label:<20}{mode:<28}{requests:>9}{calls:>9}{seconds:>9.2f}"
+                f"{label:<34}{mode:<28}{requests:>9}{calls:>9}{seconds:>9.2f}"
+                f"{answering:>7.2f}{seconds - answering:>11.2f}"
                 f"{EDITS / seconds:>9.0f}{baseline / seconds:>7.1f}x"
             )
+    print(
+        "(in DB: the proxy's time answering, DynamoDB Local's and the added delay; "
+        "API+client: the rest, the API process's and this client's)"
+    )
     return 0
 
 

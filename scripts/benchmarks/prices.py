@@ -1,7 +1,9 @@
 """AWS list prices, stated once: every cost a benchmark prints derives from these.
 
 DynamoDB on-demand, us-east-1, since the November 2024 price cut; DynamoDB
-Streams and API Gateway WebSocket, us-east-1; S3 Standard, us-east-1 (attachments)."""
+Streams and API Gateway WebSocket, us-east-1; S3 Standard, us-east-1 (attachments);
+API Gateway's HTTP API, Lambda on arm64 and AppSync, us-east-1 (the all-in cost of
+an operation, `scripts/benchmarks/cost.py`)."""
 
 PRICES_AS_OF = "DynamoDB on-demand, us-east-1, prices since November 2024"
 WRITE_UNIT_USD = 0.625 / 1_000_000  # per write request unit
@@ -20,6 +22,21 @@ S3_PUT_USD = 0.005 / 1000  # per PUT, COPY, POST or LIST request
 S3_GET_USD = 0.0004 / 1000  # per GET, and per other request (HEAD included)
 S3_TRANSFER_OUT_GB_USD = 0.09  # per GB out to the internet, after 100 GB/month free
 S3_TRANSFER_OUT_FREE_GB = 100
+# The front door and the compute, us-east-1 list prices as of 2026-11-26, first
+# tiers: API Gateway's HTTP API for the first 300 million requests a month, a
+# request metered per 512 KB (a larger one counts as several); Lambda per request
+# and per GB-second on arm64, its duration billed per 1 ms; a Lambda function URL
+# adds no charge of its own (Lambda's alone). AppSync per query or mutation, its
+# resolvers' DynamoDB work billed apart at the same DynamoDB prices.
+COMPUTE_PRICES_AS_OF = "HTTP API, Lambda arm64, AppSync: us-east-1, list prices of 2026-11-26"
+HTTP_API_REQUEST_USD = 1.00 / 1_000_000
+HTTP_API_METERED_BYTES = 512 * 1024
+FUNCTION_URL_REQUEST_USD = 0.0
+LAMBDA_REQUEST_USD = 0.20 / 1_000_000
+LAMBDA_ARM64_GB_SECOND_USD = 0.0000133334
+LAMBDA_BILLED_MS = 1  # duration is rounded up to this
+APPSYNC_OPERATION_USD = 4.00 / 1_000_000
+
 # A GB taken as 2**30 bytes, as AWS meters storage; with 10**9 bytes every
 # per-byte figure here would be 7.4% higher.
 GB = 2**30

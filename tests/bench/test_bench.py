@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 
 from api.settings import PROJECT_ROOT
+from scripts.benchmarks.cost import ROWS as COST_ROWS
+from scripts.benchmarks.cost import shipped_lambda
 
 OPERATIONS = {
     "changes: page of 100 Person",
@@ -137,3 +139,13 @@ def test_bench_fast_prints_and_saves_a_complete_table(tmp_path: Path) -> None:
     assert small["storage_month_usd"] < big["storage_month_usd"]
     assert small["download_usd"] < big["download_usd"]
     assert "attachments:" in out and "S3 Standard, us-east-1" in out
+    cost = data["cost"]
+    assert (cost["memory_mb"], cost["architecture"]) == shipped_lambda()
+    assert "all in, $ per million operations" in out and "AppSync" in out
+    assert set(cost["operations"]) == set(COST_ROWS)
+    for name, c in cost["operations"].items():
+        # the same DynamoDB work as the row of the table, priced beside AppSync's
+        assert c["dynamodb"] == rows[(COST_ROWS[name], 1)]["cost_per_million_usd"], name
+        assert c["billed_ms"] >= 1 and c["s3"] == 0
+        parts = ("http_api", "lambda_requests", "lambda_duration", "dynamodb", "s3")
+        assert math.isclose(c["total"], sum(c[p] for p in parts)), name

@@ -170,6 +170,9 @@ class TornStats:
     unprocessed: int = 0
     cancelled_throttling: int = 0
     spikes: int = 0
+    # Seconds spent answering requests: the upstream engine's and any added latency
+    # (scripts/bench-push splits a run's time with it).
+    answering_s: float = 0.0
 
 
 class TornEngine:
@@ -358,11 +361,16 @@ class TornEngine:
             self.stats.calls += 1
         if operation in ("PutItem", "TransactWriteItems", "BatchWriteItem"):
             self._track_expiring(operation, headers, json.loads(body))
-        if self.latency_ms:
-            time.sleep(self.latency_ms / 1000)
-        if self.faults is None:
-            return self._handle(operation, target, headers, body)
-        return self._with_faults(self.faults, operation, target, headers, body)
+        started = time.perf_counter()
+        try:
+            if self.latency_ms:
+                time.sleep(self.latency_ms / 1000)
+            if self.faults is None:
+                return self._handle(operation, target, headers, body)
+            return self._with_faults(self.faults, operation, target, headers, body)
+        finally:
+            with self._rng_lock:
+                self.stats.answering_s += time.perf_counter() - started
 
     def _with_faults(
         self,

@@ -1,0 +1,88 @@
+"""The HTTP Lambda's import builds what a first sync needs and nothing else
+(docs/cold-start.md): no S3 client, no realtime, no sweep, no GraphiQL; and its
+SnapStart hook makes S3's client before the snapshot. Checked in a fresh Python,
+where nothing is imported yet, with botocore's client factory counted."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+from api.settings import PROJECT_ROOT
+
+# Run in a fresh interpreter: counts the clients botocore makes, imports the
+# handler, then plays Lambda's part and runs the hooks registered for a snapshot
+# (a stand-in `snapshot_restore_py`, the library Lambda's Python runtimes include).
+_PROBE = textwrap.dedent(
+    """
+    import json, sys, types
+    import botocore.session
+
+    made = []
+    create = botocore.session.Session.create_client
+
+    def counted(self, service_name, *args, **kwargs):
+        made.append(service_name)
+        return create(self, service_name, *args, **kwargs)
+
+    botocore.session.Session.create_client = counted
+    hooks = []
+    if sys.argv[1] == "snapstart":
+        library = types.ModuleType("snapshot_restore_py")
+        library.register_before_snapshot = hooks.append
+        sys.modules["snapshot_restore_py"] = library
+
+    import api.lambda_handler
+
+    at_import = list(made)
+    modules = sorted(m for m in sys.modules if m == "api" or m.startswith("api."))
+    for hook in hooks:
+        hook()
+    print(json.dumps({"at_import": at_import, "after_hooks": made, "modules": modules}))
+    """
+)
+# Modules of what the HTTP function never serves: realtime (other functions, and
+# WebSockets), the sweep (its own scheduled function), GraphiQL (off in production).
+NEVER_IMPORTED = ("api.realtime", "api.sweep_handler", "api.service.blob_sweep", "api.graphiql")
+
+
+def _probe(mode: str) -> dict[str, list[str]]:
+    env = {
+        **os.environ,
+        "DYNAMODB_ENDPOINT": "http://127.0.0.1:9",  # nothing is called at import
+        "S3_ENDPOINT": "http://127.0.0.1:9",
+        "AWS_ACCESS_KEY_ID": "local",
+        "AWS_SECRET_ACCESS_KEY": "local",
+        "GRAPHIQL": "false",
+        "SYNC_AUTH_SECRET": "a-secret-of-at-least-thirty-two-bytes",
+    }
+    result = subprocess.run(
+        [sys.executable, "-c", _PROBE, mode],
+        env=env,
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    answer: dict[str, list[str]] = json.loads(result.stdout.splitlines()[-1])
+    return answer
+
+
+def test_importing_the_handler_makes_only_the_dynamodb_client() -> None:
+    seen = _probe("plain")
+    assert seen["at_import"] == ["dynamodb"]
+    assert seen["after_hooks"] == ["dynamodb"]  # no snapshot, no hook: S3 waits for a use
+    imported = [m for m in seen["modules"] if m.startswith(NEVER_IMPORTED)]
+    assert not imported, imported
+    assert "api.graphql.schema" in seen["modules"]  # the schema is built at import
+
+
+def test_the_snapshot_holds_the_s3_client_too() -> None:
+    seen = _probe("snapstart")
+    assert seen["at_import"] == ["dynamodb"]
+    assert seen["after_hooks"] == ["dynamodb", "s3"]
