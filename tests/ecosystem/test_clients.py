@@ -32,19 +32,21 @@ def _run(args: list[str], cwd: Path, timeout: int = 300) -> str:
 
 @pytest.fixture(scope="session")
 def node_deps() -> Path:
-    """The pinned npm packages of js/package.json, installed once into .cache/."""
-    wanted = (JS / "package.json").read_text()
-    installed = NODE_DEPS / "package.json"
+    """js/package.json's packages at exactly the versions of its lock file (every
+    transitive one too: `npm ci`), installed into .cache/ again when either changed."""
+    names = ("package.json", "package-lock.json")
+    wanted = [(JS / name).read_text() for name in names]
+    installed = [NODE_DEPS / name for name in names]
     if (
-        not installed.exists()
-        or installed.read_text() != wanted
-        or not (NODE_DEPS / "node_modules").exists()
+        not (NODE_DEPS / "node_modules").exists()
+        or [p.read_text() if p.exists() else None for p in installed] != wanted
     ):
         NODE_DEPS.mkdir(parents=True, exist_ok=True)
-        installed.write_text(wanted)
+        for path, text in zip(installed, wanted, strict=True):
+            path.write_text(text)
         npm = shutil.which("npm")
         assert npm, "npm is required for the ecosystem tests"
-        _run([npm, "install", "--no-audit", "--no-fund", "--loglevel=error"], NODE_DEPS, 600)
+        _run([npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"], NODE_DEPS, 600)
     for name in ("*.mjs", "*.yml", "*.graphql"):
         for script in JS.glob(name):
             shutil.copy(script, NODE_DEPS / script.name)  # packages resolve from there
