@@ -43,7 +43,7 @@ def server() -> Iterator[tuple[str, str]]:
     say("No server on that port: starting a throwaway DynamoDB Local and API server.")
     from tests.support.servers import api_server
 
-    with LocalEngine(free_port(), None) as engine:
+    with LocalEngine(free_port(), None, short_lived=True) as engine:
         local = dataclasses.replace(settings, dynamodb_endpoint=engine.endpoint)
         ensure_table(local.dynamodb_client(), local.table_name)
         with api_server(local) as own_url:

@@ -29,7 +29,7 @@ from tests.support.torn import TornEngine
 
 @pytest.fixture(scope="session")
 def engine() -> Iterator[LocalEngine]:
-    with LocalEngine(free_port(), data_dir=None) as running:
+    with LocalEngine(free_port(), data_dir=None, short_lived=True) as running:
         yield running
 
 

@@ -490,7 +490,7 @@ def contextlib_engine(settings: Settings | None) -> Iterator[Settings]:
     if settings is not None:
         yield settings
         return
-    with LocalEngine(free_port(), None) as engine, LocalS3(free_port()) as blobs:
+    with LocalEngine(free_port(), None, short_lived=True) as engine, LocalS3(free_port()) as blobs:
         local = dataclasses.replace(
             Settings.from_env({}),
             dynamodb_endpoint=engine.endpoint,

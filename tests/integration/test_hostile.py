@@ -614,6 +614,7 @@ def _entry(tenant: str) -> Any:
     return st.one_of(create, update, delete)
 
 
+@pytest.mark.slow  # fuzzing: 60 examples, some 5 s
 def test_fuzzed_pushes_never_fail_internally_and_the_rest_applies(
     gql: GraphQLClient, tenant: str
 ) -> None:

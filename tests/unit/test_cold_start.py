@@ -11,7 +11,12 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 from api.settings import PROJECT_ROOT
+
+# Fresh interpreters importing the whole app: some 4 s, left to --all.
+pytestmark = pytest.mark.slow
 
 # Run in a fresh interpreter: counts the clients botocore makes, imports the
 # handler, then plays Lambda's part and runs the hooks registered for a snapshot
