@@ -12,23 +12,16 @@ A call holds itself to a budget of read units, write units and seconds (contract
 3.9), counted in the capacity DynamoDB reports for its calls (`ExportJobs.metered`),
 and sizes each step to what is left at its worst: the constants below say how.
 
-Then the file is published to S3 (`ExportFiles`), from its parts in the table: a
-file of at most SINGLE_PUT_MAX_BYTES in one PUT, a larger one by a multipart upload
-of parts of at least UPLOAD_PART_BYTES (S3's minimum but for the last), at most
-UPLOADS_PER_CALL a call. The upload's id and each uploaded part's ETag are kept on
-the job, written with the same conditioned write as the steps before, so publishing
-resumes where it stands and two racing calls cannot both advance it (uploading a
-part number again replaces it; a completion whose answer was lost is found by the
-object's size). A finished job answers a presigned S3 GET, valid DOWNLOAD_LINK_S.
+Then the file is published to S3 from its parts in the table
+(`api.service.export_publishing`), at most UPLOADS_PER_CALL uploads a call. A
+finished job answers a presigned S3 GET, valid DOWNLOAD_LINK_S.
 The parts stay in the table until the job's TTL (KEPT_S), which deletes them for
 free; the bucket's lifecycle expires the object after as long.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import logging
 import threading
 import time
 from collections.abc import Callable
@@ -37,17 +30,25 @@ from typing import Any
 
 from ulid import ULID
 
-from api.domain.errors import NotFound, SyncError
+from api.domain.errors import NotFound
 from api.domain.exports import ExportJob, ExportPhase
 from api.domain.identifiers import check_identifier
+from api.domain.item_types import MAX_ITEM_BYTES
 from api.domain.records import record_json
 from api.service import export_file
 from api.service.export_ports import ExportFiles, ExportJobs, Meter
+from api.service.export_publishing import Publishing, upload_bytes
 from api.service.reading import MAX_SCANNED, Reading
 
 # Entities or versions per step at most: a record is at most 16 KB (MAX_ITEM_BYTES),
 # so a step's parts stay far below a transaction's 4 MB.
 STEP_ITEMS = 100
+# ... and lines of at most STEP_BYTES in all, as far as the call's steps so far show
+# what a line weighs (its first step counts each at MAX_ITEM_BYTES): a step's decoding,
+# JSON and gzip hold the interpreter's lock from start to end, and other tenants'
+# requests on the server wait through it. Steps of 100 reminders of 15 KB took their
+# p99 to 3.0x during two clients' exports (issue 37); 256 KB is some 17 of those.
+STEP_BYTES = 256 * 1024
 # Deletions a first-sync step skips at most (besides its page's entries): as a
 # request's `changes` (contract 3.4).
 STEP_SCANNED = MAX_SCANNED
@@ -87,22 +88,10 @@ _FIRST_READ_UNITS = 1 + 12 * ENTRY_READ_UNITS
 _STEP_MIN_ENTRIES = 2  # the least a step reads: an entry and the one past it
 DOWNLOAD_LINK_S = 15 * 60
 KEPT_S = 7 * 24 * 3600
-# Publishing to S3: a file up to this size is one PutObject; a larger one a multipart
-# upload whose parts (but the last) are at least UPLOAD_PART_BYTES, S3's minimum: a
-# step gathers the file's parts until they reach it (at most 350 KB more). Module
-# constants, so that tests can lower them (S3, and moto, refuse smaller parts).
-SINGLE_PUT_MAX_BYTES = 5 * 1024 * 1024
-UPLOAD_PART_BYTES = 5 * 1024 * 1024
-# At most this many S3 parts an upload (S3 takes 10,000): parts grow past
-# UPLOAD_PART_BYTES for a file above 5 GiB, and the job item keeps their ETags
-# (some 37 bytes each) under DynamoDB's 400 KB.
-MAX_UPLOAD_PARTS = 1000
 # S3 uploads (PUTs or parts) per call at most; and one sends a body only when the
 # call's read units left pay for reading it back from the table, or as the call's
 # first step (an S3 part is at least 5 MiB: some 1,400 read units, a call's alone).
 UPLOADS_PER_CALL = 2
-
-logger = logging.getLogger(__name__)
 
 
 class TenantExport:
@@ -115,6 +104,7 @@ class TenantExport:
     ) -> None:
         self._jobs = jobs
         self._files = files
+        self._publishing = Publishing(jobs, files)
         self._reading = reading
         self._clock_ms = clock_ms
 
@@ -148,7 +138,7 @@ class TenantExport:
                 break
             # (Starting or completing an upload costs the table one PutItem: not held
             # back by the units, once the file's last part is sent.)
-            bodiless = job.phase is ExportPhase.PUBLISH and not _upload_bytes(job)
+            bodiless = job.phase is ExportPhase.PUBLISH and not upload_bytes(job)
             spent = not bodiless and (call.reads_left() <= 0 or call.writes_left() <= 0)
             if step and (spent or call.elapsed() >= CALL_S):
                 break  # the call's budget is spent: the next call goes on
@@ -171,7 +161,7 @@ class TenantExport:
         tenant_id = job.tenant_id
         parts: list[bytes]
         if job.phase is ExportPhase.PUBLISH:
-            body = _upload_bytes(job)
+            body = upload_bytes(job)
             # Reading the parts back: 1 unit per 4 KB, and per Query (of up to 8 parts)
             # its rounding and the parts' keys.
             units = body / 4096 + (job.parts - job.published) / 4 + 1
@@ -181,7 +171,7 @@ class TenantExport:
                 return None  # a call sends the bodies it can pay for, or its first
             call.uploads += bool(body)
             call.read = call.read or bool(body)
-            after, parts = self._publish(job), []
+            after, parts = self._publishing.step(job), []
         else:
             # Sized for entities at their largest, unless this call's steps so far show
             # what a line costs (twice that, the parts then checked).
@@ -189,13 +179,16 @@ class TenantExport:
                 return None  # the call's read units left would not pay for a step
             writes_left = call.writes_left()
             line_units = ENTRY_WRITE_UNITS if call.line_cost is None else 2 * call.line_cost
-            after, parts, lines = self._step(job, call.reads_left(), writes_left / line_units)
+            line_bytes = call.line_bytes or MAX_ITEM_BYTES
+            lines_left = min(writes_left / line_units, STEP_BYTES / line_bytes)
+            after, parts, lines, heaviest = self._step(job, call.reads_left(), lines_left)
             units = export_file.write_units(parts)
             if call.read and units > writes_left:
                 return None  # its parts would pass the call's write units: the next call
             call.read = True
             if lines:
                 call.line_cost = max(call.line_cost or 0.0, units / lines)
+                call.line_bytes = max(call.line_bytes or 0, heaviest)
         if self._jobs.advance(job, after, parts, _expires_at(job)):
             return after
         # Another call moved the job: go on from where it stands. Or the job is gone:
@@ -205,7 +198,7 @@ class TenantExport:
         if started and (moved is None or moved.upload_id != after.upload_id):
             # Another call started an upload first: ours is stray. (Not when the job
             # holds ours: a write applied whose answer was lost.)
-            self._abort(after)
+            self._publishing.abort(after)
         if moved is None:
             if job.phase is ExportPhase.PUBLISH:
                 # What this step wrote to S3 after the deletion emptied the prefix.
@@ -217,73 +210,13 @@ class TenantExport:
         """A finished job's download link (a presigned S3 GET) and until when it works."""
         return self._files.presign(job.tenant_id, job.export_id, DOWNLOAD_LINK_S)
 
-    def _publish(self, job: ExportJob) -> ExportJob:
-        """The job after its next step of publishing the file to S3."""
-        tenant, export = job.tenant_id, job.export_id
-        if _one_put(job):
-            body = b"".join(self._jobs.parts(tenant, export))
-            if len(body) != job.bytes:
-                raise export_file.parts_gone(job)
-            self._files.put(tenant, export, body)
-            return _published(job)
-        if job.upload_id is None:
-            # A call that completed the upload and saved nothing (another reset the
-            # job meanwhile) left the whole object: no second upload of it.
-            if self._files.size(tenant, export) == job.bytes:
-                return _published(job)
-            return dataclasses.replace(job, upload_id=self._files.start_upload(tenant, export))
-        if job.published < job.parts:
-            body, published = self._gather(job)
-            number = len(job.etags) + 1
-            etag = self._files.upload_part(tenant, export, job.upload_id, number, body)
-            if etag is None:
-                return self._upload_gone(job)
-            return dataclasses.replace(job, published=published, etags=(*job.etags, etag))
-        # Every part is uploaded. A completion whose answer was lost (or another call's
-        # that died before it saved the job) left the object: its size says so.
-        if self._files.size(tenant, export) == job.bytes:
-            return _published(job)
-        if not self._files.complete(tenant, export, job.upload_id, list(job.etags)):
-            return self._upload_gone(job)
-        return _published(job)
-
-    def _gather(self, job: ExportJob) -> tuple[bytes, int]:
-        """The file's parts from `published` on until they make an S3 part (at least
-        UPLOAD_PART_BYTES, more for a file of over MAX_UPLOAD_PARTS of those, or the
-        rest); and the index of the part after them."""
-        least = max(UPLOAD_PART_BYTES, -(-job.bytes // MAX_UPLOAD_PARTS))
-        body = bytearray()
-        index = job.published
-        for part in self._jobs.parts(job.tenant_id, job.export_id, start=job.published):
-            body += part
-            index += 1
-            if len(body) >= least or index == job.parts:
-                break
-        else:  # the parts ended before the job's count of them
-            raise export_file.parts_gone(job)
-        return bytes(body), index
-
-    def _upload_gone(self, job: ExportJob) -> ExportJob:
-        """The upload is gone: completed (by a call whose answer was lost) when the
-        object is whole; else aborted (the bucket's lifecycle aborts an upload a day
-        old), and publishing starts again."""
-        if self._files.size(job.tenant_id, job.export_id) == job.bytes:
-            return _published(job)
-        logger.warning("export %s: its upload is gone, publishing again", job.export_id)
-        return dataclasses.replace(job, published=0, upload_id=None, etags=())
-
-    def _abort(self, job: ExportJob) -> None:
-        assert job.upload_id is not None
-        # A courtesy: the lifecycle aborts a stray upload after a day anyway.
-        with contextlib.suppress(SyncError):
-            self._files.abort(job.tenant_id, job.export_id, job.upload_id)
-
     def _step(
         self, job: ExportJob, reads_left: float, lines_left: float
-    ) -> tuple[ExportJob, list[bytes], int]:
-        """The job after its next step, the parts that step writes and its count of
-        lines; the step reads what `reads_left` read units pay for at their worst,
-        and at most `lines_left` entities or versions (at least one)."""
+    ) -> tuple[ExportJob, list[bytes], int, int]:
+        """The job after its next step, the parts that step writes, its count of lines
+        and the bytes of its heaviest (before gzip); the step reads what `reads_left`
+        read units pay for at their worst, and at most `lines_left` entities or
+        versions (at least one)."""
         lines: list[dict[str, Any]] = []
         reads_left -= _step_read_units(job, 0)
         # Entries the step may read: its page's, one past them (a Query reads one past
@@ -340,11 +273,12 @@ class TenantExport:
                         }
                     }
                 )
-        parts = export_file.gzip_members([export_file.line(value) for value in lines])
+        encoded = [export_file.line(value) for value in lines]
+        parts = export_file.gzip_members(encoded)
         after = dataclasses.replace(
             after, parts=job.parts + len(parts), bytes=job.bytes + sum(map(len, parts))
         )
-        return after, parts, len(lines)
+        return after, parts, len(lines), max(map(len, encoded), default=0)
 
 
 @dataclasses.dataclass
@@ -355,6 +289,7 @@ class _Call:
     started: float  # time.monotonic()
     uploads: int = 0
     line_cost: float | None = None  # the most write units a line cost in this call
+    line_bytes: int | None = None  # the most bytes a line weighed in this call
     read: bool = False  # whether a step read the tenant's data, or the file's parts
 
     def reads_left(self) -> float:
@@ -373,27 +308,6 @@ def _step_read_units(job: ExportJob, entries: int) -> float:
     if job.position is None and job.phase is not ExportPhase.VERSIONS:
         units += _FIRST_READ_UNITS  # the first read of a sync
     return units
-
-
-def _one_put(job: ExportJob) -> bool:
-    """Whether the job's file goes to S3 in one PutObject (no upload started)."""
-    return job.upload_id is None and job.bytes <= SINGLE_PUT_MAX_BYTES
-
-
-def _upload_bytes(job: ExportJob) -> int:
-    """The most the job's next step reads of its file's parts to send to S3 (a PUT,
-    or a part of at least UPLOAD_PART_BYTES and at most one part of the table more);
-    0 when it sends no body."""
-    if _one_put(job):
-        return job.bytes
-    if job.upload_id is not None and job.published < job.parts:
-        least = max(UPLOAD_PART_BYTES, -(-job.bytes // MAX_UPLOAD_PARTS))
-        return min(job.bytes, least + export_file.MAX_PART_BYTES)
-    return 0
-
-
-def _published(job: ExportJob) -> ExportJob:
-    return dataclasses.replace(job, phase=ExportPhase.DONE, published=job.parts)
 
 
 def _expires_at(job: ExportJob) -> int:

@@ -26,7 +26,7 @@ from ulid import ULID
 from api.domain.cursor import CursorCodec
 from api.domain.errors import NotFound, TenantDeleted, Unavailable
 from api.domain.exports import ExportJob, ExportPhase
-from api.service import SyncService
+from api.service import SyncService, export_publishing
 from api.service import exports as export_rules
 from api.service.exports import DOWNLOAD_LINK_S, KEPT_S
 from api.settings import Settings
@@ -407,7 +407,7 @@ def test_a_file_over_5_mib_is_published_by_a_multipart_upload_that_resumes_call_
     until it is completed."""
     monkeypatch.setattr(export_rules, "UPLOADS_PER_CALL", 1)
     job, content = written_job(tenant, parts=20)
-    assert job.bytes > export_rules.SINGLE_PUT_MAX_BYTES
+    assert job.bytes > export_publishing.SINGLE_PUT_MAX_BYTES
     service = _service(settings)
     first = service.exports.export_tenant(tenant, job.export_id, "owner")
     assert first.phase is ExportPhase.PUBLISH and not first.done
@@ -501,7 +501,7 @@ def test_a_small_export_published_by_multipart_reads_as_the_same_file(
     one part (the last part may be smaller than 5 MiB): the same bytes as one PUT."""
     _fill(gql, tenant)
     single = _service(settings).exports.export_tenant(tenant, None, "owner")
-    monkeypatch.setattr(export_rules, "SINGLE_PUT_MAX_BYTES", 0)
+    monkeypatch.setattr(export_publishing, "SINGLE_PUT_MAX_BYTES", 0)
     multi = _service(settings).exports.export_tenant(tenant, None, "owner")
     assert single.done and multi.done and single.upload_id is None
     assert multi.upload_id is not None and len(multi.etags) == 1
@@ -614,7 +614,7 @@ def test_a_started_upload_whose_saving_answer_was_lost_is_kept_not_aborted(
 def test_parts_grow_so_that_an_upload_has_at_most_max_upload_parts(
     settings: Settings, tenant: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(export_rules, "MAX_UPLOAD_PARTS", 1)
+    monkeypatch.setattr(export_publishing, "MAX_UPLOAD_PARTS", 1)
     job, content = written_job(tenant, parts=20)
     done = _service(settings).exports.export_tenant(tenant, job.export_id, "owner")
     assert done.done and len(done.etags) == 1  # 6.8 MB in one part, not 5 MiB and the rest
@@ -660,3 +660,38 @@ def test_each_export_call_stays_within_its_read_and_write_units(
         f"r{i:06d}" for i in range(3000, 3030)
     ]
     assert not any("deleted" in line for line in lines)
+
+
+@pytest.mark.usefixtures("unhurried_exports")
+def test_each_step_makes_at_most_step_bytes_of_lines(
+    settings: Settings, tenant: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A step holds the interpreter from its reads to its gzip, and other tenants'
+    requests on the server wait through it: a step's lines weigh at most STEP_BYTES,
+    sized by what its call's lines weighed so far, however large the units budget
+    (lifted here) would let it be."""
+    monkeypatch.setattr(export_rules, "READ_UNITS_PER_CALL", 10**6)
+    monkeypatch.setattr(export_rules, "WRITE_UNITS_PER_CALL", 10**6)
+    bulk_deletions_and_reminders(tenant, deletions=0, reminders=60, chars=7500)  # ~15 KB
+    steps: list[list[bytes]] = []
+
+    class Steps(ExportTable):
+        def advance(
+            self, before: ExportJob, after: ExportJob, parts: list[bytes], expires_at: int
+        ) -> bool:
+            if parts:
+                steps.append([gzip.decompress(part) for part in parts])
+            return super().advance(before, after, parts, expires_at)
+
+    service = _service(settings, table=Steps())
+    job = service.exports.export_tenant(tenant, None, "owner")
+    while not job.done:
+        job = service.exports.export_tenant(tenant, job.export_id, "owner")
+    weights = [sum(map(len, lines)) for lines in steps]
+    assert max(weights) <= export_rules.STEP_BYTES, weights
+    # Steps of many lines each, not one line a step: 60 reminders in few steps.
+    assert len(steps) <= 60 // 10, weights
+    body = _stored(settings, tenant, job.export_id)
+    assert [line["entity"]["id"] for line in _lines(body) if "entity" in line] == [
+        f"r{i:06d}" for i in range(60)
+    ]

@@ -284,6 +284,7 @@ def test_the_deletion_removes_every_export_file_version_marker_and_upload_in_s3(
     exports/ prefix, and a blob: after deleteTenant, ListObjectVersions and
     ListMultipartUploads find nothing under either of its prefixes; another tenant's
     export stays."""
+    from api.service import export_publishing
     from api.service import exports as export_rules
     from api.storage.keys import tenant_prefixes
     from tests.integration.test_export import _service, written_job
@@ -297,7 +298,7 @@ def test_the_deletion_removes_every_export_file_version_marker_and_upload_in_s3(
     service = _service(settings)
     monkeypatch.setattr(export_rules, "UPLOADS_PER_CALL", 1)
     small, _ = written_job(tenant, parts=2)
-    monkeypatch.setattr(export_rules, "SINGLE_PUT_MAX_BYTES", 0)
+    monkeypatch.setattr(export_publishing, "SINGLE_PUT_MAX_BYTES", 0)
     assert service.exports.export_tenant(tenant, small.export_id, "owner").done
     pending, _ = written_job(tenant, parts=20)
     assert not service.exports.export_tenant(tenant, pending.export_id, "owner").done
