@@ -32,11 +32,12 @@
    units and time, with the call's bound lifted ("before": the old 20 steps of
    100 and 2,000 skipped deletions each, 2 uploads) and as it is ("after"); and
    another tenant's read p99 alone and while 2 clients export the big tenant over
-   and over.
+   and over, on a server whose export steps are of up to 100 lines whatever they
+   weigh ("before", as until steps were bounded in bytes) and on one as it is.
 
 Starts its own DynamoDB Local and servers; prints one table. Run with
 scripts/bench-hostile (everything), or one part alone: scripts/bench-hostile
-replay (6), links (7) or exports (8).
+replay (6), links (7) or exports (8; `exports attack`: its last row alone).
 """
 
 from __future__ import annotations
@@ -457,7 +458,17 @@ def _export_calls(settings: Any, tenant: str, bounded: bool) -> list[tuple[float
         request_log.removeHandler(handler)
 
 
-def _exports(settings: Any, url: str, rows: list[tuple[str, str]]) -> None:
+# The app with export steps of up to 100 lines whatever they weigh, as before steps
+# were bounded in bytes too (STEP_BYTES): the "before" of the export attack's row.
+STEPS_OF_100_APP = "scripts.bench_hostile:create_app_with_steps_of_100"
+
+
+def create_app_with_steps_of_100() -> Any:
+    export_rules.STEP_BYTES = 10**12
+    return create_app()
+
+
+def _exports(settings: Any, rows: list[tuple[str, str]], calls: bool = True) -> None:
     models.bind(settings)
     bulk_deletions_and_reminders("reminders", 0, 2_000, chars=7_500)  # some 15 KB each
     bulk_deletions_and_reminders("deletions", 50_000, 0)
@@ -466,16 +477,37 @@ def _exports(settings: Any, url: str, rows: list[tuple[str, str]]) -> None:
         ("deletions", "50,000 deletions"),
     ):
         for label, bounded in (("before", False), ("after", True)):
-            calls = _export_calls(settings, tenant, bounded)
+            if not calls:
+                break
+            made = _export_calls(settings, tenant, bounded)
             rows.append(
                 (
                     f"export of {what}, {label}: calls; per call max read units, "
                     "max write units, max s",
-                    f"{len(calls)}; {max(c[0] for c in calls):.0f}, "
-                    f"{max(c[1] for c in calls):.0f}, {max(c[2] for c in calls):.2f}",
+                    f"{len(made)}; {max(c[0] for c in made):.0f}, "
+                    f"{max(c[1] for c in made):.0f}, {max(c[2] for c in made):.2f}",
                 )
             )
     calm = {"Authorization": f"Bearer {make_local_token(SECRET, 'calm', ['calm'], 3600)}"}
+    for label, app in (
+        ("steps of 100 lines (before)", STEPS_OF_100_APP),
+        ("steps of 256 KB (after)", "api.app:create_app"),
+    ):
+        with api_server(settings, app=app) as url:
+            alone, attacked = _export_attack(url, calm)
+        rows.append(
+            (
+                f"other tenant's read alone / during 2 clients exporting 2,000 x 15 KB, {label}: "
+                "p99 ms",
+                f"{_p99(alone):.1f} / {_p99(attacked):.1f} ({_p99(attacked) / _p99(alone):.2f}x; "
+                f"p50 {statistics.median(alone):.1f} / {statistics.median(attacked):.1f})",
+            )
+        )
+
+
+def _export_attack(url: str, calm: dict[str, str]) -> tuple[list[float], list[float]]:
+    """Another tenant's read times alone, then while 2 clients export the tenant of
+    2,000 reminders of 15 KB over and over."""
     owner = {"Authorization": f"Bearer {make_local_token(SECRET, 'o', ['reminders'], 3600)}"}
     with httpx2.Client(base_url=url, timeout=120) as http:
         for i in range(10):
@@ -508,23 +540,17 @@ def _exports(settings: Any, url: str, rows: list[tuple[str, str]]) -> None:
             stop.set()
             for t in threads:
                 t.join()
-    rows.append(
-        (
-            "other tenant's read alone / during 2 clients exporting 2,000 x 15 KB: p99 ms",
-            f"{_p99(alone):.1f} / {_p99(attacked):.1f} "
-            f"(p50 {statistics.median(alone):.1f} / {statistics.median(attacked):.1f})",
-        )
-    )
+    return alone, attacked
 
 
 def main() -> int:
     if sys.argv[1:] == ["replay"]:
         _print(replay_rows())
         return 0
-    if sys.argv[1:] == ["exports"]:
+    if sys.argv[1:2] == ["exports"]:
         exported: list[tuple[str, str]] = []
-        with local_engine_settings() as settings, api_server(settings) as url:
-            _exports(settings, url, exported)
+        with local_engine_settings() as settings:
+            _exports(settings, exported, calls=sys.argv[2:] != ["attack"])
         _print(exported)
         return 0
     if sys.argv[1:] == ["links"]:
@@ -661,8 +687,8 @@ def main() -> int:
         )
     rows += replay_rows()
     _links_rows(rows, calm)
-    with local_engine_settings() as settings, api_server(settings) as url:
-        _exports(settings, url, rows)
+    with local_engine_settings() as settings:
+        _exports(settings, rows)
     _print(rows)
     return 0
 
