@@ -16,28 +16,37 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _run(args: list[str], report: Path) -> tuple[float, int, int, dict[str, float]]:
+def _run(args: list[str], reports: Path) -> tuple[float, int, int, dict[str, float]]:
     """Wall seconds, tests passed, tests not passed, seconds per file."""
+    for old in reports.glob("*.xml"):
+        old.unlink()
     started = time.perf_counter()
-    # scripts/test's own arguments (none: the fast loop), the report through
-    # PYTEST_ADDOPTS, so what is timed is exactly what a developer runs.
+    # scripts/test's own arguments (none: the fast loop), the reports through
+    # TEST_REPORT_DIR (one per pytest run: --all makes two), so what is timed is
+    # exactly what a developer runs.
     subprocess.run(
         [str(ROOT / "scripts" / "test"), *args],
         cwd=ROOT,
         check=False,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
-        env={**os.environ, "PYTEST_ADDOPTS": f"-q -p no:cacheprovider --junitxml={report}"},
+        env={
+            **os.environ,
+            "PYTEST_ADDOPTS": "-q -p no:cacheprovider",
+            "TEST_REPORT_DIR": str(reports),
+        },
     )
     wall = time.perf_counter() - started
     per_file: dict[str, float] = defaultdict(float)
     passed = failed = 0
-    for case in ET.parse(report).iter("testcase"):
-        per_file[".".join(case.get("classname", "?").split(".")[:3])] += float(case.get("time", 0))
-        if case.find("failure") is not None or case.find("error") is not None:
-            failed += 1
-        elif case.find("skipped") is None:
-            passed += 1
+    for report in sorted(reports.glob("*.xml")):
+        for case in ET.parse(report).iter("testcase"):
+            name = ".".join(case.get("classname", "?").split(".")[:3])
+            per_file[name] += float(case.get("time", 0))
+            if case.find("failure") is not None or case.find("error") is not None:
+                failed += 1
+            elif case.find("skipped") is None:
+                passed += 1
     return wall, passed, failed, per_file
 
 
@@ -47,12 +56,12 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=10, help="how many of the slowest files")
     options = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
-        report = Path(folder) / "report.xml"
+        reports = Path(folder)
         if options.all:
             runs = [("scripts/test --all", ["--all"])]
         else:
             runs = [("scripts/test (cold, not counted)", []), ("scripts/test (warm)", [])]
-        rows = [(name, *_run(args, report)) for name, args in runs]
+        rows = [(name, *_run(args, reports)) for name, args in runs]
     load = os.getloadavg()[0]
     print(f"| run | wall s | passed | failed or errors | load at end ({os.cpu_count()} cores) |")
     print("|---|---:|---:|---:|---:|")

@@ -83,11 +83,15 @@ class LocalEngines:
 
 
 @contextlib.contextmanager
-def local_engines() -> Iterator[LocalEngines]:
+def local_engines(short_lived: bool = False) -> Iterator[LocalEngines]:
     """An in-memory DynamoDB Local with the bench table and an S3 engine (moto's
     server, in memory) with the bench bucket, and settings pointing at both: the
-    servers the bench starts (`api_server`) never reach AWS, /healthz included."""
-    with LocalEngine(free_port(), None) as engine, LocalS3(free_port()) as blobs:
+    servers the bench starts (`api_server`) never reach AWS, /healthz included.
+    `short_lived`: DynamoDB Local compiles with C1 only (`LocalEngine`)."""
+    with (
+        LocalEngine(free_port(), None, short_lived=short_lived) as engine,
+        LocalS3(free_port()) as blobs,
+    ):
         settings = dataclasses.replace(
             Settings.from_env({}),
             dynamodb_endpoint=engine.endpoint,
@@ -192,6 +196,7 @@ class Harness:
         self.fast = fast
         self.iterations = 60 if fast else 300
         self.large = 50_000
+        self.bulk = 10_000  # the tenant synced in bulk, exported, then deleted
         self.rng = random.Random(7)
         self.settings, self.ddb, self.headers = settings, ddb, headers
         self.local, self.clients, self.floors = local, clients, floors

@@ -9,9 +9,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from api.settings import PROJECT_ROOT
 from scripts.benchmarks.cost import ROWS as COST_ROWS
 from scripts.benchmarks.cost import shipped_lambda
+
+pytestmark = pytest.mark.serial  # scripts/test --all runs it alone (pyproject.toml)
 
 OPERATIONS = {
     "changes: page of 100 Person",

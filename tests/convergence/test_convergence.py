@@ -10,6 +10,8 @@ import pytest
 from api.settings import Settings
 from tests.convergence.checker import ATTACH_RATE, ENGINES, STORE_FAULTS, environment, run_once
 
+pytestmark = pytest.mark.serial  # scripts/test --all runs it alone (pyproject.toml)
+
 # Seconds the "horizon" servers keep deletions: a run lasts several times longer,
 # so devices left offline cross it and resync.
 HORIZON_S = 2

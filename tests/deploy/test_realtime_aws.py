@@ -24,6 +24,8 @@ from tests.support.gql import TEST_AUTH_SECRET, GraphQLClient, bearer
 from tests.support.management_api import ManagementApi
 from tests.support.stale_reads import StaleQueries
 
+pytestmark = pytest.mark.serial  # scripts/test --all runs it alone (pyproject.toml)
+
 EVENTS = Path(__file__).with_name("events")
 SUBSCRIBE = (
     "subscription($t: ID!, $s: ID) { changesAvailable(tenantID: $t, since: $s) "

@@ -18,6 +18,8 @@ from api.settings import PROJECT_ROOT, Settings
 from tests.support.gql import TEST_AUTH_SECRET, GraphQLClient, bearer
 from tests.support.servers import api_server
 
+pytestmark = pytest.mark.serial  # scripts/test --all runs it alone (pyproject.toml)
+
 JS = Path(__file__).with_name("js")
 NODE_DEPS = PROJECT_ROOT / ".cache" / "node-tests"
 ARTIFACTS = PROJECT_ROOT / "tests" / "artifacts"

@@ -17,6 +17,8 @@ from tests.support import rxdb
 from tests.support.gql import TEST_AUTH_SECRET, bearer
 from tests.support.servers import api_server
 
+pytestmark = pytest.mark.serial  # scripts/test --all runs it alone (pyproject.toml)
+
 
 @pytest.fixture(scope="module")
 def module_dir() -> Path:

@@ -21,6 +21,8 @@ from api.settings import PROJECT_ROOT, Settings
 from tests.support.gql import TEST_AUTH_SECRET, bearer
 from tests.support.servers import api_server
 
+pytestmark = pytest.mark.serial  # scripts/test --all runs it alone (pyproject.toml)
+
 MODULE = PROJECT_ROOT / "clients" / "watermelondb"
 DEPS = PROJECT_ROOT / ".cache" / "watermelondb-tests"
 TENANTS = (

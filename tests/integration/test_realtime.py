@@ -19,7 +19,7 @@ from api.auth import make_local_token
 from tests.support.gql import TEST_AUTH_SECRET, GraphQLClient, bearer
 
 # A capability beyond the sync core: scripts/test --all (pyproject's `slow`).
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
 SUBSCRIBE = (
     "subscription($t: ID!, $s: ID) { changesAvailable(tenantID: $t, since: $s) "

@@ -21,6 +21,8 @@ from tests.support.subscribers import (
     ws_url,
 )
 
+pytestmark = pytest.mark.serial  # scripts/test --all runs it alone (pyproject.toml)
+
 SUBSCRIBERS = 1000
 # Per connection with one subscription: the socket's buffers, uvicorn's and
 # Strawberry's per-connection objects, the subscription task and its slot. Measured

@@ -26,6 +26,8 @@ from tests.support.relay_capture import captured, replay
 from tests.support.servers import api_server, one_stream_reader
 from tests.support.subscribers import SUBSCRIBE, ws_url
 
+pytestmark = pytest.mark.serial  # scripts/test --all runs it alone (pyproject.toml)
+
 CREATE = "mutation($i: CreatePersonInput!) { createPerson(input: $i) { person { changeToken } } }"
 DELETE = "mutation($t: ID!) { deleteTenant(tenantID: $t, confirm: $t) { done } }"
 LEASE_S = 6

@@ -18,6 +18,8 @@ from tests.convergence.checker import SECRET
 from tests.support.gql import bearer
 from tests.support.servers import api_server
 
+pytestmark = pytest.mark.serial  # scripts/test --all runs it alone (pyproject.toml)
+
 # Long enough that each step of the scenario (a sync, a resync) ends well within
 # it on a loaded machine (2 s did not: a resync outlived it and had to resync
 # again); the fast loop's retention tests move the clock instead (test_retention_pages).

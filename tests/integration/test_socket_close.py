@@ -18,6 +18,8 @@ from tests.support.gql import bearer
 from tests.support.servers import api_server
 from tests.support.sockets import PROTOCOL, ws_url
 
+pytestmark = pytest.mark.serial  # scripts/test --all runs it alone (pyproject.toml)
+
 ROUNDS = 30
 
 

@@ -20,6 +20,8 @@ from tests.support.gql import bearer
 from tests.support.servers import api_server
 from tests.support.sockets import PROTOCOL, flooder, masked_text, opened, wait_for_a_slot, ws_url
 
+pytestmark = pytest.mark.serial  # scripts/test --all runs it alone (pyproject.toml)
+
 FLOODER_GONE_S = 15
 assert WS_ACK_DEADLINE_S < FLOODER_GONE_S
 

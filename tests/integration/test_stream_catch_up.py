@@ -23,7 +23,7 @@ from api.storage.store import DynamoStore
 from tests.support.faults import Fault, dynamodb_error, hooks_on
 
 # A capability beyond the sync core: scripts/test --all (pyproject's `slow`).
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
 
 class _Published:

@@ -45,7 +45,7 @@ from tests.support.servers import api_server, crash, one_stream_reader, stream_r
 from tests.support.subscribers import Subscriber, close_all, subscribe_many, ws_url
 
 # A capability beyond the sync core: scripts/test --all (pyproject's `slow`).
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
 CREATE = "mutation($i: CreatePersonInput!) { createPerson(input: $i) { person { changeToken } } }"
 # Heartbeats every 2 s: a takeover comes 4 to 8 s after the reader's crash, long

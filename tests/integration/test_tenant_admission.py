@@ -16,6 +16,8 @@ from starlette.testclient import TestClient
 from api.tenant_gate import READERS_PER_TENANT
 from tests.support.gql import GraphQLClient
 
+pytestmark = pytest.mark.serial  # scripts/test --all runs it alone (pyproject.toml)
+
 Inject = Callable[[str, Callable[..., Any]], None]
 
 
