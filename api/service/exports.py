@@ -46,8 +46,8 @@ STEP_ITEMS = 100
 # ... and lines of at most STEP_BYTES in all, as far as the call's steps so far show
 # what a line weighs (its first step counts each at MAX_ITEM_BYTES): a step's decoding,
 # JSON and gzip hold the interpreter's lock from start to end, and other tenants'
-# requests on the server wait through it. Steps of 100 reminders of 15 KB took their
-# p99 to 3.0x during two clients' exports (issue 37); 256 KB is some 17 of those.
+# requests on the server wait through it: a step of 100 reminders of 15 KB is 1.5 MB
+# of lines; 256 KB is some 17 of those (docs/benchmarks.md: the other tenant's p99).
 STEP_BYTES = 256 * 1024
 # Deletions a first-sync step skips at most (besides its page's entries): as a
 # request's `changes` (contract 3.4).
