@@ -96,6 +96,7 @@ def run(fast: bool, smoke: bool = False) -> dict[str, Any]:
             h = Harness(fast, settings, ddb, headers, local, clients, floors, pid_listening(url))
             if smoke:
                 h.iterations, h.large, h.bulk = SMOKE_ITERATIONS, SMOKE_LARGE, SMOKE_BULK
+                h.smoke = True
             try:
                 result = _measure(h, engines.blobs)
                 result["attachments"] = measure_attachments(h, engines.blobs)

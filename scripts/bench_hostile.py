@@ -34,10 +34,16 @@
    another tenant's read p99 alone and while 2 clients export the big tenant over
    and over, on a server whose export steps are of up to 100 lines whatever they
    weigh ("before", as until steps were bounded in bytes) and on one as it is.
+9. The blob sweep's round (issue 37, finding 3): a tenant of 25,000 records first
+   in its registry shard and 8 small ones after it, each with a stale blob; the
+   large tenant's calls before the first of theirs, and how long until each had
+   its first, with each tenant's whole pass in one turn ("before") and with turns
+   of TURN_CALLS calls ("after"); `scripts.benchmarks.sweep_turns`.
 
 Starts its own DynamoDB Local and servers; prints one table. Run with
 scripts/bench-hostile (everything), or one part alone: scripts/bench-hostile
-replay (6), links (7) or exports (8; `exports attack`: its last row alone).
+replay (6), links (7), exports (8; `exports attack`: its last row alone) or sweep
+(9).
 """
 
 from __future__ import annotations
@@ -67,6 +73,7 @@ from api.service.exports import TenantExport
 from api.storage import models
 from api.storage.store import DynamoStore
 from scripts.benchmarks.harness import SECRET, local_engine_settings
+from scripts.benchmarks.sweep_turns import sweep_rows
 from tests.support.bulk import bulk_deletions_and_reminders, bulk_people
 from tests.support.relay_capture import captured
 from tests.support.servers import api_server, one_stream_reader
@@ -553,6 +560,9 @@ def main() -> int:
             _exports(settings, exported, calls=sys.argv[2:] != ["attack"])
         _print(exported)
         return 0
+    if sys.argv[1:] == ["sweep"]:
+        _print(sweep_rows())
+        return 0
     if sys.argv[1:] == ["links"]:
         links: list[tuple[str, str]] = []
         _links_rows(links, _token_of("calm"))
@@ -689,6 +699,7 @@ def main() -> int:
     _links_rows(rows, calm)
     with local_engine_settings() as settings:
         _exports(settings, rows)
+    rows += sweep_rows()
     _print(rows)
     return 0
 

@@ -197,6 +197,7 @@ class Harness:
         self.iterations = 60 if fast else 300
         self.large = 50_000
         self.bulk = 10_000  # the tenant synced in bulk, exported, then deleted
+        self.smoke = False  # --smoke: every row and section, with their fewest calls
         self.rng = random.Random(7)
         self.settings, self.ddb, self.headers = settings, ddb, headers
         self.local, self.clients, self.floors = local, clients, floors

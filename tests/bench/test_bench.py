@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from api.service.tenancy import ITEMS_PER_CALL
 from api.settings import PROJECT_ROOT
+from scripts.bench import SMOKE_BULK
 from scripts.benchmarks.cost import ROWS as COST_ROWS
 from scripts.benchmarks.cost import shipped_lambda
 
@@ -62,7 +64,8 @@ def test_bench_smoke_prints_and_saves_a_complete_table(tmp_path: Path) -> None:
         assert 0 < layers <= split["wall (profiled)"] * 1.05, (operation, split)
     assert set(data["scale"]) == {"small", "large"}
     assert data["scale"]["large"]["size"] > data["scale"]["small"]["size"]
-    assert data["bulk_sync"]["items"] == 10_000 and data["bulk_sync"]["pages"] >= 10
+    bulk = data["bulk_sync"]["items"]
+    assert bulk == SMOKE_BULK and data["bulk_sync"]["pages"] >= bulk // 1000
     assert set(data["write_throughput"]) == {"8 writers, 1 tenant", "8 writers, 8 tenants"}
     units = data["write_units"]
     assert set(units) == {
@@ -88,8 +91,10 @@ def test_bench_smoke_prints_and_saves_a_complete_table(tmp_path: Path) -> None:
     # Published with one PUT, downloaded with one GET of the presigned link.
     assert tenancy["export"]["s3_requests"] == {"PUT": 1, "GET": 1}
     assert tenancy["export"]["s3_usd"] > 0
-    # 10,000 entities and their 10,000 log entries (and the head) go.
-    assert tenancy["delete"]["write_units"] >= 20_000 and tenancy["delete"]["calls"] >= 4
+    # The bulk tenant's entities and their log entries (and the head) go, in calls of
+    # at most ITEMS_PER_CALL items.
+    assert tenancy["delete"]["write_units"] >= 2 * bulk
+    assert tenancy["delete"]["calls"] >= math.ceil((2 * bulk + 1) / ITEMS_PER_CALL)
     sweep = data["incremental_sync_units"]
     assert [w["changes"] for w in sweep] == [1, 5, 10, 11, 20, 40, 100, 300]
     for w in sweep:
