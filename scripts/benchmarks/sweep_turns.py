@@ -3,7 +3,7 @@ finding 3; `scripts/bench-hostile sweep`): how long the tenants after it wait fo
 their first call, before (each tenant's whole pass in one turn) and after (a turn
 of TURN_CALLS calls, the pass resumed later). In process, on the bench's own
 DynamoDB Local and S3 engine; calls read READ_UNITS records each here (5,000 in
-production), so that a tenant of LARGE records stands for one of millions."""
+production), so that a tenant of LARGE records stands for one of five times as many."""
 
 from __future__ import annotations
 
