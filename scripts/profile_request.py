@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import cProfile
 import json
 import pstats
@@ -24,6 +25,7 @@ from typing import Any
 from api.app import create_app
 from api.auth import make_local_token
 from api.graphql import context
+from api.settings import Settings
 from api.storage import models
 from scripts.benchmarks.harness import CHANGES, CREATE, UPDATE, local_engine_settings
 from scripts.benchmarks.harness import SECRET as BENCH_SECRET
@@ -117,80 +119,84 @@ async def _inline(func: Callable[..., Any], *args: Any) -> Any:
     return func(*args)
 
 
-def profile(requests: int) -> dict[str, dict[str, float]]:
+def profile(
+    requests: int, settings: Settings | None = None, warm: int = 20
+) -> dict[str, dict[str, float]]:
+    """`requests` profiled of each case after `warm` unprofiled ones, on the engine of
+    `settings` (`scripts/bench`'s), or on a DynamoDB Local of its own."""
     # cProfile sees one thread: the resolvers' store calls run inline here, not in
     # the worker thread they use in production (the hop itself is not measured).
     threadpool = context.run_in_threadpool
     context.run_in_threadpool = _inline  # type: ignore[assignment]
     try:
-        return _profile(requests)
+        with contextlib.nullcontext(settings) if settings else local_engine_settings() as engine:
+            return _profile(requests, engine, warm)
     finally:
         context.run_in_threadpool = threadpool
 
 
-def _profile(requests: int) -> dict[str, dict[str, float]]:
-    with local_engine_settings() as settings:
-        models.bind(settings)
-        app = create_app(settings)
-        token = make_local_token(BENCH_SECRET, "profiler", ["prof", "prof2"], 3600)
-        headers = [
-            (b"content-type", b"application/json"),
-            (b"authorization", f"Bearer {token}".encode()),
-        ]
-        loop = asyncio.new_event_loop()
+def _profile(requests: int, settings: Settings, warm: int) -> dict[str, dict[str, float]]:
+    models.bind(settings)
+    app = create_app(settings)
+    token = make_local_token(BENCH_SECRET, "profiler", ["prof", "prof2"], 3600)
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"authorization", f"Bearer {token}".encode()),
+    ]
+    loop = asyncio.new_event_loop()
 
-        def post(query: str, variables: dict[str, Any]) -> dict[str, Any]:
-            body = json.dumps({"query": query, "variables": variables}).encode()
-            raw = loop.run_until_complete(_asgi_post(app, body, headers))
-            answer: dict[str, Any] = json.loads(raw)
-            assert "errors" not in answer, answer
-            return answer["data"]
+    def post(query: str, variables: dict[str, Any]) -> dict[str, Any]:
+        body = json.dumps({"query": query, "variables": variables}).encode()
+        raw = loop.run_until_complete(_asgi_post(app, body, headers))
+        answer: dict[str, Any] = json.loads(raw)
+        assert "errors" not in answer, answer
+        return answer["data"]
 
-        person = {"givenName": "Ann", "familyName": "Lee", "occupation": "Nurse"}
-        people = [
-            post(CREATE, {"i": {"tenantID": "prof", "person": person}})["createPerson"]["person"]
-            for _ in range(110)
-        ]
-        since = people[-11]["changeToken"]
-        head = people[-1]["changeToken"]
-        target = dict(people[0])
+    person = {"givenName": "Ann", "familyName": "Lee", "occupation": "Nurse"}
+    people = [
+        post(CREATE, {"i": {"tenantID": "prof", "person": person}})["createPerson"]["person"]
+        for _ in range(110)
+    ]
+    since = people[-11]["changeToken"]
+    head = people[-1]["changeToken"]
+    target = dict(people[0])
 
-        def update(i: int) -> None:
-            variables = {
-                "i": {
-                    "tenantID": "prof",
-                    "id": target["id"],
-                    "changeToken": target["changeToken"],
-                    "changes": {"occupation": f"n{i}"},
-                }
+    def update(i: int) -> None:
+        variables = {
+            "i": {
+                "tenantID": "prof",
+                "id": target["id"],
+                "changeToken": target["changeToken"],
+                "changes": {"occupation": f"n{i}"},
             }
-            target.update(post(UPDATE, variables)["updatePerson"]["person"])
-
-        cases: dict[str, Callable[[int], object]] = {
-            "poll, no changes": lambda i: post(CHANGES, {"t": "prof", "s": head}),
-            "incremental sync of 10": lambda i: post(CHANGES, {"t": "prof", "s": since}),
-            "page of 100": lambda i: post(CHANGES, {"t": "prof", "l": 100}),
-            "createPerson": lambda i: post(CREATE, {"i": {"tenantID": "prof2", "person": person}}),
-            "updatePerson": update,
         }
-        results: dict[str, dict[str, float]] = {}
-        for name, case in cases.items():
-            for i in range(20):  # warm: caches, JIT of DynamoDB Local
-                case(i)
-            profiler = cProfile.Profile()
-            started = time.perf_counter()
-            profiler.enable()
-            for i in range(requests):
-                case(i)
-            profiler.disable()
-            wall = (time.perf_counter() - started) * 1000 / requests
-            by_layer: dict[str, float] = {}
-            raw_stats = pstats.Stats(profiler).stats  # type: ignore[attr-defined]
-            for func, row in raw_stats.items():
-                for layer, share in _layers(func, raw_stats, {}).items():
-                    by_layer[layer] = by_layer.get(layer, 0.0) + row[2] * share * 1000 / requests
-            results[name] = {"wall (profiled)": wall, **by_layer}
-        loop.close()
+        target.update(post(UPDATE, variables)["updatePerson"]["person"])
+
+    cases: dict[str, Callable[[int], object]] = {
+        "poll, no changes": lambda i: post(CHANGES, {"t": "prof", "s": head}),
+        "incremental sync of 10": lambda i: post(CHANGES, {"t": "prof", "s": since}),
+        "page of 100": lambda i: post(CHANGES, {"t": "prof", "l": 100}),
+        "createPerson": lambda i: post(CREATE, {"i": {"tenantID": "prof2", "person": person}}),
+        "updatePerson": update,
+    }
+    results: dict[str, dict[str, float]] = {}
+    for name, case in cases.items():
+        for i in range(warm):  # caches, JIT of DynamoDB Local
+            case(i)
+        profiler = cProfile.Profile()
+        started = time.perf_counter()
+        profiler.enable()
+        for i in range(requests):
+            case(i)
+        profiler.disable()
+        wall = (time.perf_counter() - started) * 1000 / requests
+        by_layer: dict[str, float] = {}
+        raw_stats = pstats.Stats(profiler).stats  # type: ignore[attr-defined]
+        for func, row in raw_stats.items():
+            for layer, share in _layers(func, raw_stats, {}).items():
+                by_layer[layer] = by_layer.get(layer, 0.0) + row[2] * share * 1000 / requests
+        results[name] = {"wall (profiled)": wall, **by_layer}
+    loop.close()
     return results
 
 

@@ -109,9 +109,10 @@ class TenantExport:
         self._clock_ms = clock_ms
 
     def export_tenant(
-        self, tenant_id: str, export_id: str | None, by: str, steps: int = STEPS_PER_CALL
+        self, tenant_id: str, export_id: str | None, by: str, steps: int | None = None
     ) -> ExportJob:
-        """Start an export (no `export_id`) or go on with one; the job as it stands."""
+        """Start an export (no `export_id`) or go on with one, for up to `steps` steps
+        (STEPS_PER_CALL, read at each call); the job as it stands."""
         check_identifier(tenant_id, "tenantID")
         with self._jobs.metered() as meter:  # the call's reads and writes, from here
             # TENANT_DELETED while the tenant is being deleted: steps of the history or
@@ -128,7 +129,7 @@ class TenantExport:
                     days = KEPT_S // 86400
                     raise NotFound(f"no export {export_id} of this tenant (kept {days} days)")
                 job = found
-            return self._run(job, steps, meter)
+            return self._run(job, STEPS_PER_CALL if steps is None else steps, meter)
 
     def _run(self, job: ExportJob, steps: int, meter: Meter) -> ExportJob:
         """Steps of the job until it is done, or the call's budget is spent."""

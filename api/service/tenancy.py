@@ -58,8 +58,10 @@ class TenantDeletion:
         self._on_deleting = on_deleting  # closes the tenant's live subscriptions
 
     def delete_tenant(
-        self, tenant_id: str, confirm: str, by: str, limit: int = ITEMS_PER_CALL
+        self, tenant_id: str, confirm: str, by: str, limit: int | None = None
     ) -> Deletion:
+        """Up to `limit` items of the tenant removed (ITEMS_PER_CALL, read at each call)."""
+        limit = ITEMS_PER_CALL if limit is None else limit
         check_identifier(tenant_id, "tenantID")
         if confirm != tenant_id:
             raise BadUserInput("confirm must repeat the tenantID: nothing was deleted")

@@ -283,22 +283,27 @@ class Harness:
         )
 
     def touch(self, tenant: str, n: int) -> str:
-        """Update the n oldest entities of a tenant through the API; the token before them."""
+        """Update the n oldest entities of a tenant through the API, in pushes of 100
+        (the log holds one entry per change however it came: a sync reads the same);
+        the token before them. One by one, the sweep's 487 updates took 10 s."""
         first = self.post_local(CHANGES, {"t": tenant, "l": n})["changes"]
         since = head_token(self.ddb, TABLE, tenant)
-        for item in first["items"]:
-            changes = {"occupation": "changed"}
-            self.post_local(
-                UPDATE,
-                {
-                    "i": {
-                        "tenantID": tenant,
-                        "id": item["id"],
-                        "changeToken": item["changeToken"],
-                        "changes": changes,
-                    }
-                },
-            )
+        entries = [
+            {
+                "updatePerson": {
+                    "tenantID": tenant,
+                    "id": item["id"],
+                    "changeToken": item["changeToken"],
+                    "changes": {"occupation": "changed"},
+                }
+            }
+            for item in first["items"]
+        ]
+        for start in range(0, len(entries), 100):
+            batch = entries[start : start + 100]
+            results = self.post_local(PUSH, {"i": {"tenantID": tenant, "mutations": batch}})
+            statuses = {r["status"] for r in results["pushChanges"]["results"]}
+            assert statuses == {"APPLIED"}, statuses
         return since
 
     # --- rows -------------------------------------------------------------------

@@ -36,16 +36,19 @@ from tests.support.subscribers import (
 CREATE = "mutation($i: CreatePersonInput!) { createPerson(input: $i) { person { changeToken } } }"
 
 
-def measure_realtime(
-    settings: Settings, ddb: Any, authorization: str, fast: bool
+# By mode: latency rounds, subscribers fanned out to, and fan-out writes. The smoke's
+# least still fills every figure (a quantile needs 2 latencies).
+SIZES = {"smoke": (5, 50, 2), "fast": (30, 300, 3), "full": (200, 1000, 10)}
+
+
+def measure_realtime(settings: Settings, ddb: Any, authorization: str, mode: str) -> dict[str, Any]:
+    return asyncio.run(_measure(settings, ddb, authorization, *SIZES[mode]))
+
+
+async def _measure(
+    settings: Settings, ddb: Any, authorization: str, rounds: int, fan: int, writes: int
 ) -> dict[str, Any]:
-    return asyncio.run(_measure(settings, ddb, authorization, fast))
-
-
-async def _measure(settings: Settings, ddb: Any, authorization: str, fast: bool) -> dict[str, Any]:
     tenant = "realtime"
-    rounds = 30 if fast else 200
-    fan = 300 if fast else 1000
     headers = {"Authorization": authorization}
     with (
         api_server(settings, extra_env=ONE_USER_FLEET) as a,
@@ -67,7 +70,7 @@ async def _measure(settings: Settings, ddb: Any, authorization: str, fast: bool)
                 await _until(lambda: all(s.events for s in subscribers), 60)
                 per_connection_kb = (rss_kb(pid) - before) / fan
                 rates = []
-                for _ in range(3 if fast else 10):
+                for _ in range(writes):
                     written = await _create(http_a, tenant)
                     started = time.monotonic()
                     await _until(lambda w=written: all(s.got(w) for s in subscribers), 60)

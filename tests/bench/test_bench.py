@@ -16,6 +16,7 @@ from api.settings import PROJECT_ROOT
 from scripts.bench import SMOKE_BULK
 from scripts.benchmarks.cost import ROWS as COST_ROWS
 from scripts.benchmarks.cost import shipped_lambda
+from scripts.benchmarks.realtime import SIZES as REALTIME_SIZES
 
 pytestmark = pytest.mark.serial  # scripts/test --all runs it alone (pyproject.toml)
 
@@ -106,7 +107,7 @@ def test_bench_smoke_prints_and_saves_a_complete_table(tmp_path: Path) -> None:
         assert 0 <= figures["p50_ms"] <= figures["p99_ms"], server
         assert 0 < figures["from_send_p50_ms"] <= figures["from_send_p99_ms"], server
     assert realtime["events_per_s"] > 0 and realtime["memory_per_connection_kb"] > 0
-    assert realtime["fan_out_subscribers"] >= 300
+    assert realtime["fan_out_subscribers"] == REALTIME_SIZES["smoke"][1]
     assert "realtime:" in out
     attachments = data["attachments"]
     assert attachments["rounds"] >= 3

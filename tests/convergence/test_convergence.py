@@ -37,7 +37,9 @@ def server(
             yield env
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3])
+# Two seeds per server in CI (12 runs took 124 s of its serial part);
+# `scripts/converge` runs as many as asked.
+@pytest.mark.parametrize("seed", [1, 3])
 def test_devices_converge_with_faults(
     server: tuple[list[str], Any, str], seed: int, request: pytest.FixtureRequest
 ) -> None:

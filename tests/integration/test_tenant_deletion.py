@@ -28,6 +28,7 @@ from tests.integration.test_realtime import _acked, _connect, _receive, _subscri
 from tests.support.bulk import bulk_people
 from tests.support.gql import GraphQLClient, GraphQLError, bearer, post_data
 from tests.support.servers import api_server, crash
+from tests.support.small_calls_app import SMALL_CALLS_APP
 
 # Export calls here are asserted by what they did, not when they stopped.
 # A capability beyond the sync core: scripts/test --all (pyproject's `slow`).
@@ -211,7 +212,7 @@ class _InProcess:
 def test_a_deletion_survives_a_crash_of_the_server(
     settings: Settings, tenant: str, ddb: Any
 ) -> None:
-    bulk_people(tenant, 6_000)
+    bulk_people(tenant, 1_500)
     stored = len(_items_of(ddb, settings.table_name, tenant))
     headers = bearer([tenant], sub="owner")
 
@@ -221,14 +222,14 @@ def test_a_deletion_survives_a_crash_of_the_server(
         ]
         return result
 
-    with api_server(settings) as first:
-        # The server dies in the middle of the first call (12,001 items: 5,000 a call,
-        # so the second server needs 2 calls at least).
+    with api_server(settings, app=SMALL_CALLS_APP) as first:
+        # The server dies in the middle of the first call (3,001 items: 1,000 a call,
+        # DELETED_PER_CALL, so the second server needs 2 calls at least).
         lowest = _lowest_sk(ddb, settings.table_name, tenant)
         dying = threading.Thread(target=lambda: _swallow(lambda: call(first)))
         dying.start()
         # Evidence, not a timer: the call has removed items (the lowest is gone).
-        # However loaded the machine, it has then not removed more than its 5,000.
+        # However loaded the machine, it has then not removed more than its 1,000.
         deadline = time.monotonic() + 120
         while _lowest_sk(ddb, settings.table_name, tenant) == lowest:
             assert time.monotonic() < deadline, "the deletion removed nothing in 120 s"
@@ -237,7 +238,7 @@ def test_a_deletion_survives_a_crash_of_the_server(
         dying.join()
     left = len(_items_of(ddb, settings.table_name, tenant))
     assert 0 < left < stored  # it died halfway
-    with api_server(settings) as second:
+    with api_server(settings, app=SMALL_CALLS_APP) as second:
         assert _code_over_http(second, tenant, headers) == "TENANT_DELETED"
         calls = 1
         while not (done := call(second))["done"]:
