@@ -69,10 +69,12 @@ TENANTS += [COST_TENANT]
 SPLIT_REQUESTS = {True: 50, False: 200}
 # --smoke: timed calls per row (60 in --fast) and the large tenant's size (50,000):
 # seeding that tenant and the rows' calls were 4 of the test's 8 minutes in CI; the
-# bulk tenant's (10,000), which is also exported and deleted; requests profiled, and
+# small and paged tenants' (1,000); the bulk tenant's (10,000), which is also
+# exported and deleted; requests profiled, and
 # the unprofiled ones before them (20). Its DynamoDB Local compiles with C1 only
 # (`SHORT_LIVED_JVM`): a smoke run's figures say that every row runs, not how fast.
 SMOKE_ITERATIONS = 12
+SMOKE_SMALL = 300
 SMOKE_LARGE = 2_000
 SMOKE_BULK = 2_000
 SMOKE_SPLIT_REQUESTS = 10
@@ -96,7 +98,8 @@ def run(fast: bool, smoke: bool = False) -> dict[str, Any]:
             floors = [httpx2.Client(base_url=floor_url, timeout=60) for _ in range(8)]
             h = Harness(fast, settings, ddb, headers, local, clients, floors, pid_listening(url))
             if smoke:
-                h.iterations, h.large, h.bulk = SMOKE_ITERATIONS, SMOKE_LARGE, SMOKE_BULK
+                h.iterations, h.small = SMOKE_ITERATIONS, SMOKE_SMALL
+                h.large, h.bulk = SMOKE_LARGE, SMOKE_BULK
                 h.smoke = True
             try:
                 result = _measure(h, engines.blobs)
@@ -119,14 +122,13 @@ def run(fast: bool, smoke: bool = False) -> dict[str, Any]:
 def _measure(h: Harness, blobs: LocalS3) -> dict[str, Any]:
     print("==> seeding", flush=True)
     started = time.perf_counter()
-    page = h.seed("page", 1000)
-    h.seed("small", 1000)
+    page = h.seed("page", h.small)
+    h.seed("small", h.small)
     h.seed("large", h.large)
     bulk = h.seed("bulk", h.bulk)
     h.seed("sweep", 1000)
-    print(
-        f"    {3_000 + h.bulk + h.large} items in {time.perf_counter() - started:.0f} s", flush=True
-    )
+    seeded = 2 * h.small + h.large + h.bulk + 1000
+    print(f"    {seeded} items in {time.perf_counter() - started:.0f} s", flush=True)
     item_bytes = [raw.item_size(h.ddb, TABLE, r) for r in page[:100]]
     avg_item = sum(item_bytes) / len(item_bytes)
     print(f"==> rows (items average {avg_item:.0f} bytes)", flush=True)

@@ -17,7 +17,7 @@ SWEEP_CHANGES = (1, 5, 10, 11, 20, 40, 100, 300)
 def measure_scale(h: Harness) -> dict[str, dict[str, float]]:
     print("==> scale", flush=True)
     results = {}
-    for tenant, size in (("small", 1000), ("large", h.large)):
+    for tenant, size in (("small", h.small), ("large", h.large)):
         since = h.touch(tenant, 10)
         head = raw.head_token(h.ddb, TABLE, tenant)
         sync = measure(h.poster({"t": tenant, "s": since}), 1, h.iterations)

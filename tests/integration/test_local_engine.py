@@ -51,12 +51,12 @@ def _client(endpoint: str) -> Any:
 def test_data_survives_a_restart_on_the_same_data_dir(tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
     port = free_port()
-    with LocalEngine(port, data_dir) as engine:
+    with LocalEngine(port, data_dir, short_lived=True) as engine:
         assert ensure_table(_client(engine.endpoint), "persist-check") is True
         _model_for(engine.endpoint)("p", "s", text="written before restart").save()
     assert any(data_dir.iterdir()), "DynamoDB Local wrote nothing to the data directory"
 
-    with LocalEngine(free_port(), data_dir) as engine:
+    with LocalEngine(free_port(), data_dir, short_lived=True) as engine:
         assert ensure_table(_client(engine.endpoint), "persist-check") is False
         item = _model_for(engine.endpoint).get("p", "s", consistent_read=True)
         assert item.text == "written before restart"
@@ -87,7 +87,7 @@ def test_jvm_dies_with_a_killed_parent() -> None:
         """
         import sys, time
         from scripts.local_engine import LocalEngine, free_port
-        engine = LocalEngine(free_port(), None)
+        engine = LocalEngine(free_port(), None, short_lived=True)
         engine.start()
         print(engine._process.pid, flush=True)
         time.sleep(600)
