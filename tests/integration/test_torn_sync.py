@@ -28,7 +28,12 @@ from tests.support.servers import api_server
 from tests.support.store_state import assert_consistent, tenant_state
 from tests.support.torn import Action, TornEngine, TtlSweep
 
+# The run lasts DURATION_S, and longer (up to MAX_DURATION_S) until it has done what
+# the checks ask for: on a machine loaded by other work (load 7 to 10), 20 s gave 5
+# applied pushes, short of them.
 DURATION_S = 20
+MAX_DURATION_S = 120
+ENOUGH = 10  # updates, and applied pushed entries, more than this
 WRITERS = 6
 DEVICES = 4
 PUSH = (
@@ -311,11 +316,22 @@ def test_devices_syncing_during_torn_commits_miss_no_change(
     # behind a stalled write, never skip it.
     monkeypatch.setattr(torn, "stall_rate", 0.01)
     monkeypatch.setattr(torn, "stall_seconds", (0.2, 1.5))
-    deadline = time.monotonic() + DURATION_S
+    started = time.monotonic()
 
-    def write_until_deadline(i: int) -> None:
+    def running() -> bool:
+        """Until DURATION_S, then until the run has done enough (or MAX_DURATION_S)."""
+        elapsed = time.monotonic() - started
+        enough = (
+            stats.counts.get("update", 0) > ENOUGH
+            and stats.counts.get("pushed applied", 0) > ENOUGH
+            and torn.stats.stalls > stalls_before
+            and (retention == "90 days" or torn.stats.ttl_removed > ttl_removed_before)
+        )
+        return elapsed < DURATION_S or (not enough and elapsed < MAX_DURATION_S)
+
+    def write_while_running(i: int) -> None:
         rng = random.Random(1000 + i)
-        while time.monotonic() < deadline:
+        while running():
             _write(clients[i % 2], tenant, rng, known, lock, stats)
 
     devices = [
@@ -323,12 +339,12 @@ def test_devices_syncing_during_torn_commits_miss_no_change(
         for i in range(DEVICES)
     ]
 
-    def sync_until_deadline(device: Device) -> None:
-        while time.monotonic() < deadline:
+    def sync_while_running(device: Device) -> None:
+        while running():
             device.sync()
 
-    threads = [threading.Thread(target=write_until_deadline, args=(i,)) for i in range(WRITERS)]
-    threads += [threading.Thread(target=sync_until_deadline, args=(d,)) for d in devices]
+    threads = [threading.Thread(target=write_while_running, args=(i,)) for i in range(WRITERS)]
+    threads += [threading.Thread(target=sync_while_running, args=(d,)) for d in devices]
     for t in threads:
         t.start()
     for t in threads:
@@ -359,10 +375,10 @@ def test_devices_syncing_during_torn_commits_miss_no_change(
     )
     if retention != "90 days":
         assert ttl_removed > 0, stats.counts  # TTL acted during the run
-    # Enough writes of each kind for the run to mean something; how many a loaded
-    # machine manages in its 20 s varies (29 updates seen under CI's load).
-    assert stats.counts.get("update", 0) > 10, stats.counts
-    assert stats.counts.get("pushed applied", 0) > 10, stats.counts
+    # Enough writes of each kind for the run to mean something (it ran until it had
+    # them, or for MAX_DURATION_S).
+    assert stats.counts.get("update", 0) > ENOUGH, stats.counts
+    assert stats.counts.get("pushed applied", 0) > ENOUGH, stats.counts
     assert torn.stats.stalls > stalls_before
     assert missed == [], f"{len(missed)} missed changes:\n" + "\n".join(missed[:20])
     for device in devices:
