@@ -3,8 +3,6 @@ module (`changes`, `entities`, `push`, `history`, `attachments`, `tenancy`,
 `exports`, `subscription`), in the order the schema file lists them; the limits
 every request is held to are set here."""
 
-from __future__ import annotations
-
 import logging
 from collections.abc import Iterable
 from typing import Any
