@@ -147,7 +147,9 @@ def make_schema(settings: Settings) -> SyncSchema:
         subscription=Subscription,
         types=[s.object_type for s in ITEM_TYPE_SCHEMAS],
         extensions=extensions,
-        config=StrawberryConfig(scalar_map=SCALAR_MAP),
+        # The schema's names are written as GraphQL spells them (schema.graphql is
+        # the same either way): no camel-casing of every argument on every request.
+        config=StrawberryConfig(scalar_map=SCALAR_MAP, auto_camel_case=False),
         execution_context_class=context_class,
     )
     schema.documents = documents
