@@ -104,9 +104,9 @@ class SyncSchema(strawberry.Schema):
 class _Operation(BoundedDocuments):
     """What the schema adds to each operation, in one extension: Strawberry looks
     for each extension's hook at each of an operation's four steps and enters it;
-    as five extensions (one each) a poll took 115,000 more instructions (5.68
-    million against 5.56, cachegrind; the same DynamoDB call behind a bare route
-    takes 3.9). Each request its limits: the parser's token count and the added
+    as five extensions (one each) a poll took 154,000 more instructions (5.65
+    million against 5.49, cachegrind; the same DynamoDB call behind a bare route
+    takes 3.88). Each request its limits: the parser's token count and the added
     validation rules; the document cache (`BoundedDocuments`); the operation's name
     in the request's log line; the error codes of what ran (errors raised before
     can bypass extensions: the HTTP view codes those)."""
