@@ -53,7 +53,10 @@ class RequestMiddleware:
 
         try:
             try:
-                body = await asyncio.wait_for(self._read_body(headers, receive), BODY_TIMEOUT_S)
+                # In this task: wait_for would run the read in a task of its own, one
+                # more task and loop step for every request.
+                async with asyncio.timeout(BODY_TIMEOUT_S):
+                    body = await self._read_body(headers, receive)
             except TimeoutError:
                 log.codes.append("BAD_USER_INPUT")
                 await _send_error(

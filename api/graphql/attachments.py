@@ -2,8 +2,6 @@
 the service's answers turned into them, and the `Attachment` an entity's field
 holds (`api.graphql.types`)."""
 
-from __future__ import annotations
-
 from datetime import datetime
 from typing import Any
 

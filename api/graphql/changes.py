@@ -2,8 +2,6 @@
 one read a device syncs with. Its types are the synchronized items
 (`api.graphql.types`)."""
 
-from __future__ import annotations
-
 from typing import Annotated, Any
 
 import strawberry

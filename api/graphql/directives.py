@@ -1,7 +1,5 @@
 """Schema directives of contract 2, and the permission that enforces `@isAuthenticated`."""
 
-from __future__ import annotations
-
 from typing import Any
 
 import strawberry

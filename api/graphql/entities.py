@@ -2,8 +2,6 @@
 `updatePerson`, `deletePerson` (and so on for every synchronized type), made
 from the same declarations as the types (`api.graphql.types`)."""
 
-from __future__ import annotations
-
 from typing import Any
 
 import strawberry

@@ -10,11 +10,9 @@ INTERNAL_SERVER_ERROR with no detail.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
 from typing import Any
 
 from graphql import GraphQLError
-from strawberry.extensions import SchemaExtension
 
 from api import request_log
 from api.domain.errors import CurrentVersionError, SyncError
@@ -66,17 +64,3 @@ def with_codes(errors: list[GraphQLError]) -> list[GraphQLError]:
                 log.codes.append(str((error.extensions or {}).get("code")))
         mapped.append(error)
     return mapped
-
-
-class ErrorCodes(SchemaExtension):
-    """Applies `to_graphql_error` to every error of an executed operation.
-
-    Errors raised before execution can bypass schema extensions; the HTTP view
-    applies `with_codes` to those too (`api.app`).
-    """
-
-    def on_operation(self) -> Iterator[None]:
-        yield
-        result = self.execution_context.result
-        if result is not None and result.errors:
-            result.errors = with_codes(result.errors)

@@ -1,8 +1,6 @@
 """`exportTenant` (contract 3.9): a tenant exported in resumable calls, then
 delivered by a presigned S3 link."""
 
-from __future__ import annotations
-
 from datetime import datetime
 from typing import Any
 

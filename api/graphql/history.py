@@ -1,8 +1,6 @@
 """History (contract 3.7): `history`, a page of an entity's earlier versions,
 and `restoreVersion`, writing one back."""
 
-from __future__ import annotations
-
 from typing import Any
 
 import strawberry

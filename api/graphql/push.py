@@ -6,8 +6,6 @@ declarations as the single mutations. Conflicts are data here, not GraphQL
 errors, so offline clients read them directly.
 """
 
-from __future__ import annotations
-
 from typing import Any
 
 import strawberry

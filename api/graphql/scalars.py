@@ -1,7 +1,5 @@
 """The `Time` and `Date` scalars of contract 2, over the formats of `api.domain.timestamps`."""
 
-from __future__ import annotations
-
 from datetime import datetime
 from typing import Any, NewType
 

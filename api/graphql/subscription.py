@@ -7,8 +7,6 @@ server (`api.realtime.signals.LiveFeed`), a table-backed registration or a
 single fanned-out event on AWS Lambda (`api.realtime.aws`).
 """
 
-from __future__ import annotations
-
 from collections.abc import AsyncIterator
 from typing import Any, Protocol
 

@@ -1,7 +1,5 @@
 """`deleteTenant` (contract 3.8): a tenant's data deleted in resumable calls."""
 
-from __future__ import annotations
-
 from typing import Any
 
 import strawberry

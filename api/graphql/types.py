@@ -5,8 +5,6 @@ For an item type `Person` this builds `Person`, `UpdatePersonPartial`,
 The resolvers that use them are in `api.graphql.schema`.
 """
 
-from __future__ import annotations
-
 import enum
 from dataclasses import dataclass
 from typing import Any

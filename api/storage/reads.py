@@ -50,7 +50,7 @@ def log_tail(tenant_id: str, after: str | None, count: int) -> LogTail:
     a second Query reads them all: without them the bound would stay below it."""
     log_pk = keys.log_pk(tenant_id)
     raw_items, _ = _query_page(
-        log_pk, None if after is None else RecordItem.sk > after, count + 1, ascending=False
+        log_pk, None if after is None else _sk("#sk > :a", a=after), count + 1, ascending=False
     )
     head: Head | None = None
     head_prev = born = None
@@ -155,9 +155,13 @@ def versions(
     later): the list ends there, whatever TTL has removed yet."""
     prefix = keys.history_sk(entity_id)
     condition = (
-        RecordItem.sk.startswith(prefix)
+        _sk("begins_with(#sk, :p)", p=prefix)
         if before is None
-        else RecordItem.sk.between(prefix, keys.history_sk(entity_id, token_before(before)))
+        else _sk(
+            "#sk BETWEEN :a AND :b",
+            a=prefix,
+            b=keys.history_sk(entity_id, token_before(before)),
+        )
     )
     raw_items, last = _query_page(keys.history_pk(tenant_id), condition, limit + 1, ascending=False)
     kept = [raw for raw in raw_items if not _past(raw, gone_before)]
@@ -179,7 +183,7 @@ def records_page(
     consistently; and the sort key to go on from (None: the end). The whole of a
     tenant's entities or earlier versions, page by page (exports, the blob sweep)."""
     start = None if after is None else codecs.raw_key(pk, after)
-    condition = RecordItem.sk.startswith(sk_prefix) if sk_prefix else None
+    condition = _sk("begins_with(#sk, :p)", p=sk_prefix) if sk_prefix else None
     raw_items, last = _query_page(pk, condition, limit, start_key=start)
     records = [codecs.record_from_raw(tenant_id, raw) for raw in raw_items]
     return records, None if last is None else str(last[codecs.SK]["S"])
@@ -196,33 +200,57 @@ def _get_raw(pk: str, sk: str) -> dict[str, Any] | None:
     return item
 
 
+# A Query's condition on the sort key: its expression over `#sk`, and its values.
+SortKeyCondition = tuple[str, dict[str, Any]]
+
+
+def _sk(expression: str, **values: str) -> SortKeyCondition:
+    return expression, {f":{name}": {"S": value} for name, value in values.items()}
+
+
 def _query_page(
     pk: str,
-    condition: Any,
+    condition: SortKeyCondition | None,
     limit: int,
     ascending: bool = True,
     start_key: dict[str, Any] | None = None,
 ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
     """One consistent Query page of the partition `pk`, as DynamoDB's JSON, and the
-    key to continue from (None: the range is read to its end)."""
+    key to continue from (None: the range is read to its end).
+
+    Asked of the client itself: PynamoDB's `query` (its condition objects, its
+    table's description, its signals) took a poll 3% of its instructions in process
+    (5.49 million against 5.33, cachegrind; the same call behind a bare route: 3.88)."""
+    names = {"#pk": codecs.PK}
+    values: dict[str, Any] = {":pk": {"S": pk}}
+    expression = "#pk = :pk"
+    if condition is not None:
+        names["#sk"] = codecs.SK
+        values.update(condition[1])
+        expression = f"{expression} AND {condition[0]}"
+    request: dict[str, Any] = {
+        "TableName": RecordItem.Meta.table_name,
+        "KeyConditionExpression": expression,
+        "ExpressionAttributeNames": names,
+        "ExpressionAttributeValues": values,
+        "ConsistentRead": True,
+        "Limit": limit,
+        "ScanIndexForward": ascending,
+        "ReturnConsumedCapacity": TOTAL_CAPACITY,
+    }
+    if start_key is not None:
+        request["ExclusiveStartKey"] = start_key
     with translated():
-        page = RecordItem._get_connection().query(
-            pk,
-            range_key_condition=condition,
-            scan_index_forward=ascending,
-            consistent_read=True,
-            exclusive_start_key=start_key,
-            limit=limit,
-        )
+        page = connection().client.query(**request)
     items: list[dict[str, Any]] = page.get("Items", [])
     return items, page.get("LastEvaluatedKey")
 
 
-def _log_range(after: str | None, upper: str) -> Any:
+def _log_range(after: str | None, upper: str) -> SortKeyCondition:
     """The log entries with after < token <= upper (no lower end: from the first)."""
     if after is None:
-        return RecordItem.sk <= upper
-    return RecordItem.sk.between(token_after(after), upper)
+        return _sk("#sk <= :b", b=upper)
+    return _sk("#sk BETWEEN :a AND :b", a=token_after(after), b=upper)
 
 
 def _batch_get_raw(pk: str, sks: list[str]) -> list[dict[str, Any]]:
