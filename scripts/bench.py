@@ -70,9 +70,9 @@ SPLIT_REQUESTS = {True: 50, False: 200}
 # --smoke: timed calls per row (60 in --fast) and the large tenant's size (50,000):
 # seeding that tenant and the rows' calls were 4 of the test's 8 minutes in CI; the
 # small and paged tenants' (1,000); the bulk tenant's (10,000), which is also
-# exported and deleted; requests profiled, and
-# the unprofiled ones before them (20). Its DynamoDB Local compiles with C1 only
-# (`SHORT_LIVED_JVM`): a smoke run's figures say that every row runs, not how fast.
+# exported and deleted; requests profiled, and the unprofiled ones before them (20).
+# Its DynamoDB Local compiles with C1 only (`SHORT_LIVED_JVM`): a smoke run's figures
+# say that every row runs, not how fast.
 SMOKE_ITERATIONS = 12
 SMOKE_SMALL = 300
 SMOKE_LARGE = 2_000

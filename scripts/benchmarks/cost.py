@@ -115,11 +115,11 @@ def measure_cost(h: Harness) -> dict[str, Any]:
     rows = {r["operation"]: r for r in h.rows if r["clients"] == 1}
     gb = memory_mb / 1024
     out: dict[str, Any] = {}
+    # A smoke run (figures not read): the fewest calls that fill the row.
+    pushes = 2 if h.smoke else max(5, h.iterations // 10)
+    warm = 2 if h.smoke else 10
     for name, case in cases.items():
-        # A smoke run (figures not read): the fewest calls that fill the row.
-        pushes = 2 if h.smoke else max(5, h.iterations // 10)
         count = h.iterations if name != "push of 100 updates" else pushes
-        warm = 2 if h.smoke else 10
         for i in range(warm):  # caches, DynamoDB Local's JIT
             case(i)
         billed = []
