@@ -234,9 +234,11 @@ class Harness:
 
     # --- calls ------------------------------------------------------------------
 
-    def post(self, client: httpx2.Client, query: str, variables: dict[str, Any]) -> dict[str, Any]:
+    def post(
+        self, client: httpx2.Client, query: str, variables: dict[str, Any], path: str = "/graphql"
+    ) -> dict[str, Any]:
         body: dict[str, Any] = client.post(
-            "/graphql", json={"query": query, "variables": variables}
+            path, json={"query": query, "variables": variables}
         ).json()
         if body.get("errors"):
             raise RuntimeError(body["errors"])
@@ -255,6 +257,20 @@ class Harness:
         response = self.floors[client].post(f"/floor/{route}", json=body)
         response.raise_for_status()
         return response.json()
+
+    def library(self, client: int, variables: dict[str, Any]) -> dict[str, Any]:
+        """The changes query posted to the floor's bare Strawberry schema."""
+        return self.post(self.floors[client], CHANGES, variables, path="/floor/graphql")
+
+    def same_as_library(self, variables: dict[str, Any]) -> None:
+        """The library's floor answers with the items the product does (it does the
+        same work), before its times are compared with the product's."""
+        ours = self.post(self.clients[0], CHANGES, variables)["changes"]["items"]
+        bare = self.library(0, variables)["changes"]["items"]
+        pairs = [[(i["id"], i["changeToken"]) for i in items] for items in (ours, bare)]
+        assert pairs[0] == pairs[1], (
+            f"library's floor: {pairs[1][:3]}..., product: {pairs[0][:3]}..."
+        )
 
     def poster(self, variables: dict[str, Any]) -> Call:
         """A `measure` function posting the changes query with these variables."""
@@ -317,16 +333,19 @@ class Harness:
         row_units: dict[str, Any],
         iterations: dict[int, int] | None = None,
         floor: Call | None = None,
+        library: Call | None = None,
     ) -> None:
-        """Measure `product`, `raw` (and the `floor` route when given) with 1 and 8
-        clients, in alternating rounds; one table row each."""
+        """Measure `product`, `raw` (and the `floor` route, and the `library`'s floor,
+        when given) with 1 and 8 clients, in alternating rounds; one table row each."""
         # (A smoke run's 8 clients: 2 calls each, 16 in all, which fill the row.)
         eight = 2 if self.smoke else max(10, self.iterations // 4)
         counts = iterations or {1: self.iterations, 8: eight}
         calls = {"product": product, "raw": raw, **({"floor": floor} if floor else {})}
+        if library is not None:
+            calls["library"] = library
         for clients in (1, 8):
             t = measure_rounds(calls, clients, counts[clients])
-            p, r, f = t["product"], t["raw"], t.get("floor")
+            p, r, f, lib = t["product"], t["raw"], t.get("floor"), t.get("library")
             row = {
                 "operation": name,
                 "clients": clients,
@@ -339,10 +358,15 @@ class Harness:
                 "ratio_p50": p.p50 / r.p50,
                 "floor_p50_ms": None if f is None else f.p50,
                 "floor_ratio_p50": None if f is None else p.p50 / f.p50,
+                # The bare Strawberry schema's p50 over the floor's: what the library costs.
+                "library_p50_ms": None if lib is None else lib.p50,
+                "library_floor_ratio_p50": None if lib is None or f is None else lib.p50 / f.p50,
                 **row_units,
             }
             self.rows.append(row)
             vs_floor = "" if f is None else f", floor {f.p50:6.2f} ({p.p50 / f.p50:4.2f})"
+            if lib is not None and f is not None:
+                vs_floor += f", Strawberry {lib.p50:6.2f} ({lib.p50 / f.p50:4.2f})"
             print(
                 f"  {name:<34} x{clients}: p50 {p.p50:6.2f} ms (raw {r.p50:6.2f}, "
                 f"ratio {p.p50 / r.p50:4.2f}{vs_floor}), {p.rps:7.1f} req/s",
@@ -352,7 +376,8 @@ class Harness:
     def print_rows(self) -> None:
         header = (
             f"{'operation':<34}{'cl':>3}{'p50':>8}{'p95':>8}{'p99':>8}{'req/s':>8}"
-            f"{'raw p50':>9}{'ratio':>7}{'floor':>8}{'/floor':>7}{'units':>11}{'minimum':>11}"
+            f"{'raw p50':>9}{'ratio':>7}{'floor':>8}{'/floor':>7}{'lib/fl':>7}{'units':>11}"
+            f"{'minimum':>11}"
             f"{'$/M ops':>9}"
         )
         print()
@@ -363,13 +388,19 @@ class Harness:
             minimum = f"{r['min_read_units']:g}r+{r['min_write_units']:g}w"
             floor = "" if r["floor_p50_ms"] is None else f"{r['floor_p50_ms']:.2f}"
             vs_floor = "" if r["floor_ratio_p50"] is None else f"{r['floor_ratio_p50']:.2f}"
+            lib = r["library_floor_ratio_p50"]
+            lib_floor = "" if lib is None else f"{lib:.2f}"
             print(
                 f"{r['operation']:<34}{r['clients']:>3}{r['p50_ms']:>8.2f}{r['p95_ms']:>8.2f}"
                 f"{r['p99_ms']:>8.2f}{r['rps']:>8.0f}{r['raw_p50_ms']:>9.2f}"
-                f"{r['ratio_p50']:>7.2f}{floor:>8}{vs_floor:>7}{row_units:>11}{minimum:>11}"
+                f"{r['ratio_p50']:>7.2f}{floor:>8}{vs_floor:>7}{lib_floor:>7}{row_units:>11}"
+                f"{minimum:>11}"
                 f"{r['cost_per_million_usd']:>9.3f}"
             )
-        print(f"($/M ops: {PRICES_AS_OF}; floor: the raw call behind a bare Starlette route)")
+        print(
+            f"($/M ops: {PRICES_AS_OF}; floor: the raw call behind a bare Starlette route;"
+            " lib/fl: the same Query through a bare Strawberry schema, over the floor)"
+        )
 
 
 def units(

@@ -59,6 +59,13 @@ def test_bench_smoke_prints_and_saves_a_complete_table(tmp_path: Path) -> None:
             # The floor: the same raw call behind a bare route on the same server stack.
             assert math.isfinite(row["floor_p50_ms"]) and row["floor_p50_ms"] > 0, row
             assert row["floor_ratio_p50"] == row["p50_ms"] / row["floor_p50_ms"]
+        if row["operation"].startswith("changes"):
+            # The library's floor: the same Query through a bare Strawberry schema.
+            assert math.isfinite(row["library_p50_ms"]) and row["library_p50_ms"] > 0, row
+            ratio = row["library_p50_ms"] / row["floor_p50_ms"]
+            assert row["library_floor_ratio_p50"] == ratio
+        else:
+            assert row["library_p50_ms"] is None, row
     for operation, split in data["split_ms"].items():
         layers = sum(v for k, v in split.items() if k != "wall (profiled)")
         assert 0 < layers <= split["wall (profiled)"] * 1.05, (operation, split)
