@@ -30,6 +30,7 @@ from api.storage.export_files import S3ExportFiles
 from api.storage.exports import ExportTable
 from api.storage.lazy_client import LazyClient
 from api.storage.store import DynamoStore
+from api.worker_threads import RunBlocking, persistent_pool
 
 if TYPE_CHECKING:  # imported only where sockets are served (not on the HTTP Lambda)
     from api.realtime.local import LocalRealtime
@@ -37,9 +38,15 @@ if TYPE_CHECKING:  # imported only where sockets are served (not on the HTTP Lam
 logger = logging.getLogger("api")
 
 
-def create_app(settings: Settings | None = None, sockets: bool = True) -> Starlette:
+def create_app(
+    settings: Settings | None = None,
+    sockets: bool = True,
+    run_blocking: RunBlocking | None = None,
+) -> Starlette:
     """The app; with `sockets` False (AWS Lambda behind an HTTP API, which carries
-    no WebSocket), without the realtime hub, its stream follower and their imports."""
+    no WebSocket), without the realtime hub, its stream follower and their imports.
+    `run_blocking`: where requests' blocking calls run (default: anyio's pool, a
+    server's; `api.worker_threads`)."""
     settings = settings or Settings.from_env()
     for warning in settings.check():
         logger.warning(warning)
@@ -73,7 +80,7 @@ def create_app(settings: Settings | None = None, sockets: bool = True) -> Starle
         quota=BlobUsageTable(),
         quota_bytes=settings.blob_quota_bytes,
     )
-    view = GraphQLView(settings, service, realtime)
+    view = GraphQLView(settings, service, realtime, run_blocking)
 
     routes: list[BaseRoute] = [
         Route("/graphql", view, methods=["GET", "POST"]),
@@ -118,3 +125,10 @@ def create_app(settings: Settings | None = None, sockets: bool = True) -> Starle
     app = Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
     app.state.s3 = s3  # made on first use; api.lambda_handler makes it before a snapshot
     return app
+
+
+def create_lambda_app(settings: Settings | None = None) -> Starlette:
+    """The app as AWS Lambda's HTTP function serves it (`api.lambda_handler`): no
+    sockets, and blocking calls in threads that outlive each request, which Mangum
+    runs in a `run_until_complete` of its own (`api.worker_threads`)."""
+    return create_app(settings, sockets=False, run_blocking=persistent_pool())

@@ -18,12 +18,12 @@ import logging
 
 from mangum import Mangum
 
-from api.app import create_app
+from api.app import create_lambda_app
 
 logging.getLogger().setLevel(logging.INFO)  # Lambda's root handler is at WARNING
 
 # An HTTP API carries no WebSocket (realtime on AWS is api.realtime.aws): no hub.
-app = create_app(sockets=False)
+app = create_lambda_app()
 handler = Mangum(app, lifespan="off")
 
 

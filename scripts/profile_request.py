@@ -24,7 +24,6 @@ from typing import Any
 
 from api.app import create_app
 from api.auth import make_local_token
-from api.graphql import context
 from api.settings import Settings
 from api.storage import models
 from scripts.benchmarks.harness import CHANGES, CREATE, UPDATE, local_engine_settings
@@ -124,20 +123,15 @@ def profile(
 ) -> dict[str, dict[str, float]]:
     """`requests` profiled of each case after `warm` unprofiled ones, on the engine of
     `settings` (`scripts/bench`'s), or on a DynamoDB Local of its own."""
-    # cProfile sees one thread: the resolvers' store calls run inline here, not in
-    # the worker thread they use in production (the hop itself is not measured).
-    threadpool = context.run_in_threadpool
-    context.run_in_threadpool = _inline  # type: ignore[assignment]
-    try:
-        with contextlib.nullcontext(settings) if settings else local_engine_settings() as engine:
-            return _profile(requests, engine, warm)
-    finally:
-        context.run_in_threadpool = threadpool
+    with contextlib.nullcontext(settings) if settings else local_engine_settings() as engine:
+        return _profile(requests, engine, warm)
 
 
 def _profile(requests: int, settings: Settings, warm: int) -> dict[str, dict[str, float]]:
     models.bind(settings)
-    app = create_app(settings)
+    # cProfile sees one thread: the resolvers' store calls run inline here, not in
+    # the worker thread they use in production (the hop itself is not measured).
+    app = create_app(settings, run_blocking=_inline)
     token = make_local_token(BENCH_SECRET, "profiler", ["prof", "prof2"], 3600)
     headers = [
         (b"content-type", b"application/json"),

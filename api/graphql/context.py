@@ -2,8 +2,9 @@
 the tenant gates), its budget across aliases, and `for_tenant`, which runs a
 service call for a tenant once the caller may.
 
-Resolvers are async and run the (blocking) service call in a worker thread, so
-one server process keeps serving other requests while DynamoDB answers.
+Resolvers are async and run the (blocking) service call in a worker thread
+(`api.worker_threads`), so one server process keeps serving other requests while
+DynamoDB answers.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 import strawberry
-from starlette.concurrency import run_in_threadpool
 
 from api import request_log
 from api.auth import Principal
@@ -25,6 +25,7 @@ from api.service import SyncService
 from api.service.reading import MAX_LIMIT, MAX_SCANNED
 from api.service.writing import MAX_PUSH
 from api.tenant_gate import READERS_PER_TENANT, TenantGate
+from api.worker_threads import RunBlocking, anyio_pool
 
 _T = TypeVar("_T")
 _K = TypeVar("_K", bound=Hashable)
@@ -79,6 +80,8 @@ class Context:
     writes: TenantGate = field(default_factory=TenantGate)  # the process's, from the view
     reads: TenantGate = field(default_factory=lambda: TenantGate(READERS_PER_TENANT, what="reads"))
     feed: ChangeFeed | None = None  # where `changesAvailable` reads (None: not served)
+    # Where the service's blocking calls run: the app's choice (`api.worker_threads`).
+    run_blocking: RunBlocking = field(default_factory=anyio_pool)
     # graphql-transport-ws: connection_init's payload (Strawberry sets it), and the
     # connection's own tasks (its token's expiry), cancelled when it closes.
     connection_params: dict[str, Any] | None = None
@@ -118,7 +121,7 @@ async def for_tenant(
     if log is not None:
         log.tenant = tenant_id
     async with (context.reads if role is None else context.writes).enter(tenant_id):
-        return await run_in_threadpool(work, context.service)
+        return await context.run_blocking(work, context.service)
 
 
 class TenantBatch(Generic[_K, _T]):
@@ -158,7 +161,7 @@ class TenantBatch(Generic[_K, _T]):
         try:
             async with self._context.reads.enter(tenant_id):
                 self.calls += 1
-                done = await run_in_threadpool(
+                done = await self._context.run_blocking(
                     self._work, self._context.service, tenant_id, list(futures)
                 )
         except Exception as exc:  # each field that asked reports it

@@ -12,7 +12,6 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from cross_web import HTTPException  # what Strawberry 0.341 raises for HTTP errors
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.types import Receive, Scope, Send
@@ -48,6 +47,7 @@ from api.http import (
 from api.service import SyncService
 from api.settings import Settings
 from api.tenant_gate import READERS_PER_TENANT, TenantGate
+from api.worker_threads import RunBlocking, anyio_pool
 
 if TYPE_CHECKING:  # imported only where sockets are served (not on the HTTP Lambda)
     from api.realtime.local import LocalRealtime
@@ -59,7 +59,11 @@ class GraphQLView(GraphQL[Context, None]):
     graphql_transport_ws_handler_class = TransportWSHandler
 
     def __init__(
-        self, settings: Settings, service: SyncService, realtime: LocalRealtime | None
+        self,
+        settings: Settings,
+        service: SyncService,
+        realtime: LocalRealtime | None,
+        run_blocking: RunBlocking | None = None,
     ) -> None:
         super().__init__(
             make_schema(settings),
@@ -79,6 +83,7 @@ class GraphQLView(GraphQL[Context, None]):
         self._writes = TenantGate()
         self._reads = TenantGate(READERS_PER_TENANT, what="reads")
         self._realtime = realtime
+        self._run_blocking = run_blocking or anyio_pool()
 
     async def process_result(self, request: Any, result: ExecutionResult) -> GraphQLHTTPResponse:
         if result.errors:
@@ -111,6 +116,7 @@ class GraphQLView(GraphQL[Context, None]):
             writes=self._writes,
             reads=self._reads,
             feed=None if self._realtime is None else self._realtime.feed,
+            run_blocking=self._run_blocking,
         )
 
     async def on_ws_connect(self, context: Context) -> UnsetType | dict[str, object] | None:
@@ -147,7 +153,7 @@ class GraphQLView(GraphQL[Context, None]):
         try:
             if self._authenticator.fetches_keys:
                 # A key-set fetch may take seconds: never on the event loop.
-                return await run_in_threadpool(self._authenticator.authenticate, header), None
+                return await self._run_blocking(self._authenticator.authenticate, header), None
             return self._authenticator.authenticate(header), None
         except (Unauthenticated, Unavailable) as exc:
             return None, exc

@@ -30,7 +30,7 @@ from typing import Any
 
 from mangum import Mangum
 
-from api.app import create_app
+from api.app import create_lambda_app
 from api.settings import PROJECT_ROOT
 from scripts.benchmarks.harness import CHANGES, PUSH, UPDATE, Harness, realistic_person
 from scripts.benchmarks.prices import (
@@ -73,7 +73,7 @@ def measure_cost(h: Harness) -> dict[str, Any]:
     print("==> all-in cost: the Lambda handler, in process", flush=True)
     memory_mb, architecture = shipped_lambda()
     assert architecture == "arm64", f"prices are arm64's, serverless.yml says {architecture}"
-    app = create_app(h.settings, sockets=False)
+    app = create_lambda_app(h.settings)  # as api.lambda_handler serves it
     handler = Mangum(app, lifespan="off")
     template = json.loads(EVENT.read_text())
     template["headers"]["authorization"] = h.headers["Authorization"]

@@ -459,6 +459,45 @@ def test_the_lambda_handler_answers_like_the_local_server(
     assert [i["id"] for i in query["data"]["changes"]["items"]] == ["from-lambda"]
 
 
+def test_the_lambda_handler_keeps_its_worker_threads_from_one_request_to_the_next(
+    settings: Settings,
+    tenant: str,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Mangum runs each request in a `run_until_complete` of its own: anyio's pool
+    started a thread for every request and stopped it at its end. The handler's
+    pool keeps them, and the calls still run with the request's context (its log
+    line counts the DynamoDB calls made in the worker thread)."""
+    import threading
+
+    from api.lambda_handler import handler
+
+    context = SimpleNamespace(aws_request_id="threads", function_name="api")
+    token = bearer([tenant])["Authorization"].split()[1]
+    first = handler(_event("query", tenant, token), context)  # the pool's first thread
+    assert first["statusCode"] == 200, first
+    started: list[str] = []
+    start = threading.Thread.start
+
+    def counted(thread: threading.Thread) -> None:
+        started.append(thread.name)
+        start(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", counted)
+    caplog.set_level("INFO", logger="api.request")
+    caplog.clear()
+    for _ in range(10):
+        answer = handler(_event("query", tenant, token), context)
+        assert answer["statusCode"] == 200 and "errors" not in json.loads(answer["body"])
+    # anyio's: 10. The pool starts one more only when the next call comes before the
+    # idle thread has said it is idle (ThreadPoolExecutor), and keeps it.
+    assert len(started) <= 2, started
+    lines = [json.loads(r.getMessage()) for r in caplog.records if r.name == "api.request"]
+    assert len(lines) == 10
+    assert all(line["dynamodbCalls"] >= 1 for line in lines), lines
+
+
 def test_the_lambda_handler_returns_compressed_pages_base64_encoded(
     settings: Settings, app_client: TestClient, tenant: str
 ) -> None:
