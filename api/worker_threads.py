@@ -9,9 +9,9 @@ On AWS Lambda, Mangum runs each request in a `run_until_complete` of its own, an
 anyio ties its threads to that root task, the request's, stopping them when it
 ends: every request started a thread and let it go (1,000 threads for 1,000
 polls), some 1.0-1.6 ms of a poll's 8.5-10 ms in the handler, in process
-(docs/cold-start.md). `persistent_pool` keeps its threads from one request to the
-next instead. Lambda never cancels a request midway (its timeout ends the whole
-sandbox), so the shielding is not needed there.
+(docs/benchmarks.md, "All in"). `persistent_pool` keeps its threads from one
+request to the next instead. Lambda never cancels a request midway (its timeout
+ends the whole sandbox), so the shielding is not needed there.
 """
 
 from __future__ import annotations
