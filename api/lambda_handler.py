@@ -9,7 +9,8 @@ other functions and are not imported here.
 
 With SnapStart the import runs once, when a version is published, and the
 snapshot is taken after it: the hook below makes S3's client before the snapshot,
-so a restored instance has it too, and pays for it nowhere.
+so a restored instance has it too, and pays for it nowhere. What startup made is
+then left out of garbage collections (`api.app.freeze_startup_heap`).
 """
 
 from __future__ import annotations
@@ -18,18 +19,20 @@ import logging
 
 from mangum import Mangum
 
-from api.app import create_lambda_app
+from api.app import create_lambda_app, freeze_startup_heap
 
 logging.getLogger().setLevel(logging.INFO)  # Lambda's root handler is at WARNING
 
 # An HTTP API carries no WebSocket (realtime on AWS is api.realtime.aws): no hub.
 app = create_lambda_app()
 handler = Mangum(app, lifespan="off")
+freeze_startup_heap()
 
 
 def before_snapshot() -> None:
     """Make what is otherwise made on first use, for the snapshot to hold."""
     app.state.s3.client()
+    freeze_startup_heap()  # S3's client joins what collections leave alone
 
 
 try:

@@ -10,7 +10,7 @@ import sys
 
 import uvicorn
 
-from api.app import create_app
+from api.app import create_app, freeze_startup_heap
 from api.settings import Settings
 from api.storage.table import ensure_table
 from scripts.local_engine import EngineError, EngineProcess, LocalEngine
@@ -60,8 +60,10 @@ def main() -> int:
         state = "created" if created else "exists"
         print(f"==> bucket {settings.blob_bucket}: {state}, CORS for origins {origins}")
         print(f"==> GraphQL and GraphiQL on http://127.0.0.1:{settings.port}/graphql")
+        app = create_app(settings)
+        freeze_startup_heap()
         uvicorn.run(
-            create_app(settings),
+            app,
             host="127.0.0.1",
             port=settings.port,
             log_level="info",

@@ -498,6 +498,19 @@ def test_the_lambda_handler_keeps_its_worker_threads_from_one_request_to_the_nex
     assert all(line["dynamodbCalls"] >= 1 for line in lines), lines
 
 
+def test_the_lambda_handlers_startup_is_left_out_of_garbage_collections() -> None:
+    """What the import built (the app, its schema) is in no generation a collection
+    walks: a full collection of it paused a request for over 100 ms."""
+    import gc
+
+    import api.lambda_handler as module
+
+    walked = {id(o) for o in gc.get_objects()}
+    assert gc.get_freeze_count() > 10_000
+    for built in (module.app, module.handler, module.app.router):
+        assert id(built) not in walked, built
+
+
 def test_the_lambda_handler_returns_compressed_pages_base64_encoded(
     settings: Settings, app_client: TestClient, tenant: str
 ) -> None:
