@@ -1,14 +1,17 @@
 """The synchronized item types this product ships.
 
-Adding a type: declare an `ItemType` here and add it to `ITEM_TYPES`. Its
-`code` is persisted in every stored item; never rename it.
+Adding a type, a field or an enum value: declare it here with the release that adds
+it (`since`), then record the release (docs/evolution.md; `scripts/check` refuses a
+change that would break a deployed client). A type's `code` is persisted in every
+stored item; never rename it.
 """
 
 from __future__ import annotations
 
 import enum
 
-from api.domain.item_types import Field, FieldKind, ItemType
+from api.domain import releases
+from api.domain.item_types import Field, FieldKind, ItemType, unknown_type
 
 
 class RelationshipType(enum.Enum):
@@ -56,5 +59,15 @@ REMINDER = ItemType(
     ),
 )
 
-ITEM_TYPES: tuple[ItemType, ...] = (PERSON, REMINDER)
+# Every release's types, as declared.
+DECLARED: tuple[ItemType, ...] = (PERSON, REMINDER)
+
+# What this process serves: the latest release of the declaration, unless a test
+# picks an earlier one or a catalog of its own (api.domain.releases).
+ALL_TYPES, ITEM_TYPES, RELEASE = releases.served(DECLARED)
 BY_CODE = {t.code: t for t in ITEM_TYPES}
+
+
+def of_code(code: str) -> ItemType:
+    """The served type stored as `code`, or the stand-in of a later release's type."""
+    return BY_CODE.get(code) or unknown_type(code)

@@ -9,9 +9,10 @@ is one `ItemType(...)` in `api.domain.catalog` and nothing else.
 from __future__ import annotations
 
 import enum
+import functools
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date, datetime
 from typing import Any
 
@@ -47,6 +48,34 @@ class Field:
     max_length: int = 500
     enum: type[enum.Enum] | None = None
     description: str | None = None
+    # The catalog release that added the field (docs/evolution.md); 1: the first.
+    since: int = 1
+    # Enum values added after the field, with the release that added each.
+    enum_since: tuple[tuple[str, int], ...] = ()
+
+    def added_in(self, value: str) -> int:
+        """The release that added enum value `value` (the field's own, unless later)."""
+        return max(self.since, dict(self.enum_since).get(value, self.since))
+
+    def enum_values(self, release: int | None = None) -> tuple[str, ...]:
+        """The enum's values a client of `release` knows (None: all of them)."""
+        assert self.enum is not None
+        return tuple(
+            v for v in self.enum.__members__ if release is None or self.added_in(v) <= release
+        )
+
+    def at(self, release: int) -> Field | None:
+        """The field as release `release` declares it (None: added later)."""
+        if self.since > release:
+            return None
+        if self.enum is None or len(self.enum_values(release)) == len(self.enum.__members__):
+            return self
+        return replace(self, enum=_enum_at(self.enum, self.enum_values(release)), enum_since=())
+
+    def newer_value(self, value: Any, release: int) -> bool:
+        """Whether stored `value` is one a client of `release` cannot hold (an enum
+        value added after it)."""
+        return self.enum is not None and isinstance(value, str) and self.added_in(value) > release
 
     def normalize(self, value: Any) -> Any:
         """The stored form of a client value; BadUserInput when it is not valid."""
@@ -85,8 +114,8 @@ def _color(spec: Field, value: Any) -> str:
 
 def _enum(spec: Field, value: Any) -> str:
     assert spec.enum is not None
-    if isinstance(value, spec.enum):
-        return value.name
+    if isinstance(value, enum.Enum):  # a member of the full enum or of a release's view
+        value = value.name
     if isinstance(value, str) and value in spec.enum.__members__:
         return value
     raise ValueError(f"must be one of {', '.join(spec.enum.__members__)}")
@@ -135,6 +164,14 @@ _NORMALIZERS = {
 }
 
 
+@functools.cache
+def _enum_at(full: type[enum.Enum], values: tuple[str, ...]) -> type[enum.Enum]:
+    """`full` with only `values`: an older release's view of a grown enum (one class
+    per view, so that GraphQL builds one enum type of it)."""
+    narrowed: type[enum.Enum] = enum.Enum(full.__name__, {v: v for v in values})  # type: ignore[misc]
+    return narrowed
+
+
 @dataclass(frozen=True)
 class ItemType:
     name: str  # GraphQL object type, e.g. "Person"
@@ -142,6 +179,28 @@ class ItemType:
     # value in DeletedItemType; persisted, never rename
     fields: tuple[Field, ...]
     description: str | None = None
+    # The catalog release that added the type (docs/evolution.md); 1: the first.
+    since: int = 1
+    # False only for the stand-in of a type this server's release does not declare
+    # (`unknown_type`): its records are stored but cannot be rendered here.
+    known: bool = True
+
+    def at(self, release: int) -> ItemType | None:
+        """The type as release `release` declares it (None: added later)."""
+        if self.since > release:
+            return None
+        fields = tuple(f for f in (spec.at(release) for spec in self.fields) if f is not None)
+        return self if fields == self.fields else replace(self, fields=fields)
+
+    def renders(self, fields: Mapping[str, Any]) -> bool:
+        """Whether stored `fields` are all this type declares, with values it knows:
+        a record written by a later release may hold more (docs/evolution.md)."""
+        by_name = {f.name: f for f in self.fields}
+        for name, value in fields.items():
+            spec = by_name.get(name)
+            if spec is None or (spec.enum is not None and value not in spec.enum.__members__):
+                return False
+        return True
 
     @property
     def field_names(self) -> tuple[str, ...]:
@@ -179,3 +238,10 @@ def check_size(fields: Mapping[str, Any]) -> None:
     size = sum(len(k) + len(str(v).encode()) for k, v in fields.items())
     if size > MAX_ITEM_BYTES:
         raise BadUserInput(f"item is too large: {size} bytes of fields, at most {MAX_ITEM_BYTES}")
+
+
+@functools.cache
+def unknown_type(code: str) -> ItemType:
+    """The stand-in for a stored type code this server's catalog does not declare (a
+    later release's type, read by an earlier server): kept, never rendered."""
+    return ItemType(name=code, code=code, fields=(), known=False)

@@ -235,7 +235,7 @@ def _record_to_json(record: Record) -> dict[str, Any]:
 
 def _record_from_json(tenant_id: str, data: dict[str, Any]) -> Record:
     return Record(
-        item_type=catalog.BY_CODE[data["type"]],
+        item_type=catalog.of_code(data["type"]),
         tenant_id=tenant_id,
         id=data["id"],
         change_token=data["token"],

@@ -19,8 +19,6 @@ from api.graphql.attachments import Attachment, AttachmentInput, attachment_of, 
 from api.graphql.directives import HexColorDirective
 from api.graphql.scalars import Date, Time
 
-RelationshipType = strawberry.enum(catalog.RelationshipType)
-
 _DeletedItemTypeEnum: Any = enum.Enum(  # type: ignore[misc]  # members come from the catalog
     "DeletedItemType", {t.code: t.code for t in catalog.ITEM_TYPES}
 )
@@ -71,7 +69,9 @@ _SCALARS: dict[FieldKind, Any] = {
     FieldKind.TIME: Time,
     FieldKind.COLOR: str,
 }
-_ENUMS: dict[type[enum.Enum], Any] = {catalog.RelationshipType: RelationshipType}
+# One GraphQL enum per enum the served catalog's fields use (an earlier release's
+# view of a grown enum is a class of its own, `Field.at`).
+_ENUMS: dict[type[enum.Enum], Any] = {}
 
 
 def _graphql_type(spec: Field, input: bool = False) -> Any:

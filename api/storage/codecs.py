@@ -117,7 +117,7 @@ def record_from_raw(tenant_id: str, raw: dict[str, Any]) -> Record:
     token = raw[_TOKEN]["S"]
     fields = raw.get(_FIELDS, {}).get("M", {})
     return Record(
-        item_type=catalog.BY_CODE[raw[_TYPE]["S"]],
+        item_type=catalog.of_code(raw[_TYPE]["S"]),
         tenant_id=tenant_id,
         id=raw[_ID]["S"],
         change_token=token,

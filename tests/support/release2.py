@@ -1,0 +1,53 @@
+"""Release 2 of an app built on this API, as an app team would make it: the
+product's catalog (release 1) plus a field, an enum value and a type.
+
+A server serves it with SYNC_CATALOG=tests.support.release2 (its latest release)
+or with SYNC_RELEASE=1 beside it (the same code, release 1's catalog: a rollback).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import replace
+
+from api.domain import catalog, releases
+from api.domain.item_types import Field, FieldKind, ItemType
+
+
+class RelationshipType(enum.Enum):
+    # Release 1's values, then release 2's.
+    SELF = "SELF"
+    PARTNER = "PARTNER"
+    CHILD = "CHILD"
+    PARENT = "PARENT"
+    SIBLING = "SIBLING"
+    GRANDPARENT = "GRANDPARENT"
+    GRANDCHILD = "GRANDCHILD"
+    RELATIVE = "RELATIVE"
+    FRIEND = "FRIEND"
+    COLLEAGUE = "COLLEAGUE"
+    OTHER = "OTHER"
+    COUSIN = "COUSIN"
+
+
+def _person() -> ItemType:
+    fields = tuple(
+        replace(f, enum=RelationshipType, enum_since=(("COUSIN", 2),))
+        if f.name == "relationship"
+        else f
+        for f in catalog.PERSON.fields
+    )
+    return replace(catalog.PERSON, fields=(*fields, Field("nickname", max_length=100, since=2)))
+
+
+PERSON = _person()
+NOTE = ItemType(
+    name="Note",
+    code="NOTE",
+    description="A note about the family or team.",
+    fields=(Field("text", max_length=4000), Field("personID", FieldKind.ID, max_length=64)),
+    since=2,
+)
+DECLARED: tuple[ItemType, ...] = (PERSON, catalog.REMINDER, NOTE)
+RELEASE_1 = releases.at(DECLARED, 1)
+RELEASE_2 = releases.at(DECLARED, 2)
