@@ -32,7 +32,10 @@ def at(declared: Iterable[ItemType], release: int) -> tuple[ItemType, ...]:
     return tuple(v for v in (t.at(release) for t in declared) if v is not None)
 
 
-def served(declared: tuple[ItemType, ...]) -> tuple[tuple[ItemType, ...], tuple[ItemType, ...], int]:
+Catalog = tuple[ItemType, ...]
+
+
+def served(declared: Catalog) -> tuple[Catalog, Catalog, int]:
     """(the whole declaration, the catalog this process serves, its release)."""
     chosen = os.environ.get("SYNC_CATALOG")
     if chosen:
