@@ -73,6 +73,15 @@ class Link:
     check: tuple[str, ...] = ()
     # The entries the head's transaction replaced: checked gone.
     gone: tuple[str, ...] = ()
+    # The later copies the head's transaction put (checked present) and removed
+    # (checked gone), by sort key.
+    later_check: tuple[str, ...] = ()
+    later_gone: tuple[str, ...] = ()
+
+    @property
+    def checks(self) -> int:
+        """The transaction items its checks may take."""
+        return len(self.check) + len(self.gone) + len(self.later_check) + len(self.later_gone)
 
 
 @dataclass(frozen=True)
@@ -88,7 +97,10 @@ class _KnownHead:
             return Link(None)
         if self.wrote_it or outlived(self.head.token):
             return Link(self.head.token)
-        return Link(self.head.token, tuple(self.head.entry_tokens()), self.head.removed)
+        head = self.head
+        return Link(
+            head.token, tuple(head.entry_tokens()), head.removed, head.later_put, head.later_removed
+        )
 
 
 def wall_clock_ms() -> int:

@@ -74,6 +74,9 @@ class Settings:
     # Keep each entity's earlier versions (`history`): one more item per update or
     # delete (contract 3.7). Off: nothing is kept and `history` returns nothing.
     history: bool = True
+    # Apps declaring an older catalog release are answered UPGRADE_REQUIRED
+    # (docs/evolution.md, "Retiring old apps"); 1: every release is served.
+    min_client_release: int = 1
     # Several long-running servers on one table: this server's URL as the others reach
     # it (e.g. http://10.0.1.7:8000). Set, one server at a time reads the table's
     # stream, chosen by a lease, and posts head changes to the others
@@ -129,6 +132,7 @@ class Settings:
                 env.get("JWT_JWKS_COOLDOWN_SECONDS", cls.jwt_jwks_cooldown_seconds)
             ),
             max_body_bytes=int(env.get("MAX_BODY_BYTES", cls.max_body_bytes)),
+            min_client_release=int(env.get("MIN_CLIENT_RELEASE", cls.min_client_release)),
             max_query_depth=int(env.get("MAX_QUERY_DEPTH", cls.max_query_depth)),
             max_aliases=int(env.get("MAX_ALIASES", cls.max_aliases)),
             max_query_tokens=int(env.get("MAX_QUERY_TOKENS", cls.max_query_tokens)),
@@ -166,6 +170,12 @@ class Settings:
 
     def check(self) -> list[str]:
         """Refuse unsafe combinations; returns warnings to log for merely risky ones."""
+        from api.domain.catalog import RELEASE  # the release this process serves
+
+        if not 1 <= self.min_client_release <= RELEASE:
+            raise ValueError(
+                f"MIN_CLIENT_RELEASE must be a release this server serves: 1 to {RELEASE}"
+            )
         if self.jwt_jwks_url and not self.jwt_issuer:
             raise ValueError("JWT_JWKS_URL is set but JWT_ISSUER is not: set the token issuer")
         if self.realtime_peer_url is not None:

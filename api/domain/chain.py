@@ -44,6 +44,10 @@ class Head:
     # is from before the tenant was deleted (contract 3.8). Not part of a head's
     # identity in the chain.
     born: str | None = field(default=None, compare=False)
+    # The later copies (docs/evolution.md) the transaction put and removed, by their
+    # sort keys: the next transaction checks them as it checks `removed`.
+    later_put: tuple[str, ...] = ()
+    later_removed: tuple[str, ...] = ()
 
     def entry_tokens(self) -> list[str]:
         """The tokens of the log entries the head's transaction wrote."""

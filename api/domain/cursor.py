@@ -71,3 +71,41 @@ class CursorCodec:
         after, upper, settled, born = tokens
         assert after is not None and upper is not None
         return Position(after, upper, settled, born)
+
+
+# A catch-up's cursor (api.service.upgrades): the later copy's sort key reached,
+# what the catch-up was asked (`upTo`, the release floor) and the tenant's first
+# token; '|' is in no sort key, token or number.
+_CATCH_UP = "C"
+
+
+def _catch_up_body(last: str, up_to: str, floor: int, born: str | None) -> str:
+    return "|".join((_CATCH_UP, last, up_to, str(floor), born or ""))
+
+
+def encode_catch_up(
+    codec: CursorCodec, tenant_id: str, last: str, up_to: str, floor: int, born: str | None
+) -> str:
+    body = _catch_up_body(last, up_to, floor, born)
+    raw = body.encode() + codec._sign(tenant_id, body)
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_catch_up(
+    codec: CursorCodec, tenant_id: str, cursor: str, up_to: str, floor: int
+) -> tuple[str, str | None]:
+    """(the sort key reached, the tenant's first token) of a catch-up's cursor made
+    for the same `upTo` and floor; InvalidCursor otherwise."""
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        body, signature = raw[:-_SIG_BYTES].decode("ascii"), raw[-_SIG_BYTES:]
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        raise InvalidCursor("cursor is malformed") from None
+    if not hmac.compare_digest(signature, codec._sign(tenant_id, body)):
+        raise InvalidCursor("cursor is not valid for this tenant")
+    parts = body.split("|")
+    if len(parts) != 5 or parts[0] != _CATCH_UP:
+        raise InvalidCursor("cursor is not a catch-up's")
+    if parts[2] != up_to or parts[3] != str(floor):
+        raise InvalidCursor("send the same upTo, types and fields with each cursor")
+    return parts[1], parts[4] or None

@@ -82,6 +82,13 @@ class ResyncRequired(SyncError):
     code = "RESYNC_REQUIRED"
 
 
+class UpgradeRequired(SyncError):
+    """The app declares a catalog release older than the server still serves
+    (MIN_CLIENT_RELEASE): it must be updated before it syncs again (docs/evolution.md)."""
+
+    code = "UPGRADE_REQUIRED"
+
+
 class InternalError(SyncError):
     """An unexpected failure, reported without detail (the log has the traceback)."""
 

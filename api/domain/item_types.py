@@ -192,6 +192,26 @@ class ItemType:
         fields = tuple(f for f in (spec.at(release) for spec in self.fields) if f is not None)
         return self if fields == self.fields else replace(self, fields=fields)
 
+    def later_release(self, fields: Mapping[str, Any], served: int) -> int | None:
+        """The newest release whose content a live version holding `fields` carries,
+        when after the first (None: release 1's content only): what an upgrade from
+        an earlier release catches up on (docs/evolution.md). A field or value this
+        type does not declare was written by a later release than `served`, the
+        release this server serves: counted as the next one."""
+        releases = [self.since]
+        by_name = {f.name: f for f in self.fields}
+        for name, value in fields.items():
+            spec = by_name.get(name)
+            if spec is None:
+                releases.append(served + 1)
+            elif spec.enum is not None and isinstance(value, str):
+                known = value in spec.enum.__members__
+                releases.append(spec.added_in(value) if known else served + 1)
+            else:
+                releases.append(spec.since)
+        newest = max(releases)
+        return newest if newest > 1 else None
+
     def renders(self, fields: Mapping[str, Any]) -> bool:
         """Whether stored `fields` are all this type declares, with values it knows:
         a record written by a later release may hold more (docs/evolution.md)."""

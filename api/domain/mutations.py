@@ -219,6 +219,11 @@ class Write:
     # (epoch seconds, `api.domain.retention`).
     kept: Record | None = None
     expires_at: int | None = None
+    # The later copy (docs/evolution.md): the release to put the new version under
+    # (None: it holds none of a later release's content), and the release whose
+    # copy of the entity to remove (None: none, or the same key is put again).
+    later: int | None = None
+    later_removed: int | None = None
 
 
 def _record_to_json(record: Record) -> dict[str, Any]:

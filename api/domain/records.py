@@ -103,5 +103,7 @@ def record_json(record: Record) -> dict[str, Any]:
     }
     if record.deleted:
         return {"__typename": "DeletedItem", **common, "type": record.item_type.code}
-    fields = {name: record.fields.get(name) for name in record.item_type.field_names}
+    # Every field stored, those of a later release than this server's too (an
+    # export is a copy of what the table holds), then the unset ones as null.
+    fields = {**dict.fromkeys(record.item_type.field_names), **record.fields}
     return {"__typename": record.item_type.name, **common, **fields}

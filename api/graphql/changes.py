@@ -37,6 +37,7 @@ async def changes(
     if wanted is not None and not wanted:
         raise BadUserInput("types must name at least one type")
     budget: RequestBudget = info.context.budget
+    release = info.context.client_release()
     # Pages of chosen types, and a first sync's, leave changes out and read on.
     allowance = budget.take_scans()
     try:
@@ -50,6 +51,7 @@ async def changes(
                 limit=given(limit),
                 types=wanted,
                 max_scanned=allowance,
+                release=release,
             ),
         )
     except BaseException:

@@ -19,7 +19,8 @@ import strawberry
 
 from api import request_log
 from api.auth import Principal
-from api.domain.errors import BadUserInput, SyncError, Unauthenticated
+from api.domain import catalog
+from api.domain.errors import BadUserInput, SyncError, Unauthenticated, UpgradeRequired
 from api.graphql.subscription import ChangeFeed
 from api.service import SyncService
 from api.service.reading import MAX_LIMIT, MAX_SCANNED
@@ -29,6 +30,10 @@ from api.worker_threads import RunBlocking, anyio_pool
 
 _T = TypeVar("_T")
 _K = TypeVar("_K", bound=Hashable)
+
+# The catalog release an app declares (docs/evolution.md): this header over HTTP,
+# `release` in connection_init's payload over a socket.
+RELEASE_HEADER = "x-sync-release"
 
 
 @dataclass
@@ -89,6 +94,8 @@ class Context:
     on_close: list[Callable[[], None]] = field(default_factory=list)  # at the socket's close
     # Work the fields ask of a tenant piece by piece, done in batches (`TenantBatch`).
     batches: dict[str, TenantBatch[Any, Any]] = field(default_factory=dict)
+    # Apps declaring an older release are refused (MIN_CLIENT_RELEASE).
+    min_release: int = 1
 
     @property
     def budget(self) -> RequestBudget:
@@ -100,7 +107,36 @@ class Context:
         (`api.app`), because what a document may cost depends on it."""
         if self.principal is None:
             raise self.auth_error or Unauthenticated("send Authorization: Bearer <token>")
+        self.client_release()  # UPGRADE_REQUIRED before anything of a retired app's
         return self.principal
+
+    def client_release(self) -> int | None:
+        """The catalog release the app declares (None: it does not say; it is sent
+        what this server's release serves). UPGRADE_REQUIRED when older than
+        `min_release` (an app that does not say counts as release 1 there)."""
+        raw: Any = None
+        if self.connection_params is not None:
+            raw = self.connection_params.get("release")
+        headers = getattr(self.request, "headers", None)
+        if raw is None and headers is not None:
+            raw = headers.get(RELEASE_HEADER)
+        release = None if raw is None else _release_number(raw)
+        if (release or 1) < self.min_release:
+            raise UpgradeRequired(
+                f"this app's release ({release or 1}) is no longer served: the server "
+                f"serves release {self.min_release} and later ({catalog.RELEASE} is its newest)"
+            )
+        return release
+
+
+def _release_number(raw: Any) -> int:
+    try:
+        release = int(raw)
+    except (TypeError, ValueError):
+        release = 0
+    if release < 1 or isinstance(raw, bool):
+        raise BadUserInput("the app's release (X-Sync-Release) must be a whole number from 1")
+    return release
 
 
 async def for_tenant(

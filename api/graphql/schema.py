@@ -16,7 +16,16 @@ from strawberry.types.execution import ExecutionContext, ExecutionResult
 from strawberry.types.graphql import OperationType
 
 from api import request_log
-from api.graphql import attachments, changes, entities, exports, history, push, tenancy
+from api.graphql import (
+    attachments,
+    changes,
+    entities,
+    exports,
+    history,
+    push,
+    tenancy,
+    upgrades,
+)
 from api.graphql.documents import BoundedDocuments, ValidDocuments
 from api.graphql.errors import with_codes
 from api.graphql.execution import (
@@ -39,7 +48,13 @@ def _root(name: str, fields: dict[str, Any]) -> Any:
 
 Query = _root(
     "Query",
-    {**changes.QUERIES, **history.QUERIES, **attachments.QUERIES, **entities.QUERIES},
+    {
+        **changes.QUERIES,
+        **upgrades.QUERIES,
+        **history.QUERIES,
+        **attachments.QUERIES,
+        **entities.QUERIES,
+    },
 )
 Mutation = _root(
     "Mutation",

@@ -12,6 +12,7 @@ from typing import Any
 import strawberry
 
 from api.domain import catalog
+from api.domain.errors import NotFound
 from api.domain.item_types import Field, FieldKind, ItemType
 from api.domain.mutations import OUTCOME_RETENTION_S, Mutation, State, Verb
 from api.domain.records import Record
@@ -352,6 +353,11 @@ def to_deleted_item(record: Record) -> DeletedItem:
 
 def to_synchronized_item(record: Record) -> Any:
     """A `Person`, `Reminder`, ... or, for a deleted entity, a `DeletedItem`."""
+    if not record.item_type.known:
+        raise NotFound(
+            f"{record.id} is a {record.item_type.code}, a type this server's release "
+            f"({catalog.RELEASE}) does not serve"
+        )
     if record.deleted:
         return to_deleted_item(record)
     return _BY_ITEM_TYPE[record.item_type.name].to_object(record)
@@ -375,7 +381,9 @@ def _to_graphql_value(spec: Field, tenant_id: str, value: Any) -> Any:
         return attachment_of(tenant_id, value)
     if spec.kind is FieldKind.ENUM:
         assert spec.enum is not None
-        return spec.enum[value]
+        # A value a later release added (written by its server) is not one of this
+        # schema's: null here; a client of that release gets it from its server.
+        return spec.enum.__members__.get(value)
     return value
 
 

@@ -26,6 +26,7 @@ from strawberry.types.unset import UNSET, UnsetType
 
 from api import request_log
 from api.auth import Authenticator, Principal, connection_authorization
+from api.domain.catalog import RELEASE
 from api.domain.errors import SyncError, Unauthenticated, Unavailable
 from api.graphql.context import Context
 from api.graphql.documents import too_long
@@ -84,11 +85,16 @@ class GraphQLView(GraphQL[Context, None]):
         self._reads = TenantGate(READERS_PER_TENANT, what="reads")
         self._realtime = realtime
         self._run_blocking = run_blocking or anyio_pool()
+        self._min_release = settings.min_client_release
 
     async def process_result(self, request: Any, result: ExecutionResult) -> GraphQLHTTPResponse:
         if result.errors:
             result.errors = with_codes(result.errors)
         processed = await super().process_result(request, result)
+        if was_not_executed(result):
+            # A document this server's catalog cannot validate may be an app of a
+            # later release's (a rollback): the release served says what to ask instead.
+            processed["extensions"] = {**(processed.get("extensions") or {}), "release": RELEASE}
         if wants_graphql_response(request) and was_not_executed(result):
             # GraphQL over HTTP: a document that was never executed has no `data`,
             # and its response is a 400 (`__call__`).
@@ -117,6 +123,7 @@ class GraphQLView(GraphQL[Context, None]):
             reads=self._reads,
             feed=None if self._realtime is None else self._realtime.feed,
             run_blocking=self._run_blocking,
+            min_release=self._min_release,
         )
 
     async def on_ws_connect(self, context: Context) -> UnsetType | dict[str, object] | None:

@@ -1,4 +1,5 @@
-"""The service, by capability: reading (`changes`, entities), writing (single
+"""The service, by capability: reading (`changes`, entities), upgrades (an
+upgraded app's catch-up), writing (single
 writes and pushes), history (earlier versions, restores), tenancy (deleting a
 tenant), exports (a tenant's data as a file, over `ExportJobs` and `ExportFiles`), attachments
 (blobs addressed by content, over `BlobStore`), over a `Store`
@@ -19,6 +20,7 @@ from api.service.history import History
 from api.service.ports import Page, PushResult, PushStatus, Store, Written
 from api.service.reading import Reading
 from api.service.tenancy import TenantDeletion
+from api.service.upgrades import Upgrades
 from api.service.writing import Writing
 
 __all__ = ["Page", "PushResult", "PushStatus", "Store", "SyncService", "Written"]
@@ -48,6 +50,7 @@ class SyncService:
         # quota: the tenants' room for blobs (requestUpload); None keeps none.
         self.attachments = None if blobs is None else Attachments(blobs, quota, quota_bytes)
         self.reading = Reading(store, cursors, clock_ms, retention)
+        self.upgrades = Upgrades(store, cursors)
         # on_commit is called with (tenant, token) after each committed transaction.
         self.writing = Writing(store, clock_ms, on_commit, retention, history, self.attachments)
         self.history = History(store, self.writing, clock_ms, retention)
@@ -64,6 +67,7 @@ class SyncService:
         self.get = self.reading.get
         self.changes = self.reading.changes
         self.latest_change = self.reading.latest_change
+        self.catch_up = self.upgrades.catch_up
         self.apply = self.writing.apply
         self.push = self.writing.push
         self.create = self.writing.create

@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any
 
+from api.domain.catalog import RELEASE
 from api.domain.errors import (
     BadUserInput,
     Conflict,
@@ -80,9 +81,27 @@ class Plan:
     def items(self) -> int:
         """The transaction items it takes: entity and log entry, the old entry's
         delete, the kept version, the outcome."""
+        later, later_removed = self.later
         return (
-            2 + (self.expected is not None) + (self.kept is not None) + (self.outcome is not None)
+            2
+            + (self.expected is not None)
+            + (self.kept is not None)
+            + (self.outcome is not None)
+            + (later is not None)
+            + (later_removed is not None)
         )
+
+    @cached_property
+    def later(self) -> tuple[int | None, int | None]:
+        """Its later copy (docs/evolution.md): the release to put the new version
+        under, and the release whose copy of the entity to remove (None: none)."""
+        item_type = self.entry.mutation.item_type
+        new = None if self.state.deleted else item_type.later_release(self.state.fields, RELEASE)
+        old = self.current
+        was = (
+            None if old is None or old.deleted else old.item_type.later_release(old.fields, RELEASE)
+        )
+        return new, (was if was is not None and was != new else None)
 
     @cached_property
     def outcome(self) -> StoredOutcome | None:
@@ -110,12 +129,15 @@ class Plan:
         record = replace(record, written_by=self.entry.by)
         outcome = self.outcome
         kept = self.kept
+        later, later_removed = self.later
         return Write(
             record,
             self.expected,
             None if outcome is None else replace(outcome, record=record),
             kept=kept,
             expires_at=retention.expires_at(token) if kept or record.deleted else None,
+            later=later,
+            later_removed=later_removed,
         )
 
 

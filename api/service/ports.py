@@ -31,8 +31,13 @@ class Store(Protocol):
         head: str | None,
         check: Collection[str],
         gone: Collection[str] = (),
+        later_check: Collection[str] = (),
+        later_gone: Collection[str] = (),
     ) -> None: ...
     def get_outcome(self, tenant_id: str, client_mutation_id: str) -> StoredOutcome | None: ...
+    def later_copies(
+        self, tenant_id: str, floor: int, after: str | None, limit: int
+    ) -> tuple[list[Record], str | None]: ...
     def version(
         self, tenant_id: str, entity_id: str, token: str, gone_before: int | None = None
     ) -> Record | None: ...

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from api.domain import catalog
 from api.domain.cursor import CursorCodec, Position
 from api.domain.errors import BadUserInput, TenantDeleted
 from api.domain.identifiers import check_identifier
@@ -90,22 +91,27 @@ class Reading:
         limit: int | None = None,
         types: frozenset[ItemType] | None = None,
         max_scanned: int = MAX_SCANNED,
+        release: int | None = None,
     ) -> Page:
         """A page of the tenant's changes after `since` (or after `cursor`), in token order.
 
         Some changes are left out, in pages that stay full: with `types`, those of
-        other types; in a first sync (no `since`), deletions (`Page.settled`). A
-        page holds fewer than `limit` items only when the feed is drained, or when
+        other types; in a first sync (no `since`), deletions (`Page.settled`); for a
+        client of `release` (None: this server's), those of types it does not know.
+        A page holds fewer than `limit` items only when the feed is drained, or when
         `max_scanned` further entries were read for it (its cursor continues;
-        `scanned` says how many were read)."""
+        `scanned` says how many were read). For a client of a later release than
+        this server's, a page ends before the first change this server cannot
+        render whole (docs/evolution.md)."""
         check_identifier(tenant_id, "tenantID")
         limit = DEFAULT_LIMIT if limit is None else limit
         if not 1 <= limit <= MAX_LIMIT:
             raise BadUserInput(f"limit must be between 1 and {MAX_LIMIT}")
         reads = _Reads()
-        page = self._collect(tenant_id, since, cursor, limit, types, max_scanned, reads)
+        view = ReleaseView(catalog.RELEASE if release is None else release)
+        page = self._collect(tenant_id, since, cursor, limit, types, max_scanned, reads, view)
         self._settle(tenant_id, reads)
-        return page
+        return view.cut(page, since)
 
     def _collect(
         self,
@@ -116,6 +122,7 @@ class Reading:
         types: frozenset[ItemType] | None,
         max_scanned: int,
         reads: _Reads,
+        view: ReleaseView,
     ) -> Page:
         page = self._changes(tenant_id, since, cursor, limit, reads)
         settled = page.settled
@@ -123,9 +130,11 @@ class Reading:
         def wanted(record: Record) -> bool:
             if types is not None and record.item_type not in types:
                 return False
+            if not view.knows(record.item_type):
+                return False
             return not (record.deleted and settled is not None and record.change_token <= settled)
 
-        if types is None and settled is None:
+        if types is None and settled is None and all(view.knows(r.item_type) for r in page.items):
             return page
         items: list[Record] = []
         scanned = 0
@@ -282,6 +291,48 @@ class Reading:
         position = Position(after=last, upper=upper, settled=settled, born=born)
         next_cursor = self._cursors.encode(tenant_id, position)
         return Page(items=items, cursor=next_cursor, change_token=last, settled=settled, born=born)
+
+
+@dataclass(frozen=True)
+class ReleaseView:
+    """What a client of `release` is sent of a tenant's changes, by this server of
+    `catalog.RELEASE` (docs/evolution.md, "Old and new side by side")."""
+
+    release: int
+
+    def knows(self, item_type: ItemType) -> bool:
+        """Whether the client is sent changes of `item_type`. Not of a type its release
+        does not have: it could not store them (its upgrade catches up on them). A
+        client of a later release than this server's knows every type the server
+        does, and changes of types the server does not know end its page (`cut`)."""
+        if self.release > catalog.RELEASE:
+            return True
+        return item_type.known and item_type.since <= self.release
+
+    def cut(self, page: Page, since: str | None) -> Page:
+        """For a client of a later release: `page` up to the first change this server
+        cannot render whole (a type, a field or an enum value it does not know, written
+        by a later release's server), which it must not move the client's token past:
+        the client keeps syncing what this server knows up to there, and gets the rest
+        from a server of its release."""
+        if self.release <= catalog.RELEASE:
+            return page
+        for index, record in enumerate(page.items):
+            if not renders(record):
+                before = token_before(record.change_token)
+                # Before the tenant's first change, a first sync is still one.
+                first = since is None and page.born is not None and before < page.born
+                token = None if first else before
+                return replace(page, items=page.items[:index], cursor=None, change_token=token)
+        return page
+
+
+def renders(record: Record) -> bool:
+    """Whether this server can render `record` whole (its type, and every field it
+    holds with its value)."""
+    if not record.item_type.known:
+        return False
+    return record.deleted or record.item_type.renders(record.fields)
 
 
 def _check_since(tail: LogTail, since: str) -> None:

@@ -277,7 +277,7 @@ class Writing:
         sent: list[Record] = []  # the records of the last transaction sent
 
         def attempt(first: str, link: Link) -> list[Record]:
-            room = _ITEMS_FOR_WRITES - len(link.check) - len(link.gone)
+            room = _ITEMS_FOR_WRITES - link.checks
             fitting: list[Plan] = []
             for plan in group:
                 room -= plan.items
@@ -290,7 +290,15 @@ class Writing:
                 for plan, token in zip(fitting, tokens, strict=True)
             ]
             sent[:] = [w.record for w in writes]
-            self._store.commit(tenant_id, writes, link.head, link.check, link.gone)
+            self._store.commit(
+                tenant_id,
+                writes,
+                link.head,
+                link.check,
+                link.gone,
+                later_check=link.later_check,
+                later_gone=link.later_gone,
+            )
             return [w.record for w in writes]
 
         def head_of(records: list[Record]) -> Head:

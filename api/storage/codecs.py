@@ -30,6 +30,8 @@ _WRITTEN_BY = RecordItem.written_by.attr_name
 _ENTRIES = HeadItem.entries.attr_name
 _REMOVED = HeadItem.removed.attr_name
 _BORN = HeadItem.born.attr_name
+_LATER_PUT = HeadItem.later_put.attr_name
+_LATER_REMOVED = HeadItem.later_removed.attr_name
 _DELETING_BY = HeadItem.deleting_by.attr_name
 _FINGERPRINT = OutcomeItem.fingerprint.attr_name
 _OUTCOME = OutcomeItem.outcome.attr_name
@@ -57,6 +59,11 @@ def log_item(record: Record, prev: str | None, expires_at: int | None = None) ->
     if record.deleted:
         item.expires = expires_at
     return item
+
+
+def later_item(record: Record, release: int) -> RecordItem:
+    """The later copy of `record` (docs/evolution.md), under `release`."""
+    return _item(keys.later_pk(record.tenant_id), keys.later_sk(release, record.id), record)
 
 
 def version_item(record: Record, expires_at: int | None) -> RecordItem:
@@ -94,6 +101,8 @@ def head_from_raw(raw: dict[str, Any]) -> Head:
         1 if entries is None else int(entries["N"]),
         tuple(sorted(removed)),
         born=born_of(raw),
+        later_put=tuple(sorted(raw.get(_LATER_PUT, {}).get("SS", ()))),
+        later_removed=tuple(sorted(raw.get(_LATER_REMOVED, {}).get("SS", ()))),
     )
 
 

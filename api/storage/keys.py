@@ -19,12 +19,19 @@ Items (all in one table, `pk` hash key, `sk` range key, both strings):
                                                after the first), n: how many log entries
                                                it wrote (absent: 1), dx: the entries its
                                                writes replaced (absent: none), b: the
-                                               tenant's first token; while the tenant
+                                               tenant's first token; lc, lx: the later
+                                               copies it put and removed (absent: none);
+                                               while the tenant
                                                is deleted: xby, xat (who, when), xn
                                                (items removed so far)
     version   T#<tenant>#HIST    <id>#<token>  an earlier version of entity <id>, the
                                                record as written at <token>; exp (TTL:
                                                retention after it was replaced)
+    later     T#<tenant>#LATER   <release>#<id>  the entity's current version, while it holds
+                                               content a release after the first added
+                                               (<release>: 4 digits, the newest such);
+                                               what an upgrade catches up on
+                                               (docs/evolution.md)
     outcome   T#<tenant>         M#<cmid>      fp (fingerprint), out (JSON), exp (TTL)
     export    T#<tenant>#EXP     <export>      an export job: by, at, ph (phase), cur (where
                                                it goes on), np (parts written), ne, nv
@@ -88,11 +95,19 @@ Access patterns:
                            pv = the entry before it, h for the first), with a
                            clientMutationID its outcome (put, if absent or expired);
                            with history on, the version it replaces (put);
+                           while it holds a later release's content, its later
+                           copy (put; the old key's delete when the release moved);
                            then the head (update tok := last, pv := h, n, dx,
                            conditioned on tok = h) and, unless this process wrote the
                            transaction at h, a ConditionCheck that each of its log
                            entries exists (on the delete instead for an entry it
-                           replaces) and that each entry in its dx is gone
+                           replaces) and that each entry in its dx is gone, and
+                           likewise each later copy in its lc exists, each in its
+                           lx is gone
+    catch up an upgrade    Query pk=T#<tenant>#LATER, sk >= <release>#, consistent:
+                           the versions holding what the releases after the app's
+                           old one added; then Query the log (pv, tok] of the head
+                           read first (docs/ordering.md, "Catching up an upgrade")
     history                Query pk=T#<tenant>#HIST, begins_with(sk, <id>#),
                            descending, Limit: an entity's earlier versions, newest first
     export a tenant        PutItem job; per step, a `changes` page (live entities) or a
@@ -106,7 +121,8 @@ Access patterns:
                            ListObjectVersions and DeleteObjects (every version and
                            delete marker), ListMultipartUploads and AbortMultipartUpload;
                            then Query (keys only, consistent) each
-                           of T#<tenant>, T#<tenant>#HIST, T#<tenant>#SUB, T#<tenant>#EXP,
+                           of T#<tenant>, T#<tenant>#HIST, T#<tenant>#LATER, T#<tenant>#SUB,
+                           T#<tenant>#EXP,
                            T#<tenant>#BLOB, T#<tenant>#LOG
                            and BatchWriteItem deletes, 5,000 items a call; DeleteItem head
     replay a mutation      GetItem outcome (consistent)
@@ -156,6 +172,7 @@ _TENANT_PREFIX = "T#"
 _LOG_SUFFIX = "#LOG"
 _SUBSCRIPTIONS_SUFFIX = "#SUB"
 _HISTORY_SUFFIX = "#HIST"
+_LATER_SUFFIX = "#LATER"
 _EXPORT_SUFFIX = "#EXP"
 _CONNECTION_PREFIX = "C#"
 CONNECTION_SK = "CONN"
@@ -181,6 +198,16 @@ def log_pk(tenant_id: str) -> str:
 
 def history_pk(tenant_id: str) -> str:
     return f"{_TENANT_PREFIX}{tenant_id}{_HISTORY_SUFFIX}"
+
+
+def later_pk(tenant_id: str) -> str:
+    return f"{_TENANT_PREFIX}{tenant_id}{_LATER_SUFFIX}"
+
+
+def later_sk(release: int, entity_id: str = "") -> str:
+    """The later copy of `entity_id` under `release`; without an id, where the
+    copies under `release` and later ones begin."""
+    return f"{release:04d}#{entity_id}"
 
 
 def history_sk(entity_id: str, token: str = "") -> str:

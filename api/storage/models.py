@@ -46,6 +46,10 @@ class HeadItem(Model):
     removed = UnicodeSetAttribute(attr_name="dx", null=True)
     # The tenant's first token: a `since` below it is from before a deletion.
     born = UnicodeAttribute(attr_name="b", null=True)
+    # The later copies the transaction put and removed (their sort keys): the next
+    # transaction checks them as it checks the log entries (docs/ordering.md).
+    later_put = UnicodeSetAttribute(attr_name="lc", null=True)
+    later_removed = UnicodeSetAttribute(attr_name="lx", null=True)
     # While the tenant is being deleted (`api.storage.tenants`): who asked, when
     # (epoch ms), how many items are removed so far. No write commits meanwhile.
     deleting_by = UnicodeAttribute(attr_name=DELETING_ATTRIBUTE, null=True)

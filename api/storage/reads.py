@@ -189,6 +189,20 @@ def records_page(
     return records, None if last is None else str(last[codecs.SK]["S"])
 
 
+def later_copies(
+    tenant_id: str, floor: int, after: str | None, limit: int
+) -> tuple[list[Record], str | None]:
+    """Up to `limit` later copies of the tenant under release `floor` or a later one,
+    in key order after the sort key `after` (None: from the first), read
+    consistently; and the sort key to go on from (None: the end)."""
+    pk = keys.later_pk(tenant_id)
+    start = None if after is None else codecs.raw_key(pk, after)
+    condition = _sk("#sk >= :f", f=keys.later_sk(floor))
+    raw_items, last = _query_page(pk, condition, limit, start_key=start)
+    records = [codecs.record_from_raw(tenant_id, raw) for raw in raw_items]
+    return records, None if last is None else str(last[codecs.SK]["S"])
+
+
 def _get_raw(pk: str, sk: str) -> dict[str, Any] | None:
     """One item as DynamoDB's JSON, strongly consistent."""
     with translated():

@@ -49,6 +49,11 @@ class DynamoStore:
     ) -> Record | None:
         return reads.version(tenant_id, entity_id, token, gone_before)
 
+    def later_copies(
+        self, tenant_id: str, floor: int, after: str | None, limit: int
+    ) -> tuple[list[Record], str | None]:
+        return reads.later_copies(tenant_id, floor, after, limit)
+
     def versions(
         self,
         tenant_id: str,
@@ -81,8 +86,10 @@ class DynamoStore:
         head: str | None,
         check: Collection[str],
         gone: Collection[str] = (),
+        later_check: Collection[str] = (),
+        later_gone: Collection[str] = (),
     ) -> None:
-        transactions.commit(tenant_id, writes, head, check, gone)
+        transactions.commit(tenant_id, writes, head, check, gone, later_check, later_gone)
 
     def bulk_load(self, tenant_id: str, records: list[Record]) -> None:
         """Load records of one tenant (an import, or benchmark data) with BatchWriteItem.

@@ -36,6 +36,8 @@ def commit(
     head: str | None,
     check: Collection[str],
     gone: Collection[str] = (),
+    later_check: Collection[str] = (),
+    later_gone: Collection[str] = (),
 ) -> None:
     """Write versions of distinct entities as one TransactWriteItems, the next link
     of the tenant's chain (docs/ordering.md): each write's entity (conditioned on
@@ -45,8 +47,10 @@ def commit(
     at `check` (the previous transaction's, unless this process saw them applied)
     exist, as a condition on the delete of an entry this transaction replaces, or
     as a ConditionCheck, and that the entries at `gone` (those the previous
-    transaction's writes removed) do not. With history, each replaced version
-    is kept (`Write.kept`).
+    transaction's writes removed) do not; likewise the later copies at
+    `later_check` and `later_gone` (docs/ordering.md, "Catching up an upgrade").
+    With history, each replaced version is kept (`Write.kept`); each write's later
+    copy is put or removed (`Write.later`).
 
     Tokens must ascend in order and exceed `head`. Raises WritesRefused naming
     the writes whose entity or outcome refused the transaction, StaleHead,
@@ -58,6 +62,9 @@ def commit(
     deletes: list[_Role] = []
     puts: list[_Role] = []
     log_pk = keys.log_pk(tenant_id)
+    later_pk = keys.later_pk(tenant_id)
+    check_later, gone_later = frozenset(later_check), frozenset(later_gone)
+    later_seen: set[str] = set()  # later copies this transaction writes
     prev = head
     try:
         with (
@@ -91,6 +98,20 @@ def commit(
                 if write.kept is not None:
                     tx.save(codecs.version_item(write.kept, write.expires_at))
                     puts.append(_Role("version", index))
+                if write.later_removed is not None:
+                    sk = keys.later_sk(write.later_removed, record.id)
+                    later_seen.add(sk)
+                    tx.delete(RecordItem(later_pk, sk), condition=_later_condition(sk, check_later))
+                    deletes.append(_Role("chain" if sk in check_later else "later", index))
+                if write.later is not None:
+                    sk = keys.later_sk(write.later, record.id)
+                    later_seen.add(sk)
+                    tx.save(
+                        codecs.later_item(record, write.later),
+                        condition=_later_condition(sk, check_later, gone_later),
+                    )
+                    checked = sk in check_later or sk in gone_later
+                    puts.append(_Role("chain" if checked else "later", index))
                 prev = record.change_token
                 if write.outcome is not None:
                     tx.save(
@@ -108,6 +129,20 @@ def commit(
                     RecordItem, log_pk, token, condition=RecordItem.sk.does_not_exist()
                 )
                 checks.append(_Role("chain", -1))
+            for sk in sorted(check_later - later_seen):
+                tx.condition_check(RecordItem, later_pk, sk, condition=RecordItem.sk.exists())
+                checks.append(_Role("chain", -1))
+            for sk in sorted(gone_later - later_seen):
+                tx.condition_check(
+                    RecordItem, later_pk, sk, condition=RecordItem.sk.does_not_exist()
+                )
+                checks.append(_Role("chain", -1))
+            put_later = {keys.later_sk(w.later, w.record.id) for w in writes if w.later is not None}
+            removed_later = {
+                keys.later_sk(w.later_removed, w.record.id)
+                for w in writes
+                if w.later_removed is not None
+            }
             removed = {w.expected_token for w in writes if w.expected_token is not None}
             tx.update(
                 HeadItem(log_pk, keys.HEAD_SK),
@@ -119,6 +154,10 @@ def commit(
                     else HeadItem.entries.set(len(writes)),
                     HeadItem.removed.set(removed) if removed else HeadItem.removed.remove(),
                     *([HeadItem.born.set(writes[0].record.change_token)] if head is None else []),
+                    HeadItem.later_put.set(put_later) if put_later else HeadItem.later_put.remove(),
+                    HeadItem.later_removed.set(removed_later)
+                    if removed_later
+                    else HeadItem.later_removed.remove(),
                 ],
                 condition=_head_is(head),
                 return_values=ALL_OLD,
@@ -250,6 +289,17 @@ def _entity_condition(record: Record, expected_token: str | None) -> Any:
         & (RecordItem.type == record.item_type.code)
         & RecordItem.deleted.does_not_exist()
     )
+
+
+def _later_condition(sk: str, present: Collection[str], absent: Collection[str] = ()) -> Any:
+    """The chain's check riding on a write of the later copy at `sk` (two actions on
+    one item are not allowed): present when the previous transaction put it, absent
+    when it removed it; else none."""
+    if sk in present:
+        return RecordItem.sk.exists()
+    if sk in absent:
+        return RecordItem.sk.does_not_exist()
+    return None
 
 
 def _head_is(head: str | None) -> Any:

@@ -16,10 +16,12 @@ import time
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 
+from api.domain.catalog import RELEASE
 from api.domain.chain import Head, prove_tail
 from api.domain.errors import OutcomeRecorded, StaleHead, SyncError, WritesRefused
 from api.domain.mutations import StoredOutcome, Write
 from api.domain.records import LogTail, Record, write_refusal
+from api.storage import keys
 
 
 @dataclass
@@ -141,6 +143,22 @@ class MemoryStore:
                 raise OutcomeRecorded()
             outcomes[outcome.client_mutation_id] = outcome
 
+    def later_copies(
+        self, tenant_id: str, floor: int, after: str | None, limit: int
+    ) -> tuple[list[Record], str | None]:
+        """The entities holding content of release `floor` or later, as the table's
+        later copies list them (api.storage.keys), from the entities themselves."""
+        copies = sorted(
+            (keys.later_sk(release, r.id), r)
+            for r in self._tenant(tenant_id).entities.values()
+            if not r.deleted
+            and (release := r.item_type.later_release(r.fields, RELEASE)) is not None
+            and release >= floor
+        )
+        copies = [(sk, r) for sk, r in copies if after is None or sk > after]
+        page = copies[:limit]
+        return [r for _, r in page], page[-1][0] if len(copies) > limit else None
+
     def commit(
         self,
         tenant_id: str,
@@ -148,6 +166,8 @@ class MemoryStore:
         head: str | None,
         check: Collection[str],
         gone: Collection[str] = (),
+        later_check: Collection[str] = (),
+        later_gone: Collection[str] = (),
     ) -> None:
         """One transaction: refused as DynamoStore refuses it (writes, then head)."""
         tenant = self._tenant(tenant_id)

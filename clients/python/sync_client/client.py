@@ -12,48 +12,17 @@ from typing import Any
 
 from ulid import ULID
 
-from api.domain.attachments import MAX_BLOB_BYTES, REFERENCE_KEYS, allowed_content_type
-from api.domain.catalog import ITEM_TYPES
-from api.domain.item_types import FieldKind
+from api.domain.attachments import MAX_BLOB_BYTES, allowed_content_type
 from sync_client.local_store import LocalStore, ServerVersion
 from sync_client.outbox import Entry, Verb, squash
 from sync_client.rebase import rebase
+from sync_client.schema import PRODUCT, RELEASE_HEADER, ClientSchema
 from sync_client.transport import BlobTransport, HttpBlobTransport, Transport, TransportError
 
 PUSH_BATCH = 100
 PULL_LIMIT = 100
-_COMMON = "__typename id changeToken createdAt updatedAt"
-_FIELDS = {t.name: t.field_names for t in ITEM_TYPES}
-_ATTACHMENT_FIELDS = {
-    t.name: tuple(f.name for f in t.fields if f.kind is FieldKind.ATTACHMENT) for t in ITEM_TYPES
-}
 # Uploaded bytes no queued edit references are kept as a cache of at most this much.
 BLOB_CACHE_BYTES = 64 * 1024 * 1024
-# An attachment field is synced as its reference: no download link (it would expire
-# in the local store, and a push sends the reference back as it is).
-_REFERENCE = f"{{ {' '.join(REFERENCE_KEYS)} }}"
-_SELECTION = (
-    _COMMON
-    + "".join(
-        f" ... on {t.name} {{ "
-        + " ".join(
-            f"{f.name} {_REFERENCE}" if f.kind is FieldKind.ATTACHMENT else f.name for f in t.fields
-        )
-        + " }"
-        for t in ITEM_TYPES
-    )
-    + " ... on DeletedItem { type }"
-)
-_NAME_BY_CODE = {t.code: t.name for t in ITEM_TYPES}
-PUSH = (
-    "mutation Push($input: PushChangesInput!) { pushChanges(input: $input) { results {"
-    f" clientMutationID status replayed error {{ code message }} item {{ {_SELECTION} }} }} }} }}"
-)
-PULL = (
-    "query Pull($t: ID!, $since: ID, $cursor: String, $limit: Int) {"
-    " changes(tenantID: $t, since: $since, cursor: $cursor, limit: $limit) {"
-    f" items {{ {_SELECTION} }} cursor changeToken }} }}"
-)
 REQUEST_UPLOAD = (
     "mutation Upload($t: ID!, $sha: String!, $size: Int!, $type: String!) {"
     " requestUpload(tenantID: $t, sha256: $sha, size: $size, contentType: $type) {"
@@ -113,11 +82,22 @@ class SyncClient:
         on_push_result: Callable[[PushOutcome], None] | None = None,
         blobs: BlobTransport | None = None,
         blob_cache_bytes: int = BLOB_CACHE_BYTES,
+        schema: ClientSchema = PRODUCT,
     ) -> None:
         self.tenant_id = tenant_id
         self.transport = transport
+        # The app's catalog release: declared with every request (a transport with
+        # `headers`, as HttpTransport, sends it), and what it selects and keeps.
+        self.schema = schema
+        # What requests select: the app's release, or an earlier one while a server
+        # of that release answers (a rollback): `_execute`.
+        self._asked = schema
+        headers = getattr(transport, "headers", None)
+        if isinstance(headers, dict):
+            headers[RELEASE_HEADER] = str(schema.release)
         self.blobs = blobs or HttpBlobTransport()
         self.store = LocalStore(path)
+        self._note_release()
         self.deletion_wins = deletion_wins
         self.on_push_result = on_push_result
         self.blob_cache_bytes = blob_cache_bytes
@@ -238,11 +218,19 @@ class SyncClient:
     def sync(self) -> SyncReport:
         """Push the outbox (until it is empty or blocked), then pull to the end."""
         report = SyncReport()
+        # Each sync asks with the app's own release first: its server may be back.
+        self._asked = self.schema
         self._missing_retried.clear()
         self._missing_held.clear()
         for _ in range(10):  # rebased conflicts are pushed again at once
             if not self.push(report):
                 break
+        try:
+            self.catch_up(report)
+        except SyncFailed as exc:
+            if _code(exc) != "TENANT_DELETED":
+                raise
+            self._drop(report)
         self.pull(report)
         if report.resyncs:
             # Edits kept through a resync go out now, based on what it downloaded.
@@ -277,9 +265,14 @@ class SyncClient:
                 "since": self.store.since(),
             }
         }
-        body = self.transport.execute(PUSH, variables)
-        if body.get("errors"):
-            raise SyncFailed(body["errors"])
+        asked = self._asked
+        try:
+            # Its variables name this release's inputs: not asked again as is.
+            body = self._execute("push", variables, again=False)
+        except SyncFailed:
+            if self._asked is not asked:
+                return True  # an earlier release's server: the next batch fits it
+            raise
         results = body["data"]["pushChanges"]["results"]
         if any((r["error"] or {}).get("code") == "TENANT_DELETED" for r in results):
             # Deleted, or being deleted: nothing was written; drop the copy and outbox.
@@ -314,7 +307,7 @@ class SyncClient:
         return batch, None
 
     def _references(self, entry: Entry) -> list[dict[str, Any]]:
-        fields = _ATTACHMENT_FIELDS.get(entry.type_name, ())
+        fields = self.schema.attachment_fields.get(entry.type_name, ())
         return [entry.changes[f] for f in fields if isinstance(entry.changes.get(f), dict)]
 
     def _upload(self, ref: dict[str, Any], report: SyncReport) -> None:
@@ -371,7 +364,7 @@ class SyncClient:
             # commit repeats the page, never skips it.
             with self.store.transaction():
                 for item in page["items"]:
-                    self.store.remember(_version(item))
+                    self._remember(item)
                 if page["changeToken"] is not None:
                     self.store.set_since(page["changeToken"])
             report.pulled += len(page["items"])
@@ -379,6 +372,73 @@ class SyncClient:
             cursor = page["cursor"]
             if cursor is None:
                 return
+
+    def _remember(self, item: dict[str, Any]) -> None:
+        version = self._server_version(item)
+        if version is not None:
+            self.store.remember(version)
+
+    def _server_version(self, item: dict[str, Any]) -> ServerVersion | None:
+        """A server version as this release keeps it; None for a type it does not
+        declare (sent by a server of a later release to an app that did not say its
+        own): skipped, as the server skips them for an app that says it."""
+        token = item["changeToken"]
+        if item["__typename"] == "DeletedItem":
+            name = self.schema.name_by_code.get(item["type"])
+            return None if name is None else ServerVersion(item["id"], name, token, True, {})
+        fields = self.schema.version_fields(item)
+        if fields is None:
+            return None
+        return ServerVersion(item["id"], item["__typename"], token, False, _set(fields))
+
+    # --- the app's release (docs/evolution.md) ------------------------------------
+
+    def _note_release(self) -> None:
+        """At the first start of a new release over an existing copy: remember what
+        to catch up on (what the earlier release skipped, up to the token it had
+        reached), done by the next syncs until the server has answered it whole."""
+        with self.store.transaction():
+            held = self.store.meta("release")
+            if held is not None and int(held) < self.schema.release:
+                since = self.store.since()
+                if since is not None and self.store.meta("catch_up_from") is None:
+                    self.store.set_meta("catch_up_from", held)
+                    self.store.set_meta("catch_up_to", since)
+            self.store.set_meta("release", str(self.schema.release))
+
+    def catch_up(self, report: SyncReport | None = None) -> bool:
+        """The versions an earlier release of the app skipped (types, fields and enum
+        values it did not declare), up to the token it had reached, page by page from
+        `catchUp`; True when done (or none is owed). A server of an earlier release
+        (a rollback) answers UNAVAILABLE: the next sync asks again."""
+        report = report or SyncReport()
+        held, up_to = self.store.meta("catch_up_from"), self.store.meta("catch_up_to")
+        if held is None or up_to is None:
+            return True
+        types, fields = self.schema.added_since(int(held))
+        cursor: str | None = None
+        while types or fields:
+            variables: dict[str, Any] = {"t": self.tenant_id, "upTo": up_to, "cursor": cursor}
+            variables |= {"types": types or None, "fields": fields or None, "limit": PULL_LIMIT}
+            try:
+                body = self._execute("catch_up", variables)
+            except SyncFailed as failure:
+                if _code(failure) == "UNAVAILABLE" or self._asked is not self.schema:
+                    return False  # a server of an earlier release: the next sync asks again
+                raise
+            page = body["data"]["catchUp"]
+            with self.store.transaction():
+                for item in page["items"]:
+                    self._remember(item)
+            report.pulled += len(page["items"])
+            report.pages += 1
+            cursor = page["cursor"]
+            if cursor is None:
+                break
+        with self.store.transaction():
+            self.store.set_meta("catch_up_from", None)
+            self.store.set_meta("catch_up_to", None)
+        return True
 
     def _drop(self, report: SyncReport) -> None:
         """Deleted on the server (contract 3.8): nothing of it is kept here, outbox
@@ -400,7 +460,7 @@ class SyncClient:
             page = self._page(None, cursor)
             with self.store.transaction():
                 for item in page["items"]:
-                    self.store.remember(_version(item))
+                    self._remember(item)
             returned.update(item["id"] for item in page["items"])
             report.pulled += len(page["items"])
             report.pages += 1
@@ -417,13 +477,26 @@ class SyncClient:
         report.resyncs += 1
 
     def _page(self, since: str | None, cursor: str | None) -> dict[str, Any]:
-        body = self.transport.execute(
-            PULL, {"t": self.tenant_id, "since": since, "cursor": cursor, "limit": PULL_LIMIT}
-        )
-        if body.get("errors"):
-            raise SyncFailed(body["errors"])
-        page: dict[str, Any] = body["data"]["changes"]
+        variables = {"t": self.tenant_id, "since": since, "cursor": cursor, "limit": PULL_LIMIT}
+        page: dict[str, Any] = self._execute("pull", variables)["data"]["changes"]
         return page
+
+    def _execute(
+        self, document: str, variables: dict[str, Any], again: bool = True
+    ) -> dict[str, Any]:
+        """A request with this release's `document` (push, pull, catch_up); one the
+        server could not validate because it serves an earlier release (it says
+        which) is asked again with that release's (unless not `again`), which the
+        next requests use while they succeed. SyncFailed for any other error."""
+        for _ in range(2 if again else 1):
+            body = self.transport.execute(getattr(self._asked, document), variables)
+            if not body.get("errors"):
+                return body
+            served = (body.get("extensions") or {}).get("release")
+            if not isinstance(served, int) or served >= self._asked.release:
+                break
+            self._asked = self.schema.at(served)
+        raise SyncFailed(body["errors"])
 
     def _next_batch(self) -> list[Entry]:
         """The oldest entries, one per entity, with ids and bases fixed before sending."""
@@ -434,6 +507,8 @@ class SyncClient:
                 if entry.entity_id in seen:
                     continue  # its base is the result of the one already in the batch
                 seen.add(entry.entity_id)
+                if not self._asked.accepts(entry.type_name, entry.changes):
+                    continue  # the server answering is of an earlier release: later
                 if entry.verb != "create" and entry.base_token is None:
                     version = self.store.server_version(entry.entity_id)
                     if version is None:
@@ -464,13 +539,14 @@ class SyncClient:
     def _apply_result(self, entry: Entry, result: dict[str, Any], report: SyncReport) -> None:
         status, item, error = result["status"], result["item"], result["error"]
         if status == "APPLIED":
-            self.store.remember(_version(item))
+            self._remember(item)
             self.store.remove(entry.seq)
             report.applied += 1
             return
         if status == "CONFLICT":
             report.conflicts += 1
-            current = _version(item)
+            current = self._server_version(item)
+            assert current is not None  # the entry's own type
             self.store.remember(current)
             self._rebase(entry, current)
             return
@@ -536,13 +612,6 @@ def _code(exc: SyncFailed) -> str | None:
 
 def _set(fields: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in fields.items() if v is not None}
-
-
-def _version(item: dict[str, Any]) -> ServerVersion:
-    if item["__typename"] == "DeletedItem":
-        return ServerVersion(item["id"], _NAME_BY_CODE[item["type"]], item["changeToken"], True, {})
-    fields = {name: item.get(name) for name in _FIELDS[item["__typename"]]}
-    return ServerVersion(item["id"], item["__typename"], item["changeToken"], False, _set(fields))
 
 
 __all__ = ["CorruptBlob", "PushOutcome", "SyncClient", "SyncFailed", "SyncReport", "TransportError"]

@@ -91,12 +91,14 @@ class LocalStore:
         return [_version(row) for row in rows]
 
     def remember(self, version: ServerVersion) -> None:
-        """Keep a server version unless a newer one is already known."""
+        """Keep a server version unless a newer one is already known. The same
+        version again replaces it: a resync or an upgrade's catch-up brings the fields
+        the app's earlier release did not select (docs/evolution.md)."""
         self._db.execute(
             "INSERT INTO base (id, type, token, deleted, fields) VALUES (?, ?, ?, ?, ?) "
             "ON CONFLICT (id) DO UPDATE SET type = excluded.type, token = excluded.token, "
             "deleted = excluded.deleted, fields = excluded.fields "
-            "WHERE excluded.token > base.token",
+            "WHERE excluded.token >= base.token",
             (
                 version.entity_id,
                 version.type_name,
@@ -196,6 +198,20 @@ class LocalStore:
         return dropped
 
     # --- sync position -----------------------------------------------------
+
+    def meta(self, key: str) -> str | None:
+        row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def set_meta(self, key: str, value: str | None) -> None:
+        if value is None:
+            self._db.execute("DELETE FROM meta WHERE key = ?", (key,))
+        else:
+            self._db.execute(
+                "INSERT INTO meta (key, value) VALUES (?, ?) "
+                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (key, value),
+            )
 
     def since(self) -> str | None:
         row = self._db.execute("SELECT value FROM meta WHERE key = 'since'").fetchone()

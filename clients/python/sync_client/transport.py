@@ -29,12 +29,18 @@ class HttpTransport:
         self.url = base if base.endswith("/graphql") else base + "/graphql"
         self.token = token
         self.timeout = timeout
+        # Sent with every request: the SyncClient declares its catalog release here.
+        self.headers: dict[str, str] = {}
 
     def execute(self, query: str, variables: dict[str, Any]) -> dict[str, Any]:
         request = urllib.request.Request(
             self.url,
             data=json.dumps({"query": query, "variables": variables}).encode(),
-            headers={"Content-Type": "application/json", "Authorization": f"Bearer {self.token}"},
+            headers={
+                **self.headers,
+                "Content-Type": "application/json",
+                "Authorization": f"Bearer {self.token}",
+            },
             method="POST",
         )
         try:

@@ -1,0 +1,136 @@
+"""What the app declares: the synchronized types of its catalog release, and the
+GraphQL documents the client sends for them (docs/evolution.md).
+
+An app's release is the catalog it was built with (`api.domain.catalog`, or an app's
+own declaration through `api.domain.releases.at`); the client declares it to the
+server with every request, selects only its fields, and skips changes of types it
+does not know. An app upgraded to a later release catches up on what its earlier
+release skipped (`SyncClient`, at its first sync after the upgrade)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+from api.domain import catalog, releases
+from api.domain.attachments import REFERENCE_KEYS
+from api.domain.item_types import Field, FieldKind, ItemType
+
+# The header a request declares the app's release with (`api.graphql.context`).
+RELEASE_HEADER = "X-Sync-Release"
+_COMMON = "__typename id changeToken createdAt updatedAt"
+# An attachment field is synced as its reference: no download link (it would expire
+# in the local store, and a push sends the reference back as it is).
+_REFERENCE = f"{{ {' '.join(REFERENCE_KEYS)} }}"
+
+
+@dataclass(frozen=True)
+class ClientSchema:
+    item_types: tuple[ItemType, ...]
+    release: int
+
+    @classmethod
+    def of(cls, declared: Iterable[ItemType], release: int | None = None) -> ClientSchema:
+        """Release `release` (None: the newest) of a catalog's declaration."""
+        declared = tuple(declared)
+        release = releases.latest(declared) if release is None else release
+        return cls(releases.at(declared, release), release)
+
+    def at(self, release: int) -> ClientSchema:
+        """This release's view of an earlier one (what a server of it validates)."""
+        return ClientSchema(releases.at(self.item_types, release), release)
+
+    def accepts(self, type_name: str, changes: dict[str, Any]) -> bool:
+        """Whether a write of `changes` to a `type_name` is one this release declares."""
+        specs = self.specs.get(type_name)
+        if specs is None:
+            return False
+        for name, value in changes.items():
+            spec = specs.get(name)
+            if spec is None:
+                return False
+            if spec.enum is not None and value is not None and value not in spec.enum.__members__:
+                return False
+        return True
+
+    @cached_property
+    def specs(self) -> dict[str, dict[str, Field]]:
+        return {t.name: {f.name: f for f in t.fields} for t in self.item_types}
+
+    @cached_property
+    def fields(self) -> dict[str, tuple[str, ...]]:
+        return {t.name: t.field_names for t in self.item_types}
+
+    @cached_property
+    def attachment_fields(self) -> dict[str, tuple[str, ...]]:
+        return {t.name: t.attachment_fields for t in self.item_types}
+
+    @cached_property
+    def name_by_code(self) -> dict[str, str]:
+        return {t.code: t.name for t in self.item_types}
+
+    @cached_property
+    def selection(self) -> str:
+        return (
+            _COMMON
+            + "".join(
+                f" ... on {t.name} {{ "
+                + " ".join(
+                    f"{f.name} {_REFERENCE}" if f.kind is FieldKind.ATTACHMENT else f.name
+                    for f in t.fields
+                )
+                + " }"
+                for t in self.item_types
+            )
+            + " ... on DeletedItem { type }"
+        )
+
+    @cached_property
+    def push(self) -> str:
+        return (
+            "mutation Push($input: PushChangesInput!) { pushChanges(input: $input) { results {"
+            f" clientMutationID status replayed error {{ code message }}"
+            f" item {{ {self.selection} }} }} }} }}"
+        )
+
+    @cached_property
+    def pull(self) -> str:
+        return (
+            "query Pull($t: ID!, $since: ID, $cursor: String, $limit: Int) {"
+            " changes(tenantID: $t, since: $since, cursor: $cursor, limit: $limit) {"
+            f" items {{ {self.selection} }} cursor changeToken }} }}"
+        )
+
+    @cached_property
+    def catch_up(self) -> str:
+        return (
+            "query CatchUp($t: ID!, $upTo: ID!, $types: [DeletedItemType!], $fields: [String!],"
+            " $cursor: String, $limit: Int) { catchUp(tenantID: $t, upTo: $upTo, types: $types,"
+            " fields: $fields, cursor: $cursor, limit: $limit) {"
+            f" items {{ {self.selection} }} cursor changeToken }} }}"
+        )
+
+    def added_since(self, release: int) -> tuple[list[str], list[str]]:
+        """What this release declares that release `release` did not: type codes, and
+        fields as "Type.field" (an enum field whose values grew counts)."""
+        types = [t.code for t in self.item_types if t.since > release]
+        fields = [
+            f"{t.name}.{f.name}"
+            for t in self.item_types
+            if t.since <= release
+            for f in t.fields
+            if f.since > release or any(r > release for _, r in f.enum_since)
+        ]
+        return types, fields
+
+    def version_fields(self, item: dict[str, Any]) -> dict[str, Any] | None:
+        """A live item's fields as this release declares them; None for a type it
+        does not declare (a later release's, from a server of that release)."""
+        names = self.fields.get(item["__typename"])
+        return None if names is None else {name: item.get(name) for name in names}
+
+
+# The product's catalog, as this process serves it.
+PRODUCT = ClientSchema(catalog.ITEM_TYPES, catalog.RELEASE)
