@@ -20,6 +20,9 @@ from api.domain.attachments import reference
 from api.domain.errors import BadUserInput
 from api.domain.timestamps import format_time, parse_date, parse_time
 
+# The release of content a server's catalog does not declare (a later release's,
+# read by an earlier server): above every release, so every catch-up reads it.
+UNKNOWN_RELEASE = 9999
 # Keeps every item far below DynamoDB's 400 KB limit, and a 100-item page small.
 MAX_ITEM_BYTES = 16 * 1024
 _HEX_COLOR_RE = re.compile(r"^#[0-9A-Fa-f]{6}$")
@@ -192,21 +195,21 @@ class ItemType:
         fields = tuple(f for f in (spec.at(release) for spec in self.fields) if f is not None)
         return self if fields == self.fields else replace(self, fields=fields)
 
-    def later_release(self, fields: Mapping[str, Any], served: int) -> int | None:
+    def later_release(self, fields: Mapping[str, Any]) -> int | None:
         """The newest release whose content a live version holding `fields` carries,
         when after the first (None: release 1's content only): what an upgrade from
         an earlier release catches up on (docs/evolution.md). A field or value this
-        type does not declare was written by a later release than `served`, the
-        release this server serves: counted as the next one."""
+        type does not declare was written by a release later than this server's,
+        which it cannot name: UNKNOWN_RELEASE, above every catch-up's floor."""
         releases = [self.since]
         by_name = {f.name: f for f in self.fields}
         for name, value in fields.items():
             spec = by_name.get(name)
             if spec is None:
-                releases.append(served + 1)
+                releases.append(UNKNOWN_RELEASE)
             elif spec.enum is not None and isinstance(value, str):
                 known = value in spec.enum.__members__
-                releases.append(spec.added_in(value) if known else served + 1)
+                releases.append(spec.added_in(value) if known else UNKNOWN_RELEASE)
             else:
                 releases.append(spec.since)
         newest = max(releases)

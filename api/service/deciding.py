@@ -9,7 +9,6 @@ from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any
 
-from api.domain.catalog import RELEASE
 from api.domain.errors import (
     BadUserInput,
     Conflict,
@@ -96,11 +95,9 @@ class Plan:
         """Its later copy (docs/evolution.md): the release to put the new version
         under, and the release whose copy of the entity to remove (None: none)."""
         item_type = self.entry.mutation.item_type
-        new = None if self.state.deleted else item_type.later_release(self.state.fields, RELEASE)
+        new = None if self.state.deleted else item_type.later_release(self.state.fields)
         old = self.current
-        was = (
-            None if old is None or old.deleted else old.item_type.later_release(old.fields, RELEASE)
-        )
+        was = None if old is None or old.deleted else old.item_type.later_release(old.fields)
         return new, (was if was is not None and was != new else None)
 
     @cached_property

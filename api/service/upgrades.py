@@ -107,7 +107,7 @@ class Upgrades:
                 for r in entries
                 if not r.deleted
                 and r.item_type.known
-                and (r.item_type.later_release(r.fields, catalog.RELEASE) or 0) >= floor
+                and (r.item_type.later_release(r.fields) or 0) >= floor
             ]
         return head.born
 

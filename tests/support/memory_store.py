@@ -16,7 +16,6 @@ import time
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from api.domain.catalog import RELEASE
 from api.domain.chain import Head, prove_tail
 from api.domain.errors import OutcomeRecorded, StaleHead, SyncError, WritesRefused
 from api.domain.mutations import StoredOutcome, Write
@@ -152,7 +151,7 @@ class MemoryStore:
             (keys.later_sk(release, r.id), r)
             for r in self._tenant(tenant_id).entities.values()
             if not r.deleted
-            and (release := r.item_type.later_release(r.fields, RELEASE)) is not None
+            and (release := r.item_type.later_release(r.fields)) is not None
             and release >= floor
         )
         copies = [(sk, r) for sk, r in copies if after is None or sk > after]
