@@ -13,13 +13,16 @@
 // holds, and the new one) with `mergeFields`, so edits of different fields on two
 // devices both survive RxDB's default conflict handler; a row keeps its
 // clientMutationID while it is retried. Conflicts come back as RxDB master states
-// (a DeletedItem is `_deleted: true`). A REJECTED row (bad data) is reported on the
-// replication's `error$` and answered with the server's state, so it is not retried
-// forever. `pull.stream$` is fed by the `changesAvailable` subscription when a
-// WebSocket URL is given (`wsUrl`, default: `url` with ws/wss): one socket per
-// replication state, opened on start and closed on pause and on cancel (RxDB's own
-// socket, shared by URL, gains a second subscription on each start after a pause,
-// so every change would be announced twice). The socket asks `headers()` for a
+// (a DeletedItem is `_deleted: true`). A deletion in conflict only with fields the
+// collection's schema does not declare goes again as `delete<Type>`, guarded by the
+// token of the version that answered: it applies. A REJECTED row (bad data,
+// FORBIDDEN) is reported on the replication's `error$` and to `onRejected`, and
+// answered with the server's state, so it is not retried forever. `pull.stream$` is
+// fed by the `changesAvailable` subscription when a WebSocket URL is given (`wsUrl`,
+// default: `url` with ws/wss): one socket per replication state, opened on start
+// and closed on pause and on cancel (RxDB's own socket, shared by URL, gains a
+// second subscription on each start after a pause, so every change would be
+// announced twice). The socket asks `headers()` for a
 // token on each (re)connection: a server closing it 4403 at the token's expiry is
 // answered by a reconnection with a fresh token.
 //
@@ -58,6 +61,9 @@ import { replicateGraphQL } from "rxdb/plugins/replication-graphql";
 import { Subject } from "rxjs";
 
 const DELETED = "_deleted";
+// A deletion refused only for undeclared fields is sent again with the token of what
+// refused it; a field edited again meanwhile each time: a conflict after this many.
+const DELETE_ATTEMPTS = 3;
 
 export function replicateSyncAPI({
   collection,
@@ -123,6 +129,10 @@ export function replicateSyncAPI({
     return { deleted: false, [key]: set };
   };
   const selection = `__typename id ... on ${name} { ${fields.map(leaf).join(" ")} }`;
+  // A push's answers carry the version's token too: a deletion may go again with it.
+  const pushSelection = `__typename id ... on ${name} { changeToken ${fields.map(leaf).join(" ")} }`;
+  const pushMutation = `mutation($i: PushChangesInput!) { pushChanges(input: $i) { results {
+            clientMutationID status replayed error { code message } item { ${pushSelection} } } } }`;
   const pullQuery = `query($t: ID!, $since: ID, $cursor: String, $limit: Int, $types: [DeletedItemType!]) {
           changes(tenantID: $t, since: $since, cursor: $cursor, limit: $limit, types: $types) {
             items { ${selection} } cursor changeToken } }`;
@@ -189,6 +199,35 @@ export function replicateSyncAPI({
         }
       }
     }
+  };
+
+  // A deletion answered CONFLICT by a version that differs from the state it assumed
+  // only in fields this collection's schema does not declare (another app, a newer
+  // release, set them): the server holds what the device deleted, and a deletion
+  // has no say in fields. The put's merge cannot rebase a deletion (contract 3.3.1),
+  // and RxDB's default conflict handler would put the document back unreported.
+  const refusedForUndeclaredFields = (row, item) =>
+    Boolean(row?.newDocumentState[DELETED]) &&
+    item.__typename === name &&
+    Boolean(row.assumedMasterState) &&
+    !row.assumedMasterState[DELETED] &&
+    deepEqual(docToState(row.assumedMasterState), docToState(itemToDoc(item)));
+  // Those deletions sent again as `delete<Type>`, guarded by the token of the version
+  // that answered (an edit since is a CONFLICT again, compared the same way). A lost
+  // answer is safe: RxDB pushes the row again, and the put meets the deletion (a
+  // conflict whose master state is deleted). Answers the results with their rows.
+  const deleteWithTokens = async (deletions) => {
+    const mutations = deletions.map(({ row, token }) => ({
+      [`delete${name}`]: {
+        tenantID,
+        id: row.newDocumentState[primary],
+        changeToken: token,
+        clientMutationID: `rxdb-${crypto.randomUUID()}`,
+      },
+    }));
+    const body = await state.graphQLRequest({ query: pushMutation, variables: { i: { tenantID, mutations, since } } });
+    if (!body.data) throw newRxError("RC_PUSH", { pushRows: deletions.map((d) => d.row), errors: body.errors });
+    return body.data.pushChanges.results.map((result, n) => ({ result, row: deletions[n].row }));
   };
 
   const serverState = async (id) => {
@@ -264,43 +303,50 @@ export function replicateSyncAPI({
             },
           };
         });
-        return {
-          query: `mutation($i: PushChangesInput!) { pushChanges(input: $i) { results {
-            clientMutationID status replayed error { code message } item { ${selection} } } } }`,
-          variables: { i: { tenantID, mutations, since } },
-        };
+        return { query: pushMutation, variables: { i: { tenantID, mutations, since } } };
       },
       responseModifier: async (data) => {
-        if (data.results.some((r) => r.error?.code === "TENANT_DELETED")) {
-          tenantDeleted(); // nothing was written: the app drops the copy and its rows
-          return [];
-        }
-        const conflicts = [];
-        for (const result of data.results) {
+        let answered = data.results.map((result) => {
           const sent = rowsById.get(result.clientMutationID);
           rowsById.delete(result.clientMutationID);
           if (sent) pending.delete(sent.content);
-          const id = sent?.row.newDocumentState[primary];
-          // Written during a resync: after its pages' bound, yet not gone.
-          if (resync !== null && id !== undefined) resync.seen.add(id);
-          if (result.status === "CONFLICT" && result.item) {
-            conflicts.push(itemToDoc(result.item));
-          } else if (result.status === "APPLIED" && result.item && sent && !result.item.__typename.startsWith("Deleted")) {
-            // Merged with another device's edit: the server's state is the master now.
-            const doc = itemToDoc(result.item);
-            if (JSON.stringify(docToState(doc)) !== JSON.stringify(docToState(sent.row.newDocumentState))) {
-              conflicts.push(doc);
-            }
-          } else if (result.status === "CONFLICT" || result.status === "REJECTED") {
-            const error = newRxError("RC_PUSH", {
-              pushRows: sent ? [sent.row] : [],
-              errors: [result.error],
-            });
-            state.subjects.error.next(error);
-            onRejected?.(sent?.row, result.error);
-            if (result.error?.code === "UNAVAILABLE") throw error; // retryable: RxDB retries
-            conflicts.push(await serverState(id));
+          return { result, row: sent?.row };
+        });
+        const conflicts = [];
+        for (let round = 0; answered.length; round++) {
+          if (answered.some(({ result }) => result.error?.code === "TENANT_DELETED")) {
+            tenantDeleted(); // nothing was written: the app drops the copy and its rows
+            return [];
           }
+          const deleteAgain = [];
+          for (const { result, row } of answered) {
+            const id = row?.newDocumentState[primary];
+            // Written during a resync: after its pages' bound, yet not gone.
+            if (resync !== null && id !== undefined) resync.seen.add(id);
+            if (result.status === "CONFLICT" && result.item) {
+              if (round < DELETE_ATTEMPTS && refusedForUndeclaredFields(row, result.item)) {
+                deleteAgain.push({ row, token: result.item.changeToken });
+              } else {
+                conflicts.push(itemToDoc(result.item));
+              }
+            } else if (result.status === "APPLIED" && result.item && row && !result.item.__typename.startsWith("Deleted")) {
+              // Merged with another device's edit: the server's state is the master now.
+              const doc = itemToDoc(result.item);
+              if (JSON.stringify(docToState(doc)) !== JSON.stringify(docToState(row.newDocumentState))) {
+                conflicts.push(doc);
+              }
+            } else if (result.status === "CONFLICT" || result.status === "REJECTED") {
+              const error = newRxError("RC_PUSH", {
+                pushRows: row ? [row] : [],
+                errors: [result.error],
+              });
+              state.subjects.error.next(error);
+              onRejected?.(row, result.error);
+              if (result.error?.code === "UNAVAILABLE") throw error; // retryable: RxDB retries
+              conflicts.push(await serverState(id));
+            }
+          }
+          answered = deleteAgain.length ? await deleteWithTokens(deleteAgain) : [];
         }
         return conflicts;
       },

@@ -19,6 +19,9 @@
 // timestamp, which WatermelonDB saves in the same write as the pulled records. So an
 // interrupted sync resumes from the last page it applied (a pull reads at most
 // `pagesPerPull` pages; syncWithAPI calls synchronize() again until the last page).
+// A read's pages end at the bound its first page set: a read resumed from an earlier
+// sync() call is followed by one more from its end, so that the call ends holding
+// every write committed before it began.
 //
 // Push: a created record is `create<Type>` (its WatermelonDB id), an updated one
 // `update<Type>` of the columns WatermelonDB lists as changed (`_changed`), guarded by
@@ -36,9 +39,12 @@
 //     once with the current token. An update of an entity deleted meanwhile comes
 //     back as a CONFLICT carrying the DeletedItem: the next pull deletes the record.
 //   - REJECTED (bad data, FORBIDDEN for a reader, ATTACHMENT_MISSING): reported to
-//     `onRejected({table, id, code, message})` and reverted: the next pull puts the
-//     server's state back (a create the server refused goes away). Not retried.
-//     UNAVAILABLE (retryable) fails the synchronize() call instead: try again later.
+//     `onRejected({table, id, code, message})` once and reverted: the next pull puts
+//     the server's state back (a create the server refused goes away). A refused
+//     deletion is reverted by the push itself: WatermelonDB's pull skips an update of
+//     a record it holds as deleted, so the push puts the server's version in place of
+//     the deleted row. Not retried. UNAVAILABLE (retryable) fails the synchronize()
+//     call instead: try again later.
 // After a push that wrote something, syncWithAPI pulls once more so the records hold
 // their new change tokens (a later edit then needs no conflict round).
 //
@@ -140,6 +146,12 @@ export function createSyncAPI(options) {
   const sent = new Map(); // "table/id" -> { raw, token }: applied in a push not yet marked synced
   let pushedSomething = false;
   let morePages = false;
+  // A read (a since, then its cursors) ends at the bound its first page set. `calls`
+  // counts sync() calls; `readCall` is the one whose pull began the read being paged
+  // (null: begun before this process, its position resumed from local storage).
+  let calls = 0;
+  let readCall = null;
+  let behind = false; // the read that just ended began before this sync() call
   let resetDone = false;
   const stats = { requests: 0, pages: 0, items: 0, pushed: 0, conflicts: 0, rejected: 0, resyncs: 0, rounds: 0 };
 
@@ -217,6 +229,7 @@ export function createSyncAPI(options) {
     const start = await positionOf(lastPulledAt);
     let { since, cursor } = start;
     let resync = Boolean(start.resync);
+    if (!cursor) readCall = calls; // a read begins: its bound is after this call began
     const changes = Object.fromEntries(Object.keys(tables).map((n) => [n, { created: [], updated: [], deleted: [] }]));
     const latest = new Map(); // "table/id" -> raw | null (deleted): the last version seen
     const page = async () => {
@@ -246,6 +259,7 @@ export function createSyncAPI(options) {
           resync = true;
           since = null;
           cursor = null;
+          readCall = calls;
           latest.clear();
           stats.resyncs++;
           await onResync?.();
@@ -257,6 +271,7 @@ export function createSyncAPI(options) {
       if (!resync && read >= pagesPerPull) break; // the rest in the next synchronize()
     }
     morePages = Boolean(cursor);
+    behind = !cursor && readCall !== calls;
     // Conflicts' current versions and reverts: added unless the pages hold a newer one.
     for (const [key, value] of known) {
       if (!latest.has(key)) latest.set(key, value.deleted ? null : value.raw);
@@ -335,7 +350,7 @@ export function createSyncAPI(options) {
         }
       }
       if (set.deleted.length) {
-        const tokens = await deletedTokens(table, set.deleted);
+        const tokens = new Map((await deletedRows(table, set.deleted)).map((r) => [r.id, r[tokenColumn]]));
         for (const id of set.deleted) {
           entries.push({ t, id, kind: "delete", mutation: { [`delete${t.typeName}`]: { tenantID, id, changeToken: tokens.get(id) ?? "0".repeat(26) } } });
         }
@@ -344,6 +359,7 @@ export function createSyncAPI(options) {
     let conflict = null;
     let retryable = null;
     let gone = null;
+    const refusedDeletions = new Set(); // "table/id"
     let pending = entries;
     for (let round = 0; pending.length && round < 5; round++) {
       const again = [];
@@ -394,7 +410,7 @@ export function createSyncAPI(options) {
               conflict ??= new SyncAPIError("CONFLICT", `${e.t.table} ${e.id}: ${code}`, { table: e.t.table, id: e.id });
             } else {
               stats.rejected++;
-              revert.add(key);
+              (e.kind === "delete" ? refusedDeletions : revert).add(key);
               known.set(key, { lookup: true });
               onRejected?.({ table: e.t.table, id: e.id, code, message: result.error?.message, kind: e.kind, raw: e.raw });
             }
@@ -416,29 +432,71 @@ export function createSyncAPI(options) {
       const item = data[t.key];
       known.set(key, item ? { raw: itemToRaw(t, item) } : { deleted: true });
     }
+    const restored = await restoreRefusedDeletions(refusedDeletions);
     if (retryable) throw retryable;
     if (conflict) throw conflict; // synchronize() fails: pull, merge, push again
-    // Rejected records stay out of "synced": the next pull reverts them.
+    // Rejected records stay out of "synced": the next pull reverts them. A restored
+    // record too: WatermelonDB would otherwise destroy the row of that id as a
+    // deletion pushed (SQLite's destroyDeletedRecords deletes by id, whatever the row).
     const rejected = {};
-    for (const key of revert) {
+    for (const key of [...revert, ...restored]) {
       const [table, id] = splitKey(key);
       (rejected[table] ??= []).push(id);
     }
     return Object.keys(rejected).length ? { experimentalRejectedIds: rejected } : {};
   }
 
-  // The change tokens of records deleted locally (WatermelonDB passes only their ids;
-  // the rows stay, marked deleted, until the push): a raw query without the
-  // not-deleted filter that collection queries add.
-  async function deletedTokens(table, ids) {
-    const query = { table, description: Q.buildQueryDescription([Q.where("id", Q.oneOf(ids))]), associations: [] };
-    let rows = [];
-    try {
-      rows = await database.adapter.unsafeQueryRaw(query);
-    } catch {
-      rows = [];
+  // Deletions the server refused, put back as the server holds them (its state is in
+  // `known`, looked up above). A pull cannot do it: WatermelonDB skips a pulled update
+  // of a record it holds as deleted ("record was locally deleted, deletion will be
+  // pushed later", sync/impl/applyRemote.js), and the deletion would be pushed and
+  // refused again on every round. As applyRemote does for a record it is told to
+  // create and holds as deleted: the deleted row is destroyed and the server's version
+  // created, synced, in one writer; the row's columns this module does not sync are
+  // kept. Gone on the server too: nothing to restore, the deletion stands (and the
+  // next pull's DeletedItem destroys the row, should this push fail). Answers the
+  // keys restored.
+  async function restoreRefusedDeletions(keys) {
+    const byTable = new Map();
+    for (const key of keys) {
+      const server = known.get(key);
+      if (!server?.raw) continue;
+      known.delete(key); // restored below: nothing for the next pull to bring
+      const [table] = splitKey(key);
+      if (!byTable.has(table)) byTable.set(table, []);
+      byTable.get(table).push(server.raw);
     }
-    return new Map(rows.map((r) => [r.id, r[tokenColumn]]));
+    if (!byTable.size) return [];
+    const restored = [];
+    await database.write(async () => {
+      const creates = [];
+      for (const [table, raws] of byTable) {
+        const ids = raws.map((raw) => raw.id);
+        const rows = new Map((await deletedRows(table, ids)).map((row) => [row.id, row]));
+        const here = raws.filter((raw) => rows.get(raw.id)?._status === "deleted"); // not destroyed meanwhile
+        if (!here.length) continue;
+        await database.adapter.destroyDeletedRecords(table, here.map((raw) => raw.id));
+        for (const raw of here) {
+          const row = { ...rows.get(raw.id), ...raw, _status: "synced", _changed: "" };
+          creates.push(database.get(table).prepareCreateFromDirtyRaw(row));
+          restored.push(keyOf(table, raw.id));
+        }
+      }
+      await database.batch(creates);
+    }, "sync-api-refused-deletion");
+    return restored;
+  }
+
+  // The rows of records deleted locally (WatermelonDB passes only their ids; the rows
+  // stay, marked deleted, until the push), for their change tokens: a raw query
+  // without the not-deleted filter that collection queries add.
+  async function deletedRows(table, ids) {
+    const query = { table, description: Q.buildQueryDescription([Q.where("id", Q.oneOf(ids))]), associations: [] };
+    try {
+      return await database.adapter.unsafeQueryRaw(query);
+    } catch {
+      return [];
+    }
   }
 
   // --- one sync ------------------------------------------------------------------
@@ -450,12 +508,15 @@ export function createSyncAPI(options) {
     conflictResolver,
   });
 
-  // synchronize() until nothing is left: the remaining pages of a long pull, a round
-  // after a conflict, and a pull after a push that wrote (the new change tokens).
+  // synchronize() until nothing is left: the remaining pages of a long pull, a pull
+  // from the end of a read resumed from an earlier call, a round after a conflict,
+  // and a pull after a push that wrote (the new change tokens).
   async function syncOnce() {
+    calls++;
     for (let round = 1, extra = 0; ; round++) {
       stats.rounds++;
       morePages = false;
+      behind = false;
       pushedSomething = false;
       try {
         await synchronize(synchronizeArgs());
@@ -467,7 +528,7 @@ export function createSyncAPI(options) {
         if (error.code === "CONFLICT" && ++extra < maxRounds) continue;
         throw error;
       }
-      if (!(morePages || pushedSomething || known.size)) return { ...stats };
+      if (!(morePages || behind || pushedSomething || known.size)) return { ...stats };
       if (!morePages && ++extra >= maxRounds) return { ...stats }; // edits keep coming: later
     }
   }
@@ -534,8 +595,9 @@ export function createSyncAPI(options) {
   }
 
   // For an app calling synchronize() itself: true while another call is due (more
-  // pages, a push that wrote, server states learned from a push).
-  const pending = () => morePages || pushedSomething || known.size > 0;
+  // pages, a read that ended at a bound from before this process, a push that wrote,
+  // server states learned from a push).
+  const pending = () => morePages || behind || pushedSomething || known.size > 0;
   return { sync, live, pullChanges, pushChanges, conflictResolver, synchronizeArgs, pending, stats };
 }
 

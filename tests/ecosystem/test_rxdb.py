@@ -38,6 +38,7 @@ def report(module_dir: Path, settings: Settings) -> Iterator[dict[str, Any]]:
             "row",
             "overlap",
             "delete",
+            "subset",
             "lost",
             "poke",
             "rejected",
@@ -133,6 +134,15 @@ def test_a_pull_overlapping_a_push_converges_with_both_edits(report: dict[str, A
 def test_delete_versus_edit_converges_on_the_deletion(report: dict[str, Any]) -> None:
     deleted = report["deleteVersusEdit"]
     assert deleted["equal"] and "v" not in deleted["server"]
+
+
+def test_a_deletion_applies_whatever_fields_the_schema_does_not_declare(
+    report: dict[str, Any],
+) -> None:
+    """Issue 47: the schema lacks phoneNumber, set on the server: the deletion is not a
+    CONFLICT that RxDB's default handler answers by putting the person back."""
+    run = report["subsetDeletion"]
+    assert run["server"] == {} and run["equal"] and run["errors"] == [], run
 
 
 def test_a_push_whose_response_is_lost_is_retried_with_its_id_and_writes_once(

@@ -8,6 +8,7 @@ push."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import uuid
@@ -33,6 +34,7 @@ TENANTS = (
     "interrupted",
     "lost",
     "rejected",
+    "reader",
     "token",
     "gone-pull",
     "gone-push",
@@ -89,6 +91,8 @@ def report(module_dir: Path, settings: Settings) -> Iterator[dict[str, Any]]:
 def _run(module_dir: Path, url: str, token: str, prefix: str, *only: str) -> dict[str, Any]:
     node = shutil.which("node")
     assert node
+    # A reader of the tenant `reader` (contract 6, roles: its writes are FORBIDDEN).
+    reader = bearer([f"{prefix}-reader:reader"], secret=TEST_AUTH_SECRET)["Authorization"]
     result = subprocess.run(
         [
             node,
@@ -99,6 +103,7 @@ def _run(module_dir: Path, url: str, token: str, prefix: str, *only: str) -> dic
             *([",".join(only)] if only else []),
         ],
         cwd=module_dir,
+        env={**os.environ, "WM_READER_TOKEN": reader.split()[1]},
         capture_output=True,
         text=True,
         timeout=300,
@@ -169,8 +174,12 @@ def test_300_offline_edits_reach_the_server_with_conflicts_on_the_way(
 def test_an_interrupted_pull_resumes_from_the_last_page_it_applied(report: dict[str, Any]) -> None:
     run = report["interruptedPull"]
     assert run["interrupted"] and run["afterFailure"] == 100, run  # two pages applied
-    assert run["resumedWithCursor"] and run["pagesAfterResume"] == 4, run  # not from the start
-    assert run["equal"] and run["count"] == 301, run  # and the write in between
+    # Not from the start: the 4 pages left of the interrupted read, then one page from
+    # its end's token, in the same sync() call.
+    assert run["resumedWithCursor"] and run["pagesAfterResume"] == 5, run
+    # The writes committed before that call, after the interrupted read's bound.
+    assert run["caughtUp"], run
+    assert run["equal"] and run["count"] == 303, run
 
 
 def test_a_lost_push_response_is_written_once(report: dict[str, Any]) -> None:
@@ -183,6 +192,26 @@ def test_a_rejected_record_is_reported_once_and_reverted(report: dict[str, Any])
     run = report["rejectedRecord"]
     assert run["rejected"] == [["bad", "BAD_USER_INPUT"]], run
     assert run["equal"] and run["server"] == {"good": {"givenName": "fine"}}, run
+
+
+def test_a_reader_s_refused_deletion_is_reported_once_and_the_record_comes_back(
+    report: dict[str, Any],
+) -> None:
+    run = report["readerDeletion"]
+    assert run["rejected"] == [["kept", "FORBIDDEN", "delete"]], run  # once, across syncs
+    assert run["deletionsSent"] == 1, run  # not pushed again
+    restored = {"givenName": "Kept", "occupation": "the server's"}
+    assert run["afterSync"] == {"restored": restored, "clean": True}, run
+    assert run["equal"] and run["server"] == {"kept": restored}, run
+
+
+def test_a_table_declaring_a_subset_of_the_columns_deletes_a_record(
+    report: dict[str, Any],
+) -> None:
+    """Its undeclared field set on the server, the deletion applies all the same."""
+    narrow = report["readerDeletion"]["narrow"]
+    assert narrow == {"conflicts": 0, "rejected": 0, "local": ["kept"]}, narrow
+    assert "narrow" not in report["readerDeletion"]["server"]
 
 
 def test_a_refused_token_is_refreshed(report: dict[str, Any]) -> None:

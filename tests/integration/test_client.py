@@ -66,6 +66,47 @@ def test_a_deletion_wins_over_a_concurrent_edit(url: str, tmp_path: Path, tenant
     assert phone.get(note) is None and tablet.get(note) is None
 
 
+class _Without:
+    """A transport for a client that does not know one field (as a release 1 app does
+    not know release 2's): the field is left out of every query it sends."""
+
+    def __init__(self, field: str, transport: Any) -> None:
+        self.field = field
+        self.transport = transport
+
+    def execute(self, query: str, variables: dict[str, Any]) -> dict[str, Any]:
+        body: dict[str, Any] = self.transport.execute(
+            query.replace(f" {self.field} ", " "), variables
+        )
+        return body
+
+
+def test_a_client_not_knowing_a_field_deletes_and_edits_without_touching_it(
+    url: str, tmp_path: Path, tenant: str
+) -> None:
+    """Issue 47: the deletion applies whatever the unknown field holds (a token-guarded
+    deletePerson, not a state the server must hold); the update leaves the field."""
+    full = _device(url, tmp_path, "full", tenant)
+    kept = full.create("Person", {"givenName": "Kim", "phoneNumber": "+1 555 0100"})
+    gone = full.create("Person", {"givenName": "Sam", "phoneNumber": "+1 555 0101"})
+    full.sync()
+    narrow = _device(url, tmp_path, "narrow", tenant)
+    narrow.transport = _Without("phoneNumber", narrow.transport)
+    narrow.sync()
+    assert narrow.get(gone) == {"__typename": "Person", "givenName": "Sam"}
+    narrow.update(kept, {"givenName": "Kimberly"})
+    narrow.delete(gone)
+    report = narrow.sync()
+    assert (report.applied, report.conflicts, report.rejected) == (2, 0, [])
+    full.sync()
+    assert full.get(gone) is None
+    assert full.get(kept) == {
+        "__typename": "Person",
+        "givenName": "Kimberly",
+        "phoneNumber": "+1 555 0100",
+    }
+
+
 def test_a_crash_after_a_lost_response_replays_instead_of_conflicting(
     url: str, tmp_path: Path, tenant: str
 ) -> None:

@@ -259,6 +259,26 @@ async function deleteVersusEdit() {
   return converged(tenant, a, b);
 }
 
+async function subsetDeletion() {
+  // The collection declares some of Person's fields (no phoneNumber, as the README's
+  // example): a person whose phoneNumber another client set is deleted on A. It is a
+  // deletion, undeclared fields do not matter: applied, and B drops the person too.
+  const tenant = `${prefix}-subset`;
+  const person = { givenName: "Sam", phoneNumber: "+1 555 0100" };
+  await gql(`mutation($i: PushChangesInput!) { pushChanges(input: $i) { results { status } } }`, {
+    i: { tenantID: tenant, mutations: [{ createPerson: { tenantID: tenant, id: "s", person } }] },
+  });
+  const a = await new Device(tenant).open();
+  const b = await new Device(tenant).open();
+  await a.sync();
+  await b.sync();
+  await a.remove("s");
+  await a.sync();
+  await b.sync();
+  const errors = [...a.errors, ...b.errors];
+  return { ...(await converged(tenant, a, b)), errors };
+}
+
 async function lostPushResponse() {
   const tenant = `${prefix}-lost`;
   const a = await new Device(tenant).open();
@@ -629,6 +649,7 @@ const everyday = {
   twoEditsInARow,
   pullOverlappingPush,
   deleteVersusEdit,
+  subsetDeletion,
   lostPushResponse,
   pokeDrivesPull,
   pauseStartOneSocket,

@@ -16,6 +16,7 @@ const LokiJSAdapter = LokiModule.default ?? LokiModule;
 (loggerModule.default ?? loggerModule).silence();
 
 const [url, token, prefix] = process.argv.slice(2);
+const readerToken = process.env.WM_READER_TOKEN; // a reader of `${prefix}-reader` (contract 6, roles)
 const auth = { Authorization: `Bearer ${token}` };
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const FIELDS = { givenName: "given_name", familyName: "family_name", occupation: "occupation", photo: "photo" };
@@ -91,6 +92,18 @@ async function serverCreate(tenant, people) {
   }
 }
 
+// An update (`changes`) or, with `changes` null, a deletion, written on the server as
+// another device would, guarded by the current token.
+async function serverEdit(tenant, id, changes) {
+  const data = await gql(`query($t: ID!, $id: ID!) { person(tenantID: $t, id: $id) { changeToken } }`, { t: tenant, id });
+  const target = { tenantID: tenant, id, changeToken: data.person.changeToken };
+  const mutation = changes ? { updatePerson: { ...target, changes } } : { deletePerson: target };
+  const result = await gql(`mutation($i: PushChangesInput!) { pushChanges(input: $i) { results { status } } }`, {
+    i: { tenantID: tenant, mutations: [mutation] },
+  });
+  if (result.pushChanges.results[0].status !== "APPLIED") throw new Error(`server edit of ${id} failed`);
+}
+
 async function deleteTenant(tenant) {
   for (;;) {
     const data = await gql(`mutation($t: ID!) { deleteTenant(tenantID: $t, confirm: $t) { done } }`, { t: tenant });
@@ -122,7 +135,7 @@ class Device {
       url,
       tenantID: tenant,
       getToken: options.getToken ?? (async () => token),
-      tables: TABLES,
+      tables: options.tables ?? TABLES,
       limit: options.limit ?? 100,
       pagesPerPull: options.pagesPerPull ?? 10,
       onRejected: (r) => this.rejected.push(r),
@@ -365,7 +378,9 @@ async function manyOfflineEdits() {
 async function interruptedPull() {
   // 300 people; pages of 50, 2 per synchronize(). The network fails on the 4th page:
   // the first two pages stay applied, and the sync resumes from their position (a
-  // cursor), not from the start. A write in between is not missed.
+  // cursor), not from the start. Writes committed before the resuming sync() call
+  // (an edit, two deletions, five creates: after the interrupted read's bound) are
+  // in the device when that call returns.
   const tenant = `${prefix}-interrupted`;
   await serverCreate(tenant, Array.from({ length: 300 }, (_, i) => ({ id: `i${String(i).padStart(3, "0")}`, givenName: `g${i}` })));
   let cut = true;
@@ -379,16 +394,15 @@ async function interruptedPull() {
   const failed = await a.trySync();
   const afterFailure = Object.keys(await a.docs()).length;
   cut = false;
-  await gql(
-    `mutation($i: PushChangesInput!) { pushChanges(input: $i) { results { status } } }`,
-    { i: { tenantID: tenant, mutations: [{ createPerson: { tenantID: tenant, id: "late", person: { givenName: "late" } } }] } },
-  );
+  await serverCreate(tenant, Array.from({ length: 5 }, (_, i) => ({ id: `late${i}`, givenName: "late" })));
+  await serverEdit(tenant, "i000", { occupation: "edited meanwhile" });
+  await serverEdit(tenant, "i001", null);
+  await serverEdit(tenant, "i299", null);
   const before = a.requests.length;
   await a.sync();
   const resumedWith = a.requests[before].variables;
   const pagesAfterResume = a.requests.length - before;
-  const withoutLate = !("late" in (await a.docs())); // after the first sync's bound
-  await a.sync(); // from the token of its last page: the write in between
+  const caughtUp = same(await a.docs(), await serverPeople(tenant)) && (await a.clean());
   const result = await converged(tenant, a);
   return {
     ...result,
@@ -396,7 +410,7 @@ async function interruptedPull() {
     afterFailure,
     resumedWithCursor: Boolean(resumedWith.cursor) && resumedWith.since === null,
     pagesAfterResume,
-    withoutLate,
+    caughtUp,
     count: Object.keys(result.server).length,
     server: undefined,
     devices: undefined,
@@ -448,6 +462,39 @@ async function rejectedRecord() {
   await a.sync();
   await a.sync();
   return { ...(await converged(tenant, a)), rejected: a.rejected.map((r) => [r.id, r.code]) };
+}
+
+async function readerDeletion() {
+  // A reader deletes a record: REJECTED (FORBIDDEN), reported once, the record back
+  // as the server holds it at the next pull, nothing left to push, the deletion not
+  // sent again. A writer whose table declares a subset of Person's columns deletes a
+  // person whose undeclared field is set: applied (a deletion is guarded by the
+  // token, not by the fields).
+  const tenant = `${prefix}-reader`;
+  const owner = new Device(tenant);
+  await owner.create("kept", { givenName: "Kept", occupation: "the server's" });
+  await owner.create("narrow", { givenName: "Narrow", occupation: "not declared there" });
+  await owner.sync();
+  const reader = new Device(tenant, { getToken: async () => readerToken });
+  await reader.sync();
+  await reader.remove("kept");
+  await reader.sync();
+  const afterSync = { restored: (await reader.docs()).kept ?? null, clean: await reader.clean() };
+  await reader.sync();
+  const deletionsSent = reader.requests.filter((b) => JSON.stringify(b.variables).includes("deletePerson")).length;
+  const narrow = new Device(tenant, { tables: { people: { type: "PERSON", columns: { givenName: "given_name" } } } });
+  await narrow.sync();
+  await narrow.remove("narrow");
+  const narrowStats = await narrow.sync();
+  await owner.sync();
+  await reader.sync();
+  return {
+    ...(await converged(tenant, owner, reader)),
+    rejected: reader.rejected.map((r) => [r.id, r.code, r.kind]),
+    afterSync,
+    deletionsSent,
+    narrow: { conflicts: narrowStats.conflicts, rejected: narrow.rejected.length, local: Object.keys(await narrow.docs()) },
+  };
 }
 
 async function tokenRefresh() {
@@ -623,6 +670,7 @@ const everyday = {
   interruptedPull,
   lostPushResponse,
   rejectedRecord,
+  readerDeletion,
   tokenRefresh,
   tenantDeleted,
   realtime,
