@@ -238,12 +238,12 @@ def _compare_field(
     elif (was.get("maxLength") or 0) > (now.get("maxLength") or 0):
         report.add(
             "narrowed",
-            f"{key}: maxLength narrowed from {was['maxLength']} to {now['maxLength']}",
+            f"{key}: maxLength narrowed from {was.get('maxLength')} to {now.get('maxLength')}",
             number,
         )
     elif was.get("maxLength") != now.get("maxLength"):
         note = (
-            f"{key}: maxLength widened from {was['maxLength']} to {now['maxLength']} "
+            f"{key}: maxLength widened from {was.get('maxLength')} to {now.get('maxLength')} "
             f"(allowed; recorded with the next release)"
         )
         if note not in report.notes:

@@ -78,8 +78,9 @@ def _compare_entries(report: Report, number: int, where: str, old: str, new: str
         elif key not in before:
             report.add("rewritten", f"{where}: {key} was added to the record", number)
         elif before[key] != after[key]:
-            report.add(
-                "rewritten",
-                f"{where}: {key} was changed from {before[key]} to {after[key]}",
-                number,
+            changed = ", ".join(
+                f"{name} {before[key].get(name)} -> {after[key].get(name)}"
+                for name in sorted(set(before[key]) | set(after[key]))
+                if before[key].get(name) != after[key].get(name)
             )
+            report.add("rewritten", f"{where}: {key} was changed ({changed})", number)

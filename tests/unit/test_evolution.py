@@ -149,6 +149,7 @@ def test_an_addition_passes_only_once_its_release_is_recorded(record: Record) ->
         "field Person.nickname, enum value RelationshipType.COUSIN",
         "VALUE_ADDED_TO_ENUM: Enum value RelationshipType.COUSIN was added",
     )
+    assert any("VALUE_ADDED_TO_ENUM" in what for _, what in report.problems)
     # Declared into release 1, which shipped without it: refused, and not recordable.
     early = replace(release2.NOTE, since=1)
     declared = (release2.PERSON, catalog.REMINDER, early)
@@ -159,6 +160,15 @@ def test_an_addition_passes_only_once_its_release_is_recorded(record: Record) ->
     assert [p.name for p in written] == ["2.json", "2.graphql"]
     assert report.ok, report.text()
     assert _check(record, release2.DECLARED, sdl).ok
+    # Recorded, the catalog's schema passes; an addition outside the catalog (an
+    # optional argument) passes too, and is named.
+    person = "  person(tenantID: ID!, id: ID!): Person @isAuthenticated\n"
+    assert person in sdl
+    report = _check(
+        record, release2.DECLARED, sdl.replace("id: ID!): Person", "id: ID!, at: ID): Person")
+    )
+    assert report.ok, report.text()
+    assert "OPTIONAL_ARG_ADDED: An optional argument Query.person(at:)" in report.text()
 
 
 def test_record_release_refuses_a_breaking_change(record: Record) -> None:
