@@ -39,17 +39,17 @@ from scripts.release_record import ROOT, SCHEMA_FILE, Record, entry_of, flatten
 ADVICE = {
     "removed": (
         "Deprecate instead of removing or renaming: keep it in the catalog (a client or a "
-        "server of an earlier release still reads, sends and stores it), mark it "
-        "@deprecated (its description names what replaces it), stop writing it from the "
-        "app, and add the new one with since={next}."
+        "server of an earlier release still reads, sends and stores it), mark a field "
+        '@deprecated (Field(..., deprecated="Use X.")), stop writing it from the app, and '
+        "add the new one with since={next}."
     ),
     "code": (
         "A type's code is stored in every item of the type and is its DeletedItemType "
         "value: keep each type's code for ever, and give a new type a code never recorded."
     ),
     "kind": (
-        "Keep the field's kind: deprecate the field (mark it @deprecated, stop writing "
-        "it) and add a new field of the new kind with since={next}."
+        "Keep the field's kind: deprecate the field (Field(..., deprecated=...), then stop "
+        "writing it) and add a new field of the new kind with since={next}."
     ),
     "narrowed": (
         "Keep the constraint (stored values and clients of an earlier release hold what "

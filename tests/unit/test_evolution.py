@@ -178,3 +178,20 @@ def test_record_release_refuses_a_breaking_change(record: Record) -> None:
     report, written = record_release(record, declared, SDL, repo=None)
     assert written == [] and record.numbers() == [1]
     _refused(report, "removed", "field Person.givenName was removed or renamed")
+
+
+def test_a_deprecated_field_is_marked_in_the_schema() -> None:
+    """What the refusals advise can be done: a field is marked @deprecated, kept."""
+    import strawberry
+    from strawberry.schema.config import StrawberryConfig
+
+    from api.graphql.scalars import SCALAR_MAP
+    from api.graphql.types import build, build_item_type_schema
+
+    memo = ItemType("Memo", "MEMO", (Field("title", deprecated="Use text."), Field("text")))
+    built = build_item_type_schema(memo)
+    query = strawberry.type(build("Query", {"memo": built.object_type | None}, {"memo": None}))
+    config = StrawberryConfig(scalar_map=SCALAR_MAP)
+    printed = str(strawberry.Schema(query=query, types=[built.partial], config=config))
+    assert printed.count('title: String @deprecated(reason: "Use text.")') == 2, printed
+    assert "text: String\n" in printed
