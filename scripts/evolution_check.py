@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import functools
 import sys
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +32,7 @@ from graphql.utilities import (
 
 from api.domain import releases
 from api.domain.item_types import ItemType
+from scripts.record_history import check_history
 from scripts.release_record import ROOT, SCHEMA_FILE, Record, entry_of, flatten
 
 # What to do instead, by what broke: each refusal prints its line (docs/evolution.md).
@@ -322,8 +322,6 @@ def run(
     check_catalog(report, record, declared)
     check_schema(report, record, current_sdl, catalog_recorded(record, declared))
     if repo is not None:
-        from scripts.record_history import check_history
-
         check_history(report, record, repo)
     return report
 
@@ -332,7 +330,7 @@ def _shown(path: Path) -> str:
     return str(path.relative_to(ROOT)) + "/" if path.is_relative_to(ROOT) else str(path)
 
 
-def main(argv: Iterable[str] = ()) -> int:
+def main() -> int:
     from api.domain import catalog
 
     report = run(Record(), catalog.ALL_TYPES, SCHEMA_FILE.read_text(), ROOT)
@@ -342,10 +340,10 @@ def main(argv: Iterable[str] = ()) -> int:
         last = Record().last()
         print(f"catalog evolution: the catalog and schema.graphql keep releases 1 to {last}")
         return 0
-    print("catalog evolution: a change would break a client or server of a recorded release")
+    print("catalog evolution: refused against the recorded releases (docs/evolution.md)")
     print(report.text())
     return 1
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main())
