@@ -55,6 +55,9 @@ class Field:
     since: int = 1
     # Enum values added after the field, with the release that added each.
     enum_since: tuple[tuple[str, int], ...] = ()
+    # Why the field is deprecated and what replaces it (GraphQL's @deprecated): a field a
+    # recorded release holds is deprecated, never removed (docs/evolution.md).
+    deprecated: str | None = None
 
     def added_in(self, value: str) -> int:
         """The release that added enum value `value` (the field's own, unless later)."""

@@ -185,7 +185,9 @@ def build_item_type_schema(item_type: ItemType) -> ItemTypeSchema:
             name,
             {f.name: _graphql_type(f) | None for f in item_type.fields},
             {
-                f.name: strawberry.field(default=None, description=f.description)
+                f.name: strawberry.field(
+                    default=None, description=f.description, deprecation_reason=f.deprecated
+                )
                 for f in item_type.fields
             },
             bases=(SynchronizedItem,),
@@ -200,6 +202,7 @@ def build_item_type_schema(item_type: ItemType) -> ItemTypeSchema:
                 f.name: strawberry.field(
                     default=strawberry.UNSET,
                     description=f.description,
+                    deprecation_reason=f.deprecated,
                     directives=[HexColorDirective()] if f.kind is FieldKind.COLOR else (),
                 )
                 for f in item_type.fields

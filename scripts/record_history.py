@@ -1,0 +1,86 @@
+"""Recorded releases are append-only: the record in the working tree against every
+version of it committed before (`git log`), so that regenerating releases/ cannot
+make a break pass (scripts/evolution_check.py; docs/evolution.md).
+
+CI checks out a clone of the branch, whose history holds every commit that touched
+releases/, the merge base's included. A shallow clone holds only its last commits:
+the check says so and compares with what it has.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from scripts.release_record import Record, flatten
+
+if TYPE_CHECKING:
+    from scripts.evolution_check import Report
+
+
+def _git(repo: Path, *args: str) -> str | None:
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(repo), *args], capture_output=True, text=True, check=False
+        )
+    except FileNotFoundError:
+        return None
+    return done.stdout if done.returncode == 0 else None
+
+
+def committed_versions(repo: Path, folder: str) -> dict[tuple[str, str], str]:
+    """{(path under `folder`, blob id): the oldest commit holding it} over HEAD's history."""
+    log = _git(repo, "log", "--format=%H", "HEAD", "--", folder) or ""
+    versions: dict[tuple[str, str], str] = {}
+    for commit in log.split():  # newest first: the last one seen is the oldest
+        listing = _git(repo, "ls-tree", "-r", commit, "--", f"{folder}/") or ""
+        for line in listing.splitlines():
+            meta, _, path = line.partition("\t")
+            versions[(path, meta.split()[2])] = commit
+    return versions
+
+
+def check_history(report: Report, record: Record, repo: Path) -> None:
+    if _git(repo, "rev-parse", "--is-inside-work-tree") is None:
+        report.notes.append("not a git checkout: the record's history was not checked")
+        return
+    if (_git(repo, "rev-parse", "--is-shallow-repository") or "").strip() == "true":
+        report.notes.append(
+            "a shallow clone: the record was compared with the commits it holds only "
+            "(git fetch --unshallow checks every one)"
+        )
+    folder = record.folder.resolve().relative_to(repo.resolve()).as_posix()
+    for (path, blob), commit in sorted(committed_versions(repo, folder).items()):
+        name = Path(path).name
+        number = int(Path(path).stem) if Path(path).stem.isdigit() else 0
+        committed = _git(repo, "cat-file", "blob", blob) or ""
+        current = record.folder / name
+        where = f"{path}, as committed in {commit[:10]}"
+        if not current.is_file():
+            report.add("rewritten", f"{where}, was removed", number)
+        elif name.endswith(".json"):
+            _compare_entries(report, number, where, committed, current.read_text())
+        elif name.endswith(".graphql") and committed.strip() != current.read_text().strip():
+            report.add("rewritten", f"{where}, was rewritten", number)
+
+
+def _compare_entries(report: Report, number: int, where: str, old: str, new: str) -> None:
+    try:
+        before, after = flatten(json.loads(old)), flatten(json.loads(new))
+    except (ValueError, KeyError, TypeError) as exc:
+        report.add("rewritten", f"{where}: cannot be compared ({exc!r})", number)
+        return
+    for key in sorted(set(before) | set(after)):
+        if key not in after:
+            report.add("rewritten", f"{where}: {key} was removed from the record", number)
+        elif key not in before:
+            report.add("rewritten", f"{where}: {key} was added to the record", number)
+        elif before[key] != after[key]:
+            changed = ", ".join(
+                f"{name} {before[key].get(name)} -> {after[key].get(name)}"
+                for name in sorted(set(before[key]) | set(after[key]))
+                if before[key].get(name) != after[key].get(name)
+            )
+            report.add("rewritten", f"{where}: {key} was changed ({changed})", number)

@@ -1,0 +1,135 @@
+"""The record of the catalog's releases (releases/, docs/evolution.md): what each
+release that shipped declared, so that scripts/check can refuse a change that would
+break a client or a server of that release.
+
+releases/N.json is release N's catalog: its types (name, code, since), each type's
+fields (name, kind, maxLength where the kind has one, the enum it takes, since) and
+the enums with their values (since). releases/N.graphql is the schema a server of
+release N served. Both are written once, by scripts/record-release, and never
+rewritten (scripts/evolution_check.py compares them with every committed version).
+They are dev and CI files: the Lambda bundle ships api/ alone.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from api.domain.item_types import FieldKind, ItemType
+
+ROOT = Path(__file__).resolve().parents[1]
+RECORD_DIR = ROOT / "releases"
+SCHEMA_FILE = ROOT / "schema.graphql"
+# The kinds whose values max_length bounds (item_types._string); other kinds ignore it.
+_BOUNDED = (FieldKind.STRING, FieldKind.ID)
+
+Entry = dict[str, Any]
+
+
+def entry_of(declared: Iterable[ItemType], release: int) -> Entry:
+    """Release `release` of the declaration, as the record holds it. What a release
+    includes is the runtime's own rule (`ItemType.at`, `Field.at`); the since of an
+    enum value is read from the whole declaration, as `at` drops it from its views."""
+    types: list[Entry] = []
+    enums: dict[str, dict[str, int]] = {}
+    for item_type in declared:
+        if item_type.at(release) is None:
+            continue
+        fields: list[Entry] = []
+        for spec in item_type.fields:
+            if spec.at(release) is None:
+                continue
+            field: Entry = {"name": spec.name, "kind": spec.kind.value}
+            if spec.kind in _BOUNDED:
+                field["maxLength"] = spec.max_length
+            if spec.enum is not None:
+                field["enum"] = spec.enum.__name__
+                values = enums.setdefault(spec.enum.__name__, {})
+                for value in spec.enum_values(release):
+                    since = spec.added_in(value)
+                    values[value] = min(values.get(value, since), since)
+            field["since"] = spec.since
+            fields.append(field)
+        types.append(
+            {"name": item_type.name, "code": item_type.code, "since": item_type.since}
+            | {"fields": fields}
+        )
+    return {
+        "release": release,
+        "types": types,
+        "enums": [
+            {"name": name, "values": [{"name": v, "since": s} for v, s in values.items()]}
+            for name, values in enums.items()
+        ],
+    }
+
+
+def flatten(entry: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """An entry as {what: its attributes}: "type Person", "field Person.givenName",
+    "enum value RelationshipType.SELF". The unit the checks compare and name."""
+    flat: dict[str, dict[str, Any]] = {}
+    for item_type in entry["types"]:
+        flat[f"type {item_type['name']}"] = {k: v for k, v in item_type.items() if k != "fields"}
+        for field in item_type["fields"]:
+            flat[f"field {item_type['name']}.{field['name']}"] = dict(field)
+    for enum in entry["enums"]:
+        for value in enum["values"]:
+            flat[f"enum value {enum['name']}.{value['name']}"] = dict(value)
+    return flat
+
+
+def dump(entry: Entry) -> str:
+    """JSON with an entry a line (a field, an enum value): a diff names what changed."""
+
+    def line(value: Any) -> str:
+        return json.dumps(value, separators=(", ", ": "))
+
+    types = ",\n".join(
+        f'    {line({k: v for k, v in t.items() if k != "fields"})[:-1]}, "fields": [\n'
+        + ",\n".join(f"      {line(f)}" for f in t["fields"])
+        + "\n    ]}"
+        for t in entry["types"]
+    )
+    enums = ",\n".join(
+        f'    {{"name": {line(e["name"])}, "values": [\n'
+        + ",\n".join(f"      {line(v)}" for v in e["values"])
+        + "\n    ]}"
+        for e in entry["enums"]
+    )
+    text = f'{{\n  "release": {entry["release"]},\n  "types": [\n{types}\n  ],\n'
+    text += f'  "enums": [\n{enums}\n  ]\n}}\n'
+    assert json.loads(text) == entry
+    return text
+
+
+class Record:
+    """The releases recorded in a folder: {N: (N.json's entry, N.graphql's text)}."""
+
+    def __init__(self, folder: Path = RECORD_DIR) -> None:
+        self.folder = folder
+
+    def numbers(self) -> list[int]:
+        if not self.folder.is_dir():
+            return []
+        return sorted(int(p.stem) for p in self.folder.glob("*.json") if p.stem.isdigit())
+
+    def last(self) -> int:
+        return max(self.numbers(), default=0)
+
+    def entry(self, release: int) -> Entry:
+        loaded: Entry = json.loads((self.folder / f"{release}.json").read_text())
+        return loaded
+
+    def sdl(self, release: int) -> str | None:
+        path = self.folder / f"{release}.graphql"
+        return path.read_text() if path.is_file() else None
+
+    def write(self, entry: Entry, sdl: str) -> list[Path]:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        release = entry["release"]
+        paths = [self.folder / f"{release}.json", self.folder / f"{release}.graphql"]
+        paths[0].write_text(dump(entry))
+        paths[1].write_text(sdl.rstrip("\n") + "\n")
+        return paths
