@@ -55,6 +55,7 @@ from scripts.benchmarks.reads import measure_reads
 from scripts.benchmarks.realtime import measure_realtime, print_realtime
 from scripts.benchmarks.scale import measure_scale, measure_sweep, print_scale
 from scripts.benchmarks.tenancy import measure_tenancy, print_tenancy
+from scripts.benchmarks.upgrade import measure_upgrade, print_upgrade
 from scripts.benchmarks.writes import measure_contention, measure_writes, print_write_units
 from scripts.local_s3 import LocalS3
 from scripts.profile_request import print_split, profile
@@ -110,6 +111,8 @@ def run(fast: bool, smoke: bool = False) -> dict[str, Any]:
                     c.close()
         print("==> realtime", flush=True)
         mode = "smoke" if smoke else "fast" if fast else "full"
+        print("==> upgrade", flush=True)
+        result["upgrade"] = measure_upgrade(mode, settings.dynamodb_endpoint)
         result["realtime"] = measure_realtime(settings, ddb, headers["Authorization"], mode)
         print("==> where a request's time goes (cProfile, in process)", flush=True)
         if smoke:
@@ -165,6 +168,7 @@ def _report(h: Harness, result: dict[str, Any], mode: str) -> dict[str, Any]:
     for label, c in result["write_throughput"].items():
         print(f"{label}: {c['writes_per_s']:.0f} creates/s, {c['failed']} failed")
     print_realtime(result["realtime"])
+    print_upgrade(result["upgrade"])
     print_split(result["split_ms"], SPLIT_REQUESTS[h.fast])
     return {
         "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),

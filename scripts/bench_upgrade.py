@@ -9,11 +9,15 @@ fields. An app of release 1 has synced to the end; it upgrades. Its catch-up
 only other way to get what it skipped, downloading the tenant again
 (`changes(since: null)`, pages of 100 and of 1,000): read units and requests, from
 DynamoDB Local's reported consumed capacity, counted at the client's calls. Prints
-one table; --smoke runs a tenant a tenth the size. Run with scripts/bench-upgrade.
+one table (--scale: a smaller tenant; --json: the rows as JSON, as scripts/bench
+reads them). Run with scripts/bench-upgrade.
 """
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
+import json
 import os
 import random
 import sys
@@ -31,13 +35,16 @@ from api.app import create_app  # noqa: E402
 from api.auth import make_local_token  # noqa: E402
 from api.domain.records import Record  # noqa: E402
 from api.domain.tokens import next_token, token_time  # noqa: E402
+from api.settings import Settings  # noqa: E402
 from api.storage import models  # noqa: E402
 from api.storage.store import DynamoStore  # noqa: E402
+from api.storage.table import ensure_table  # noqa: E402
 from scripts.benchmarks.harness import SECRET, local_engine_settings, realistic_person  # noqa: E402
+from scripts.benchmarks.upgrade import EDITS, NICKNAMES, NOTES, PEOPLE, print_upgrade  # noqa: E402
 from tests.support import release2  # noqa: E402
 
 TENANT = "upgrade"
-PEOPLE, NOTES, NICKNAMES, EDITS = 10_000, 500, 300, 5_000
+TABLE = "bench-upgrade"
 PUSH = (
     "mutation($i: PushChangesInput!) { pushChanges(input: $i) "
     "{ results { status item { id changeToken } } } }"
@@ -60,13 +67,13 @@ class Meter:
         self.calls = 0
         self.read_units = 0.0
 
-    def __call__(self, parsed: dict[str, Any] | None = None, **_: Any) -> None:
+    def count(self, parsed: dict[str, Any] | None = None, **_: Any) -> None:
         if not parsed:
             return
         self.calls += 1
         consumed = parsed.get("ConsumedCapacity")
         for c in consumed if isinstance(consumed, list) else [consumed] if consumed else []:
-            self.read_units += float(c.get("ReadCapacityUnits") or 0)
+            self.read_units += float(c.get("CapacityUnits") or 0)  # reads only here
 
     @contextmanager
     def counting(self) -> Iterator[dict[str, float]]:
@@ -146,17 +153,31 @@ def _pages(
             return items, requests
 
 
-def main(argv: list[str] | None = None) -> int:
-    smoke = "--smoke" in (argv if argv is not None else sys.argv[1:])
-    scale = 0.1 if smoke else 1.0
-    with local_engine_settings() as settings:
+@contextmanager
+def _engine(endpoint: str | None) -> Iterator[Settings]:
+    """A DynamoDB Local of its own, or a table of its own in the one at `endpoint`
+    (scripts/bench's: no second engine to start)."""
+    if endpoint is None:
+        with local_engine_settings() as settings:
+            yield settings
+        return
+    settings = dataclasses.replace(
+        Settings.from_env({}), dynamodb_endpoint=endpoint, table_name=TABLE, auth_secret=SECRET
+    )
+    settings.apply_local_credentials()
+    ensure_table(settings.dynamodb_client(), settings.table_name)
+    yield settings
+
+
+def measure(scale: float, endpoint: str | None = None) -> dict[str, Any]:
+    with _engine(endpoint) as settings:
         models.bind(settings)
         meter = Meter()
-        DynamoStore().on_response(meter)
+        DynamoStore().on_response(meter.count)
         token = make_local_token(SECRET, "bench", [TENANT], 3600)
         headers = {"Authorization": f"Bearer {token}", "X-Sync-Release": "2"}
         with TestClient(create_app(settings), headers=headers) as client:
-            print("==> seeding", flush=True)
+            print("==> seeding", file=sys.stderr, flush=True)
             _seed(client, scale, random.Random(7))
             # The app of release 1 synced to the end: its token is the head's.
             head = DynamoStore().head(TENANT)
@@ -170,18 +191,24 @@ def main(argv: list[str] | None = None) -> int:
                 with meter.counting() as counted:
                     items, requests = _pages(client, query, variables, field)
                 rows[label] = {**counted, "items": items, "requests": requests}
-    baseline = rows["re-sync, pages of 1,000"]
-    people, notes, nicknames = (int(n * scale) for n in (PEOPLE, NOTES, NICKNAMES))
-    print(f"\nupgrade: {people} people; release 2 wrote {notes} notes, {nicknames} nicknames")
-    print(
-        f"{'':<26}{'items':>7}{'requests':>10}{'DynamoDB calls':>16}"
-        f"{'read units':>12}{'x re-sync':>11}"
-    )
-    for label, row in rows.items():
-        print(
-            f"{label:<26}{row['items']:>7.0f}{row['requests']:>10.0f}{row['calls']:>16.0f}"
-            f"{row['read_units']:>12.1f}{row['read_units'] / baseline['read_units']:>11.3f}"
-        )
+    tenant = {
+        name: int(n * scale)
+        for name, n in (("people", PEOPLE), ("notes", NOTES), ("nicknames", NICKNAMES))
+    }
+    return {"tenant": {**tenant, "edits": int(EDITS * scale)}, "rows": rows}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--scale", type=float, default=1.0, help="of the tenant (default 1)")
+    parser.add_argument("--json", action="store_true", help="print the rows as JSON")
+    parser.add_argument("--dynamodb-endpoint", help="a running DynamoDB Local to use")
+    args = parser.parse_args(argv)
+    result = measure(args.scale, args.dynamodb_endpoint)
+    if args.json:
+        print(json.dumps(result))
+    else:
+        print_upgrade(result)
     return 0
 
 

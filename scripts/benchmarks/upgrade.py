@@ -1,0 +1,44 @@
+"""The upgrade row (scripts/bench_upgrade.py, run in a process of its own: it serves
+the release 2 catalog, read at import): its table, and the run that fills it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from typing import Any
+
+# A tenant of PEOPLE written by release 1, then NOTES, NICKNAMES and EDITS by release 2.
+PEOPLE, NOTES, NICKNAMES, EDITS = 10_000, 500, 300, 5_000
+# --smoke: a fiftieth of it (200 people, 10 notes, 6 nicknames, 100 edits).
+SMOKE_SCALE = 0.02
+
+
+def measure_upgrade(mode: str, endpoint: str | None) -> dict[str, Any]:
+    """The upgrade rows of a run of scripts/bench_upgrade (smoke: its smallest), on
+    the DynamoDB Local at `endpoint`."""
+    scale = ["--scale", str(SMOKE_SCALE)] if mode == "smoke" else []
+    engine = [] if endpoint is None else ["--dynamodb-endpoint", endpoint]
+    answer = subprocess.run(
+        [sys.executable, "-m", "scripts.bench_upgrade", "--json", *scale, *engine],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    result: dict[str, Any] = json.loads(answer.stdout.strip().splitlines()[-1])
+    return result
+
+
+def print_upgrade(result: dict[str, Any]) -> None:
+    rows, tenant = result["rows"], result["tenant"]
+    baseline = rows["re-sync, pages of 1,000"]["read_units"]
+    print(
+        f"\nupgrade to release 2: {tenant['people']} people; release 2 wrote "
+        f"{tenant['notes']} notes, {tenant['nicknames']} nicknames, {tenant['edits']} other edits"
+    )
+    print(f"{'':<26}{'items':>7}{'requests':>10}{'read units':>12}{'x re-sync':>11}")
+    for label, row in rows.items():
+        print(
+            f"{label:<26}{row['items']:>7.0f}{row['requests']:>10.0f}"
+            f"{row['read_units']:>12.1f}{row['read_units'] / baseline:>11.3f}"
+        )
