@@ -18,7 +18,7 @@ from pynamodb.models import Model
 
 from api.settings import Settings
 from api.storage import json_items
-from api.storage.keys import DELETING_ATTRIBUTE, TTL_ATTRIBUTE
+from api.storage.keys import DELETING_ATTRIBUTE, FENCE_ATTRIBUTE, TTL_ATTRIBUTE
 
 
 class _TableMeta:
@@ -51,6 +51,18 @@ class HeadItem(Model):
     deleting_by = UnicodeAttribute(attr_name=DELETING_ATTRIBUTE, null=True)
     deleting_at = NumberAttribute(attr_name="xat", null=True)
     removed_items = NumberAttribute(attr_name="xn", null=True)
+
+
+class FenceItem(Model):
+    """Per tenant id: the highest token it ever had, raised by each deletion's last call
+    (`api.storage.tenants`); the tenant's first transaction checks it is below."""
+
+    class Meta(_TableMeta):
+        pass
+
+    pk = UnicodeAttribute(hash_key=True)
+    sk = UnicodeAttribute(range_key=True)
+    token = UnicodeAttribute(attr_name=FENCE_ATTRIBUTE)
 
 
 class RecordItem(Model):
@@ -88,7 +100,7 @@ class OutcomeItem(Model):
     expires = NumberAttribute(attr_name=TTL_ATTRIBUTE)
 
 
-MODELS: tuple[type[Model], ...] = (HeadItem, RecordItem, OutcomeItem)
+MODELS: tuple[type[Model], ...] = (HeadItem, RecordItem, OutcomeItem, FenceItem)
 
 
 def bind(settings: Settings) -> None:
