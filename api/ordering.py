@@ -79,15 +79,21 @@ class Link:
     later_gone: tuple[str, ...] = ()
 
     @property
-    def checks(self) -> int:
-        """The transaction items its checks may take."""
-        return len(self.check) + len(self.gone) + len(self.later_check) + len(self.later_gone)
+    def checked_items(self) -> int:
+        """The transaction's items its checks may take: the chain's (log entries and
+        later copies), or for the tenant's first transaction the fence's
+        (`api.storage.transactions`)."""
+        chain = len(self.check) + len(self.gone) + len(self.later_check) + len(self.later_gone)
+        return chain + (1 if self.head is None else 0)
 
 
 @dataclass(frozen=True)
 class _KnownHead:
     head: Head | None
     wrote_it: bool  # this process's own transaction, answered with success
+    # With no head: the tenant id's fence (the highest token of a deleted life of it),
+    # when a transaction was refused by it; the first token must exceed it.
+    fence: str | None = None
 
     def link(self, outlived: Callable[[str], bool]) -> Link:
         """The link after this head. A head older than the retention period is not
@@ -187,9 +193,11 @@ class TokenOrdering:
         try:
             for try_ in retrying:
                 with try_, self._turns.take(tenant_id, TURN_WAIT_S):
-                    link = self._known(tenant_id).link(self._outlived)
+                    known = self._known(tenant_id)
+                    link = known.link(self._outlived)
                     number = try_.retry_state.attempt_number
-                    token = self._propose(tenant_id, link.head, floor, number)
+                    above = max(filter(None, (floor, known.fence)), default=None)
+                    token = self._propose(tenant_id, link.head, above, number)
                     result = attempt(token, link)
         except WriteContention as exc:
             raise Unavailable("too many concurrent writes to this tenant; retry") from exc
@@ -240,7 +248,8 @@ class TokenOrdering:
                 if len(self._skews_ms) >= REMEMBERED_TENANTS:
                     self._skews_ms.clear()
                 self._skews_ms[tenant_id] = min(skew_ms + behind_ms, MAX_SKEW_MS)
-        self._heads[tenant_id] = _KnownHead(exc.head, wrote_it=False)  # what the store holds
+        # What the store holds (and, with no head, the fence it was refused by).
+        self._heads[tenant_id] = _KnownHead(exc.head, wrote_it=False, fence=exc.fence)
 
     def _remember(self, tenant_id: str, known: _KnownHead) -> None:
         if len(self._heads) > REMEMBERED_TENANTS:

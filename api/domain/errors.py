@@ -124,9 +124,12 @@ class StaleHead(WriteContention):
     """The tenant's head is not the one the write expected; retry after the real one
     (None: the tenant has no head yet)."""
 
-    def __init__(self, head: Head | None) -> None:
-        super().__init__(f"head is at {head}")
+    def __init__(self, head: Head | None, fence: str | None = None) -> None:
+        super().__init__(f"head is at {head}" if fence is None else f"fence is at {fence}")
         self.head = head
+        # With no head: the tenant id's fence, the highest token a deleted life of it
+        # had, which the tenant's first token must exceed (contract 3.8).
+        self.fence = fence
 
 
 class TransactionConflict(WriteContention):

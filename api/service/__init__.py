@@ -63,7 +63,7 @@ class SyncService:
             if on_deleting is not None:
                 on_deleting(tenant_id)
 
-        self.tenancy = TenantDeletion(store, clock_ms, deleting, blobs, quota)
+        self.tenancy = TenantDeletion(store, clock_ms, deleting, blobs, quota_bytes)
         self.get = self.reading.get
         self.changes = self.reading.changes
         self.latest_change = self.reading.latest_change

@@ -26,7 +26,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -115,10 +115,13 @@ class BlobStore(Protocol):
         self, tenant_id: str, sha256: str, expires_in: int, generation: str = ""
     ) -> tuple[str, datetime]: ...
     def reachable(self) -> bool: ...
-    def remove_all(self, tenant_id: str, limit: int) -> int:
+    def remove_all(
+        self, tenant_id: str, limit: int, check: Callable[[], None] | None = None
+    ) -> int:
         """Delete up to `limit` of the tenant's objects in the bucket (its blobs and its
         exports' files: every version, every incomplete upload); how many went (fewer:
-        none left)."""
+        none left). `check` is called before each delete (a deletion's: it raises when
+        the deletion is over)."""
         ...
 
 
@@ -131,18 +134,11 @@ class Quota(Protocol):
         being deleted."""
         ...
 
-    def reserve(self, tenant_id: str, size: int, quota: int) -> str | None:
-        """Take `size` bytes of the tenant's room (`quota` before its first): the
-        generation it reserved in; None when the room is smaller (nothing taken).
-        TenantDeleted while the tenant is being deleted."""
-        ...
-
-    def mark_deleting(self, tenant_id: str, at_ms: int) -> None:
-        """From now on `generation` and `reserve` refuse (TenantDeleted)."""
-        ...
-
-    def finish_deletion(self, tenant_id: str) -> None:
-        """End the mark; a tenant that reserved gets a new generation."""
+    def reserve(self, tenant_id: str, size: int, quota: int, now_s: int) -> str | None:
+        """Take `size` bytes of the tenant's room (`quota` before its first) for a link
+        signed at `now_s` (epoch s): the generation it reserved in; None when the room
+        is smaller (nothing taken). TenantDeleted while the tenant is being deleted
+        (which marks and ends this in storage: `api.storage.tenants`)."""
         ...
 
 
@@ -211,7 +207,9 @@ class Attachments:
             reserved = (
                 None
                 if size > self._quota_bytes
-                else self._quota.reserve(tenant_id, size, self._quota_bytes)
+                else self._quota.reserve(
+                    tenant_id, size, self._quota_bytes, int(_now().timestamp())
+                )
             )
             if reserved is None:
                 raise QuotaExceeded(

@@ -79,6 +79,9 @@ ACTS_PER_CALL = 100
 # Candidates and marks a pass holds at most (each some 130 bytes of the sweep's
 # item: far below DynamoDB's 400 KB); more wait for the next pass.
 MAX_PENDING = 1000
+# Versions of other generations (uploads a deleted life's links sent after its
+# deletion) removed per call: one DeleteObjects.
+OTHERS_PER_CALL = 1000
 # A call holds the tenant's sweep for this long: above the sweep function's
 # timeout (serverless.yml, 300 s), so a live call is never overtaken.
 HOLD_S = 600
@@ -99,6 +102,7 @@ class SweepCall:
     unmarked: int = 0
     cleared: int = 0  # unreferenced marks, deleted by a later pass if still so
     deleted: int = 0
+    others: int = 0  # versions of other generations removed (a deleted life's uploads)
 
 
 def referenced(records: Iterable[Record]) -> set[str]:
@@ -213,16 +217,36 @@ class BlobSweep:
             unfinished = [tenant for tenant in unfinished if not turn(tenant)]
         return calls
 
+    def _same(self, tenant: str, generation: str) -> None:
+        """TenantDeleted unless the tenant's generation is still `generation` (a
+        deletion ended since made a new one, whose blobs nothing here may touch)."""
+        if self._table.generation(tenant) != generation:
+            raise TenantDeleted("the tenant was deleted since this call began")
+
     def _next_due(self, state: dict[str, Any]) -> int:
         marks = state.get("marks", {})
         if marks:  # decided once MARK_S has passed since the latest mark or clearing
-            return max(_since(m) for m in marks.values()) + MARK_S + 1
-        return int(state["ended"]) + EVERY_S
+            due = max(_since(m) for m in marks.values()) + MARK_S + 1
+        else:
+            due = int(state["ended"]) + EVERY_S
+        held = state.get("held")
+        return due if held is None else min(due, int(held) + 1)
 
     def _step(
         self, tenant: str, holder: str, state: dict[str, Any], reads: int, generation: str
     ) -> SweepCall:
         if state["ph"] == LIST:
+            if state.get("og") is None:
+                # First, every generation but the current one: what a deleted life's
+                # links uploaded after its deletion, never read again.
+                began = int(self._clock())
+                others, gone = self._blobs.remove_other_generations(
+                    tenant, generation, OTHERS_PER_CALL, lambda: self._same(tenant, generation)
+                )
+                if not gone:
+                    self._table.save(tenant, holder, state)
+                    return SweepCall(done=False, others=others)
+                state["og"] = began  # none was left of what existed then
             listed = self._list(tenant, state, generation)
             self._table.save(tenant, holder, state)
             return SweepCall(done=False, listed=listed)
@@ -330,7 +354,7 @@ class BlobSweep:
             return SweepCall(
                 done=False, marked=marked, unmarked=unmarked, cleared=cleared, deleted=deleted
             )
-        self._table.reset_room(tenant, self._quota - state["bytes"])
+        held_until = self._table.reset_room(tenant, self._quota - state["bytes"], state.get("og"))
         logger.info(
             "blob sweep: tenant=%s listed_bytes=%d marked=%d unmarked=%d cleared=%d deleted=%d",
             tenant,
@@ -343,6 +367,7 @@ class BlobSweep:
         ended = _new_pass(state)
         ended["ph"] = None  # idle until due
         ended["ended"] = int(self._clock())
+        ended["held"] = held_until  # a hold left for old links: due when they cannot land
         self._table.save(tenant, holder, ended)
         state.clear()
         state.update(ended)
@@ -369,4 +394,6 @@ def _new_pass(state: dict[str, Any]) -> dict[str, Any]:
         "rs": None,
         "marks": state.get("marks", {}),
         "ended": state.get("ended"),
+        "held": state.get("held"),
+        "og": None,  # when the removal of other generations began its last listing
     }

@@ -4,6 +4,7 @@ blob store (`api.storage.blobs.S3Blobs`) and of the table
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -38,6 +39,13 @@ class SweptBlobs(Protocol):
         """Delete the marked version and the blob's versions before it, never one after."""
         ...
 
+    def remove_other_generations(
+        self, tenant_id: str, generation: str, limit: int, check: Callable[[], None]
+    ) -> tuple[int, bool]:
+        """Delete up to `limit` versions of the tenant's blobs of every generation but
+        `generation` (each delete after `check`); how many, and whether none is left."""
+        ...
+
 
 class SweepTable(Protocol):
     """What the sweep needs of the table (`api.storage.blob_usage.BlobUsageTable`)."""
@@ -49,7 +57,11 @@ class SweepTable(Protocol):
         ...
 
     def save(self, tenant_id: str, holder: str, state: dict[str, Any]) -> None: ...
-    def reset_room(self, tenant_id: str, room: int) -> None: ...
+    def reset_room(self, tenant_id: str, room: int, others_gone_at: int | None) -> int | None:
+        """Set the room, less what is held for earlier generations' uploads unless they
+        could not land after `others_gone_at`; until when a hold remains (None: none)."""
+        ...
+
     def release(self, tenant_id: str, holder: str, due: int) -> None: ...
     def due(self, shard: int, now: int, after: str | None) -> tuple[list[str], str | None]: ...
     def records_page(

@@ -7,14 +7,19 @@ any size is deleted in bounded requests, and a call that dies halfway is resumed
 Its objects in S3 go first (blobs and exports' files, every version, and the
 incomplete uploads of an export being published), counted apart from its items.
 The last call removes the mark: the table keeps nothing of the tenant (but its
-entry in the blob sweep's registry, which the next sweep removes, and, if it
-reserved uploads, its blob usage item reduced to a new generation of its blob
-keys). A tenant written again later starts empty, and tokens from before are
-refused (`api.service.reading`, `api.service.writing`).
+fence, its highest token, which the tenant written again starts above; its entry
+in the blob sweep's registry, which a later sweep removes; and, if it reserved
+uploads, its blob usage item reduced to a new generation of its blob keys). A
+tenant written again later starts empty, and tokens from before are refused
+(`api.service.reading`, `api.service.writing`).
 
-The blob usage item is marked first and ended last (`Quota.mark_deleting`,
-`finish_deletion`): while the head is marked, so is it, and `requestUpload` and
-`attachment`, which read it instead of the head, are TENANT_DELETED too."""
+The mark is the same id on the blob usage item (marked first: `requestUpload` and
+`attachment` read it instead of the head) and on the head, and each call reads it
+(`DeletionMark`): every removal, in the table and in S3, is made only while the
+head carries it, and the last step (the head, the usage item, the fence) is one
+transaction conditioned on it. A call that runs late (an app's retry, two devices
+of the owner) therefore finds its deletion over and answers `done`, touching
+nothing of the tenant written again, or of a later deletion."""
 
 from __future__ import annotations
 
@@ -23,9 +28,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from api.domain.deletion import DeletionOver
 from api.domain.errors import BadUserInput
 from api.domain.identifiers import check_identifier
-from api.service.attachments import BlobStore, Quota
+from api.service.attachments import DEFAULT_QUOTA_BYTES, BlobStore
 from api.service.ports import Store
 
 logger = logging.getLogger(__name__)
@@ -49,11 +55,11 @@ class TenantDeletion:
         clock_ms: Callable[[], int],
         on_deleting: Callable[[str], None] | None = None,
         blobs: BlobStore | None = None,
-        usage: Quota | None = None,
+        quota_bytes: int = DEFAULT_QUOTA_BYTES,
     ) -> None:
         self._store = store
         self._blobs = blobs
-        self._usage = usage
+        self._quota_bytes = quota_bytes  # the room a tenant written again starts with
         self._clock_ms = clock_ms
         self._on_deleting = on_deleting  # closes the tenant's live subscriptions
 
@@ -65,32 +71,38 @@ class TenantDeletion:
         check_identifier(tenant_id, "tenantID")
         if confirm != tenant_id:
             raise BadUserInput("confirm must repeat the tenantID: nothing was deleted")
-        if self._usage is not None:
-            self._usage.mark_deleting(tenant_id, self._clock_ms())
-        before = self._store.mark_deleting(tenant_id, by, self._clock_ms())
+        mark = self._store.mark_deleting(tenant_id, by, self._clock_ms())
+        if mark is None:  # the deletion this call joined was ended meanwhile
+            return Deletion(0, done=True)
         if self._on_deleting is not None:
             try:
                 self._on_deleting(tenant_id)
             except Exception:  # closing sockets is a courtesy: never fail the deletion
                 logger.exception("closing the subscriptions of a deleted tenant failed")
-        blobs = 0 if self._blobs is None else self._blobs.remove_all(tenant_id, limit)
-        if blobs == limit:
-            return Deletion(before, done=False, blobs_removed=blobs)
-        removed = self._store.remove_items(tenant_id, limit - blobs)
+        blobs = removed = 0
+        try:
+            if self._blobs is not None:
+                blobs = self._blobs.remove_all(
+                    tenant_id, limit, lambda: self._store.check_mark(tenant_id, mark)
+                )
+            if blobs == limit:
+                return Deletion(mark.removed, done=False, blobs_removed=blobs)
+            removed = self._store.remove_items(tenant_id, mark, limit - blobs)
+        except DeletionOver:
+            return Deletion(mark.removed + removed, done=True, blobs_removed=blobs)
         if removed == limit - blobs:
-            return Deletion(before + removed, done=False, blobs_removed=blobs)
-        asked_by, asked_at_ms, total = self._store.finish_deletion(tenant_id)
-        if self._usage is not None:
-            # Last: a call that dies before it leaves requestUpload refused until the
-            # app calls again (it saw no `done`), and the repeat ends it.
-            self._usage.finish_deletion(tenant_id)
-        asked_at = datetime.fromtimestamp(asked_at_ms / 1000, tz=UTC).isoformat()
+            return Deletion(mark.removed + removed, done=False, blobs_removed=blobs)
+        now_s = self._clock_ms() // 1000
+        end = self._store.finish_deletion(tenant_id, mark, self._quota_bytes, now_s)
+        if end is None:  # another call ended it first
+            return Deletion(mark.removed + removed, done=True, blobs_removed=blobs)
+        asked_at = datetime.fromtimestamp(end.asked_at_ms / 1000, tz=UTC).isoformat()
         logger.warning(
             "tenant deleted: tenant=%s asked_by=%s asked_at=%s items_removed=%d finished_by=%s",
             tenant_id,
-            asked_by,
+            end.asked_by,
             asked_at,
-            total,
+            end.removed,
             by,
         )
-        return Deletion(total, done=True, blobs_removed=blobs)
+        return Deletion(end.removed, done=True, blobs_removed=blobs)

@@ -40,7 +40,8 @@ logger = logging.getLogger(__name__)
 MAX_PUSH = 100
 # DynamoDB's limits on one TransactWriteItems: 100 items, one action per item, 4 MB.
 # Writes take at most 99 items (one is the head's), fewer by the chain's checks of
-# the previous transaction's entries (none after this process's own transaction);
+# the previous transaction's entries (none after this process's own transaction),
+# or in the tenant's first transaction by the check of its fence;
 # 99 items of at most 17 KB (16 KB of fields, MAX_ITEM_BYTES, and their names and
 # keys) stay far below 4 MB.
 _MAX_TRANSACTION_ITEMS = 100
@@ -277,7 +278,7 @@ class Writing:
         sent: list[Record] = []  # the records of the last transaction sent
 
         def attempt(first: str, link: Link) -> list[Record]:
-            room = _ITEMS_FOR_WRITES - link.checks
+            room = _ITEMS_FOR_WRITES - link.checked_items
             fitting: list[Plan] = []
             for plan in group:
                 room -= plan.items

@@ -7,26 +7,36 @@ earlier versions), consistent, page by page."""
 from __future__ import annotations
 
 import json
-import uuid
 from typing import Any
 
 from botocore.exceptions import ClientError
 
-from api.domain.errors import TenantDeleted
+from api.domain.deletion import link_expiry
+from api.domain.errors import TenantDeleted, Unavailable
 from api.domain.records import Record
 from api.storage import codecs, keys, reads
 from api.storage.errors import error_code, translated
 from api.storage.models import RecordItem
 from api.storage.reads import TOTAL_CAPACITY, connection
 
-_ROOM = "room"
-_REGISTERED = "reg"
-_GENERATION = "gen"
-_DELETING = "xat"
+ROOM = "room"
+REGISTERED = "reg"
+GENERATION = "gen"
+DELETING = "xat"
 _STATE = "st"
 _HOLDER = "lh"
 _UNTIL = "lu"
-_DUE = "due"
+REGISTRY_DUE = "due"
+# The bytes reserved while the links of the tenant's latest reservations may still be
+# used, and when the last of those links expires (epoch s): a deletion holds them
+# against the tenant written again (`api.storage.deletion_usage`).
+LINK_BYTES = "lb"
+LINKS_EXPIRE = "le"
+# Held for the uploads of earlier generations (bytes, and until when they may land,
+# epoch s): the room a deletion left already lacks them; the sweep gives them back
+# once it has removed those generations after that (`reset_room`).
+HELD_BYTES = "hb"
+HELD_UNTIL = "hu"
 _ENTITIES, _HISTORY = "entities", "history"
 
 
@@ -49,102 +59,66 @@ class BlobUsageTable:
             )
         return _generation_of(answer.get("Item", {}))
 
-    def reserve(self, tenant_id: str, size: int, quota: int) -> str | None:
+    def reserve(self, tenant_id: str, size: int, quota: int, now_s: int) -> str | None:
         """Take `size` bytes of the tenant's room (a tenant without an item starts with
         `quota`), in one conditional UpdateItem: the generation of the blob keys it
         reserved in; None when the room is smaller. TenantDeleted while the tenant is
         being deleted (the condition reads the mark on the same item, so a
-        reservation is either before the deletion's mark or refused)."""
-        client = connection().client
-        try:
-            with translated():
-                answer = client.update_item(
-                    ReturnConsumedCapacity=TOTAL_CAPACITY,
-                    TableName=_table(),
-                    Key=_usage_key(tenant_id),
-                    UpdateExpression="SET #room = if_not_exists(#room, :quota) - :size",
-                    ConditionExpression="attribute_not_exists(#x) AND "
-                    "(attribute_not_exists(#room) OR #room >= :size)",
-                    ExpressionAttributeNames={"#room": _ROOM, "#x": _DELETING},
-                    ExpressionAttributeValues={
-                        ":quota": {"N": str(quota)},
-                        ":size": {"N": str(size)},
-                    },
-                    # The item is some 100 bytes (the sweep's state is an item of its
-                    # own): one write unit; its `reg` says if it is registered (this
-                    # update leaves it as it was), its `gen` where the blob goes.
-                    ReturnValues="ALL_NEW",
-                )
-        except ClientError as exc:
-            if error_code(exc) == "ConditionalCheckFailedException":
-                self.generation(tenant_id)  # TenantDeleted when that is why
-                return None
-            raise
-        item = answer.get("Attributes", {})
-        if not item.get(_REGISTERED, {}).get("BOOL", False):
-            self._register(tenant_id)
-        return _generation_of(item)
+        reservation is either before the deletion's mark or refused).
 
-    def mark_deleting(self, tenant_id: str, at_ms: int) -> None:
-        """Mark the tenant's usage item as being deleted (a repeat keeps the first
-        mark): from then on `reserve` and `generation` refuse (TenantDeleted)."""
-        with translated():
-            connection().client.update_item(
-                ReturnConsumedCapacity=TOTAL_CAPACITY,
-                TableName=_table(),
-                Key=_usage_key(tenant_id),
-                UpdateExpression="SET #x = if_not_exists(#x, :at)",
-                ExpressionAttributeNames={"#x": _DELETING},
-                ExpressionAttributeValues={":at": {"N": str(at_ms)}},
-            )
-
-    def finish_deletion(self, tenant_id: str) -> None:
-        """End the mark, last of a deletion. A tenant that reserved (an upload may
-        have been presigned in its current generation and may still land) keeps
-        its item as a new generation alone, some 60 bytes and no data of the tenant:
-        what it uploads next goes under other keys. One that never reserved since
-        its last generation keeps its generation, and one that never had any loses
-        the item. Each step is conditioned on what it expects, so a repeat is safe."""
+        The same update counts the bytes whose upload links may still be used, for a
+        deletion to hold them against the tenant written again (`LINK_BYTES`): added
+        while the last link counted has not expired, else counted afresh. Which of the
+        two the item needs, the refusal of the other says (its item as it was): the
+        first reservation of a window costs two updates, the others one."""
         client = connection().client
-        names = {"#x": _DELETING, "#room": _ROOM, "#reg": _REGISTERED, "#gen": _GENERATION}
-        steps: list[dict[str, Any]] = [
-            {
-                "UpdateExpression": "SET #gen = :gen REMOVE #x, #room, #reg",
-                "ConditionExpression": "attribute_exists(#x) AND attribute_exists(#room)",
-                "ExpressionAttributeValues": {":gen": {"S": uuid.uuid4().hex}},
-            },
-            {
-                "UpdateExpression": "REMOVE #x, #reg",
-                "ConditionExpression": "attribute_exists(#x) AND attribute_exists(#gen)",
-            },
-        ]
-        for step in steps:
+        fits = "attribute_not_exists(#x) AND (attribute_not_exists(#room) OR #room >= :size)"
+        attempts = (
+            ("#lb = #lb + :size", "#le >= :now"),  # the window is open: add to it
+            ("#lb = :size", "(attribute_not_exists(#le) OR #le < :now)"),  # a new one
+        )
+        for attempt in range(4):
+            counted, window = attempts[attempt % 2]
             try:
                 with translated():
-                    client.update_item(
+                    answer = client.update_item(
                         ReturnConsumedCapacity=TOTAL_CAPACITY,
                         TableName=_table(),
                         Key=_usage_key(tenant_id),
-                        ExpressionAttributeNames={n: v for n, v in names.items() if n in str(step)},
-                        **step,
+                        UpdateExpression="SET #room = if_not_exists(#room, :quota) - :size, "
+                        f"{counted}, #le = :expires",
+                        ConditionExpression=f"{fits} AND {window}",
+                        ExpressionAttributeNames={
+                            "#room": ROOM,
+                            "#x": DELETING,
+                            "#lb": LINK_BYTES,
+                            "#le": LINKS_EXPIRE,
+                        },
+                        ExpressionAttributeValues={
+                            ":quota": {"N": str(quota)},
+                            ":size": {"N": str(size)},
+                            ":now": {"N": str(now_s)},
+                            ":expires": {"N": str(link_expiry(now_s))},
+                        },
+                        # The item is some 150 bytes (the sweep's state is an item of
+                        # its own): one write unit; its `reg` says if it is registered
+                        # (this update leaves it as it was), its `gen` where the blob goes.
+                        ReturnValues="ALL_NEW",
+                        ReturnValuesOnConditionCheckFailure="ALL_OLD",
                     )
-                return
             except ClientError as exc:
                 if error_code(exc) != "ConditionalCheckFailedException":
                     raise
-        try:
-            with translated():
-                client.delete_item(
-                    ReturnConsumedCapacity=TOTAL_CAPACITY,
-                    TableName=_table(),
-                    Key=_usage_key(tenant_id),
-                    ConditionExpression="attribute_not_exists(#room) AND "
-                    "attribute_not_exists(#gen)",
-                    ExpressionAttributeNames={"#room": _ROOM, "#gen": _GENERATION},
-                )
-        except ClientError as exc:
-            if error_code(exc) != "ConditionalCheckFailedException":
-                raise
+                item = exc.response.get("Item", {})
+                _generation_of(item)  # TenantDeleted when that is why
+                if int(item.get(ROOM, {"N": str(quota)})["N"]) < size:
+                    return None
+                continue  # the window was in the other state: the other update
+            item = answer.get("Attributes", {})
+            if not item.get(REGISTERED, {}).get("BOOL", False):
+                self._register(tenant_id)
+            return _generation_of(item)
+        raise Unavailable("the tenant's quota is being updated by many requests; retry")
 
     def _register(self, tenant_id: str) -> None:
         """List the tenant in the registry (due for a sweep now), then note on its item
@@ -153,14 +127,14 @@ class BlobUsageTable:
             connection().client.put_item(
                 ReturnConsumedCapacity=TOTAL_CAPACITY,
                 TableName=_table(),
-                Item={**_registry_key(tenant_id), _DUE: {"N": "0"}},
+                Item={**_registry_key(tenant_id), REGISTRY_DUE: {"N": "0"}},
             )
             connection().client.update_item(
                 ReturnConsumedCapacity=TOTAL_CAPACITY,
                 TableName=_table(),
                 Key=_usage_key(tenant_id),
                 UpdateExpression="SET #reg = :yes",
-                ExpressionAttributeNames={"#reg": _REGISTERED},
+                ExpressionAttributeNames={"#reg": REGISTERED},
                 ExpressionAttributeValues={":yes": {"BOOL": True}},
             )
 
@@ -174,7 +148,7 @@ class BlobUsageTable:
                 ConsistentRead=True,
             )
         item = answer.get("Item", {})
-        return int(item[_ROOM]["N"]) if _ROOM in item else None
+        return int(item[ROOM]["N"]) if ROOM in item else None
 
     # The sweep.
 
@@ -239,24 +213,53 @@ class BlobUsageTable:
                 raise TenantDeleted("the sweep no longer holds the tenant's sweep item") from None
             raise
 
-    def reset_room(self, tenant_id: str, room: int) -> None:
-        """Set the tenant's room (what a pass of the sweep counted), unless the usage
-        item is gone (the tenant deleted meanwhile: nothing is written back)."""
+    def reset_room(self, tenant_id: str, room: int, others_gone_at: int | None) -> int | None:
+        """Set the tenant's room to what a pass of the sweep counted, less what is held
+        for the uploads of its earlier generations (`HELD_BYTES`), unless the usage
+        item is gone (the tenant deleted meanwhile: nothing is written back). The hold
+        is given back once the pass removed those generations after the last of their
+        uploads could land: `others_gone_at` is when the listing that found none of
+        them began (None: not known, keep it). Until when a hold remains (None: none)."""
         client = connection().client
+        cleared = -1 if others_gone_at is None else others_gone_at
+        common: dict[str, Any] = {
+            "ReturnConsumedCapacity": TOTAL_CAPACITY,
+            "TableName": _table(),
+            "Key": _usage_key(tenant_id),
+            "ExpressionAttributeNames": {"#room": ROOM, "#hb": HELD_BYTES, "#hu": HELD_UNTIL},
+            "ExpressionAttributeValues": {
+                ":room": {"N": str(room)},
+                ":cleared": {"N": str(cleared)},
+            },
+        }
         try:
             with translated():
                 client.update_item(
-                    ReturnConsumedCapacity=TOTAL_CAPACITY,
-                    TableName=_table(),
-                    Key=_usage_key(tenant_id),
-                    UpdateExpression="SET #room = :room",
-                    ConditionExpression="attribute_exists(#room)",
-                    ExpressionAttributeNames={"#room": _ROOM},
-                    ExpressionAttributeValues={":room": {"N": str(room)}},
+                    **common,
+                    UpdateExpression="SET #room = :room REMOVE #hb, #hu",
+                    ConditionExpression="attribute_exists(#room) AND "
+                    "(attribute_not_exists(#hu) OR #hu <= :cleared)",
+                    ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                )
+            return None
+        except ClientError as exc:
+            if error_code(exc) != "ConditionalCheckFailedException":
+                raise
+            if ROOM not in exc.response.get("Item", {}):
+                return None
+        try:
+            with translated():
+                answer = client.update_item(
+                    **common,
+                    UpdateExpression="SET #room = :room - #hb",
+                    ConditionExpression="attribute_exists(#room) AND #hu > :cleared",
+                    ReturnValues="ALL_NEW",
                 )
         except ClientError as exc:
             if error_code(exc) != "ConditionalCheckFailedException":
                 raise
+            return None  # deleted, or given back, meanwhile
+        return int(answer["Attributes"][HELD_UNTIL]["N"])
 
     def release(self, tenant_id: str, holder: str, due: int) -> None:
         """Let go of the item and say when the tenant's next sweep is due."""
@@ -280,7 +283,7 @@ class BlobUsageTable:
             client.put_item(
                 ReturnConsumedCapacity=TOTAL_CAPACITY,
                 TableName=_table(),
-                Item={**_registry_key(tenant_id), _DUE: {"N": str(due)}},
+                Item={**_registry_key(tenant_id), REGISTRY_DUE: {"N": str(due)}},
             )
 
     def forget(self, tenant_id: str) -> None:
@@ -299,7 +302,7 @@ class BlobUsageTable:
                                 "TableName": _table(),
                                 "Key": _usage_key(tenant_id),
                                 "ConditionExpression": "attribute_not_exists(#room)",
-                                "ExpressionAttributeNames": {"#room": _ROOM},
+                                "ExpressionAttributeNames": {"#room": ROOM},
                             }
                         },
                         {"Delete": {"TableName": _table(), "Key": _registry_key(tenant_id)}},
@@ -319,7 +322,7 @@ class BlobUsageTable:
             "TableName": _table(),
             "KeyConditionExpression": "#pk = :pk",
             "FilterExpression": "#due <= :now",
-            "ExpressionAttributeNames": {"#pk": codecs.PK, "#due": _DUE},
+            "ExpressionAttributeNames": {"#pk": codecs.PK, "#due": REGISTRY_DUE},
             "ExpressionAttributeValues": {
                 ":pk": {"S": keys.registry_pk(shard)},
                 ":now": {"N": str(now)},
@@ -348,9 +351,9 @@ class BlobUsageTable:
 
 
 def _generation_of(item: dict[str, Any]) -> str:
-    if _DELETING in item:
+    if DELETING in item:
         raise TenantDeleted("this tenant is being deleted")
-    return str(item.get(_GENERATION, {"S": ""})["S"])
+    return str(item.get(GENERATION, {"S": ""})["S"])
 
 
 def _usage_key(tenant_id: str) -> dict[str, Any]:

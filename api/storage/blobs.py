@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -43,7 +43,7 @@ from api.storage.bucket_objects import (
     remove_versions,
 )
 from api.storage.errors import error_code, translated
-from api.storage.keys import blob_key, blob_prefix, tenant_prefixes
+from api.storage.keys import blob_key, blob_prefix, tenant_blobs_prefix, tenant_prefixes
 
 _MISSING = frozenset({"404", "NoSuchKey", "NotFound", "NoSuchVersion"})
 _CHUNK = 1024 * 1024
@@ -177,18 +177,48 @@ class S3Blobs:
             )
         return url, expires_at
 
-    def remove_all(self, tenant_id: str, limit: int) -> int:
+    def remove_all(
+        self, tenant_id: str, limit: int, check: Callable[[], None] | None = None
+    ) -> int:
         """Delete up to `limit` of the tenant's objects: under each of its prefixes
         (`keys.tenant_prefixes`: its blobs, its exports' files), every object version
         and delete marker (the bucket is versioned: a plain delete would only hide an
         object), 1,000 a call (ListObjectVersions, then DeleteObjects by VersionId),
         then every incomplete multipart upload (an export's file being published:
-        ListMultipartUploads, AbortMultipartUpload); how many of these went."""
+        ListMultipartUploads, AbortMultipartUpload); how many of these went. Each
+        delete and abort follows a `check` (the deletion's: still under way)."""
         removed = 0
+        client, bucket = self._client, self._bucket
         for prefix in tenant_prefixes(tenant_id):
-            removed += remove_versions(self._client, self._bucket, prefix, limit - removed)
-            removed += abort_uploads(self._client, self._bucket, prefix, limit - removed)
+            removed += remove_versions(client, bucket, prefix, limit - removed, check)
+            removed += abort_uploads(client, bucket, prefix, limit - removed, check)
         return removed
+
+    def remove_other_generations(
+        self, tenant_id: str, generation: str, limit: int, check: Callable[[], None]
+    ) -> tuple[int, bool]:
+        """Delete up to `limit` versions and delete markers of the tenant's blobs of
+        every generation but `generation` (uploads presigned before a deletion that
+        landed after it: never read again); how many went, and whether none is left.
+        ListObjectVersions with the delimiter "/" lists the generations' prefixes
+        under the tenant's (`tenants/<tenant>/`), one page of 1,000 a call (a tenant
+        has a generation per deletion after it reserved, removed here as they come).
+        `check` runs after each listing of versions and before their delete (the
+        sweep's: the generation is still `generation`): the versions deleted were
+        listed while it was, so none is of a later one (deleted by version id)."""
+        keep = blob_prefix(tenant_id, generation)
+        with translated():
+            page = self._client.list_object_versions(
+                Bucket=self._bucket, Prefix=tenant_blobs_prefix(tenant_id), Delimiter="/"
+            )
+        others = [p["Prefix"] for p in page.get("CommonPrefixes", [])]
+        others = [p for p in others if not keep.startswith(p)]
+        removed = 0
+        for prefix in others:
+            removed += remove_versions(self._client, self._bucket, prefix, limit - removed, check)
+            if removed >= limit:
+                return removed, False
+        return removed, not page.get("IsTruncated")
 
     # The sweep's side (`api.service.sweep_ports.SweptBlobs`).
 

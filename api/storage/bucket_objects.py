@@ -7,6 +7,7 @@ errors become domain errors here (`api.storage.errors`)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -20,9 +21,12 @@ PAGE = 1000
 NO_UPLOAD = frozenset({"404", "NoSuchUpload"})
 
 
-def remove_versions(client: Any, bucket: str, prefix: str, limit: int) -> int:
+def remove_versions(
+    client: Any, bucket: str, prefix: str, limit: int, check: Callable[[], None] | None = None
+) -> int:
     """Delete up to `limit` object versions and delete markers under `prefix`,
-    PAGE a round (ListObjectVersions, then DeleteObjects by VersionId); how many."""
+    PAGE a round (ListObjectVersions, then DeleteObjects by VersionId, after `check`,
+    which may raise to stop); how many."""
     removed = 0
     while removed < limit:
         with translated():
@@ -35,6 +39,8 @@ def remove_versions(client: Any, bucket: str, prefix: str, limit: int) -> int:
         ][: limit - removed]
         if not doomed:
             break
+        if check is not None:
+            check()
         delete_versions(client, bucket, doomed)
         removed += len(doomed)
     return removed
@@ -49,9 +55,12 @@ def delete_versions(client: Any, bucket: str, doomed: list[dict[str, str]]) -> N
         raise Unavailable("some objects could not be deleted; call again")
 
 
-def abort_uploads(client: Any, bucket: str, prefix: str, limit: int) -> int:
-    """Abort up to `limit` incomplete multipart uploads under `prefix`; an upload gone
-    meanwhile (completed, aborted) counts. How many."""
+def abort_uploads(
+    client: Any, bucket: str, prefix: str, limit: int, check: Callable[[], None] | None = None
+) -> int:
+    """Abort up to `limit` incomplete multipart uploads under `prefix` (each page after
+    `check`, which may raise to stop); an upload gone meanwhile (completed, aborted)
+    counts. How many."""
     aborted = 0
     while aborted < limit:
         with translated():
@@ -61,6 +70,8 @@ def abort_uploads(client: Any, bucket: str, prefix: str, limit: int) -> int:
         uploads = page.get("Uploads", [])[: limit - aborted]
         if not uploads:
             break
+        if check is not None:
+            check()
         for upload in uploads:
             abort_upload(client, bucket, upload["Key"], upload["UploadId"])
         aborted += len(uploads)

@@ -23,7 +23,8 @@ Items (all in one table, `pk` hash key, `sk` range key, both strings):
                                                copies it put and removed (absent: none);
                                                while the tenant
                                                is deleted: xby, xat (who, when), xn
-                                               (items removed so far)
+                                               (items removed so far), xid (the
+                                               deletion's id, as on its usage item)
     version   T#<tenant>#HIST    <id>#<token>  an earlier version of entity <id>, the
                                                record as written at <token>; exp (TTL:
                                                retention after it was replaced)
@@ -56,14 +57,23 @@ Items (all in one table, `pk` hash key, `sk` range key, both strings):
                                                (bytes requestUpload may still reserve),
                                                reg (listed in the registry), gen (the
                                                generation of its blob keys; absent: ""),
-                                               xat (while the tenant is deleted: when
-                                               that began); kept by a deletion as {gen}
-                                               alone when the tenant had reserved
+                                               xat, xid (while the tenant is deleted:
+                                               when that began, the deletion's id); lb,
+                                               le (bytes reserved while the latest links
+                                               may be used, when the last expires); hb,
+                                               hu (held for an earlier generation's
+                                               uploads, until when they may land); kept
+                                               by a deletion as {gen} (and hb, hu, room
+                                               while old links may upload) when the
+                                               tenant had reserved
     sweep     T#<tenant>#BLOB    SWEEP         the sweep of its blobs: st (the pass, JSON:
                                                phase, where it goes on, bytes listed,
                                                candidates, marked sha256 -> version id
                                                and when), lh, lu (the sweep holding it:
                                                who, until when)
+    fence     T#<tenant>#FENCE   FENCE         tok: the highest token the tenant id ever had,
+                                               set by the last call of each deletion; a
+                                               tenant written again starts above it
     registry  BLOBS#<shard>      <tenant>      a tenant with blobs (shard: 0-15 by a hash
                                                of its id); due: when its next sweep is
     lease     RT#STREAM          LEASE         the stream reader's lease: holder (server id),
@@ -103,7 +113,9 @@ Access patterns:
                            entries exists (on the delete instead for an entry it
                            replaces) and that each entry in its dx is gone, and
                            likewise each later copy in its lc exists, each in its
-                           lx is gone
+                           lx is gone; the tenant's first (no head): a
+                           ConditionCheck that the fence is absent or below its
+                           first token
     catch up an upgrade    Query pk=T#<tenant>#LATER, sk >= <release>#, consistent:
                            the versions holding what the releases after the app's
                            old one added; then Query the log (pv, tok] of the head
@@ -117,25 +129,39 @@ Access patterns:
                            parts (consistent) from pn, one PutObject (file <= 5 MiB)
                            or per 5 MiB an UploadPart, then PutItem job (same
                            condition); download: GetItem job, a presigned S3 GET
-    delete a tenant        UpdateItem head (mark); in S3, under each of `tenant_prefixes`,
+    delete a tenant        per call: UpdateItem usage (mark: xat, xid), GetItem head
+                           (consistent) and, unless it carries that xid,
+                           TransactWriteItems: ConditionCheck usage (xid), UpdateItem
+                           head (mark); in S3, under each of `tenant_prefixes`,
                            ListObjectVersions and DeleteObjects (every version and
-                           delete marker), ListMultipartUploads and AbortMultipartUpload;
-                           then Query (keys only, consistent) each
+                           delete marker), ListMultipartUploads and AbortMultipartUpload,
+                           a GetItem head (xid) before each DeleteObjects; then Query
+                           (keys only, consistent) each
                            of T#<tenant>, T#<tenant>#HIST, T#<tenant>#LATER, T#<tenant>#SUB,
                            T#<tenant>#EXP,
                            T#<tenant>#BLOB, T#<tenant>#LOG
-                           and BatchWriteItem deletes, 5,000 items a call; DeleteItem head
+                           and per page GetItem head (xid), BatchWriteItem deletes,
+                           UpdateItem head (xn, conditioned on xid), 5,000 items a call;
+                           last: GetItem head and usage (consistent), TransactWriteItems:
+                           DeleteItem head, UpdateItem (or DeleteItem) usage, both
+                           conditioned on xid, UpdateItem fence (tok), PutItem registry
+                           (due) when old links may still upload
     replay a mutation      GetItem outcome (consistent)
     attachments            blobs are S3 objects (`blob_key` below), one HeadObject
                            per requestUpload or attachment; requestUpload of an absent
-                           blob: UpdateItem usage (room -= size, conditioned room >= size);
+                           blob: UpdateItem usage (room -= size, lb += size, conditioned
+                           room >= size and le >= now; failing that, lb := size,
+                           conditioned le < now);
                            the tenant's first: PutItem registry, UpdateItem usage (reg)
     sweep of blobs         per call: UpdateItem sweep (take it: lu lapsed), GetItem usage,
                            ListObjectsV2
                            pages; with candidates or marks, Query (consistent) pages of
                            T#<tenant> (sk begins with I#) then T#<tenant>#HIST; UpdateItem
-                           sweep (st) per step, conditioned on lh; at a pass's end
-                           UpdateItem usage (room), PutItem registry (due). Scheduled:
+                           sweep (st) per step, conditioned on lh; at a pass's start,
+                           ListObjectVersions (delimiter "/") of the tenant's prefix and
+                           DeleteObjects of every generation but the current, each after
+                           a GetItem usage (the generation still current); at its end
+                           UpdateItem usage (room; hb, hu), PutItem registry (due). Scheduled:
                            Query BLOBS#<shard>, filter due <= now
     AWS realtime           GetItem/PutItem/UpdateItem socket per WebSocket message;
                            TransactWriteItems per subscribe: the socket's map (update,
@@ -182,6 +208,10 @@ _OUTCOME_PREFIX = "M#"
 READERS_PK = "RT#STREAM"
 LEASE_SK = "LEASE"
 _SERVER_PREFIX = "S#"
+# The tenant id's fence (`fence_pk`): its highest token, in this attribute.
+FENCE_SK = "FENCE"
+FENCE_ATTRIBUTE = "tok"
+_FENCE_SUFFIX = "#FENCE"
 # DynamoDB's TTL deletes items whose `exp` (epoch seconds) has passed.
 TTL_ATTRIBUTE = "exp"
 # On a head: the tenant is being deleted (who asked); realtime reads it off the stream.
@@ -194,6 +224,13 @@ def tenant_pk(tenant_id: str) -> str:
 
 def log_pk(tenant_id: str) -> str:
     return f"{_TENANT_PREFIX}{tenant_id}{_LOG_SUFFIX}"
+
+
+def fence_pk(tenant_id: str) -> str:
+    """The partition of the tenant id's fence: its one item outlives every deletion, so
+    that the tenant written again starts above every token it had (contract 3.8),
+    whatever the clock of the server that writes it."""
+    return f"{_TENANT_PREFIX}{tenant_id}{_FENCE_SUFFIX}"
 
 
 def history_pk(tenant_id: str) -> str:

@@ -18,7 +18,7 @@ from pynamodb.models import Model
 
 from api.settings import Settings
 from api.storage import json_items
-from api.storage.keys import DELETING_ATTRIBUTE, TTL_ATTRIBUTE
+from api.storage.keys import DELETING_ATTRIBUTE, FENCE_ATTRIBUTE, TTL_ATTRIBUTE
 
 
 class _TableMeta:
@@ -57,6 +57,18 @@ class HeadItem(Model):
     removed_items = NumberAttribute(attr_name="xn", null=True)
 
 
+class FenceItem(Model):
+    """Per tenant id: the highest token it ever had, raised by each deletion's last call
+    (`api.storage.tenants`); the tenant's first transaction checks it is below."""
+
+    class Meta(_TableMeta):
+        pass
+
+    pk = UnicodeAttribute(hash_key=True)
+    sk = UnicodeAttribute(range_key=True)
+    token = UnicodeAttribute(attr_name=FENCE_ATTRIBUTE)
+
+
 class RecordItem(Model):
     """An entity's latest version; stored twice, as the entity item and as its log entry."""
 
@@ -92,7 +104,7 @@ class OutcomeItem(Model):
     expires = NumberAttribute(attr_name=TTL_ATTRIBUTE)
 
 
-MODELS: tuple[type[Model], ...] = (HeadItem, RecordItem, OutcomeItem)
+MODELS: tuple[type[Model], ...] = (HeadItem, RecordItem, OutcomeItem, FenceItem)
 
 
 def bind(settings: Settings) -> None:

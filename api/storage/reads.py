@@ -41,6 +41,12 @@ def head(tenant_id: str) -> Head | None:
     return None if item is None else codecs.head_from_raw(item)
 
 
+def fence(tenant_id: str) -> str | None:
+    """The tenant id's fence: the highest token a deleted life of it had (None: none)."""
+    item = _get_raw(keys.fence_pk(tenant_id), keys.FENCE_SK)
+    return None if item is None else str(item[keys.FENCE_ATTRIBUTE]["S"])
+
+
 def log_tail(tenant_id: str, after: str | None, count: int) -> LogTail:
     """The head and up to `count` of the newest log entries above `after`, in one
     descending Query (the head sorts above every token), and what they prove

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterable, Sequence
 
 from api.domain.chain import Head
+from api.domain.deletion import DeletionEnd, DeletionMark
 from api.domain.mutations import StoredOutcome, Write
 from api.domain.records import LogTail, Record
 from api.storage import reads, tenants, transactions
@@ -64,14 +65,19 @@ class DynamoStore:
     ) -> tuple[list[Record], bool]:
         return reads.versions(tenant_id, entity_id, before, limit, gone_before)
 
-    def mark_deleting(self, tenant_id: str, by: str, at_ms: int) -> int:
+    def mark_deleting(self, tenant_id: str, by: str, at_ms: int) -> DeletionMark | None:
         return tenants.mark_deleting(tenant_id, by, at_ms)
 
-    def remove_items(self, tenant_id: str, limit: int) -> int:
-        return tenants.remove_items(tenant_id, limit)
+    def check_mark(self, tenant_id: str, mark: DeletionMark) -> None:
+        tenants.check_mark(tenant_id, mark)
 
-    def finish_deletion(self, tenant_id: str) -> tuple[str, int, int]:
-        return tenants.finish(tenant_id)
+    def remove_items(self, tenant_id: str, mark: DeletionMark, limit: int) -> int:
+        return tenants.remove_items(tenant_id, mark, limit)
+
+    def finish_deletion(
+        self, tenant_id: str, mark: DeletionMark, quota_bytes: int, now_s: int
+    ) -> DeletionEnd | None:
+        return tenants.finish(tenant_id, mark, quota_bytes, now_s)
 
     def get_outcome(self, tenant_id: str, client_mutation_id: str) -> StoredOutcome | None:
         return reads.outcome(tenant_id, client_mutation_id)

@@ -5,7 +5,7 @@ cancelled transaction's reasons mean for each write."""
 from __future__ import annotations
 
 import time
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,9 +24,9 @@ from api.domain.errors import (
 )
 from api.domain.mutations import StoredOutcome, Write
 from api.domain.records import Record, write_refusal
-from api.storage import codecs, keys
+from api.storage import codecs, keys, reads
 from api.storage.errors import error_code, translate, translated
-from api.storage.models import HeadItem, OutcomeItem, RecordItem
+from api.storage.models import FenceItem, HeadItem, OutcomeItem, RecordItem
 from api.storage.reads import connection
 
 
@@ -120,6 +120,17 @@ def commit(
                         return_values=ALL_OLD,
                     )
                     puts.append(_Role("outcome", index))
+            if head is None:
+                # The tenant's first transaction: its first token above the tenant id's
+                # fence, the highest token a deleted life of it had (contract 3.8).
+                first = writes[0].record.change_token
+                tx.condition_check(
+                    FenceItem,
+                    keys.fence_pk(tenant_id),
+                    keys.FENCE_SK,
+                    condition=FenceItem.token.does_not_exist() | (FenceItem.token < first),
+                )
+                checks.append(_Role("fence", -1))
             replaced = {w.expected_token for w in writes}
             for token in sorted(set(check) - replaced):
                 tx.condition_check(RecordItem, log_pk, token, condition=RecordItem.sk.exists())
@@ -164,7 +175,7 @@ def commit(
             )
     except TransactWriteError as exc:
         roles = [*checks, *deletes, *puts, _Role("head", -1)]
-        raise _cancellation_error(exc, roles, writes) from exc
+        raise _cancellation_error(exc, roles, writes, lambda: reads.fence(tenant_id)) from exc
 
 
 def put_outcome(tenant_id: str, outcome: StoredOutcome) -> None:
@@ -229,7 +240,10 @@ class _Role:
 
 
 def _cancellation_error(
-    exc: TransactWriteError, roles: list[_Role], writes: Sequence[Write]
+    exc: TransactWriteError,
+    roles: list[_Role],
+    writes: Sequence[Write],
+    read_fence: Callable[[], str | None],
 ) -> Exception:
     """What cancelled a commit, from its cancellation reasons (one per action, by
     position): a conflict with another transaction, then the writes refused by
@@ -262,6 +276,10 @@ def _cancellation_error(
             stale = StaleHead(codecs.head_from_raw(raw) if raw else None)
         elif role.kind == "chain":
             chain_unready = True
+        elif role.kind == "fence":
+            # Read it (one GetItem, once per tenant written again through a server
+            # whose clock is behind its fence), so that the retry starts above it.
+            stale = StaleHead(None, fence=read_fence())
     if refusals:
         return WritesRefused(refusals)
     if stale is not None:

@@ -449,7 +449,8 @@ def test_a_tenant_whose_sweep_fails_fails_alone(
 
 def test_a_tenant_re_created_while_the_sweep_forgets_it_stays_registered(tenant: str) -> None:
     usage = BlobUsageTable()
-    assert usage.reserve(tenant, 100, QUOTA) is not None  # registered, and its item says so
+    # Registered, and its item says so.
+    assert usage.reserve(tenant, 100, QUOTA, int(time.time())) is not None
     shard = registry_shard(tenant)
     usage.forget(tenant)  # as a sweep that read no usage item a moment before would
     listed: list[str] = []

@@ -17,6 +17,7 @@ from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from api.domain.chain import Head, prove_tail
+from api.domain.deletion import DeletionEnd, DeletionMark
 from api.domain.errors import OutcomeRecorded, StaleHead, SyncError, WritesRefused
 from api.domain.mutations import StoredOutcome, Write
 from api.domain.records import LogTail, Record, write_refusal
@@ -120,13 +121,18 @@ class MemoryStore:
         expires = tenant.version_exp.get(key)
         return gone_before is not None and expires is not None and expires < gone_before
 
-    def mark_deleting(self, tenant_id: str, by: str, at_ms: int) -> int:
+    def mark_deleting(self, tenant_id: str, by: str, at_ms: int) -> DeletionMark | None:
         raise NotImplementedError("tenant deletion is tested against DynamoDB Local")
 
-    def remove_items(self, tenant_id: str, limit: int) -> int:
+    def check_mark(self, tenant_id: str, mark: DeletionMark) -> None:
         raise NotImplementedError("tenant deletion is tested against DynamoDB Local")
 
-    def finish_deletion(self, tenant_id: str) -> tuple[str, int, int]:
+    def remove_items(self, tenant_id: str, mark: DeletionMark, limit: int) -> int:
+        raise NotImplementedError("tenant deletion is tested against DynamoDB Local")
+
+    def finish_deletion(
+        self, tenant_id: str, mark: DeletionMark, quota_bytes: int, now_s: int
+    ) -> DeletionEnd | None:
         raise NotImplementedError("tenant deletion is tested against DynamoDB Local")
 
     def get_outcome(self, tenant_id: str, client_mutation_id: str) -> StoredOutcome | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+from collections.abc import Callable
 from datetime import UTC, datetime
 
 import pytest
@@ -89,7 +90,9 @@ class _CountingBlobs:
     def reachable(self) -> bool:
         return True
 
-    def remove_all(self, tenant_id: str, limit: int) -> int:
+    def remove_all(
+        self, tenant_id: str, limit: int, check: Callable[[], None] | None = None
+    ) -> int:
         raise AssertionError("attachments never delete blobs")
 
 
