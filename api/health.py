@@ -14,7 +14,6 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
@@ -22,6 +21,7 @@ from api.domain.errors import SyncError
 from api.settings import Settings
 from api.storage.blobs import S3Blobs
 from api.storage.store import DynamoStore
+from api.worker_threads import RunBlocking
 
 logger = logging.getLogger("api")
 
@@ -39,17 +39,18 @@ def health_check(
     store: DynamoStore,
     blobs: S3Blobs,
     realtime_status: Callable[[], dict[str, Any]] | None,
+    run_blocking: RunBlocking,
 ) -> Callable[[Request], Awaitable[Response]]:
     async def healthz(request: Request) -> Response:
         # The blob store is reported beside the table; without it only attachments
         # fail, so the server stays "ok" for sync (200) and says which part is down.
         blob_store = {
             "bucket": settings.blob_bucket,
-            "reachable": await run_in_threadpool(blobs.reachable),
+            "reachable": await run_blocking(blobs.reachable),
         }
         answer: dict[str, Any]
         try:
-            await run_in_threadpool(store.head, "healthz")
+            await run_blocking(store.head, "healthz")
         except SyncError as exc:
             answer = {"status": "unavailable", "table": settings.table_name, "error": exc.code}
             code = 503
