@@ -27,11 +27,16 @@ logger = logging.getLogger("api")
 
 
 def authorized(request: Request, token: str | None) -> bool:
-    """Whether the request carries `Authorization: Bearer <token>` (never, unset)."""
+    """Whether the request carries `Authorization: Bearer <token>` (never, unset).
+    Compared as bytes: `compare_digest` refuses a `str` with a character outside
+    ASCII (TypeError), and a header may carry any byte (a 500 with a traceback,
+    issue 48); the header's bytes (Starlette decodes them as latin-1) against the
+    token's UTF-8."""
     if not token:
         return False
     scheme, _, given = request.headers.get("authorization", "").partition(" ")
-    return scheme.lower() == "bearer" and hmac.compare_digest(given.strip(), token)
+    sent = given.strip().encode("latin-1")
+    return scheme.lower() == "bearer" and hmac.compare_digest(sent, token.encode())
 
 
 def health_check(
@@ -42,6 +47,8 @@ def health_check(
     run_blocking: RunBlocking,
 ) -> Callable[[Request], Awaitable[Response]]:
     async def healthz(request: Request) -> Response:
+        # Who may see the details is decided before any call to S3 or DynamoDB.
+        detailed = authorized(request, settings.health_token)
         # The blob store is reported beside the table; without it only attachments
         # fail, so the server stays "ok" for sync (200) and says which part is down.
         blob_store = {
@@ -65,7 +72,7 @@ def health_check(
                 "reachable": True,
             }
             code = 200
-        if not authorized(request, settings.health_token):
+        if not detailed:
             return JSONResponse({"status": answer["status"]}, status_code=code)
         answer["blobs"] = blob_store
         if code == 200 and realtime_status is not None:
