@@ -98,8 +98,10 @@ async def outlast(*futures: asyncio.Future[Any]) -> None:
 
 async def settle(log: request_log.RequestLog) -> None:
     """Once no call of the request is running (its line then counts them all)."""
-    while log.outliving:
-        await outlast(*log.outliving)
+    # A call done a moment ago leaves the set at the loop's next step (its
+    # callback): only those not done are waited for, or this would spin.
+    while running := [f for f in log.outliving if not f.done()]:
+        await outlast(*running)
 
 
 def anyio_pool() -> RunBlocking:
