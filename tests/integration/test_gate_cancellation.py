@@ -19,13 +19,16 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from mangum import Mangum
 from starlette.testclient import TestClient
 
-from api.app import create_app
-from api.settings import Settings
+from api.app import create_app, create_lambda_app
+from api.settings import PROJECT_ROOT, Settings
 from api.tenant_gate import READERS_PER_TENANT, WRITERS_PER_TENANT
 from api.worker_threads import RunBlocking, anyio_pool, persistent_pool
 from tests.support.gql import GraphQLClient, bearer
@@ -40,6 +43,10 @@ Inject = Callable[[str, Callable[..., Any]], None]
 LATENCY_S = {"reads": 0.2, "writes": 0.3}
 ALIASES = 6  # more than the gate's 4: some wait at the gate, some are inside
 READ = "changes(tenantID: $t, limit: 1) { changeToken }"
+ALIASED = " ".join(f"a{i}: {READ}" for i in range(ALIASES))
+# The last root field is another tenant's: FORBIDDEN at once, and non-null, so
+# graphql-core cancels the aliases in flight.
+FAILING = f"query($t: ID!, $o: ID!) {{ {ALIASED} denied: {READ.replace('$t', '$o')} }}"
 PUSH = "mutation($i: PushChangesInput!) { pushChanges(input: $i) { results { status } } }"
 POOLS: dict[str, Callable[[], RunBlocking]] = {
     "anyio (servers)": anyio_pool,
@@ -105,10 +112,6 @@ def test_failing_fields_over_http_leave_no_read_past_the_gate(
     gql.create(tenant, "Person", {})
     proxy = InFlight(tenant, lambda: False)  # reads only
     inject("before-send.dynamodb", proxy)
-    aliases = " ".join(f"a{i}: {READ}" for i in range(ALIASES))
-    # The last root field is another tenant's: FORBIDDEN at once, and non-null, so
-    # graphql-core cancels the aliases in flight.
-    query = f"query($t: ID!, $o: ID!) {{ {aliases} denied: {READ.replace('$t', '$o')} }}"
     headers = bearer([tenant])
 
     def attack(n: int) -> list[str]:
@@ -116,7 +119,7 @@ def test_failing_fields_over_http_leave_no_read_past_the_gate(
         for i in range(2):
             response = client.post(
                 "/graphql",
-                json={"query": query, "variables": {"t": tenant, "o": f"{tenant}-other"}},
+                json={"query": FAILING, "variables": {"t": tenant, "o": f"{tenant}-other"}},
                 headers={**headers, "x-request-id": f"attack-{tenant}-{n}-{i}"},
             )
             codes += [e["extensions"]["code"] for e in response.json()["errors"]]
@@ -140,10 +143,9 @@ def test_completed_socket_operations_leave_no_call_past_the_gate(
     writing = threading.Event()  # set while the socket sends mutations (reads are done)
     proxy = InFlight(tenant, writing.is_set)
     inject("before-send.dynamodb", proxy)
-    aliases = " ".join(f"a{i}: {READ}" for i in range(ALIASES))
     creates = [{"createPerson": {"tenantID": tenant, "person": {"givenName": "g"}}}] * 3
     operations = [
-        *({"query": f"query($t: ID!) {{ {aliases} }}", "variables": {"t": tenant}},) * 3,
+        *({"query": f"query($t: ID!) {{ {ALIASED} }}", "variables": {"t": tenant}},) * 3,
         *({"query": PUSH, "variables": {"i": {"tenantID": tenant, "mutations": creates}}},) * 8,
     ]
     with client.websocket_connect("/graphql", subprotocols=["graphql-transport-ws"]) as ws:
@@ -166,4 +168,36 @@ def test_completed_socket_operations_leave_no_call_past_the_gate(
     assert most["reads"] <= READERS_PER_TENANT and most["writes"] <= WRITERS_PER_TENANT, most
     logged = lines("ws-")
     assert len(logged) == len(operations), logged
+    assert sum(line["dynamodbCalls"] for line in logged) == proxy.calls > 0, (logged, proxy.calls)
+
+
+def test_a_lambda_invocation_ends_once_the_calls_of_its_cancelled_fields_have(
+    settings: Settings,
+    gql: GraphQLClient,
+    tenant: str,
+    inject: Inject,
+    lines: Callable[[str], list[dict[str, Any]]],
+) -> None:
+    """A Lambda sandbox runs one request at a time, each in a `run_until_complete`
+    of its own (Mangum): a cancelled field's call ran on into the next invocations
+    (on AWS, frozen between them). Now none is left running when one returns."""
+    handler = Mangum(create_lambda_app(settings), lifespan="off")
+    gql.create(tenant, "Person", {})
+    proxy = InFlight(tenant, lambda: False)
+    inject("before-send.dynamodb", proxy)
+    event = json.loads(Path(PROJECT_ROOT, "tests/deploy/events/query.json").read_text())
+    event["headers"]["authorization"] = bearer([tenant])["Authorization"]
+    event["body"] = json.dumps({"query": FAILING, "variables": {"t": tenant, "o": "other"}})
+    left_running = []
+    for i in range(3):
+        event["headers"]["x-request-id"] = f"lambda-{tenant}-{i}"
+        answer = handler(event, SimpleNamespace(aws_request_id=f"r{i}", function_name="api"))
+        assert "FORBIDDEN" in answer["body"], answer
+        left_running.append(proxy.now["reads"])
+    proxy.wait_until_idle()
+    assert left_running == [0, 0, 0] and proxy.most["reads"] <= READERS_PER_TENANT, (
+        left_running,
+        proxy.most,
+    )
+    logged = lines(f"lambda-{tenant}")
     assert sum(line["dynamodbCalls"] for line in logged) == proxy.calls > 0, (logged, proxy.calls)
