@@ -31,7 +31,7 @@ from api.storage.export_files import S3ExportFiles
 from api.storage.exports import ExportTable
 from api.storage.lazy_client import LazyClient
 from api.storage.store import DynamoStore
-from api.worker_threads import RunBlocking, persistent_pool
+from api.worker_threads import RunBlocking, anyio_pool, persistent_pool
 
 if TYPE_CHECKING:  # imported only where sockets are served (not on the HTTP Lambda)
     from api.realtime.local import LocalRealtime
@@ -49,6 +49,7 @@ def create_app(
     `run_blocking`: where requests' blocking calls run (default: anyio's pool, a
     server's; `api.worker_threads`)."""
     settings = settings or Settings.from_env()
+    run_blocking = run_blocking or anyio_pool()
     for warning in settings.check():
         logger.warning(warning)
     settings.apply_local_credentials()
@@ -63,9 +64,12 @@ def create_app(
     if sockets:
         from api.realtime.local import LocalRealtime
 
-        # The realtime hub reads the service's latest change; the service publishes to it.
+        # The realtime hub reads the service's latest change, a read of the tenant
+        # like a field's (through its gate); the service publishes to it.
         realtime = LocalRealtime(
-            settings, lambda tenant, after: service.latest_change(tenant, after)
+            settings,
+            lambda tenant, after: view.read(tenant, service.latest_change, tenant, after),
+            run_blocking,
         )
     service = SyncService(
         store,
@@ -87,7 +91,13 @@ def create_app(
         Route("/graphql", view, methods=["GET", "POST"]),
         Route(
             "/healthz",
-            health_check(settings, store, blobs, None if realtime is None else realtime.status),
+            health_check(
+                settings,
+                store,
+                blobs,
+                None if realtime is None else realtime.status,
+                run_blocking,
+            ),
             methods=["GET"],
         ),
     ]

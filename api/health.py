@@ -14,7 +14,6 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
@@ -22,16 +21,22 @@ from api.domain.errors import SyncError
 from api.settings import Settings
 from api.storage.blobs import S3Blobs
 from api.storage.store import DynamoStore
+from api.worker_threads import RunBlocking
 
 logger = logging.getLogger("api")
 
 
 def authorized(request: Request, token: str | None) -> bool:
-    """Whether the request carries `Authorization: Bearer <token>` (never, unset)."""
+    """Whether the request carries `Authorization: Bearer <token>` (never, unset).
+    Compared as bytes: `compare_digest` refuses a `str` with a character outside
+    ASCII (TypeError), and a header may carry any byte (a 500 with a traceback,
+    issue 48); the header's bytes (Starlette decodes them as latin-1) against the
+    token's UTF-8."""
     if not token:
         return False
     scheme, _, given = request.headers.get("authorization", "").partition(" ")
-    return scheme.lower() == "bearer" and hmac.compare_digest(given.strip(), token)
+    sent = given.strip().encode("latin-1")
+    return scheme.lower() == "bearer" and hmac.compare_digest(sent, token.encode())
 
 
 def health_check(
@@ -39,17 +44,20 @@ def health_check(
     store: DynamoStore,
     blobs: S3Blobs,
     realtime_status: Callable[[], dict[str, Any]] | None,
+    run_blocking: RunBlocking,
 ) -> Callable[[Request], Awaitable[Response]]:
     async def healthz(request: Request) -> Response:
+        # Who may see the details is decided before any call to S3 or DynamoDB.
+        detailed = authorized(request, settings.health_token)
         # The blob store is reported beside the table; without it only attachments
         # fail, so the server stays "ok" for sync (200) and says which part is down.
         blob_store = {
             "bucket": settings.blob_bucket,
-            "reachable": await run_in_threadpool(blobs.reachable),
+            "reachable": await run_blocking(blobs.reachable),
         }
         answer: dict[str, Any]
         try:
-            await run_in_threadpool(store.head, "healthz")
+            await run_blocking(store.head, "healthz")
         except SyncError as exc:
             answer = {"status": "unavailable", "table": settings.table_name, "error": exc.code}
             code = 503
@@ -64,7 +72,7 @@ def health_check(
                 "reachable": True,
             }
             code = 200
-        if not authorized(request, settings.health_token):
+        if not detailed:
             return JSONResponse({"status": answer["status"]}, status_code=code)
         answer["blobs"] = blob_store
         if code == 200 and realtime_status is not None:

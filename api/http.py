@@ -17,6 +17,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from strawberry.types import ExecutionResult
 
 from api import request_log
+from api.worker_threads import settle
 
 REQUEST_ID_HEADER = "x-request-id"
 # A client that has not sent its whole body by then is cut off: a slow body holds
@@ -71,6 +72,7 @@ class RequestMiddleware:
                 return
             await self.app(scope, _replay(body, receive), send_with_id)
         finally:
+            await settle(log)  # the calls of fields cancelled midway: counted, then logged
             duration_ms = (time.perf_counter() - started) * 1000
             request_log.logger.info(log.line(status, duration_ms))
             request_log.finish(reset)

@@ -7,6 +7,7 @@ capacity consumed. Never the token, and never field values.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from contextvars import ContextVar
@@ -27,6 +28,15 @@ class RequestLog:
     capacity_units: float = 0.0  # reads and writes
     write_units: float = 0.0  # of them, writes'
     dynamodb_calls: int = 0
+    # Calls of the request still running, which may outlive the task that asked for
+    # them (a field cancelled because another failed): its line waits for them
+    # (`api.worker_threads.settle`), and so counts them.
+    outliving: set[asyncio.Future[Any]] = field(default_factory=set, repr=False)
+
+    def track(self, work: asyncio.Future[Any]) -> None:
+        if not work.done():
+            self.outliving.add(work)
+            work.add_done_callback(self.outliving.discard)
 
     def line(self, status: int, duration_ms: float) -> str:
         failed = "INTERNAL_SERVER_ERROR" if status >= 500 else "OK"

@@ -39,11 +39,16 @@
    large tenant's calls before the first of theirs, and how long until each had
    its first, with each tenant's whole pass in one turn ("before") and with turns
    of TURN_CALLS calls ("after"); `scripts.benchmarks.sweep_turns`.
+10. The gate bypass (issue 48, finding 1): one client's fields cancelled midway
+   (a failing non-null field over HTTP, a socket's `complete`), with each call of
+   the tenant held 1 s at a proxy: the tenant's calls in flight at most, the
+   server's threads, and the calls its log lines counted, with the runner as it
+   was ("before", a bench-only app) and as it is; `scripts.benchmarks.gate`.
 
 Starts its own DynamoDB Local and servers; prints one table. Run with
 scripts/bench-hostile (everything), or one part alone: scripts/bench-hostile
-replay (6), links (7), exports (8; `exports attack`: its last row alone) or sweep
-(9).
+replay (6), links (7), exports (8; `exports attack`: its last row alone), sweep
+(9) or gate (10).
 """
 
 from __future__ import annotations
@@ -72,6 +77,7 @@ from api.service import exports as export_rules
 from api.service.exports import TenantExport
 from api.storage import models
 from api.storage.store import DynamoStore
+from scripts.benchmarks.gate import gate_rows
 from scripts.benchmarks.harness import SECRET, local_engine_settings
 from scripts.benchmarks.sweep_turns import sweep_rows
 from tests.support.bulk import bulk_deletions_and_reminders, bulk_people
@@ -563,6 +569,9 @@ def main() -> int:
     if sys.argv[1:] == ["sweep"]:
         _print(sweep_rows())
         return 0
+    if sys.argv[1:] == ["gate"]:
+        _print(gate_rows())
+        return 0
     if sys.argv[1:] == ["links"]:
         links: list[tuple[str, str]] = []
         _links_rows(links, _token_of("calm"))
@@ -700,6 +709,7 @@ def main() -> int:
     with local_engine_settings() as settings:
         _exports(settings, rows)
     rows += sweep_rows()
+    rows += gate_rows()
     _print(rows)
     return 0
 

@@ -156,6 +156,8 @@ async def for_tenant(
     log = request_log.current()
     if log is not None:
         log.tenant = tenant_id
+    # The runner returns, even to a cancelled field, only once the call has: the
+    # slot is held as long as the call runs (`api.worker_threads`).
     async with (context.reads if role is None else context.writes).enter(tenant_id):
         return await context.run_blocking(work, context.service)
 
@@ -183,6 +185,11 @@ class TenantBatch(Generic[_K, _T]):
             future = pending[key] = asyncio.get_running_loop().create_future()
             if self._flush is None:
                 self._flush = asyncio.ensure_future(self._flushed())
+                # Not the fields' task: cancelling them does not end it, so the
+                # request's line waits for it like for a call.
+                log = request_log.current()
+                if log is not None:
+                    log.track(self._flush)
         return future
 
     async def _flushed(self) -> None:
@@ -196,6 +203,10 @@ class TenantBatch(Generic[_K, _T]):
     async def _run(self, tenant_id: str, futures: dict[_K, asyncio.Future[_T]]) -> None:
         try:
             async with self._context.reads.enter(tenant_id):
+                # What the fields cancelled meanwhile (another failed) no longer ask.
+                futures = {key: f for key, f in futures.items() if not f.done()}
+                if not futures:
+                    return
                 self.calls += 1
                 done = await self._context.run_blocking(
                     self._work, self._context.service, tenant_id, list(futures)

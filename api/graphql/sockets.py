@@ -27,6 +27,7 @@ from api.domain.errors import BadUserInput
 from api.graphql.context import Context, RequestBudget, operation_budget
 from api.graphql.documents import too_long
 from api.graphql.errors import with_codes
+from api.worker_threads import settle
 from api.ws_messages import malformed
 
 logger = logging.getLogger("api")
@@ -63,7 +64,9 @@ class TransportWSHandler(BaseGraphQLTransportWSHandler[Context, None]):
     async def run_operation(self, operation: Any) -> None:
         """Each operation over the socket is a request of its own: its own budget
         (one push of 100, one page of 1,000 items), and its own log line, written
-        when it ends (a subscription's, when it is completed or the socket closes).
+        when it ends (a subscription's, when it is completed or the socket closes)
+        and its calls have returned: a `complete` cancels the operation's task, not
+        the calls in its threads, which hold its tenant's gate until they return.
         The operation runs in a task of its own, so these do not leak to others."""
         operation_budget.set(RequestBudget())
         log, _ = request_log.start(f"ws-{uuid.uuid4().hex[:12]}-{operation.id}"[:64])
@@ -74,6 +77,7 @@ class TransportWSHandler(BaseGraphQLTransportWSHandler[Context, None]):
         try:
             await super().run_operation(operation)
         finally:
+            await settle(log)
             duration_ms = (time.perf_counter() - started) * 1000
             request_log.logger.info(log.line(200, duration_ms))
 

@@ -8,8 +8,9 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from collections.abc import Callable
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from cross_web import HTTPException  # what Strawberry 0.341 raises for HTTP errors
 from starlette.requests import Request
@@ -54,6 +55,7 @@ if TYPE_CHECKING:  # imported only where sockets are served (not on the HTTP Lam
     from api.realtime.local import LocalRealtime
 
 logger = logging.getLogger("api")
+_T = TypeVar("_T")
 
 
 class GraphQLView(GraphQL[Context, None]):
@@ -86,6 +88,12 @@ class GraphQLView(GraphQL[Context, None]):
         self._realtime = realtime
         self._run_blocking = run_blocking or anyio_pool()
         self._min_release = settings.min_client_release
+
+    async def read(self, tenant_id: str, func: Callable[..., _T], /, *args: Any) -> _T:
+        """A blocking read of `tenant_id` outside any field (a subscription's first
+        read): through the tenant's read gate and the runner, as a field's."""
+        async with self._reads.enter(tenant_id):
+            return await self._run_blocking(func, *args)
 
     async def process_result(self, request: Any, result: ExecutionResult) -> GraphQLHTTPResponse:
         if result.errors:

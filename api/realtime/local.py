@@ -34,6 +34,7 @@ from api.realtime.relay import PokeRelay, probe, relay_key
 from api.realtime.signals import DELETING, LiveFeed, Shares, TenantSignals
 from api.realtime.streams import StreamFollower, publish_heads
 from api.settings import Settings
+from api.worker_threads import RunBlocking
 
 logger = logging.getLogger("api.realtime")
 
@@ -47,8 +48,13 @@ _PROBE_AT_JOIN_S = 5.0
 
 class LocalRealtime:
     def __init__(
-        self, settings: Settings, latest_change: Callable[[str, str | None], str | None]
+        self,
+        settings: Settings,
+        latest_change: Callable[[str, str | None], Awaitable[str | None]],
+        run_blocking: RunBlocking | None = None,
     ) -> None:
+        """`latest_change`: a subscription's first read (`LiveFeed`); `run_blocking`:
+        where the relay's catch-ups run (`api.worker_threads`)."""
         self._settings = settings
         self.signals = TenantSignals(
             settings.ws_max_subscriptions, settings.ws_max_subscriptions_per_user
@@ -65,7 +71,11 @@ class LocalRealtime:
         self._closed = False
         if settings.realtime_peer_url is not None:
             self.receiver = PokeReceiver(
-                self.server_id, relay_key(settings.cursor_secret), self.publish, self._catch_up
+                self.server_id,
+                relay_key(settings.cursor_secret),
+                self.publish,
+                self._catch_up,
+                run_blocking,
             )
             logger.info(
                 "server %s: pokes from the stream's reader come to %s",

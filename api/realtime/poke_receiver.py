@@ -12,7 +12,6 @@ import threading
 import time
 from collections.abc import Callable
 
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -28,6 +27,7 @@ from api.realtime.relay import (
     signature,
 )
 from api.realtime.signals import is_deletion
+from api.worker_threads import RunBlocking, anyio_pool
 
 logger = logging.getLogger("api.realtime")
 
@@ -50,8 +50,10 @@ class PokeReceiver:
         key: bytes,
         publish: Callable[[str, str], None],
         catch_up: Callable[[], None],
+        run_blocking: RunBlocking | None = None,
     ) -> None:
         self.server_id = server_id
+        self._run_blocking = run_blocking or anyio_pool()  # the app's (`api.worker_threads`)
         self._key = key
         self._publish = publish
         self._catch_up = catch_up  # blocking: reads and publishes the subscribed heads
@@ -111,7 +113,7 @@ class PokeReceiver:
             self._publish(tenant_id, token)
         if catch_up:
             try:
-                await run_in_threadpool(self._catch_up_once, time.monotonic())
+                await self._run_blocking(self._catch_up_once, time.monotonic())
             except Exception:  # the reader posts the catch-up again
                 logger.exception("catching up on the reader's request failed")
                 return Response("catch-up failed", status_code=503)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import re
 import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 
 from api.domain.errors import BadUserInput, TenantDeleted, Unavailable
@@ -164,10 +164,13 @@ class LiveFeed:
     what the hub publishes, each strictly newer than the last one delivered."""
 
     def __init__(
-        self, signals: TenantSignals, first_bound: Callable[[str, str | None], str | None]
+        self,
+        signals: TenantSignals,
+        first_bound: Callable[[str, str | None], Awaitable[str | None]],
     ) -> None:
         self._signals = signals
-        # Blocking: the newest complete change newer than `after`, or None.
+        # The newest complete change newer than `after`, or None: a read of the
+        # tenant, through its read gate and the app's runner (`api.app`).
         self._first_bound = first_bound
 
     async def changes(
@@ -178,7 +181,7 @@ class LiveFeed:
         slot = self._signals.register(tenant_id, user)
         slot.held = after
         try:
-            first = await asyncio.to_thread(self._first_bound, tenant_id, after)
+            first = await self._first_bound(tenant_id, after)
             if first is not None:
                 slot.held = first
                 yield first

@@ -21,6 +21,7 @@ import httpx2
 import pytest
 from starlette.testclient import TestClient
 
+from api import health
 from api.app import create_app
 from api.domain.attachments import MAX_BLOB_BYTES, Blob
 from api.settings import PROJECT_ROOT, Settings
@@ -64,6 +65,35 @@ def test_healthz_reports_the_table_and_the_blob_store_to_the_health_token(
     assert body["table"] == "sync-test"
     assert body["blobs"] == {"bucket": "sync-test-blobs", "reachable": True}
     assert "realtime" in body
+
+
+def test_healthz_compares_the_token_as_bytes_before_any_call(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch, inject: Any
+) -> None:
+    """Issue 48, finding 5: a token outside ASCII was a 500 with a traceback
+    (`compare_digest` on `str`), after the S3 and DynamoDB calls. Now a wrong one is
+    no token, the right one (any UTF-8) is the token, and who asked is known first."""
+    calls: list[str] = []
+
+    def called(name: str, func: Any) -> Any:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            calls.append(name)
+            return func(*args, **kwargs)
+
+        return call
+
+    monkeypatch.setattr(health, "authorized", called("authorized", health.authorized))
+    monkeypatch.setattr(S3Blobs, "reachable", called("S3", S3Blobs.reachable))
+    inject("before-call.dynamodb", called("DynamoDB", lambda **_: None))
+    token = "gesundheit-\u00fcber-\u2713"
+    app = create_app(dataclasses.replace(settings, health_token=token), sockets=False)
+    with TestClient(app) as client:
+        for sent, details in (("Bearer gr\u00fc\u00dfe", False), (f"Bearer {token}", True)):
+            calls.clear()
+            response = client.get("/healthz", headers={b"authorization": sent.encode()})
+            assert response.status_code == 200, response.text
+            assert ("table" in response.json()) is details, response.json()
+            assert calls == ["authorized", "S3", "DynamoDB"]
 
 
 def test_healthz_says_when_the_blob_store_is_unreachable(settings: Settings) -> None:
