@@ -98,6 +98,11 @@ def _operations() -> dict[str, tuple[str, Callable[[str, dict[str, Any]], dict[s
             "cursor changeToken } }",
             lambda t, e: {"t": t},
         ),
+        "catchUp": (
+            "query($t: ID!, $u: ID!) { catchUp(tenantID: $t, upTo: $u, "
+            'fields: ["Person.givenName"]) { items { id ... on Person { givenName } } cursor } }',
+            lambda t, e: {"t": t, "u": e[p]["changeToken"]},
+        ),
         "person": (
             "query($t: ID!, $id: ID!) { person(tenantID: $t, id: $id) { id givenName } }",
             lambda t, e: {"t": t, "id": e[p]["id"]},
