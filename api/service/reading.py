@@ -34,10 +34,11 @@ SCAN_PAGE = MAX_LIMIT
 # standard deviations of a Poisson count of them: the next page re-reads what a page
 # read past its last item, and a Query's size is rounded up to 4 KB (DynamoDB Local
 # reports whole read units per Query). Then full pages. A 1-in-3 type of a tenant of
-# 5,000 entries of some 340 bytes, in pages of 100, read 3.41x the units of pages of
-# 1,000 in Queries of 1,000; sized so, 1.17x, 2.5 Queries a page (a model of the
-# same reads put [0, 1, 2] at 1.15x, the best it found at 1.12x with more Queries,
-# and an exact sizing at 1.07x: scripts/bench-types-paging).
+# 5,000 entries of some 340 bytes, in pages of 100, read 3.45x the units of pages of
+# 1,000 in Queries of 1,000; sized so, 1.15x (484 against 421; the whole tenant in
+# pages of 100 reads 1.18x its pages of 1,000: scripts/bench-types-paging). A model
+# of the same reads put these margins at 1.15x, the best it found at 1.12x with more
+# Queries, and a Limit that knew where the page ends at 1.07x.
 SCAN_MARGINS = (0.0, 1.0, 2.0)
 # The first read of a sync takes the head and up to this many of the newest log
 # entries in one Query. A sync of at most TAIL_ITEMS - 1 changes ends with that
