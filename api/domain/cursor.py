@@ -45,11 +45,17 @@ class CursorCodec:
 
     def encode(self, tenant_id: str, position: Position) -> str:
         optional = (position.settled or "", position.born or "")
-        body = ".".join((_VERSION, position.after, position.upper, *optional))
+        return self.signed(
+            tenant_id, ".".join((_VERSION, position.after, position.upper, *optional))
+        )
+
+    def signed(self, tenant_id: str, body: str) -> str:
+        """`body` and its signature for `tenant_id`, as a cursor."""
         raw = body.encode() + self._sign(tenant_id, body)
         return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
-    def decode(self, tenant_id: str, cursor: str) -> Position:
+    def body(self, tenant_id: str, cursor: str) -> str:
+        """What `signed` made the cursor of; InvalidCursor for anything else."""
         try:
             raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
             body, signature = raw[:-_SIG_BYTES].decode("ascii"), raw[-_SIG_BYTES:]
@@ -57,7 +63,10 @@ class CursorCodec:
             raise InvalidCursor("cursor is malformed") from None
         if not hmac.compare_digest(signature, self._sign(tenant_id, body)):
             raise InvalidCursor("cursor is not valid for this tenant")
-        parts = body.split(".")
+        return body
+
+    def decode(self, tenant_id: str, cursor: str) -> Position:
+        parts = self.body(tenant_id, cursor).split(".")
         if parts[0] == _VERSION and len(parts) == 5:
             tokens = [part or None for part in parts[1:]]
             if tokens[0] is None or tokens[1] is None:
@@ -86,9 +95,7 @@ def _catch_up_body(last: str, up_to: str, floor: int, born: str | None) -> str:
 def encode_catch_up(
     codec: CursorCodec, tenant_id: str, last: str, up_to: str, floor: int, born: str | None
 ) -> str:
-    body = _catch_up_body(last, up_to, floor, born)
-    raw = body.encode() + codec._sign(tenant_id, body)
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+    return codec.signed(tenant_id, _catch_up_body(last, up_to, floor, born))
 
 
 def decode_catch_up(
@@ -96,14 +103,7 @@ def decode_catch_up(
 ) -> tuple[str, str | None]:
     """(the sort key reached, the tenant's first token) of a catch-up's cursor made
     for the same `upTo` and floor; InvalidCursor otherwise."""
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        body, signature = raw[:-_SIG_BYTES].decode("ascii"), raw[-_SIG_BYTES:]
-    except (binascii.Error, UnicodeDecodeError, ValueError):
-        raise InvalidCursor("cursor is malformed") from None
-    if not hmac.compare_digest(signature, codec._sign(tenant_id, body)):
-        raise InvalidCursor("cursor is not valid for this tenant")
-    parts = body.split("|")
+    parts = codec.body(tenant_id, cursor).split("|")
     if len(parts) != 5 or parts[0] != _CATCH_UP:
         raise InvalidCursor("cursor is not a catch-up's")
     if parts[2] != up_to or parts[3] != str(floor):

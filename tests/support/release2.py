@@ -13,21 +13,10 @@ from dataclasses import replace
 from api.domain import catalog, releases
 from api.domain.item_types import Field, FieldKind, ItemType
 
-
-class RelationshipType(enum.Enum):
-    # Release 1's values, then release 2's.
-    SELF = "SELF"
-    PARTNER = "PARTNER"
-    CHILD = "CHILD"
-    PARENT = "PARENT"
-    SIBLING = "SIBLING"
-    GRANDPARENT = "GRANDPARENT"
-    GRANDCHILD = "GRANDCHILD"
-    RELATIVE = "RELATIVE"
-    FRIEND = "FRIEND"
-    COLLEAGUE = "COLLEAGUE"
-    OTHER = "OTHER"
-    COUSIN = "COUSIN"
+# Release 1's values, then release 2's.
+RelationshipType: type[enum.Enum] = enum.Enum(  # type: ignore[misc]
+    "RelationshipType", {**{v: v for v in catalog.RelationshipType.__members__}, "COUSIN": "COUSIN"}
+)
 
 
 def _person() -> ItemType:

@@ -373,6 +373,15 @@ class SyncClient:
             if cursor is None:
                 return
 
+    def _keep(self, page: dict[str, Any], report: SyncReport) -> dict[str, Any]:
+        """A page's versions kept, in one local transaction; the page."""
+        with self.store.transaction():
+            for item in page["items"]:
+                self._remember(item)
+        report.pulled += len(page["items"])
+        report.pages += 1
+        return page
+
     def _remember(self, item: dict[str, Any]) -> None:
         version = self._server_version(item)
         if version is not None:
@@ -426,12 +435,7 @@ class SyncClient:
                 if _code(failure) == "UNAVAILABLE" or self._asked is not self.schema:
                     return False  # a server of an earlier release: the next sync asks again
                 raise
-            page = body["data"]["catchUp"]
-            with self.store.transaction():
-                for item in page["items"]:
-                    self._remember(item)
-            report.pulled += len(page["items"])
-            report.pages += 1
+            page = self._keep(body["data"]["catchUp"], report)
             cursor = page["cursor"]
             if cursor is None:
                 break
@@ -457,13 +461,8 @@ class SyncClient:
         returned: set[str] = set()
         cursor: str | None = None
         while True:
-            page = self._page(None, cursor)
-            with self.store.transaction():
-                for item in page["items"]:
-                    self._remember(item)
+            page = self._keep(self._page(None, cursor), report)
             returned.update(item["id"] for item in page["items"])
-            report.pulled += len(page["items"])
-            report.pages += 1
             cursor = page["cursor"]
             if cursor is None:
                 break
