@@ -511,6 +511,23 @@ def test_the_lambda_handlers_startup_is_left_out_of_garbage_collections() -> Non
         assert id(built) not in walked, built
 
 
+def test_startups_garbage_is_collected_before_the_heap_is_frozen() -> None:
+    """A cycle left unreachable at startup is freed, not frozen with the heap."""
+    import weakref
+
+    from api.app import freeze_startup_heap
+
+    class Node:
+        other: object = None
+
+    first, second = Node(), Node()
+    first.other, second.other = second, first
+    alive = weakref.ref(first)
+    del first, second
+    freeze_startup_heap()
+    assert alive() is None, "startup's garbage was frozen"
+
+
 def test_the_lambda_handler_returns_compressed_pages_base64_encoded(
     settings: Settings, app_client: TestClient, tenant: str
 ) -> None:
