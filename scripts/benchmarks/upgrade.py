@@ -8,6 +8,8 @@ import subprocess
 import sys
 from typing import Any
 
+from api.settings import PROJECT_ROOT
+
 # A tenant of PEOPLE written by release 1, then NOTES, NICKNAMES and EDITS by release 2.
 PEOPLE, NOTES, NICKNAMES, EDITS = 10_000, 500, 300, 5_000
 # --smoke: a fiftieth of it (200 people, 10 notes, 6 nicknames, 100 edits).
@@ -23,8 +25,10 @@ def measure_upgrade(mode: str, endpoint: str | None) -> dict[str, Any]:
         [sys.executable, "-m", "scripts.bench_upgrade", "--json", *scale, *engine],
         capture_output=True,
         text=True,
-        check=True,
+        cwd=PROJECT_ROOT,
     )
+    if answer.returncode != 0:
+        raise RuntimeError(f"scripts/bench_upgrade failed:\n{answer.stderr[-3000:]}")
     result: dict[str, Any] = json.loads(answer.stdout.strip().splitlines()[-1])
     return result
 
