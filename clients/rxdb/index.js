@@ -45,6 +45,16 @@
 // written, not even its creates), answered the same way. A new replication on
 // the emptied collection starts from `since: null` and writes the tenant again.
 //
+// Releases (docs/evolution.md): `release` (the catalog release the app's schemas
+// follow) goes with every request (X-Sync-Release) and in the socket's
+// connection_init. The checkpoint keeps what the replication declared (`declared`:
+// the release, the collection's fields); RxDB keeps the checkpoint through a schema
+// migration, so a start declaring more fields (or a later release) asks `catchUp`
+// for them, up to the checkpoint's token, within its first pull's answer.
+// UPGRADE_REQUIRED comes on error$; a server of an earlier release than the app's
+// cannot validate its documents: error$'s errors carry `extensions.servedRelease`,
+// and RxDB retries until a server of its release answers.
+//
 // Attachments (contract 3.10): a schema property that is an object with `sha256`,
 // `size` and `contentType` (`attachmentProperty`) is an attachment field. Documents
 // hold the reference only (pulled as `photo { sha256 size contentType }`, pushed as
@@ -72,6 +82,7 @@ export function replicateSyncAPI({
   tenantID,
   type,
   headers = {},
+  release = null,
   typeName,
   batchSize = 100,
   live = true,
@@ -91,7 +102,11 @@ export function replicateSyncAPI({
   // Attachment fields (GraphQL `Attachment`): the reference only, never the link.
   const attachments = new Set(fields.filter((f) => isAttachmentProperty(properties[f])));
   const leaf = (f) => (attachments.has(f) ? `${f} { ${REFERENCE.join(" ")} }` : f);
-  const headersNow = async () => (typeof headers === "function" ? await headers() : headers);
+  // Every request declares the app's catalog release (docs/evolution.md).
+  const headersNow = async () => ({
+    ...(typeof headers === "function" ? await headers() : headers),
+    ...(release ? { "X-Sync-Release": String(release) } : {}),
+  });
   const socketUrl = live && wsUrl !== false ? (wsUrl ?? url.replace(/^http/, "ws")) : null;
   const pokes$ = new Subject(); // a poke: pull from the checkpoint
   const pending = new Map(); // row content -> clientMutationID, while the row is retried
@@ -105,6 +120,7 @@ export function replicateSyncAPI({
   let sinceKnown;
   const sinceRead = new Promise((resolve) => (sinceKnown = resolve));
   let deleted = false;
+  let caughtUp = 0; // documents the catch-ups brought (`state.caughtUp()`)
   const tenantDeleted = () => {
     if (deleted) return;
     deleted = true; // once: stop asking, and tell the app
@@ -136,6 +152,39 @@ export function replicateSyncAPI({
   const pullQuery = `query($t: ID!, $since: ID, $cursor: String, $limit: Int, $types: [DeletedItemType!]) {
           changes(tenantID: $t, since: $since, cursor: $cursor, limit: $limit, types: $types) {
             items { ${selection} } cursor changeToken } }`;
+  // What this replication declares (the app's release, the collection's fields),
+  // kept in its checkpoint: a later start declaring more (a schema version bump with
+  // new fields, a new release) catches up on what the earlier pulls left out.
+  const declared = { release: release ?? null, fields: [...fields].sort() };
+  let owed = null; // { upTo, fields }: the catch-up the next pull's answer runs first
+  const owedBy = (checkpoint) => {
+    if (!checkpoint?.since || checkpoint.resync) return null; // nothing pulled, or a whole read
+    const before = checkpoint.declared;
+    // A checkpoint from before the module kept `declared`: what it declared is not
+    // known; every field, so every entity holding a later release's content.
+    const added = before ? fields.filter((f) => !before.fields.includes(f)) : release > 1 ? fields : [];
+    // A release that grew may bring enum values the earlier one did not know.
+    const grew = before && (release ?? 0) > (before.release ?? 0);
+    const asked = grew ? fields : added;
+    return asked.length ? { upTo: checkpoint.since, fields: asked.map((f) => `${name}.${f}`) } : null;
+  };
+  const catchUpQuery = `query($t: ID!, $upTo: ID!, $fields: [String!], $cursor: String, $limit: Int) {
+          catchUp(tenantID: $t, upTo: $upTo, fields: $fields, cursor: $cursor, limit: $limit) {
+            items { ${selection} } cursor } }`;
+  // Every page of the catch-up: the current versions, up to the checkpoint's token,
+  // of the entities holding what the earlier declaration left out.
+  const catchUp = async ({ upTo, fields: asked }) => {
+    const documents = [];
+    for (let cursor = null; ; ) {
+      const variables = { t: tenantID, upTo, fields: asked, cursor, limit: Math.min(batchSize, 1000) };
+      const body = await state.graphQLRequest({ query: catchUpQuery, variables });
+      if (!body.data) throw newRxError("RC_PULL", { errors: body.errors });
+      // Every type's entities come (the server filters by release, not type): this one's.
+      documents.push(...body.data.catchUp.items.filter((item) => item.__typename === name).map(itemToDoc));
+      cursor = body.data.catchUp.cursor;
+      if (!cursor) return documents;
+    }
+  };
   const startResync = () => {
     resync = { seen: new Set() };
     onResync?.();
@@ -254,12 +303,16 @@ export function replicateSyncAPI({
         if (restart) startResync();
         since = restart ? null : checkpoint?.since ?? null;
         sinceKnown();
+        // A catch-up owed: this read goes on from the checkpoint's token, not its
+        // cursor (the pages read before it selected fewer fields).
+        owed = restart ? null : owedBy(checkpoint);
+        const cursor = restart || owed ? null : checkpoint?.cursor ?? null;
         return {
           query: pullQuery,
           variables: {
             t: tenantID,
-            since: restart || checkpoint?.cursor ? null : checkpoint?.since ?? null,
-            cursor: restart ? null : checkpoint?.cursor ?? null,
+            since: restart || cursor ? null : checkpoint?.since ?? null,
+            cursor,
             limit,
             types: [type],
           },
@@ -267,18 +320,27 @@ export function replicateSyncAPI({
       },
       responseModifier: async (data, origin, previous) => {
         if (origin === "stream") return "RESYNC"; // a poke: pull from the checkpoint
-        const documents = data.items.map(itemToDoc);
+        let documents = data.items.map(itemToDoc);
         if (resync !== null) {
           for (const item of data.items) resync.seen.add(item.id);
-          if (data.cursor) return { documents, checkpoint: { since: null, cursor: data.cursor, resync: true } };
+          if (data.cursor) return { documents, checkpoint: { since: null, cursor: data.cursor, resync: true, declared } };
           documents.push(...(await notReturned()));
           resync = null;
-          return { documents, checkpoint: { since: data.changeToken, cursor: null, resync: false } };
+          return { documents, checkpoint: { since: data.changeToken, cursor: null, resync: false, declared } };
+        }
+        if (owed) {
+          // Versions at or below the checkpoint's token, so older than this page's
+          // of the same entity: the page's win. Asked again whole if this throws.
+          const newer = new Set(documents.map((d) => d[primary]));
+          const caught = (await catchUp(owed)).filter((d) => !newer.has(d[primary]));
+          caughtUp += caught.length;
+          documents = [...caught, ...documents];
+          owed = null;
         }
         // All keys always: RxDB stacks checkpoints key by key.
         const checkpoint = data.cursor
-          ? { since: previous?.since ?? null, cursor: data.cursor, resync: false }
-          : { since: data.changeToken ?? previous?.since ?? null, cursor: null, resync: false };
+          ? { since: previous?.since ?? null, cursor: data.cursor, resync: false, declared }
+          : { since: data.changeToken ?? previous?.since ?? null, cursor: null, resync: false, declared };
         if (!data.cursor) since = checkpoint.since;
         return { documents, checkpoint };
       },
@@ -359,6 +421,14 @@ export function replicateSyncAPI({
   const request = state.graphQLRequest.bind(state);
   state.graphQLRequest = async (params) => {
     const body = await request(params);
+    // A server of an earlier release than the app's could not validate the document
+    // (a rollback): it says which release it serves; error$ carries it on each error
+    // (`extensions.servedRelease`), and RxDB retries until a server of the app's
+    // release answers.
+    const served = body.extensions?.release;
+    if (body.errors && Number.isInteger(served) && release && served < release) {
+      for (const error of body.errors) error.extensions = { ...error.extensions, servedRelease: served };
+    }
     const code = body.errors?.[0]?.extensions?.code;
     if (code === "TENANT_DELETED") tenantDeleted();
     if (params.query !== pullQuery || code !== "RESYNC_REQUIRED") {
@@ -367,7 +437,8 @@ export function replicateSyncAPI({
     startResync();
     return request({ ...params, variables: { ...params.variables, since: null, cursor: null } });
   };
-  if (socketUrl) attachSocket(state, socketUrl, tenantID, headersNow, pokes$, pull.wsOptions);
+  if (socketUrl) attachSocket(state, socketUrl, tenantID, headersNow, pokes$, pull.wsOptions, release);
+  state.caughtUp = () => caughtUp;
   return state;
 }
 
@@ -375,7 +446,7 @@ export function replicateSyncAPI({
 // subscription into `pull.stream$`: opened by start(), closed by pause() and cancel().
 // RxDB starts a replication asynchronously (after leadership), so the methods are
 // replaced before its first start.
-function attachSocket(state, socketUrl, tenantID, headersNow, pokes$, wsOptions = {}) {
+function attachSocket(state, socketUrl, tenantID, headersNow, pokes$, wsOptions = {}, release = null) {
   let socket = null;
   const openSocket = async () => {
     if (socket) return;
@@ -390,7 +461,7 @@ function attachSocket(state, socketUrl, tenantID, headersNow, pokes$, wsOptions 
       // Asked on every (re)connection: a refreshed token after a 4403 at expiry.
       connectionParams: async () => {
         const h = await headersNow();
-        return { Authorization: h.Authorization ?? h.authorization };
+        return { Authorization: h.Authorization ?? h.authorization, ...(release ? { release } : {}) };
       },
       on: { connected: () => pokes$.next("RESYNC") }, // (re)connected: catch up
       ...wsOptions,

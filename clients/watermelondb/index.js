@@ -60,6 +60,16 @@
 // SyncAPIError with code TENANT_DELETED. `resetOnTenantDeleted: false` leaves the
 // reset to the app.
 //
+// Releases (docs/evolution.md): `release` (the catalog release the app's tables
+// follow) goes with every request (X-Sync-Release) and in live()'s connection_init.
+// With `migrationsEnabledAtVersion`, WatermelonDB passes pull a `migration` after a
+// schema upgrade ({from, tables, columns: [{table, columns}]}): the pull first asks
+// `catchUp` for those tables' types and columns' fields, up to the token of the last
+// pull, then pulls on from that token. UPGRADE_REQUIRED (a retired release) is the
+// thrown SyncAPIError's code; a server of an earlier release than the app's cannot
+// validate its documents: the error carries `servedRelease`, and the sync waits for a
+// server of its release (it does not ask with that release's documents).
+//
 // Tokens: `getToken()` is asked on every request; a request answered UNAUTHENTICATED
 // asks `getToken({ refresh: true })` and is sent once more.
 //
@@ -96,6 +106,8 @@ export function createSyncAPI(options) {
     getToken,
     tables: tableOptions,
     tokenColumn = "change_token",
+    release = null,
+    migrationsEnabledAtVersion,
     limit = 500,
     pagesPerPull = 10,
     maxRounds = 10,
@@ -140,6 +152,28 @@ export function createSyncAPI(options) {
     changes(tenantID: $t, since: $since, cursor: $cursor, limit: $limit, types: $types) {
       items { ${selection} } cursor changeToken } }`;
 
+  const catchUpQuery = `query($t: ID!, $upTo: ID!, $types: [DeletedItemType!], $fields: [String!], $cursor: String, $limit: Int) {
+    catchUp(tenantID: $t, upTo: $upTo, types: $types, fields: $fields, cursor: $cursor, limit: $limit) {
+      items { ${selection} } cursor } }`;
+
+  // What WatermelonDB's migration sync names (`{from, tables, columns: [{table,
+  // columns}]}`), as the API's catchUp names it: the type codes of the tables it
+  // created, and "Type.field" for the columns it added. Tables and columns this
+  // module does not sync are left out.
+  function catchUpOf(migration) {
+    const newTypes = (migration.tables ?? []).filter((table) => tables[table]).map((table) => tables[table].type);
+    const fields = [];
+    for (const { table, columns } of migration.columns ?? []) {
+      const t = tables[table];
+      if (!t || newTypes.includes(t.type)) continue;
+      for (const column of columns) {
+        const f = t.fieldOfColumn[column];
+        if (f !== undefined) fields.push(`${t.typeName}.${f}`);
+      }
+    }
+    return { types: newTypes, fields };
+  }
+
   // What this client learned that the next pull must apply, whatever its pages hold:
   const known = new Map(); // "table/id" -> { raw } | { deleted: true }: conflicts' current versions
   const revert = new Set(); // "table/id": rejected, the server's state wins
@@ -153,7 +187,7 @@ export function createSyncAPI(options) {
   let readCall = null;
   let behind = false; // the read that just ended began before this sync() call
   let resetDone = false;
-  const stats = { requests: 0, pages: 0, items: 0, pushed: 0, conflicts: 0, rejected: 0, resyncs: 0, rounds: 0 };
+  const stats = { requests: 0, pages: 0, items: 0, pushed: 0, conflicts: 0, rejected: 0, resyncs: 0, rounds: 0, caughtUp: 0 };
 
   // --- transport -----------------------------------------------------------------
   async function request(query, variables) {
@@ -162,7 +196,7 @@ export function createSyncAPI(options) {
       stats.requests++;
       const response = await fetchImpl(url, {
         method: "POST",
-        headers: { "content-type": "application/json", ...(token ? { Authorization: `Bearer ${token}` } : {}) },
+        headers: { "content-type": "application/json", ...authHeaders(token, release) },
         body: JSON.stringify({ query, variables }),
       });
       const body = await response.json().catch(() => ({}));
@@ -171,7 +205,13 @@ export function createSyncAPI(options) {
       if ((code === "UNAUTHENTICATED" || response.status === 401) && attempt === 0 && getToken) continue;
       if (code) {
         if (code === "TENANT_DELETED") await tenantDeleted();
-        throw new SyncAPIError(code, error?.message ?? response.statusText, { extensions: error?.extensions });
+        // A server of an earlier release than the app's could not validate the
+        // document (a rollback): it says which release it serves (`servedRelease`).
+        const served = body.extensions?.release;
+        throw new SyncAPIError(code, error?.message ?? response.statusText, {
+          extensions: error?.extensions,
+          ...(Number.isInteger(served) && release && served < release ? { servedRelease: served } : {}),
+        });
       }
       return body.data;
     }
@@ -224,18 +264,15 @@ export function createSyncAPI(options) {
   }
 
   // --- pull ------------------------------------------------------------------------
-  async function pullChanges({ lastPulledAt }) {
+  async function pullChanges({ lastPulledAt, migration }) {
     pushedSomething = false; // a new synchronize() call: this pull brings the last push's tokens
     const start = await positionOf(lastPulledAt);
     let { since, cursor } = start;
     let resync = Boolean(start.resync);
-    if (!cursor) readCall = calls; // a read begins: its bound is after this call began
     const changes = Object.fromEntries(Object.keys(tables).map((n) => [n, { created: [], updated: [], deleted: [] }]));
     const latest = new Map(); // "table/id" -> raw | null (deleted): the last version seen
-    const page = async () => {
-      const data = await request(pageQuery, { t: tenantID, since: cursor ? null : since, cursor, limit, types });
-      stats.pages++;
-      for (const item of data.changes.items) {
+    const remember = (items) => {
+      for (const item of items) {
         stats.items++;
         if (item.__typename === "DeletedItem") {
           const table = tableOfType[item.type];
@@ -245,6 +282,34 @@ export function createSyncAPI(options) {
           if (table) latest.set(keyOf(table, item.id), itemToRaw(tables[table], item));
         }
       }
+    };
+    // A migration sync (the app's schema grew: new tables, new columns): what the
+    // earlier schema's pulls left out, up to the token they reached, from catchUp
+    // (docs/evolution.md); then the pull goes on from that token as usual, now
+    // selecting the new columns too. WatermelonDB passes the migration again until
+    // a pull succeeds, so an interrupted catch-up is asked again whole.
+    const owed = migration && lastPulledAt && !resync ? catchUpOf(migration) : null;
+    if (owed && (owed.types.length || owed.fields.length)) {
+      // The read goes on from its token, not its cursor: the pages read before it
+      // selected fewer columns (a first read not finished reads it all again).
+      cursor = null;
+      if (since !== null) {
+        for (let after = null; ; ) {
+          const variables = { t: tenantID, upTo: since, cursor: after, limit: Math.min(limit, 1000) };
+          const data = await request(catchUpQuery, { ...variables, types: owed.types.length ? owed.types : null, fields: owed.fields.length ? owed.fields : null });
+          stats.pages++;
+          stats.caughtUp += data.catchUp.items.length;
+          remember(data.catchUp.items);
+          after = data.catchUp.cursor;
+          if (!after) break;
+        }
+      }
+    }
+    if (!cursor) readCall = calls; // a read begins: its bound is after this call began
+    const page = async () => {
+      const data = await request(pageQuery, { t: tenantID, since: cursor ? null : since, cursor, limit, types });
+      stats.pages++;
+      remember(data.changes.items);
       cursor = data.changes.cursor;
       if (!cursor) since = data.changes.changeToken ?? since;
     };
@@ -260,7 +325,7 @@ export function createSyncAPI(options) {
           since = null;
           cursor = null;
           readCall = calls;
-          latest.clear();
+          latest.clear(); // the catch-up's too: the whole tenant comes again
           stats.resyncs++;
           await onResync?.();
           continue;
@@ -506,6 +571,7 @@ export function createSyncAPI(options) {
     pushChanges,
     sendCreatedAsUpdated: true,
     conflictResolver,
+    ...(migrationsEnabledAtVersion ? { migrationsEnabledAtVersion } : {}),
   });
 
   // synchronize() until nothing is left: the remaining pages of a long pull, a pull
@@ -569,7 +635,7 @@ export function createSyncAPI(options) {
         keepAlive,
         connectionParams: async () => {
           const token = getToken ? await getToken({ refresh: false }) : null;
-          return token ? { Authorization: `Bearer ${token}` } : {};
+          return { ...(token ? { Authorization: `Bearer ${token}` } : {}), ...(release ? { release } : {}) };
         },
       });
       unsubscribe = client.subscribe(
@@ -604,6 +670,11 @@ export function createSyncAPI(options) {
 // One sync of `database`: synchronize() as many times as it takes (see createSyncAPI).
 export function syncWithAPI(options) {
   return createSyncAPI(options).sync();
+}
+
+// The headers of every request: the bearer token, and the app's catalog release.
+function authHeaders(token, release) {
+  return { ...(token ? { Authorization: `Bearer ${token}` } : {}), ...(release ? { "X-Sync-Release": String(release) } : {}) };
 }
 
 function splitKey(key) {
@@ -646,10 +717,10 @@ export async function hashAttachment(data, contentType = data?.type) {
 // (store `JSON.stringify(ref)` in the attachment column). Throws a SyncAPIError with
 // the API's code (FORBIDDEN, QUOTA_EXCEEDED, ...) or UPLOAD_FAILED; offline, fetch's
 // own TypeError.
-export async function uploadAttachment({ url, getToken, tenantID, data, contentType }) {
+export async function uploadAttachment({ url, getToken, tenantID, data, contentType, release }) {
   const ref = await hashAttachment(data, contentType);
   const { requestUpload } = await call(
-    { url, getToken },
+    { url, getToken, release },
     `mutation($t: ID!, $s: String!, $n: Int!, $c: String!) {
       requestUpload(tenantID: $t, sha256: $s, size: $n, contentType: $c) {
         alreadyPresent upload { url method headers { name value } } } }`,
@@ -665,20 +736,20 @@ export async function uploadAttachment({ url, getToken, tenantID, data, contentT
 }
 
 // A fresh download link for a blob: `{sha256, size, contentType, url, urlExpiresAt}`.
-export async function attachmentURL({ url, getToken, tenantID }, sha256) {
+export async function attachmentURL({ url, getToken, tenantID, release }, sha256) {
   const data = await call(
-    { url, getToken },
+    { url, getToken, release },
     `query($t: ID!, $s: String!) { attachment(tenantID: $t, sha256: $s) { sha256 size contentType url urlExpiresAt } }`,
     { t: tenantID, s: sha256 },
   );
   return data.attachment;
 }
 
-async function call({ url, getToken }, query, variables) {
+async function call({ url, getToken, release }, query, variables) {
   const token = getToken ? await getToken({ refresh: false }) : null;
   const response = await fetch(url, {
     method: "POST",
-    headers: { "content-type": "application/json", ...(token ? { Authorization: `Bearer ${token}` } : {}) },
+    headers: { "content-type": "application/json", ...authHeaders(token, release) },
     body: JSON.stringify({ query, variables }),
   });
   const body = await response.json().catch(() => ({}));

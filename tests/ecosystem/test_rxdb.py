@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from api.settings import Settings
-from tests.support import rxdb
+from tests.support import release2, rxdb
 from tests.support.gql import TEST_AUTH_SECRET, bearer
 from tests.support.servers import api_server
 
@@ -27,7 +27,12 @@ def module_dir() -> Path:
 
 
 @pytest.fixture(scope="module")
-def report(module_dir: Path, settings: Settings) -> Iterator[dict[str, Any]]:
+def report(
+    module_dir: Path, settings: Settings, release_servers: dict[str, str]
+) -> Iterator[dict[str, Any]]:
+    """Every everyday scenario, against a server of tests/support/release2.py (the
+    product's catalog plus release 2's: what the upgrade scenarios need, and a
+    superset of what the others use)."""
     prefix = f"rx-{uuid.uuid4().hex[:8]}"
     tenants = [
         f"{prefix}-{name}"
@@ -50,14 +55,24 @@ def report(module_dir: Path, settings: Settings) -> Iterator[dict[str, Any]]:
             "photo",
             "random-1",
             "random-2",
+            "upgrade",
+            "retired",
+            "rollback",
         )
     ]
     token = bearer(tenants, secret=TEST_AUTH_SECRET)["Authorization"].split()[1]
-    with api_server(settings) as url:
-        yield _run(module_dir, url, token, prefix)
+    with api_server(settings, extra_env=release2.SERVER_ENV) as url:
+        yield _run(module_dir, url, token, prefix, servers=release_servers)
 
 
-def _run(module_dir: Path, url: str, token: str, prefix: str, *only: str) -> dict[str, Any]:
+def _run(
+    module_dir: Path,
+    url: str,
+    token: str,
+    prefix: str,
+    *only: str,
+    servers: dict[str, str] | None = None,
+) -> dict[str, Any]:
     result = subprocess.run(
         [
             rxdb.NODE,
@@ -68,7 +83,10 @@ def _run(module_dir: Path, url: str, token: str, prefix: str, *only: str) -> dic
             *([",".join(only)] if only else []),
         ],
         cwd=module_dir,
-        env=rxdb.node_env(),
+        env={
+            **rxdb.node_env(),
+            **{f"RX_{name.upper()}_URL": at for name, at in (servers or {}).items()},
+        },
         capture_output=True,
         text=True,
         timeout=300,
@@ -265,3 +283,34 @@ def test_a_reference_to_bytes_not_uploaded_is_rejected_with_nothing_written_unti
     assert resaved["errors"] == [] and resaved["server"] is not None, resaved  # not NOT_FOUND
     assert resaved["server"]["givenName"] == "Ghost", resaved
     assert set(resaved["server"]["photo"]) == REFERENCE, resaved
+
+
+def test_a_schema_version_bump_catches_up_on_the_new_field_written_before_it(
+    report: dict[str, Any],
+) -> None:
+    """Issue 47, finding 3: RxDB keeps the replication's checkpoint through its schema
+    migration; the module kept what the collection declared in it, and asks catchUp
+    for the field the new version adds, up to that checkpoint's token."""
+    run = report["upgradeCatchesUp"]
+    assert run["pulled"] == 9 and run["people"] == 9, run
+    assert run["nicknames"] == 9, run  # 7 set before the last release 1 pull, 2 after
+    assert run["caughtUp"] == 7, run  # the 7 people with a nickname: none of the rest
+    assert run["server"] == {"occupation": "offline edit", "nickname": "nick0"}, run
+    assert run["errors"] == [], run
+
+
+def test_a_retired_release_is_told_to_upgrade_and_keeps_its_unpushed_document(
+    report: dict[str, Any],
+) -> None:
+    run = report["upgradeRequired"]
+    assert run["refused"] == {"code": "UPGRADE_REQUIRED", "servedRelease": None}, run
+    assert run["after"] == [] and run["server"] == {"givenName": "Queued"}, run
+
+
+def test_a_release_2_app_on_a_release_1_server_is_told_and_loses_nothing(
+    report: dict[str, Any],
+) -> None:
+    """A rollback: the module does not ask with release 1's documents (README, limits)."""
+    run = report["rollback"]
+    assert run["refused"] is not None and run["refused"]["servedRelease"] == 1, run
+    assert run["after"] == [] and run["server"] == {"givenName": "Rolled", "nickname": "Rolly"}

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from api.settings import PROJECT_ROOT, Settings
+from tests.support import release2
 from tests.support.gql import TEST_AUTH_SECRET, bearer
 from tests.support.servers import api_server
 
@@ -43,6 +44,9 @@ TENANTS = (
     "random-1",
     "random-2",
     "resync",
+    "upgrade",
+    "retired",
+    "rollback",
 )
 
 
@@ -82,13 +86,25 @@ def _token(prefix: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def report(module_dir: Path, settings: Settings) -> Iterator[dict[str, Any]]:
+def report(
+    module_dir: Path, settings: Settings, release_servers: dict[str, str]
+) -> Iterator[dict[str, Any]]:
+    """Every everyday scenario, against a server of tests/support/release2.py (the
+    product's catalog plus release 2's field, enum value and type: what the upgrade
+    scenarios need, and a superset of what the others use)."""
     prefix = f"wm-{uuid.uuid4().hex[:8]}"
-    with api_server(settings) as url:
-        yield _run(module_dir, url, _token(prefix), prefix)
+    with api_server(settings, extra_env=release2.SERVER_ENV) as url:
+        yield _run(module_dir, url, _token(prefix), prefix, servers=release_servers)
 
 
-def _run(module_dir: Path, url: str, token: str, prefix: str, *only: str) -> dict[str, Any]:
+def _run(
+    module_dir: Path,
+    url: str,
+    token: str,
+    prefix: str,
+    *only: str,
+    servers: dict[str, str] | None = None,
+) -> dict[str, Any]:
     node = shutil.which("node")
     assert node
     # A reader of the tenant `reader` (contract 6, roles: its writes are FORBIDDEN).
@@ -103,7 +119,11 @@ def _run(module_dir: Path, url: str, token: str, prefix: str, *only: str) -> dic
             *([",".join(only)] if only else []),
         ],
         cwd=module_dir,
-        env={**os.environ, "WM_READER_TOKEN": reader.split()[1]},
+        env={
+            **os.environ,
+            "WM_READER_TOKEN": reader.split()[1],
+            **{f"WM_{name.upper()}_URL": at for name, at in (servers or {}).items()},
+        },
         capture_output=True,
         text=True,
         timeout=300,
@@ -246,3 +266,42 @@ def test_a_photo_reference_syncs_and_downloads_the_same_bytes(report: dict[str, 
 def test_random_three_device_runs_end_equal(report: dict[str, Any]) -> None:
     for name in ("random1", "random2"):
         assert report[name]["equal"] and report[name]["serverCount"] > 0, report[name]
+
+
+def test_an_upgrade_s_migration_sync_brings_the_new_table_and_column_written_before_it(
+    report: dict[str, Any],
+) -> None:
+    """Issue 47, finding 4: WatermelonDB passes pull a `migration` naming the table
+    (notes) and the column (people.nickname) schema version 2 added; the module asks
+    catchUp for them, up to the token the release 1 app had reached, then pulls on."""
+    run = report["upgradeCatchesUp"]
+    assert run["before"] == 9 and run["people"] == 9, run
+    assert run["notes"] == 11, run  # the table added by the upgrade: every record
+    assert run["nicknames"] == 9, run  # 7 set before the last release 1 pull, 2 after
+    assert run["caughtUp"] == 18, run  # 7 people and 11 notes: none of the rest
+    assert run["pushed"] == "offline edit" and run["clean"] and run["errors"] == [], run
+
+
+def test_a_retired_release_is_told_to_upgrade_and_keeps_its_unsent_records(
+    report: dict[str, Any],
+) -> None:
+    run = report["upgradeRequired"]
+    assert run["refused"] == {"code": "UPGRADE_REQUIRED", "servedRelease": None}, run
+    assert run["kept"], run  # unsent, still marked so
+    assert run["after"] is None and run["clean"], run  # the updated app sends it
+    assert run["server"] == {"givenName": "Queued", "nickname": None}, run
+
+
+def test_a_release_2_app_served_by_a_release_1_server_is_told_and_loses_nothing(
+    report: dict[str, Any],
+) -> None:
+    """A rollback: the module does not ask with release 1's documents (README, limits):
+    the sync throws, naming the release served, and the records wait."""
+    run = report["rollback"]
+    assert run["refused"] is not None and run["refused"]["servedRelease"] == 1, run
+    assert run["kept"], run
+    assert run["after"] is None and run["clean"], run
+    assert run["server"] == {
+        "r": {"givenName": "Rolled", "nickname": "Rolly"},
+        "rn": {"text": "kept"},
+    }

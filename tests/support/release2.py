@@ -40,3 +40,5 @@ NOTE = ItemType(
 DECLARED: tuple[ItemType, ...] = (PERSON, catalog.REMINDER, NOTE)
 RELEASE_1 = releases.at(DECLARED, 1)
 RELEASE_2 = releases.at(DECLARED, 2)
+# A server's environment serving this catalog (its latest release, 2).
+SERVER_ENV = {"SYNC_CATALOG": "tests.support.release2"}

@@ -2,7 +2,8 @@
 // through the API with replicateSyncAPI. Usage:
 //   node scenarios.mjs <graphql url> <bearer token> <tenant prefix>
 // Prints one JSON line: each scenario's findings, for tests/ecosystem/test_rxdb.py.
-import { createRxDatabase } from "rxdb";
+import { addRxPlugin, createRxDatabase } from "rxdb";
+import { RxDBMigrationSchemaPlugin } from "rxdb/plugins/migration-schema";
 import { getRxStorageMemory } from "rxdb/plugins/storage-memory";
 import { fieldLevelConflictHandler, replicateSyncAPI } from "../index.js";
 import { attachmentURL, hashAttachment, uploadAttachment } from "../index.js";
@@ -25,6 +26,8 @@ const activeSubscriptions = () =>
   [...activeBySocket].filter(([ws]) => ws.readyState === WebSocket.OPEN).reduce((n, [, c]) => n + c, 0);
 const openSockets = () =>
   [...activeBySocket.keys()].filter((ws) => ws.readyState === WebSocket.OPEN).length;
+
+addRxPlugin(RxDBMigrationSchemaPlugin);
 
 const [url, token, prefix] = process.argv.slice(2);
 const auth = { Authorization: `Bearer ${token}` };
@@ -638,6 +641,132 @@ async function photoAttachments() {
   return { online, offline, pulled, missing, pushedPhotos, errorsBefore: errors.slice(0, before) };
 }
 
+// Release 2 of the app (tests/support/release2.py, served by the report's server):
+// the people collection's schema version 1 adds `nickname` (RxDB's migration).
+const schemaV2 = { ...schema, version: 1, properties: { ...schema.properties, nickname: { type: "string" } } };
+
+async function push(tenant, mutations, at = url) {
+  const response = await fetch(at, {
+    method: "POST",
+    headers: { "content-type": "application/json", ...auth },
+    body: JSON.stringify({
+      query: `mutation($i: PushChangesInput!) { pushChanges(input: $i) { results { status } } }`,
+      variables: { i: { tenantID: tenant, mutations } },
+    }),
+  });
+  const body = await response.json();
+  if (body.data?.pushChanges.results.some((r) => r.status !== "APPLIED") ?? true) throw new Error(JSON.stringify(body));
+}
+
+// A device of the app at `release` (1: schema version 0; 2: version 1, migrated in
+// place from version 0's storage), replicating through `at` (live without a socket:
+// RxDB's cancel() of a replication that is not live waits for its first sync, which
+// never comes while every request is refused).
+async function releaseDevice(name, release) {
+  const db = await createRxDatabase({ name, storage: getRxStorageMemory(), multiInstance: false });
+  const people = release === 1 ? { schema } : { schema: schemaV2, migrationStrategies: { 1: (doc) => doc } };
+  await db.addCollections({ people });
+  return db;
+}
+function replicateRelease(db, tenant, release, at = url) {
+  const errors = [];
+  const state = replicateSyncAPI({
+    collection: db.people,
+    url: at,
+    tenantID: tenant,
+    type: "PERSON",
+    headers: auth,
+    release,
+    live: true,
+    wsUrl: false,
+    waitForLeadership: false,
+    retryTime: 100,
+    replicationIdentifier: `release-${tenant}`, // the same whichever server answers
+  });
+  state.error$.subscribe((e) => {
+    const error = e.parameters?.errors?.[0];
+    errors.push({ code: error?.extensions?.code ?? error?.code ?? e.code, servedRelease: error?.extensions?.servedRelease ?? null });
+  });
+  return { state, errors };
+}
+// Replicates until RxDB reports an error (then cancelled), or until in sync.
+async function replicateOnce(db, tenant, release, at = url) {
+  const { state, errors } = replicateRelease(db, tenant, release, at);
+  const failed = new Promise((resolve) => state.error$.subscribe(() => resolve("error")));
+  await Promise.race([state.awaitInitialReplication().then(() => "done"), failed]);
+  await state.cancel();
+  return errors;
+}
+const nicknamed = async (db) => (await db.people.find().exec()).filter((d) => d.get("nickname")).length;
+
+async function upgradeCatchesUp() {
+  // 9 people written by a release 2 app (7 with a nickname); a release 1 device syncs
+  // them (no nicknames: not in its schema), edits one offline; 2 more nicknames are
+  // set; the app is updated to release 2 (the collection's schema version 1, migrated
+  // over the same storage): its replication catches up on the nicknames set before
+  // its last release 1 pull (RxDB kept that pull's checkpoint through the migration).
+  const tenant = `${prefix}-upgrade`;
+  const people = Array.from({ length: 9 }, (_, i) => ({
+    createPerson: { tenantID: tenant, id: `p${i}`, person: { givenName: `P${i}`, ...(i < 7 ? { nickname: `nick${i}` } : {}) } },
+  }));
+  await push(tenant, people);
+  const name = `upgrade-${prefix}`;
+  const old = await releaseDevice(name, 1);
+  const before = await replicateOnce(old, tenant, 1);
+  const pulled = (await old.people.find().exec()).length;
+  await (await old.people.findOne("p0").exec()).incrementalPatch({ occupation: "offline edit" });
+  await old.close();
+  const late = [];
+  for (const id of ["p7", "p8"]) {
+    const data = await gql(`query($t: ID!, $id: ID!) { person(tenantID: $t, id: $id) { changeToken } }`, { t: tenant, id });
+    late.push({ updatePerson: { tenantID: tenant, id, changeToken: data.person.changeToken, changes: { nickname: `late ${id}` } } });
+  }
+  await push(tenant, late);
+  const db = await releaseDevice(name, 2);
+  const { state, errors } = replicateRelease(db, tenant, 2);
+  await state.awaitInitialReplication();
+  const caughtUp = state.caughtUp?.() ?? null;
+  await state.cancel();
+  const server = await gql(`query($t: ID!) { person(tenantID: $t, id: "p0") { occupation nickname } }`, { t: tenant });
+  const result = { pulled, nicknames: await nicknamed(db), people: (await db.people.find().exec()).length, caughtUp, server: server.person, errors: [...before, ...errors] };
+  await db.close();
+  return result;
+}
+
+async function upgradeRequired() {
+  // A server that retired release 1 (MIN_CLIENT_RELEASE=2): the release 1 app's
+  // replication reports UPGRADE_REQUIRED on error$ and keeps its unpushed document;
+  // the updated app (schema version 1, release 2) pushes it.
+  const tenant = `${prefix}-retired`;
+  const at = process.env.RX_MIN2_URL;
+  const name = `retired-${prefix}`;
+  const old = await releaseDevice(name, 1);
+  await old.people.insert({ id: "q", givenName: "Queued" });
+  const refused = await replicateOnce(old, tenant, 1, at);
+  await old.close();
+  const db = await releaseDevice(name, 2);
+  const after = await replicateOnce(db, tenant, 2, at);
+  await db.close();
+  const server = await gql(`query($t: ID!) { person(tenantID: $t, id: "q") { givenName } }`, { t: tenant });
+  return { refused: refused[0] ?? null, after, server: server.person };
+}
+
+async function rollback() {
+  // A release 2 app replicating through a release 1 server (a rollback): error$ says
+  // which release that server serves; the unpushed document waits, and goes once a
+  // release 2 server answers.
+  const tenant = `${prefix}-rollback`;
+  const name = `rollback-${prefix}`;
+  const db = await releaseDevice(name, 2);
+  await replicateOnce(db, tenant, 2);
+  await db.people.insert({ id: "r", givenName: "Rolled", nickname: "Rolly" });
+  const refused = await replicateOnce(db, tenant, 2, process.env.RX_RELEASE1_URL);
+  const after = await replicateOnce(db, tenant, 2);
+  await db.close();
+  const server = await gql(`query($t: ID!) { person(tenantID: $t, id: "r") { givenName nickname } }`, { t: tenant });
+  return { refused: refused[0] ?? null, after, server: server.person };
+}
+
 // Scenarios that need a server of their own settings run only when named (any
 // scenario can be named: `node test/scenarios.mjs <url> <token> <prefix> a,b`).
 const named = { resyncAcrossTheHorizon };
@@ -660,6 +789,9 @@ const everyday = {
   photoAttachments,
   random1: () => randomRun(1),
   random2: () => randomRun(2),
+  upgradeCatchesUp,
+  upgradeRequired,
+  rollback,
 };
 const chosen = only ? Object.fromEntries(only.map((n) => [n, { ...everyday, ...named }[n]])) : everyday;
 const report = {};

@@ -7,6 +7,7 @@
 // read to its last page, returns (serverPeople), and has nothing left to push.
 import { Database, Model, appSchema, tableSchema } from "@nozbe/watermelondb";
 import LokiModule from "@nozbe/watermelondb/adapters/lokijs/index.js";
+import { addColumns, createTable, schemaMigrations } from "@nozbe/watermelondb/Schema/migrations/index.js";
 import { hasUnsyncedChanges } from "@nozbe/watermelondb/sync/index.js";
 import loggerModule from "@nozbe/watermelondb/utils/common/logger/index.js";
 import { WebSocket } from "ws";
@@ -642,6 +643,172 @@ async function randomRun(seed) {
   return { equal: result.equal, clean: result.clean, serverCount: Object.keys(result.server).length };
 }
 
+// Release 2 of the app (tests/support/release2.py, served by the report's server):
+// people gain a `nickname` column, and a table `notes` (type NOTE) comes, by a
+// WatermelonDB migration (schema version 1 -> 2, migrationsEnabledAtVersion: 1).
+const NOTE_COLUMNS = { text: "text", personID: "person_id" };
+const optional = (name) => ({ name, type: "string", isOptional: true });
+const schemaV2 = appSchema({
+  version: 2,
+  tables: [
+    tableSchema({ name: "people", columns: [...schema.tables.people.columnArray, optional("nickname")] }),
+    tableSchema({ name: "reminders", columns: schema.tables.reminders.columnArray }),
+    tableSchema({ name: "notes", columns: [...Object.values(NOTE_COLUMNS).map(optional), ...syncColumns()] }),
+  ],
+});
+const migrationsV2 = schemaMigrations({
+  migrations: [
+    {
+      toVersion: 2,
+      steps: [
+        addColumns({ table: "people", columns: [optional("nickname")] }),
+        createTable({ name: "notes", columns: [...Object.values(NOTE_COLUMNS).map(optional), ...syncColumns()] }),
+      ],
+    },
+  ],
+});
+const TABLES_V2 = {
+  people: { ...TABLES.people, columns: { ...FIELDS, nickname: "nickname" } },
+  reminders: TABLES.reminders,
+  notes: { type: "NOTE", columns: NOTE_COLUMNS },
+};
+class Note extends Model {
+  static table = "notes";
+}
+
+// A release 1 app (schema version 1, its migrations enabled from 1), upgraded in
+// place to release 2 (the same LokiJS storage, cloned with WatermelonDB's testClone,
+// migrated to version 2), as an app update does.
+async function releaseApp(tenant, release, previous = null) {
+  const app = { via: null }; // another server's /graphql (a rollback, a retired release)
+  const options = { schema: release === 1 ? schema : schemaV2, migrations: release === 1 ? schemaMigrations({ migrations: [] }) : migrationsV2 };
+  const adapter = previous
+    ? await previous.adapter.underlyingAdapter.testClone(options)
+    : new LokiJSAdapter({ ...options, useWebWorker: false, useIncrementalIndexedDB: false, dbName: `upgrade-${tenant}` });
+  const database = new Database({ adapter, modelClasses: release === 1 ? [Person, Reminder] : [Person, Reminder, Note] });
+  const errors = [];
+  const api = createSyncAPI({
+    database,
+    url,
+    tenantID: tenant,
+    getToken: async () => token,
+    tables: release === 1 ? TABLES : TABLES_V2,
+    release,
+    migrationsEnabledAtVersion: 1,
+    limit: 5, // pages: the catch-up's too
+    onRejected: (r) => errors.push(r.code),
+    fetch: (target, init) => fetch(app.via ?? target, init),
+  });
+  return Object.assign(app, { database, api, errors });
+}
+
+async function syncError(app) {
+  try {
+    await app.api.sync();
+    return null;
+  } catch (error) {
+    return { code: error.code ?? String(error), servedRelease: error.servedRelease ?? null };
+  }
+}
+
+// A person's or a note's fields on the (release 2) server; null when it holds none.
+async function serverItem(id, tenant, key = "person") {
+  const fields = key === "person" ? "givenName nickname" : "text";
+  const data = await gql(`query($t: ID!, $id: ID!) { ${key}(tenantID: $t, id: $id) { ${fields} } }`, { t: tenant, id }).catch(() => null);
+  return data?.[key] ?? null;
+}
+
+const addPerson = (app, id, raw) =>
+  app.database.write(() =>
+    app.database.get("people").create((r) => {
+      r._raw.id = id;
+      for (const [c, v] of Object.entries(raw)) r._setRaw(c, v);
+    }),
+  );
+
+async function upgradeRequired() {
+  // A server that retired release 1 (MIN_CLIENT_RELEASE=2): the release 1 app's sync
+  // throws UPGRADE_REQUIRED and its unsent record stays; the updated app sends it.
+  const tenant = `${prefix}-retired`;
+  const old = await releaseApp(tenant, 1);
+  old.via = process.env.WM_MIN2_URL;
+  await addPerson(old, "q", { given_name: "Queued" });
+  const refused = await syncError(old);
+  const kept = await hasUnsyncedChanges({ database: old.database });
+  const app = await releaseApp(tenant, 2, old.database);
+  app.via = process.env.WM_MIN2_URL;
+  const after = await syncError(app);
+  return { refused, kept, after, server: await serverItem("q", tenant), clean: !(await hasUnsyncedChanges({ database: app.database })) };
+}
+
+async function rollback() {
+  // A release 2 app served by a release 1 server (a rollback): its sync throws (the
+  // server cannot validate release 2's documents, and says it serves release 1);
+  // its unsent records stay, and go once a release 2 server answers.
+  const tenant = `${prefix}-rollback`;
+  const app = await releaseApp(tenant, 2);
+  await app.api.sync();
+  await addPerson(app, "r", { given_name: "Rolled", nickname: "Rolly" });
+  await app.database.write(() => app.database.get("notes").create((r) => { r._raw.id = "rn"; r._setRaw("text", "kept"); }));
+  app.via = process.env.WM_RELEASE1_URL;
+  const refused = await syncError(app);
+  const kept = await hasUnsyncedChanges({ database: app.database });
+  app.via = null;
+  const after = await syncError(app);
+  return {
+    refused,
+    kept,
+    after,
+    server: { r: await serverItem("r", tenant), rn: await serverItem("rn", tenant, "note") },
+    clean: !(await hasUnsyncedChanges({ database: app.database })),
+  };
+}
+
+async function serverCreates(tenant, mutations) {
+  const data = await gql(`mutation($i: PushChangesInput!) { pushChanges(input: $i) { results { status } } }`, {
+    i: { tenantID: tenant, mutations },
+  });
+  if (data.pushChanges.results.some((r) => r.status !== "APPLIED")) throw new Error(JSON.stringify(data));
+}
+
+async function upgradeCatchesUp() {
+  // Written by a release 2 app before this device's upgrade: 9 people (7 with a
+  // nickname) and 11 notes; the release 1 device syncs them (its pulls leave out
+  // the notes, and do not select nicknames), then 2 more nicknames are set. At its
+  // upgrade, the migration sync names the table and the column it added: the
+  // module catches up on those (catchUp, up to its token) and pulls on.
+  const tenant = `${prefix}-upgrade`;
+  const people = Array.from({ length: 9 }, (_, i) => ({
+    createPerson: { tenantID: tenant, id: `p${i}`, person: { givenName: `P${i}`, ...(i < 7 ? { nickname: `nick${i}` } : {}) } },
+  }));
+  const notes = Array.from({ length: 11 }, (_, i) => ({ createNote: { tenantID: tenant, id: `n${i}`, note: { text: `note ${i}` } } }));
+  await serverCreates(tenant, [...people, ...notes]);
+  const old = await releaseApp(tenant, 1);
+  await old.api.sync();
+  const before = (await old.database.get("people").query().fetch()).length;
+  await old.database.write(async () => (await old.database.get("people").find("p0")).update((r) => r._setRaw("occupation", "offline edit")));
+  for (const id of ["p7", "p8"]) await serverEdit(tenant, id, { nickname: `late ${id}` });
+  const app = await releaseApp(tenant, 2, old.database);
+  const stats = await app.api.sync();
+  const rows = await app.database.get("people").query().fetch();
+  const nicknames = Object.fromEntries(rows.map((r) => [r.id, r._raw.nickname || null]));
+  const server = await gql(
+    `query($t: ID!) { changes(tenantID: $t, limit: 1000) { items { __typename id ... on Person { nickname occupation } } } }`,
+    { t: tenant },
+  );
+  return {
+    before,
+    notes: (await app.database.get("notes").query().fetch()).length,
+    nicknames: Object.values(nicknames).filter((v) => v !== null).length,
+    people: rows.length,
+    caughtUp: stats.caughtUp,
+    pages: stats.pages,
+    pushed: server.changes.items.find((i) => i.id === "p0")?.occupation ?? null,
+    clean: !(await hasUnsyncedChanges({ database: app.database })),
+    errors: [...old.errors, ...app.errors],
+  };
+}
+
 async function resyncAcrossTheHorizon() {
   // Against a server keeping deletions 2 s (RETENTION_SECONDS=2): B is away 3 s with
   // an edit and a create of its own; it gets RESYNC_REQUIRED, reads the tenant again,
@@ -677,6 +844,9 @@ const everyday = {
   photoRecipe,
   random1: () => randomRun(1),
   random2: () => randomRun(2),
+  upgradeCatchesUp,
+  upgradeRequired,
+  rollback,
 };
 const only = process.argv[5]?.split(",");
 const chosen = only ? Object.fromEntries(only.map((n) => [n, { ...everyday, ...named }[n]])) : everyday;
