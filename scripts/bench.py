@@ -52,7 +52,7 @@ from scripts.benchmarks.floor import FLOOR_APP
 from scripts.benchmarks.harness import SECRET, TABLE, Harness, local_engines
 from scripts.benchmarks.prices import PRICES_AS_OF
 from scripts.benchmarks.reads import measure_reads
-from scripts.benchmarks.realtime import measure_realtime, print_realtime
+from scripts.benchmarks.realtime import BURST_TENANTS, measure_realtime, print_realtime
 from scripts.benchmarks.scale import measure_scale, measure_sweep, print_scale
 from scripts.benchmarks.tenancy import measure_tenancy, print_tenancy
 from scripts.benchmarks.upgrade import measure_upgrade, print_upgrade
@@ -65,7 +65,7 @@ from tests.support.subscribers import pid_listening
 RESULTS = PROJECT_ROOT / ".bench-results"
 TENANTS = ["page", *(f"w{i}" for i in range(8)), "small", "large", "bulk", "hot", "sweep"]
 TENANTS += ["realtime", "wunits", "churn", "churn-min", "attachments", *REFERENCE_TENANTS]
-TENANTS += [COST_TENANT]
+TENANTS += [COST_TENANT, *BURST_TENANTS]
 # Requests profiled per operation for the split by layer (--fast, --full).
 SPLIT_REQUESTS = {True: 50, False: 200}
 # --smoke: timed calls per row (60 in --fast) and the large tenant's size (50,000):

@@ -11,6 +11,7 @@ import sys
 import uvicorn
 
 from api.app import create_app, freeze_startup_heap
+from api.graphql.ws_protocol import BoundedWebSockets
 from api.settings import Settings
 from api.storage.table import ensure_table
 from scripts.local_engine import EngineError, EngineProcess, LocalEngine
@@ -69,6 +70,8 @@ def main() -> int:
             log_level="info",
             # A WebSocket message is bounded like a request body (uvicorn's default: 16 MB).
             ws_max_size=settings.max_body_bytes,
+            # And what a socket sends before its connection_ack (issue 48).
+            ws=BoundedWebSockets,
         )
     print("==> stopped")
     return 0

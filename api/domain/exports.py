@@ -37,6 +37,11 @@ class ExportJob:
     versions: int = 0
     bytes: int = 0  # of the gzipped file so far
     change_token: str | None = None  # the token of the last sync whose pages are read
+    # The first sync's token (the tenant's head when the export began): the history is
+    # exported as written up to it, so versions written during the export do not
+    # lengthen it (None: the tenant had no change then; or a job from before this
+    # field, which goes by `change_token`).
+    history_token: str | None = None
     # Publishing (PUBLISH): the next part of the file to copy to S3, the multipart
     # upload's id (None: none started; a small file is one PUT), and the ETags of the
     # S3 parts uploaded so far (part n+1 is etags[n]).

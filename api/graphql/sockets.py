@@ -137,6 +137,7 @@ async def held_to_account(app: Any, scope: Scope, receive: Receive, send: Send) 
     messages without ever initialising is dropped then instead."""
     acknowledged = asyncio.Event()
     dropped = asyncio.Event()
+    refused = False  # the init timeout's close sent: the connection ends with it
     received = 0
     connection: asyncio.Task[None]
 
@@ -152,14 +153,17 @@ async def held_to_account(app: Any, scope: Scope, receive: Receive, send: Send) 
         return message
 
     async def bounded_send(message: Any) -> None:
+        nonlocal refused
         if dropped.is_set():  # no polite close frame into a buffer nobody reads
             raise ConnectionAbortedError("this socket was dropped")
         kind = message.get("type")
         if kind == "websocket.send" and '"connection_ack"' in (message.get("text") or ""):
             acknowledged.set()
-        if kind == "websocket.close" and message.get("code") == _INIT_TIMED_OUT and received:
-            drop(f"{received} messages but no connection_init within {WS_INIT_TIMEOUT_S} s")
-            raise ConnectionAbortedError("this socket was dropped")
+        if kind == "websocket.close" and message.get("code") == _INIT_TIMED_OUT:
+            if received:
+                drop(f"{received} messages but no connection_init within {WS_INIT_TIMEOUT_S} s")
+                raise ConnectionAbortedError("this socket was dropped")
+            refused = True
         try:
             await asyncio.wait_for(send(message), WS_SEND_TIMEOUT_S)
         except TimeoutError:
@@ -179,6 +183,31 @@ async def held_to_account(app: Any, scope: Scope, receive: Receive, send: Send) 
     finally:
         acked.cancel()
         connection.cancel()
+        if dropped.is_set() or refused:
+            _abort(receive)
+
+
+def _abort(receive: Receive) -> None:
+    """Close a socket's connection now, discarding what it has still to send: one
+    dropped, or refused by the init timeout's close (its frame sent).
+
+    A client that floods WebSocket ping frames and never reads fills the server's
+    buffers with pongs (uvicorn answers them itself, with no flow control), and sends
+    no message, so the init timeout closes it politely. uvicorn then waits 10 s for
+    the client's close reply and closes its transport with `close()`, which waits for
+    the write buffer to drain first, and so forever: the connection stayed
+    ESTABLISHED 30 s and more after the init timeout (issue 48, finding 9: 200,000
+    ping frames, a 2 KB receive buffer; here 20 s while the kernel's buffer held the
+    pongs). `abort()` closes it at once (the kernel still sends what it holds, the
+    close frame among it, unless the client's unread bytes make it a reset). The
+    transport is reached through the server's `receive`, a method of its protocol
+    object in uvicorn (each of its WebSocket protocols keeps its `transport`); under
+    another server (Starlette's test client) there is none, and nothing is done."""
+    transport = getattr(getattr(receive, "__self__", None), "transport", None)
+    # (uvloop's transports, which uvicorn[standard] uses, are no asyncio.BaseTransport.)
+    abort = getattr(transport, "abort", None)
+    if callable(abort):
+        abort()
 
 
 async def try_again_later(scope: Scope, send: Send) -> None:

@@ -24,6 +24,7 @@ from api.realtime.relay import (
     SEQ_HEADER,
     SIGNATURE_HEADER,
     TO_HEADER,
+    WINDOW,
     signature,
 )
 from api.realtime.signals import is_deletion
@@ -38,8 +39,8 @@ class PokeReceiver:
     """The follower's side: `POST /internal/pokes`. Its headers are checked before
     the body is read: a post for another server (a URL that reaches the wrong
     process) is answered 409, so the reader keeps it, and so is one whose (epoch,
-    number) is not above the highest taken (a replay, or a post that came after its
-    own retry). Then the signature over the headers and the body (capped by the
+    number) was taken, or is of an earlier epoch or below the window of numbers
+    kept (a replay). Then the signature over the headers and the body (capped by the
     request middleware): an unsigned post costs one HMAC. Catch-ups run one at a
     time, and a post finds its catch-up made when one that started after it arrived
     has finished."""
@@ -61,6 +62,7 @@ class PokeReceiver:
         self._last_catch_up_started = 0.0
         self._lock = threading.Lock()
         self._newest = (0, 0)  # the highest (epoch, number) taken
+        self._taken: set[int] = set()  # numbers of its epoch taken within the window
         self._nonces: set[int] = set()  # of this process's probes not yet answered
         self.refused = 0  # posts refused as not newer (replays, late arrivals)
 
@@ -82,7 +84,7 @@ class PokeReceiver:
             return Response("not a signed post", status_code=403)
         if to != self.server_id:
             return Response("not this server", status_code=409)
-        if epoch != PROBE_EPOCH and (epoch, seq) <= self._newest:
+        if epoch != PROBE_EPOCH and not self._new(epoch, seq):
             self.refused += 1
             return Response("not newer than a post taken", status_code=409)
         body = await request.body()
@@ -95,10 +97,10 @@ class PokeReceiver:
                     return Response("not this server's nonce", status_code=409)
                 self._nonces.discard(seq)
                 return Response(status_code=204)
-            if (epoch, seq) <= self._newest:  # another post with it came meanwhile
+            if not self._new(epoch, seq):  # another post with it came meanwhile
                 self.refused += 1
                 return Response("not newer than a post taken", status_code=409)
-            self._newest = (epoch, seq)
+            self._take_number(epoch, seq)
         try:
             message = json.loads(body)
             pokes, catch_up = message["pokes"], message["catchUp"]
@@ -118,6 +120,26 @@ class PokeReceiver:
                 logger.exception("catching up on the reader's request failed")
                 return Response("catch-up failed", status_code=503)
         return Response(status_code=204)
+
+    def _new(self, epoch: int, seq: int) -> bool:
+        """Whether a post (epoch, seq) was never taken: of the highest epoch taken (or
+        a later one), and a number above the highest, or one within WINDOW below it
+        not taken yet (the reader's posts in flight at once arrive in any order)."""
+        newest_epoch, newest_seq = self._newest
+        if epoch != newest_epoch:
+            return epoch > newest_epoch
+        if seq > newest_seq:
+            return True
+        return seq > newest_seq - WINDOW and seq not in self._taken
+
+    def _take_number(self, epoch: int, seq: int) -> None:
+        if epoch != self._newest[0]:
+            self._taken.clear()  # a later reader: the earlier one's numbers are refused
+        self._taken.add(seq)
+        newest = max(seq, self._newest[1]) if epoch == self._newest[0] else seq
+        self._newest = (epoch, newest)
+        if len(self._taken) > 2 * WINDOW:  # forget what fell below the window
+            self._taken = {n for n in self._taken if n > newest - WINDOW}
 
     def _catch_up_once(self, arrived: float) -> None:
         with self._catching_up:

@@ -34,7 +34,7 @@ from api.domain.errors import NotFound
 from api.domain.exports import ExportJob, ExportPhase
 from api.domain.identifiers import check_identifier
 from api.domain.item_types import MAX_ITEM_BYTES
-from api.domain.records import record_json
+from api.domain.records import Record, record_json
 from api.service import export_file
 from api.service.export_ports import ExportFiles, ExportJobs, Meter
 from api.service.export_publishing import Publishing, upload_bytes
@@ -254,9 +254,23 @@ class TenantExport:
                 position=page.cursor,
                 phase=phase,
                 change_token=page.change_token if ended else job.change_token,
+                history_token=page.change_token if initial and ended else job.history_token,
             )
         else:
-            versions, position = self._jobs.versions_page(job.tenant_id, job.position, limit)
+            # The history as written up to the first sync's token: what it held then,
+            # and the versions its entities of then became. Versions written since are
+            # skipped, one read per entity (`versions_page`), so a tenant rewritten
+            # throughout the export does not keep it from ending. (A job from before
+            # `history_token` goes by its sync's token.)
+            upto = job.history_token or job.change_token
+            versions: list[Record] = []
+            position = None
+            if upto is not None:  # else the tenant had no change: no version either
+                # Each Query it makes rounds its read up to 4 KB (a unit) once.
+                reads = max(_STEP_MIN_ENTRIES, int(reads_left // (ENTRY_READ_UNITS + 1)))
+                versions, position = self._jobs.versions_page(
+                    job.tenant_id, job.position, min(limit, reads - 1), upto, reads
+                )
             lines += [{"version": record_json(r)} for r in versions]
             after = dataclasses.replace(
                 job,

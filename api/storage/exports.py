@@ -173,11 +173,13 @@ class ExportTable:
                 return
 
     def versions_page(
-        self, tenant_id: str, after: str | None, limit: int
+        self, tenant_id: str, after: str | None, limit: int, upto: str, max_read: int
     ) -> tuple[list[Record], str | None]:
-        """Up to `limit` earlier versions of any entity, in key order, after the key
-        `after` (None: from the first); and the key to go on from (None: the end)."""
-        return reads.records_page(tenant_id, keys.history_pk(tenant_id), "", after, limit)
+        """Up to `limit` earlier versions of any entity written at or before the token
+        `upto`, in key order, after the key `after` (None: from the first), reading at
+        most `max_read` items; and the key to go on from (None: the end)."""
+        history = keys.history_pk(tenant_id)
+        return reads.versions_upto(tenant_id, history, after, upto, limit, max_read)
 
     def metered(self) -> AbstractContextManager[capacity.Meter]:
         """A meter of the DynamoDB capacity consumed in this context meanwhile."""
@@ -228,6 +230,8 @@ def _job_item(job: ExportJob, expires_at: int) -> dict[str, Any]:
         item["cur"] = {"S": job.position}
     if job.change_token is not None:
         item["tok"] = {"S": job.change_token}
+    if job.history_token is not None:
+        item["htk"] = {"S": job.history_token}
     if job.published:
         item["pn"] = {"N": str(job.published)}
     if job.upload_id is not None:
@@ -250,6 +254,7 @@ def _job_from(tenant_id: str, raw: dict[str, Any]) -> ExportJob:
         versions=int(raw["nv"]["N"]),
         bytes=int(raw["nb"]["N"]),
         change_token=raw["tok"]["S"] if "tok" in raw else None,
+        history_token=raw["htk"]["S"] if "htk" in raw else None,
         published=int(raw["pn"]["N"]) if "pn" in raw else 0,
         upload_id=raw["up"]["S"] if "up" in raw else None,
         etags=tuple(e["S"] for e in raw.get("et", {}).get("L", [])),

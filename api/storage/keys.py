@@ -37,8 +37,9 @@ Items (all in one table, `pk` hash key, `sk` range key, both strings):
     export    T#<tenant>#EXP     <export>      an export job: by, at, ph (phase), cur (where
                                                it goes on), np (parts written), ne, nv
                                                (entities, versions), nb (bytes), tok
-                                               (its sync's token); while it publishes
-                                               the file to S3 (`export_key`): pn (the
+                                               (its sync's token), htk (its first
+                                               sync's: the history's bound); while it
+                                               publishes the file to S3 (`export_key`): pn (the
                                                next part to copy), up (the multipart
                                                upload's id), et (ETags of the S3 parts
                                                uploaded); exp (TTL). (Jobs written
@@ -122,8 +123,10 @@ Access patterns:
                            read first (docs/ordering.md, "Catching up an upgrade")
     history                Query pk=T#<tenant>#HIST, begins_with(sk, <id>#),
                            descending, Limit: an entity's earlier versions, newest first
-    export a tenant        PutItem job; per step, a `changes` page (live entities) or a
-                           Query page of T#<tenant>#HIST (versions), then
+    export a tenant        PutItem job; per step, a `changes` page (live entities) or
+                           Query pages of T#<tenant>#HIST, sk > a key (versions up to
+                           the first sync's token; at an entity's first later one,
+                           the next Query starts past `<id>#~`), then
                            TransactWriteItems: its parts (put) and the job (put,
                            conditioned on np, ph, pn, up); then publishing: Query
                            parts (consistent) from pn, one PutObject (file <= 5 MiB)

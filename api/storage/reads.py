@@ -209,6 +209,55 @@ def later_copies(
     return records, None if last is None else str(last[codecs.SK]["S"])
 
 
+# Past every sort key `<id>#<token>` of one entity (ids and tokens hold no `~`, which
+# sorts after every character they use): where the versions of the next entity begin.
+_PAST_ENTITY = "~"
+
+
+def versions_upto(
+    tenant_id: str, pk: str, after: str | None, upto: str, limit: int, max_read: int
+) -> tuple[list[Record], str | None]:
+    """Up to `limit` versions of the history partition `pk` written at or before the
+    token `upto`, in key order after the sort key `after` (None: from the first); and
+    the sort key to go on from (None: the end). At most `max_read` items are read in
+    all (at least 2), by Queries that each read at least one.
+
+    An entity's versions sort by token (`<id>#<token>`), so its first one past `upto`
+    ends what is wanted of it: the next Query starts past the entity. Versions written
+    since `upto` (a tenant rewritten throughout) thus cost a read each only until one
+    is met per entity, however many there are: each Query after such a skip reads 2
+    items, doubling while it meets none (a Query reads at most twice what the ones
+    before it took since the last skip, plus 2)."""
+    versions: list[Record] = []
+    read = 0
+    batch = 2
+    position = after
+    while len(versions) < limit and read < max_read:
+        condition = None if position is None else _sk("#sk > :a", a=position)
+        size = max(1, min(batch, limit - len(versions) + 1, max_read - read))
+        raw_items, last = _query_page(pk, condition, size)
+        read += len(raw_items)
+        skipped = False
+        for raw in raw_items:
+            record = codecs.record_from_raw(tenant_id, raw)
+            if record.change_token > upto:
+                position = f"{record.id}#{_PAST_ENTITY}"
+                skipped = True
+                break
+            position = str(raw[codecs.SK]["S"])
+            versions.append(record)
+            if len(versions) == limit:
+                # (What the Query read past it is read again by the next step.)
+                return versions, position
+        if skipped:
+            batch = 2
+            continue
+        if last is None:
+            return versions, None
+        batch *= 2
+    return versions, position
+
+
 def _get_raw(pk: str, sk: str) -> dict[str, Any] | None:
     """One item as DynamoDB's JSON, strongly consistent."""
     with translated():

@@ -14,6 +14,7 @@ from api.settings import PROJECT_ROOT
 from scripts.bench import SMOKE_BULK
 from scripts.benchmarks.cost import ROWS as COST_ROWS
 from scripts.benchmarks.cost import shipped_lambda
+from scripts.benchmarks.realtime import BURSTS
 from scripts.benchmarks.realtime import SIZES as REALTIME_SIZES
 
 # Not marked serial: no figure is asserted, so it runs beside another worker in
@@ -114,6 +115,11 @@ def test_bench_smoke_prints_and_saves_a_complete_table(tmp_path: Path) -> None:
         assert 0 < figures["from_send_p50_ms"] <= figures["from_send_p99_ms"], server
     assert realtime["events_per_s"] > 0 and realtime["memory_per_connection_kb"] > 0
     assert realtime["fan_out_subscribers"] == REALTIME_SIZES["smoke"][1]
+    burst = realtime["burst"]  # writes in bursts on every server, measured on the others
+    assert burst["writes"] == 20 * BURSTS["smoke"] and burst["servers"] == 4, burst
+    for side in ("own", "relayed"):
+        assert burst[side]["n"] > 0 and 0 <= burst[side]["p50_ms"] <= burst[side]["p99_ms"]
+    assert "realtime under a burst" in out
     assert "realtime:" in out
     attachments = data["attachments"]
     assert attachments["rounds"] >= 3

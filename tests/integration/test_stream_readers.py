@@ -34,6 +34,7 @@ from api.realtime.relay import (
     SEQ_HEADER,
     SIGNATURE_HEADER,
     TO_HEADER,
+    WINDOW,
     relay_key,
 )
 from api.settings import Settings
@@ -190,17 +191,21 @@ def test_the_relay_endpoint_takes_only_signed_new_well_formed_posts() -> None:
     assert post({**good, "pokes": {"t#1": token}}) == 400
     assert post(good, to="another server") == 409  # a URL that reaches the wrong one
     assert published == []
-    assert post(good, seq=100) == 204
+    assert post(good, seq=500) == 204
     assert published == [("t1", token)]
-    # The same post again, an older one, an older reader's: refused, nothing published.
-    assert post(good, seq=100) == 409
-    assert post(good, seq=99) == 409
+    # The same post again, one below the window of numbers kept, an older reader's:
+    # refused, nothing published. One below the highest but within the window, never
+    # taken (posts in flight at once arrive in any order), is taken once.
+    assert post(good, seq=500) == 409
+    assert post(good, seq=500 - WINDOW) == 409
     assert post(good, epoch=0, seq=10**6) == 409  # a probe's epoch with no nonce issued
     assert published == [("t1", token)]
-    assert post(good, seq=101) == 204
+    assert post(good, seq=499) == 204
+    assert post(good, seq=499) == 409
+    assert post(good, seq=501) == 204
     assert post(good, epoch=2, seq=1) == 204  # a new reader: its numbers start again
     assert post(good, epoch=1, seq=1000) == 409
-    assert published == [("t1", token)] * 3
+    assert published == [("t1", token)] * 4
     # A deletion's poke names the tenant's last token before it.
     assert post({**good, "pokes": {"t1": f"~deleting/{token}"}}, epoch=2, seq=2) == 204
 

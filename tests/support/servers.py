@@ -80,6 +80,9 @@ def api_server(
             # A WebSocket message is bounded like a request body (uvicorn's default: 16 MB).
             "--ws-max-size",
             str(settings.max_body_bytes),
+            # A socket's bytes before its connection_ack are bounded (issue 48).
+            "--ws",
+            "api.graphql.ws_protocol:BoundedWebSockets",
             *os.environ.get("TEST_UVICORN_ARGS", "").split(),
         ],
         cwd=PROJECT_ROOT,

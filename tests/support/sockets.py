@@ -27,12 +27,12 @@ def masked_text(payload: bytes) -> bytes:
     return bytes([0x81, 0x80 | 126]) + len(payload).to_bytes(2, "big") + mask + body
 
 
-def opened(url: str) -> socket.socket:
+def opened(url: str, receive_buffer: int = 4096) -> socket.socket:
     """A raw socket past the WebSocket handshake (the server's 101 read: the slot is
     taken, since admission precedes the accept)."""
     host, port = urlparse(url).hostname, urlparse(url).port
     sock = socket.socket()
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # fills fast
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)  # fills fast
     sock.connect((host, port))
     key = base64.b64encode(os.urandom(16)).decode()
     sock.sendall(
@@ -53,22 +53,59 @@ def opened(url: str) -> socket.socket:
     return sock
 
 
-def flooder(url: str, stop: threading.Event) -> socket.socket:
-    """Opens a socket, never sends connection_init, floods pings, never reads."""
-    sock = opened(url)
-    ping = masked_text(json.dumps({"type": "ping"}).encode())
+def masked_ping() -> bytes:
+    """A WebSocket ping frame (a control frame, answered by the server's WebSocket
+    layer itself), empty, masked as a client's must be."""
+    return bytes([0x89, 0x80]) + os.urandom(4)
+
+
+def flooder(
+    url: str,
+    stop: threading.Event,
+    pings: int | None = None,
+    receive_buffer: int = 4096,
+    frames: bool = False,
+    go: threading.Event | None = None,
+) -> socket.socket:
+    """Opens a socket, never sends connection_init, floods pings (`pings` of them, then
+    stays silent; None: until stopped), never reads. The pings are graphql-transport-ws
+    `ping` messages, or with `frames` WebSocket ping frames; they start once `go` is
+    set (None: at once)."""
+    sock = opened(url, receive_buffer)
+    ping = masked_ping() if frames else masked_text(json.dumps({"type": "ping"}).encode())
 
     def flood() -> None:
+        if go is not None:
+            go.wait()
         # Blocking sends (a partial send would cut a frame): when the server stops
         # reading, this blocks until the test closes the socket or the server drops it.
-        while not stop.is_set():
+        sent = 0
+        while not stop.is_set() and (pings is None or sent < pings):
+            batch = 64 if pings is None else min(64, pings - sent)
             try:
-                sock.sendall(ping * 64)
+                sock.sendall(ping * batch)
             except OSError:
                 return
+            sent += batch
 
     threading.Thread(target=flood, daemon=True).start()
     return sock
+
+
+def server_end_open(url: str, client: socket.socket) -> bool:
+    """Whether the server's end of `client`'s connection is still ESTABLISHED (Linux's
+    /proc/net/tcp: local address the server's port, remote the client's)."""
+    server_port = urlparse(url).port
+    client_port = client.getsockname()[1]
+    with open("/proc/net/tcp") as table:
+        for row in table.read().splitlines()[1:]:
+            local, remote, state = row.split()[1:4]
+            if (
+                int(local.split(":")[1], 16) == server_port
+                and int(remote.split(":")[1], 16) == client_port
+            ):
+                return state == "01"  # TCP_ESTABLISHED
+    return False
 
 
 def ws_url(url: str) -> str:

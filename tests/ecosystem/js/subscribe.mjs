@@ -1,25 +1,45 @@
 // changesAvailable through the graphql-ws client (what Apollo Client, urql and RxDB
 // use), against two server processes on one table: subscribe on B, write on A.
 // Usage: node subscribe.mjs <http url A> <ws url B> <token> <tenant> <stale since>
-//                           <bad-signature token> <short-lived token>
+//                           <bad-signature token> <auth secret> [<first connect delay ms>]
 // Prints one JSON line with what happened.
+import { createHmac } from "node:crypto";
 import { createClient } from "graphql-ws";
 import WebSocket from "ws"; // Node 20 has no WebSocket of its own
 
-const [httpA, wsB, token, tenant, staleSince, badToken, shortToken] = process.argv.slice(2);
+const [httpA, wsB, token, tenant, staleSince, badToken, secret, delayArg] = process.argv.slice(2);
+// A test hook: the first socket with a short-lived token connects this long after
+// its token was made (a busy machine's delay, on purpose).
+const firstConnectDelayMs = Number(delayArg || 0);
+// The server's JWT_LEEWAY_SECONDS: it takes a token until this long past its exp.
+const LEEWAY_S = 10;
 const SUBSCRIBE = `subscription($t: ID!, $s: ID) {
   changesAvailable(tenantID: $t, since: $s) { tenantID changeToken } }`;
 const CREATE = `mutation($i: CreatePersonInput!) { createPerson(input: $i) { person { changeToken } } }`;
 
-function client(authorization, closed) {
+function client(authorization, closed, connected) {
   return createClient({
     url: wsB,
     webSocketImpl: WebSocket,
     connectionParams: authorization ? { Authorization: authorization } : {},
     retryAttempts: 0,
     lazy: true,
-    on: { closed: (event) => closed && closed(event) },
+    on: {
+      closed: (event) => closed && closed(event),
+      connected: () => connected && connected(),
+    },
   });
+}
+
+// An HS256 token as the server's local auth takes (api.auth.make_local_token), which
+// the server takes for `lifetimeS` seconds from now (its exp plus the leeway).
+function shortLived(lifetimeS) {
+  const now = Math.floor(Date.now() / 1000);
+  const part = (value) => Buffer.from(JSON.stringify(value)).toString("base64url");
+  const claims = { sub: "s", tenants: [tenant], iat: now - LEEWAY_S, exp: now - LEEWAY_S + lifetimeS };
+  const unsigned = `${part({ alg: "HS256", typ: "JWT" })}.${part(claims)}`;
+  const signature = createHmac("sha256", secret).update(unsigned).digest("base64url");
+  return { token: `${unsigned}.${signature}`, expiresAt: (now + lifetimeS) * 1000 };
 }
 
 // The first event (or error) of one subscription, with a timeout.
@@ -80,12 +100,36 @@ for (const [name, authorization] of [["noToken", null], ["badToken", `Bearer ${b
   await c.dispose();
 }
 
-// A token that expires while connected closes the socket.
-let closedEvent = null;
-const expiring = client(`Bearer ${shortToken}`, (event) => { closedEvent = event; });
-// Up to date: no event comes, only the close when the token expires.
-report.expiring = await first(expiring, { t: tenant, s: report.written }, 20000);
-report.expiredClose = closedEvent && { code: closedEvent.code, reason: closedEvent.reason };
-await expiring.dispose();
+// A token that expires while connected closes the socket. It is made just before
+// its socket connects, and is short-lived so that the close comes soon; a connect
+// that comes after the token's end (a busy machine: the socket is refused,
+// Forbidden, before it is acknowledged) shows nothing of the close, so it is made
+// again, living twice as long, up to 32 s.
+report.expiringAttempts = [];
+for (let lifetimeS = 2; ; lifetimeS *= 2) {
+  const short = shortLived(lifetimeS);
+  if (report.expiringAttempts.length === 0 && firstConnectDelayMs) {
+    await new Promise((r) => setTimeout(r, firstConnectDelayMs));
+  }
+  let closedEvent = null;
+  let connectedAt = null;
+  const expiring = client(
+    `Bearer ${short.token}`,
+    (event) => { closedEvent = event; },
+    () => { connectedAt = Date.now(); },
+  );
+  // Up to date: no event comes, only the close when the token expires.
+  const result = await first(expiring, { t: tenant, s: report.written }, lifetimeS * 1000 + 10000);
+  await expiring.dispose();
+  const close = closedEvent && { code: closedEvent.code, reason: closedEvent.reason };
+  const late = connectedAt === null && Date.now() >= short.expiresAt;
+  report.expiringAttempts.push({ lifetimeS, connected: connectedAt !== null, late, close });
+  if (!late || lifetimeS >= 32) {
+    report.expiring = result;
+    report.expiredClose = close;
+    report.expiredAfterConnectMs = connectedAt && Date.now() - connectedAt;
+    break;
+  }
+}
 
 console.log(JSON.stringify(report));
