@@ -47,7 +47,7 @@ TENANT = "upgrade"
 TABLE = "bench-upgrade"
 PUSH = (
     "mutation($i: PushChangesInput!) { pushChanges(input: $i) "
-    "{ results { status item { id changeToken } } } }"
+    "{ results { status error { code message } item { id changeToken } } } }"
 )
 SYNC = (
     "query($t: ID!, $c: String, $l: Int) { changes(tenantID: $t, since: null, cursor: $c, "
@@ -114,7 +114,8 @@ def _seed(client: TestClient, scale: float, rng: random.Random) -> list[str]:
         for kind, i in writes[start : start + 49]:
             if kind == "note":
                 note = {"text": f"note {i}: remember the keys"}
-                mutations.append({"createNote": {"tenantID": TENANT, "note": note}})
+                create = {"tenantID": TENANT, "id": f"n{i:06d}", "note": note}
+                mutations.append({"createNote": {**create, "clientMutationID": f"n{i}"}})
                 continue
             entity = nicknamed[i] if kind == "nickname" else rng.choice(ids)
             if entity in touched:
@@ -130,14 +131,30 @@ def _seed(client: TestClient, scale: float, rng: random.Random) -> list[str]:
                         "id": entity,
                         "changeToken": tokens[entity],
                         "changes": changes,
+                        "clientMutationID": f"{kind}{i}",
                     }
                 }
             )
+        _push(client, mutations, tokens)
+    return ids
+
+
+def _push(client: TestClient, mutations: list[dict[str, Any]], tokens: dict[str, str]) -> None:
+    """One push, its UNAVAILABLE entries (a busy machine's DynamoDB Local outlasting a
+    write's retries) sent again with their clientMutationIDs until applied."""
+    for _ in range(10):
         answer = _post(client, PUSH, {"i": {"tenantID": TENANT, "mutations": mutations}})
-        for result in answer["pushChanges"]["results"]:
+        again = []
+        for mutation, result in zip(mutations, answer["pushChanges"]["results"], strict=True):
+            if (result["error"] or {}).get("code") == "UNAVAILABLE":
+                again.append(mutation)
+                continue
             assert result["status"] == "APPLIED", result
             tokens[result["item"]["id"]] = result["item"]["changeToken"]
-    return ids
+        if not again:
+            return
+        mutations = again
+    raise RuntimeError("the seeding's writes stayed UNAVAILABLE")
 
 
 def _pages(
