@@ -15,11 +15,11 @@ from starlette.middleware.cors import CORSMiddleware
 from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette_compress import CompressMiddleware
 
-from api import request_log
+from api import metrics, request_log
 from api.domain.cursor import CursorCodec
 from api.domain.retention import Retention
 from api.graphql.view import GraphQLView
-from api.health import health_check
+from api.health import health_check, metrics_endpoint
 from api.http import RequestMiddleware
 from api.ordering import wall_clock_ms
 from api.service import SyncService
@@ -43,14 +43,17 @@ def create_app(
     settings: Settings | None = None,
     sockets: bool = True,
     run_blocking: RunBlocking | None = None,
+    sink: metrics.Metrics | None = None,
 ) -> Starlette:
     """The app; with `sockets` False (AWS Lambda behind an HTTP API, which carries
     no WebSocket), without the realtime hub, its stream follower and their imports.
     `run_blocking`: where requests' blocking calls run (default: anyio's pool, a
-    server's; `api.worker_threads`)."""
+    server's; `api.worker_threads`). `sink`: where metrics go (default: METRICS, or
+    Prometheus's at /metrics; `api.metrics`)."""
     settings = settings or Settings.from_env()
     for warning in settings.check():
         logger.warning(warning)
+    sink = sink or metrics.for_server(settings.metrics)
     settings.apply_local_credentials()
     models.bind(settings)
     store = DynamoStore()
@@ -65,7 +68,7 @@ def create_app(
 
         # The realtime hub reads the service's latest change; the service publishes to it.
         realtime = LocalRealtime(
-            settings, lambda tenant, after: service.latest_change(tenant, after)
+            settings, lambda tenant, after: service.latest_change(tenant, after), sink
         )
     service = SyncService(
         store,
@@ -81,7 +84,7 @@ def create_app(
         quota=BlobUsageTable(),
         quota_bytes=settings.blob_quota_bytes,
     )
-    view = GraphQLView(settings, service, realtime, run_blocking)
+    view = GraphQLView(settings, service, realtime, run_blocking, sink)
 
     routes: list[BaseRoute] = [
         Route("/graphql", view, methods=["GET", "POST"]),
@@ -91,6 +94,8 @@ def create_app(
             methods=["GET"],
         ),
     ]
+    if isinstance(sink, metrics.Prometheus):
+        routes.append(Route("/metrics", metrics_endpoint(settings, sink.exposition), methods=["GET"]))
     if realtime is not None:
         routes.append(WebSocketRoute("/graphql", view))
     if realtime is not None and realtime.receiver is not None:
@@ -102,7 +107,7 @@ def create_app(
 
         routes.append(Route("/graphiql/assets/{name}", graphiql.asset, methods=["GET"]))
     middleware = [
-        Middleware(RequestMiddleware, max_body_bytes=settings.max_body_bytes),
+        Middleware(RequestMiddleware, max_body_bytes=settings.max_body_bytes, metrics=sink),
         Middleware(CompressMiddleware, minimum_size=settings.compress_min_bytes),
     ]
     if settings.cors_origins:
@@ -132,7 +137,13 @@ def create_lambda_app(settings: Settings | None = None) -> Starlette:
     """The app as AWS Lambda's HTTP function serves it (`api.lambda_handler`): no
     sockets, and blocking calls in threads that outlive each request, which Mangum
     runs in a `run_until_complete` of its own (`api.worker_threads`)."""
-    return create_app(settings, sockets=False, run_blocking=persistent_pool())
+    settings = settings or Settings.from_env()
+    return create_app(
+        settings,
+        sockets=False,
+        run_blocking=persistent_pool(),
+        sink=metrics.for_lambda(settings.metrics),
+    )
 
 
 def freeze_startup_heap() -> None:

@@ -27,6 +27,11 @@ class RequestLog:
     capacity_units: float = 0.0  # reads and writes
     write_units: float = 0.0  # of them, writes'
     dynamodb_calls: int = 0
+    # The executed operation's root field (`api.metrics`: a closed set, the schema's),
+    # "multiple" when it has several; None when nothing was executed.
+    root_field: str | None = None
+    push_statuses: dict[str, int] = field(default_factory=dict)  # pushChanges entries
+    replays: int = 0  # push entries answered from a stored outcome
 
     def line(self, status: int, duration_ms: float) -> str:
         failed = "INTERNAL_SERVER_ERROR" if status >= 500 else "OK"
@@ -42,6 +47,7 @@ class RequestLog:
                 "capacityUnits": round(self.capacity_units, 2),
                 "writeUnits": round(self.write_units, 2),
                 "dynamodbCalls": self.dynamodb_calls,
+                "rootField": self.root_field,
             },
             separators=(",", ":"),
         )

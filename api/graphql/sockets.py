@@ -75,7 +75,7 @@ class TransportWSHandler(BaseGraphQLTransportWSHandler[Context, None]):
             await super().run_operation(operation)
         finally:
             duration_ms = (time.perf_counter() - started) * 1000
-            request_log.logger.info(log.line(200, duration_ms))
+            self.view.metrics.request(log, 200, duration_ms)  # and its log line
 
     def forget_id(self, id: str) -> None:
         # An operation that ends as its socket closes finds itself forgotten already

@@ -25,6 +25,7 @@ from strawberry.types.graphql import OperationType
 from strawberry.types.unset import UNSET, UnsetType
 
 from api import request_log
+from api.metrics import Metrics
 from api.auth import Authenticator, Principal, connection_authorization
 from api.domain.errors import SyncError, Unauthenticated, Unavailable
 from api.graphql.context import Context
@@ -64,6 +65,7 @@ class GraphQLView(GraphQL[Context, None]):
         service: SyncService,
         realtime: LocalRealtime | None,
         run_blocking: RunBlocking | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         super().__init__(
             make_schema(settings),
@@ -84,6 +86,7 @@ class GraphQLView(GraphQL[Context, None]):
         self._reads = TenantGate(READERS_PER_TENANT, what="reads")
         self._realtime = realtime
         self._run_blocking = run_blocking or anyio_pool()
+        self.metrics = metrics or Metrics()  # each socket operation's (`api.graphql.sockets`)
 
     async def process_result(self, request: Any, result: ExecutionResult) -> GraphQLHTTPResponse:
         if result.errors:

@@ -164,9 +164,13 @@ class LiveFeed:
     what the hub publishes, each strictly newer than the last one delivered."""
 
     def __init__(
-        self, signals: TenantSignals, first_bound: Callable[[str, str | None], str | None]
+        self,
+        signals: TenantSignals,
+        first_bound: Callable[[str, str | None], str | None],
+        on_poke: Callable[[str], None] | None = None,
     ) -> None:
         self._signals = signals
+        self._on_poke = on_poke  # each token yielded after the first (`api.metrics`)
         # Blocking: the newest complete change newer than `after`, or None.
         self._first_bound = first_bound
 
@@ -187,6 +191,8 @@ class LiveFeed:
                 token = await slot.take()
                 if last is None or token > last:
                     last = slot.held = token
+                    if self._on_poke is not None:
+                        self._on_poke(token)
                     yield token
         finally:
             self._signals.unregister(tenant_id, slot)
