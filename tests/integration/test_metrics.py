@@ -200,12 +200,13 @@ def _camel(name: str) -> str:
     return head + "".join(word.capitalize() for word in rest)
 
 
-@pytest.mark.parametrize("kind", ["off"])
-def test_with_metrics_off_the_log_line_is_unchanged(
-    settings: Settings, tenant: str, kind: str, caplog: pytest.LogCaptureFixture
+def test_with_metrics_off_the_log_line_goes_through_logging_as_before(
+    settings: Settings, tenant: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    with TestClient(create_app(_settings(settings, kind))) as client, caplog.at_level("INFO"):
+    with TestClient(create_app(_settings(settings, "off"))) as client, caplog.at_level("INFO"):
         GraphQLClient(client).execute(POLL, {"t": tenant})
         assert client.get("/metrics").status_code == 404
     lines = [json.loads(r.message) for r in caplog.records if r.name == "api.request"]
-    assert lines[-1]["rootField"] == "changes" and "_aws" not in lines[-1]
+    poll, scrape = lines[-2:]
+    assert poll["rootField"] == "changes" and "_aws" not in poll
+    assert scrape["rootField"] is None and scrape["status"] == 404
