@@ -51,6 +51,9 @@ class Metric:
     unit: str  # a CloudWatch unit: Count, Milliseconds
     help: str
     labels: tuple[str, ...] = ()
+    # A histogram's buckets on Prometheus, in seconds (CloudWatch keeps percentiles
+    # of every value): None, prometheus-client's (5 ms to 10 s).
+    buckets: tuple[float, ...] | None = None
 
     @property
     def prometheus_name(self) -> str:
@@ -119,6 +122,8 @@ POKE_DELAY = Metric(
     "histogram",
     "Milliseconds",
     "From a change's commit (its token's time) to its event's send.",
+    # Up to minutes: a fan-out behind the stream, a server catching up after a restart.
+    buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300),
 )
 SOCKETS_OPEN = Metric("SocketsOpen", "gauge", "Count", "WebSocket connections open (a server).")
 WEBSOCKET_MESSAGES = Metric(
@@ -334,8 +339,9 @@ class Prometheus(Metrics):
                     name, metric.help, labels, registry=self.registry
                 )
             elif metric.kind == "histogram":
+                buckets = metric.buckets or Histogram.DEFAULT_BUCKETS
                 self._series[metric.name] = Histogram(
-                    name, metric.help, labels, registry=self.registry
+                    name, metric.help, labels, registry=self.registry, buckets=buckets
                 )
 
     def request(self, log: RequestLog, status: int, duration_ms: float) -> None:

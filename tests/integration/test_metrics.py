@@ -13,12 +13,13 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+import yaml
 from prometheus_client.parser import text_string_to_metric_families
 from starlette.testclient import TestClient
 
 from api import metrics
 from api.app import create_app
-from api.settings import Settings
+from api.settings import PROJECT_ROOT, Settings
 from tests.support.faults import Fault, connection_refused
 from tests.support.gql import GraphQLClient, bearer
 
@@ -123,6 +124,24 @@ def test_metrics_is_prometheus_exposition_for_the_health_token_holder_only(
         if s.name == "sync_latency_seconds_count"
     }
     assert latency[(("outcome", "OK"), ("root_field", "changes"))] == POLLS
+    _check_alert_rules({s.name for f in text_string_to_metric_families(scraped.text) for s in f.samples})
+
+
+# Series Prometheus makes itself (not a target's): `up` is 0 when a scrape fails.
+_PROMETHEUS_OWN = {"up"}
+
+
+def _check_alert_rules(exposed: set[str]) -> None:
+    """Each rule of prometheus-alerts.yml reads series /metrics exposes."""
+    rules = yaml.safe_load((PROJECT_ROOT / "prometheus-alerts.yml").read_text())
+    (group,) = rules["groups"]
+    assert group["rules"]
+    for rule in group["rules"]:
+        assert set(rule) <= {"alert", "expr", "for", "labels", "annotations"}, rule
+        series = set(re.findall(r"\b(sync_[a-z0-9_]+|up)\b", rule["expr"]))
+        assert series, rule["alert"]
+        for name in series:
+            assert name in exposed or name in _PROMETHEUS_OWN, (rule["alert"], name)
 
 
 def test_emf_lines_are_the_request_log_lines_with_the_same_counts(
