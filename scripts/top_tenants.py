@@ -140,9 +140,13 @@ def main(argv: list[str] | None = None) -> int:
         print(query_with_dollars(gb))
         return 0
     usage: dict[str, Usage] = {}
-    sources = [p.open(errors="replace") for p in args.logs] or [sys.stdin]
-    for source in sources:
-        for tenant, u in usage_by_tenant(request_lines(source)).items():
+    for path in args.logs or [None]:
+        if path is None:
+            found = usage_by_tenant(request_lines(sys.stdin))
+        else:
+            with path.open(errors="replace") as source:
+                found = usage_by_tenant(request_lines(source))
+        for tenant, u in found.items():
             into = usage.setdefault(tenant, Usage(tenant))
             into.requests += u.requests
             into.capacity += u.capacity
