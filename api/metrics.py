@@ -271,6 +271,13 @@ class Emf(Metrics):
     """CloudWatch Embedded Metric Format, one JSON document a line on `out`."""
 
     def __init__(self, out: TextIO | None = None, namespace: str = NAMESPACE) -> None:
+        # Imported here, when the app is built: before SnapStart's snapshot, not on
+        # a first request.
+        from aws_lambda_powertools.metrics.provider.cloudwatch_emf.cloudwatch import (
+            AmazonCloudWatchEMFProvider,
+        )
+
+        self._provider = AmazonCloudWatchEMFProvider
         self._out = out
         self._namespace = namespace
         self._pending: list[tuple[Metric, float, dict[str, str]]] = []
@@ -297,11 +304,7 @@ class Emf(Metrics):
     ) -> None:
         if not values:
             return
-        from aws_lambda_powertools.metrics.provider.cloudwatch_emf.cloudwatch import (
-            AmazonCloudWatchEMFProvider,
-        )
-
-        provider = AmazonCloudWatchEMFProvider(namespace=self._namespace, metadata_set=properties)
+        provider = self._provider(namespace=self._namespace, metadata_set=properties)
         provider.dimension_set.update(dimensions)
         if dimensions:  # and each metric without them: what alarms and the dashboard read
             provider.dimension_sets.append({})

@@ -1,0 +1,180 @@
+"""What the operators' metrics cost a request's server time (`api.metrics`), in one
+run, in alternating rounds: a poll (`changes` from the head: no changes) and a page
+of 100, through the Lambda handler (Mangum, as `api.lambda_handler` serves it) with
+EMF against metrics off, and through a server's app (Starlette's test client) with
+Prometheus against off; and a Lambda's cold start (a fresh process importing
+`api.lambda_handler` and answering one poll) with `METRICS=emf` against `off`.
+
+Both sides write the request's line where production does: with metrics off the
+Lambda's line goes through `logging` to a handler in the Lambda runtime's format,
+with EMF the document goes to stdout; here both to /dev/null (a write each). A
+server logs its line either way. The figures: the median of each round's mean call
+time, and its ratio to off's. Run with `scripts/bench-metrics [--rounds N] [--calls N]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from types import SimpleNamespace
+from typing import Any
+
+from mangum import Mangum
+from starlette.testclient import TestClient
+
+from api import metrics
+from api.app import create_app
+from api.auth import make_local_token
+from api.settings import PROJECT_ROOT
+from api.worker_threads import persistent_pool
+from scripts.benchmarks.harness import CHANGES, PUSH, SECRET, local_engine_settings, realistic_person
+
+EVENT = PROJECT_ROOT / "tests" / "deploy" / "events" / "query.json"
+TENANT = "metrics"
+COLD = (
+    "import json, os, types\n"
+    "from api.lambda_handler import handler\n"
+    "event = json.loads(os.environ['COLD_START_EVENT'])\n"
+    "answer = handler(event, types.SimpleNamespace(aws_request_id='cold', function_name='api'))\n"
+    "assert answer['statusCode'] == 200 and 'errors' not in json.loads(answer['body']), answer\n"
+)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--calls", type=int, default=200)
+    parser.add_argument("--cold-rounds", type=int, default=7)
+    args = parser.parse_args(argv)
+    devnull = open(os.devnull, "w")  # noqa: SIM115 - for the whole run
+    runtime = logging.StreamHandler(devnull)
+    runtime.setFormatter(logging.Formatter("[%(levelname)s]\t%(asctime)s\t%(message)s"))
+    logging.getLogger().addHandler(runtime)
+    logging.getLogger().setLevel(logging.INFO)
+    token = make_local_token(SECRET, "bench", [TENANT], 3600)
+    with local_engine_settings() as settings:
+        sinks: dict[str, Callable[[], metrics.Metrics]] = {
+            "Lambda, EMF": lambda: metrics.Emf(devnull),
+            "Lambda, off": metrics.Metrics,
+            "server, Prometheus": metrics.Prometheus,
+            "server, off": metrics.Metrics,
+        }
+        calls = {name: _caller(name, make(), settings, token) for name, make in sinks.items()}
+        head = _seed(calls["Lambda, off"])
+        ops = {
+            "poll": (CHANGES, {"t": TENANT, "s": head}),
+            "page of 100": (CHANGES, {"t": TENANT, "l": 100}),
+        }
+        means: dict[tuple[str, str], list[float]] = {}
+        for round_ in range(args.rounds + 1):
+            order = list(calls) if round_ % 2 else list(reversed(calls))
+            for op, (query, variables) in ops.items():
+                for name in order:
+                    call = calls[name]
+                    started = time.perf_counter()
+                    for _ in range(args.calls):
+                        call(query, variables)
+                    ms = (time.perf_counter() - started) * 1000 / args.calls
+                    if round_ > 0:  # the first warms caches and DynamoDB Local's JIT
+                        means.setdefault((op, name), []).append(ms)
+        cold = _cold_starts(settings, token, args.cold_rounds)
+    print(f"\nmetrics on against off: a request's time, median of {args.rounds} rounds of "
+          f"{args.calls} calls, alternating")
+    print(f"{'operation':<14}{'where':<22}{'ms':>8}{'/ off':>8}")
+    result: dict[str, Any] = {}
+    for (op, name), values in means.items():
+        base = statistics.median(means[(op, name.split(",")[0] + ", off")])
+        ms = statistics.median(values)
+        result[f"{op} | {name}"] = round(ms / base, 4)
+        print(f"{op:<14}{name:<22}{ms:>8.3f}{ms / base:>8.3f}")
+    print(f"\ncold start (process start to exit, import and one poll), {args.cold_rounds} rounds")
+    print(f"{'METRICS':<14}{'min ms':>8}{'median':>8}{'/ off':>8}")
+    for kind, values in cold.items():
+        low, mid = min(values), statistics.median(values)
+        print(f"{kind:<14}{low:>8.0f}{mid:>8.0f}{mid / statistics.median(cold['off']):>8.3f}")
+    result["cold start emf / off (median)"] = round(
+        statistics.median(cold["emf"]) / statistics.median(cold["off"]), 4
+    )
+    print(json.dumps(result))
+    return 0
+
+
+def _caller(
+    name: str, sink: metrics.Metrics, settings: Any, token: str
+) -> Callable[[str, dict[str, Any]], dict[str, Any]]:
+    if name.startswith("Lambda"):
+        app = create_app(settings, sockets=False, run_blocking=persistent_pool(), sink=sink)
+        handler = Mangum(app, lifespan="off")
+        template = json.loads(EVENT.read_text())
+        template["headers"]["authorization"] = f"Bearer {token}"
+        context = SimpleNamespace(aws_request_id="bench", function_name="api")
+
+        def lambda_call(query: str, variables: dict[str, Any]) -> dict[str, Any]:
+            event = {**template, "body": json.dumps({"query": query, "variables": variables})}
+            body: dict[str, Any] = json.loads(handler(event, context)["body"])
+            assert "errors" not in body, body
+            return body["data"]
+
+        return lambda_call
+    client = TestClient(create_app(settings, sockets=False, sink=sink))
+    headers = {"authorization": f"Bearer {token}"}
+
+    def server_call(query: str, variables: dict[str, Any]) -> dict[str, Any]:
+        body: dict[str, Any] = client.post(
+            "/graphql", json={"query": query, "variables": variables}, headers=headers
+        ).json()
+        assert "errors" not in body, body
+        return body["data"]
+
+    return server_call
+
+
+def _seed(call: Callable[[str, dict[str, Any]], dict[str, Any]]) -> str:
+    """100 people in the tenant; the head's token."""
+    import random
+
+    person = realistic_person(random.Random(5), 0)
+    entries = [{"createPerson": {"tenantID": TENANT, "person": person}}] * 100
+    data = call(PUSH, {"i": {"tenantID": TENANT, "mutations": entries}})
+    return str(data["pushChanges"]["results"][-1]["item"]["changeToken"])
+
+
+def _cold_starts(settings: Any, token: str, rounds: int) -> dict[str, list[float]]:
+    event = EVENT.read_text().replace("{{tenant}}", TENANT).replace("{{token}}", token)
+    env = {
+        **{k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"},
+        "DYNAMODB_ENDPOINT": settings.dynamodb_endpoint or "",
+        "TABLE_NAME": settings.table_name,
+        "SYNC_AUTH_SECRET": SECRET,
+        "AWS_ACCESS_KEY_ID": "local",
+        "AWS_SECRET_ACCESS_KEY": "local",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "COLD_START_EVENT": event,
+        "GRAPHIQL": "false",
+        "INTROSPECTION": "false",
+    }
+    times: dict[str, list[float]] = {"emf": [], "off": []}
+    for round_ in range(rounds + 1):
+        for kind in ("emf", "off") if round_ % 2 else ("off", "emf"):
+            started = time.perf_counter()
+            subprocess.run(
+                [sys.executable, "-c", COLD],
+                env={**env, "METRICS": kind},
+                cwd=PROJECT_ROOT,
+                check=True,
+                stdout=subprocess.DEVNULL,
+            )
+            if round_ > 0:  # the first writes the bytecode still missing
+                times[kind].append((time.perf_counter() - started) * 1000)
+    return times
+
+
+if __name__ == "__main__":
+    sys.exit(main())
