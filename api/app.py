@@ -95,7 +95,9 @@ def create_app(
         ),
     ]
     if isinstance(sink, metrics.Prometheus):
-        routes.append(Route("/metrics", metrics_endpoint(settings, sink.exposition), methods=["GET"]))
+        routes.append(
+            Route("/metrics", metrics_endpoint(settings, sink.exposition), methods=["GET"])
+        )
     if realtime is not None:
         routes.append(WebSocketRoute("/graphql", view))
     if realtime is not None and realtime.receiver is not None:
@@ -133,7 +135,9 @@ def create_app(
     return app
 
 
-def create_lambda_app(settings: Settings | None = None) -> Starlette:
+def create_lambda_app(
+    settings: Settings | None = None, sink: metrics.Metrics | None = None
+) -> Starlette:
     """The app as AWS Lambda's HTTP function serves it (`api.lambda_handler`): no
     sockets, and blocking calls in threads that outlive each request, which Mangum
     runs in a `run_until_complete` of its own (`api.worker_threads`)."""
@@ -142,7 +146,7 @@ def create_lambda_app(settings: Settings | None = None) -> Starlette:
         settings,
         sockets=False,
         run_blocking=persistent_pool(),
-        sink=metrics.for_lambda(settings.metrics),
+        sink=sink or metrics.for_lambda(settings.metrics),
     )
 
 

@@ -32,7 +32,7 @@ import sys
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, Protocol
 
 from api.domain.tokens import token_ms
 
@@ -42,6 +42,12 @@ if TYPE_CHECKING:
 logger = logging.getLogger("api.request")
 
 NAMESPACE = "OfflineSync"
+
+
+class Lines(Protocol):
+    """Where EMF documents go (stdout, or a test's buffer)."""
+
+    def write(self, text: str, /) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -75,9 +81,7 @@ CAPACITY_UNITS = Metric(
     "DynamoDB capacity units consumed (reads and writes).",
     REQUEST_DIMENSIONS,
 )
-WRITE_UNITS = Metric(
-    "WriteUnits", "counter", "Count", "Of them, write units.", REQUEST_DIMENSIONS
-)
+WRITE_UNITS = Metric("WriteUnits", "counter", "Count", "Of them, write units.", REQUEST_DIMENSIONS)
 RESPONSES = Metric(
     "HttpResponses",
     "counter",
@@ -93,7 +97,11 @@ CONFLICTS = Metric(
     REQUEST_DIMENSIONS,
 )
 REPLAYS = Metric(
-    "Replays", "counter", "Count", "Push entries answered from a stored outcome.", REQUEST_DIMENSIONS
+    "Replays",
+    "counter",
+    "Count",
+    "Push entries answered from a stored outcome.",
+    REQUEST_DIMENSIONS,
 )
 RESYNC_REQUIRED = Metric(
     "ResyncRequired", "counter", "Count", "RESYNC_REQUIRED errors.", REQUEST_DIMENSIONS
@@ -238,7 +246,9 @@ class Metrics:
         """An invocation ended: write what it counted (EMF)."""
 
 
-def _request_values(log: RequestLog, status: int, duration_ms: float) -> list[tuple[Metric, float, dict[str, str]]]:
+def _request_values(
+    log: RequestLog, status: int, duration_ms: float
+) -> list[tuple[Metric, float, dict[str, str]]]:
     """A request's metrics: (metric, value, labels beyond the request's dimensions)."""
     values: list[tuple[Metric, float, dict[str, str]]] = [
         (REQUESTS, 1.0, {}),
@@ -270,7 +280,7 @@ def request_dimensions(log: RequestLog, status: int) -> dict[str, str]:
 class Emf(Metrics):
     """CloudWatch Embedded Metric Format, one JSON document a line on `out`."""
 
-    def __init__(self, out: TextIO | None = None, namespace: str = NAMESPACE) -> None:
+    def __init__(self, out: Lines | None = None, namespace: str = NAMESPACE) -> None:
         # Imported here, when the app is built: before SnapStart's snapshot, not on
         # a first request.
         from aws_lambda_powertools.metrics.provider.cloudwatch_emf.cloudwatch import (

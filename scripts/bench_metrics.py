@@ -8,8 +8,12 @@ Prometheus against off; and a Lambda's cold start (a fresh process importing
 Both sides write the request's line where production does: with metrics off the
 Lambda's line goes through `logging` to a handler in the Lambda runtime's format,
 with EMF the document goes to stdout; here both to /dev/null (a write each). A
-server logs its line either way. The figures: the median of each round's mean call
-time, and its ratio to off's. Run with `scripts/bench-metrics [--rounds N] [--calls N]`.
+server logs its line either way. The figures: the median over rounds of a call's
+mean time in the round, by the clock and in this process's CPU (every thread: the
+server's work, not DynamoDB Local's, which runs in its own process and which other
+work on a shared machine disturbs far less), and their ratios to off's; cold starts
+by the clock and in the child's CPU. Run with
+`scripts/bench-metrics [--rounds N] [--calls N] [--cold-rounds N]`.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import argparse
 import json
 import logging
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -34,7 +39,13 @@ from api.app import create_app
 from api.auth import make_local_token
 from api.settings import PROJECT_ROOT
 from api.worker_threads import persistent_pool
-from scripts.benchmarks.harness import CHANGES, PUSH, SECRET, local_engine_settings, realistic_person
+from scripts.benchmarks.harness import (
+    CHANGES,
+    PUSH,
+    SECRET,
+    local_engine_settings,
+    realistic_person,
+)
 
 EVENT = PROJECT_ROOT / "tests" / "deploy" / "events" / "query.json"
 TENANT = "metrics"
@@ -49,8 +60,8 @@ COLD = (
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=10)
-    parser.add_argument("--calls", type=int, default=200)
+    parser.add_argument("--rounds", type=int, default=30)
+    parser.add_argument("--calls", type=int, default=20)
     parser.add_argument("--cold-rounds", type=int, default=7)
     args = parser.parse_args(argv)
     devnull = open(os.devnull, "w")  # noqa: SIM115 - for the whole run
@@ -68,40 +79,52 @@ def main(argv: list[str] | None = None) -> int:
         }
         calls = {name: _caller(name, make(), settings, token) for name, make in sinks.items()}
         head = _seed(calls["Lambda, off"])
-        ops = {
+        ops: dict[str, tuple[str, dict[str, Any]]] = {
             "poll": (CHANGES, {"t": TENANT, "s": head}),
             "page of 100": (CHANGES, {"t": TENANT, "l": 100}),
         }
         means: dict[tuple[str, str], list[float]] = {}
+        cpu: dict[tuple[str, str], list[float]] = {}
         for round_ in range(args.rounds + 1):
             order = list(calls) if round_ % 2 else list(reversed(calls))
             for op, (query, variables) in ops.items():
                 for name in order:
                     call = calls[name]
-                    started = time.perf_counter()
+                    started, used = time.perf_counter(), time.process_time()
                     for _ in range(args.calls):
                         call(query, variables)
                     ms = (time.perf_counter() - started) * 1000 / args.calls
+                    cpu_ms = (time.process_time() - used) * 1000 / args.calls
                     if round_ > 0:  # the first warms caches and DynamoDB Local's JIT
                         means.setdefault((op, name), []).append(ms)
+                        cpu.setdefault((op, name), []).append(cpu_ms)
         cold = _cold_starts(settings, token, args.cold_rounds)
-    print(f"\nmetrics on against off: a request's time, median of {args.rounds} rounds of "
-          f"{args.calls} calls, alternating")
-    print(f"{'operation':<14}{'where':<22}{'ms':>8}{'/ off':>8}")
+    print(
+        f"\nmetrics on against off: a request's time, median of {args.rounds} rounds of "
+        f"{args.calls} calls, alternating"
+    )
+    print(f"{'operation':<14}{'where':<22}{'ms':>8}{'/ off':>8}{'CPU ms':>8}{'/ off':>8}")
     result: dict[str, Any] = {}
     for (op, name), values in means.items():
-        base = statistics.median(means[(op, name.split(",")[0] + ", off")])
-        ms = statistics.median(values)
-        result[f"{op} | {name}"] = round(ms / base, 4)
-        print(f"{op:<14}{name:<22}{ms:>8.3f}{ms / base:>8.3f}")
+        off = (op, name.split(",")[0] + ", off")
+        ms, base = statistics.median(values), statistics.median(means[off])
+        used, cpu_base = statistics.median(cpu[(op, name)]), statistics.median(cpu[off])
+        result[f"{op} | {name}"] = {"ms": round(ms / base, 4), "cpu": round(used / cpu_base, 4)}
+        print(f"{op:<14}{name:<22}{ms:>8.3f}{ms / base:>8.3f}{used:>8.3f}{used / cpu_base:>8.3f}")
     print(f"\ncold start (process start to exit, import and one poll), {args.cold_rounds} rounds")
-    print(f"{'METRICS':<14}{'min ms':>8}{'median':>8}{'/ off':>8}")
-    for kind, values in cold.items():
+    print(f"{'METRICS':<14}{'min ms':>8}{'median':>8}{'/ off':>8}{'CPU ms':>8}{'/ off':>8}")
+    walls, cpus = cold
+    for kind, values in walls.items():
         low, mid = min(values), statistics.median(values)
-        print(f"{kind:<14}{low:>8.0f}{mid:>8.0f}{mid / statistics.median(cold['off']):>8.3f}")
-    result["cold start emf / off (median)"] = round(
-        statistics.median(cold["emf"]) / statistics.median(cold["off"]), 4
-    )
+        used = min(cpus[kind])
+        print(
+            f"{kind:<14}{low:>8.0f}{mid:>8.0f}{mid / statistics.median(walls['off']):>8.3f}"
+            f"{used:>8.0f}{used / min(cpus['off']):>8.3f}"
+        )
+    result["cold start emf / off"] = {
+        "median ms": round(statistics.median(walls["emf"]) / statistics.median(walls["off"]), 4),
+        "min CPU": round(min(cpus["emf"]) / min(cpus["off"]), 4),
+    }
     print(json.dumps(result))
     return 0
 
@@ -146,7 +169,10 @@ def _seed(call: Callable[[str, dict[str, Any]], dict[str, Any]]) -> str:
     return str(data["pushChanges"]["results"][-1]["item"]["changeToken"])
 
 
-def _cold_starts(settings: Any, token: str, rounds: int) -> dict[str, list[float]]:
+def _cold_starts(
+    settings: Any, token: str, rounds: int
+) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """Each kind's times to exit, and CPU times (user and system), in ms."""
     event = EVENT.read_text().replace("{{tenant}}", TENANT).replace("{{token}}", token)
     env = {
         **{k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"},
@@ -161,8 +187,11 @@ def _cold_starts(settings: Any, token: str, rounds: int) -> dict[str, list[float
         "INTROSPECTION": "false",
     }
     times: dict[str, list[float]] = {"emf": [], "off": []}
+    cpu: dict[str, list[float]] = {"emf": [], "off": []}
     for round_ in range(rounds + 1):
         for kind in ("emf", "off") if round_ % 2 else ("off", "emf"):
+            children = resource.getrusage(resource.RUSAGE_CHILDREN)
+            used = children.ru_utime + children.ru_stime
             started = time.perf_counter()
             subprocess.run(
                 [sys.executable, "-c", COLD],
@@ -173,7 +202,9 @@ def _cold_starts(settings: Any, token: str, rounds: int) -> dict[str, list[float
             )
             if round_ > 0:  # the first writes the bytecode still missing
                 times[kind].append((time.perf_counter() - started) * 1000)
-    return times
+                children = resource.getrusage(resource.RUSAGE_CHILDREN)
+                cpu[kind].append((children.ru_utime + children.ru_stime - used) * 1000)
+    return times, cpu
 
 
 if __name__ == "__main__":

@@ -119,16 +119,20 @@ def table(rows: list[Usage], gb: float, out: TextIO) -> None:
 
 def query_with_dollars(gb: float) -> str:
     """The Insights query with a dollar column at prices.py's rates."""
-    return (
-        INSIGHTS_QUERY.replace("| sort", "| fields tenant, requests, capacity, writes, seconds,\n"
+    return INSIGHTS_QUERY.replace(
+        "| sort",
+        "| fields tenant, requests, capacity, writes, seconds,\n"
         f"    (capacity - writes) * {prices.READ_UNIT_USD!r} + writes * {prices.WRITE_UNIT_USD!r}"
         f" + requests * {prices.HTTP_API_REQUEST_USD + prices.LAMBDA_REQUEST_USD!r}"
-        f" + seconds * {gb * prices.LAMBDA_ARM64_GB_SECOND_USD!r} as usd\n| sort", 1)
+        f" + seconds * {gb * prices.LAMBDA_ARM64_GB_SECOND_USD!r} as usd\n| sort",
+        1,
     )
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="scripts/top-tenants", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="scripts/top-tenants", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("logs", nargs="*", type=Path, help="log files (default: stdin)")
     parser.add_argument("--top", type=int, default=10)
     parser.add_argument(

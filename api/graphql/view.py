@@ -25,7 +25,6 @@ from strawberry.types.graphql import OperationType
 from strawberry.types.unset import UNSET, UnsetType
 
 from api import request_log
-from api.metrics import Metrics
 from api.auth import Authenticator, Principal, connection_authorization
 from api.domain.errors import SyncError, Unauthenticated, Unavailable
 from api.graphql.context import Context
@@ -45,6 +44,7 @@ from api.http import (
     wants_graphql_response,
     was_not_executed,
 )
+from api.metrics import Metrics
 from api.service import SyncService
 from api.settings import Settings
 from api.tenant_gate import READERS_PER_TENANT, TenantGate

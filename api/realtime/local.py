@@ -60,7 +60,9 @@ class LocalRealtime:
         )
         self.feed = LiveFeed(self.signals, latest_change, self._poked)
         sink.gauge(metrics.SOCKETS_OPEN, lambda: self._connections)
-        sink.gauge(metrics.STREAM_READER, lambda: int(self.lease is not None and self.lease.reading))
+        sink.gauge(
+            metrics.STREAM_READER, lambda: int(self.lease is not None and self.lease.reading)
+        )
         self.follower: StreamFollower | None = None  # this process reads the stream itself
         self.lease: StreamReaderLease | None = None  # or whoever holds the lease does
         self.receiver: PokeReceiver | None = None

@@ -632,7 +632,11 @@ _DOCUMENTED = {
         "Count": {"ApiId"},
         "ExecutionError": {"ApiId", "Stage"},
     },
-    "AWS/Lambda": {"Errors": {"FunctionName"}, "Throttles": {"FunctionName"}, "IteratorAge": {"FunctionName"}},
+    "AWS/Lambda": {
+        "Errors": {"FunctionName"},
+        "Throttles": {"FunctionName"},
+        "IteratorAge": {"FunctionName"},
+    },
     "AWS/DynamoDB": {"ReadThrottleEvents": {"TableName"}, "WriteThrottleEvents": {"TableName"}},
     "AWS/SQS": {"ApproximateAgeOfOldestMessage": {"QueueName"}},
 }
@@ -640,9 +644,7 @@ _DOCUMENTED = {
 
 def _alarm_metrics(alarm: dict[str, Any]) -> list[dict[str, Any]]:
     if "MetricName" in alarm:
-        return [
-            {k: alarm[k] for k in ("Namespace", "MetricName", "Dimensions") if k in alarm}
-        ]
+        return [{k: alarm[k] for k in ("Namespace", "MetricName", "Dimensions") if k in alarm}]
     return [m["MetricStat"]["Metric"] for m in alarm["Metrics"] if "MetricStat" in m]
 
 
@@ -662,9 +664,9 @@ def _emitted() -> set[tuple[str, frozenset[str]]]:
     for line in out.getvalue().splitlines():
         for directive in json.loads(line)["_aws"]["CloudWatchMetrics"]:
             assert directive["Namespace"] == metrics.NAMESPACE
-            for definition in directive["Metrics"]:
+            for metric_definition in directive["Metrics"]:
                 for dims in directive["Dimensions"]:
-                    emitted.add((definition["Name"], frozenset(dims)))
+                    emitted.add((metric_definition["Name"], frozenset(dims)))
     return emitted
 
 

@@ -8,7 +8,7 @@ import dataclasses
 import io
 import json
 import re
-from collections import Counter
+from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
@@ -32,9 +32,7 @@ PUSH = "mutation($i: PushChangesInput!) { pushChanges(input: $i) { results { sta
 YEAR_MS = 365 * 24 * 3600 * 1000
 
 
-def _known_traffic(
-    client: TestClient, tenant: str, inject: Inject, settings: Settings
-) -> None:
+def _known_traffic(client: TestClient, tenant: str, inject: Inject, settings: Settings) -> None:
     """n polls, one CONFLICT, one UNAVAILABLE, one RESYNC_REQUIRED, a push of k entries."""
     # A change written a year ago (a server whose clock is behind, counted nowhere):
     # a sync from it must resync.
@@ -104,7 +102,7 @@ def test_metrics_is_prometheus_exposition_for_the_health_token_holder_only(
         for s in family.samples
         if s.name.endswith("_total")
     ]
-    counted: Counter[tuple[str, tuple[tuple[str, str], ...]]] = Counter()
+    counted: defaultdict[tuple[str, tuple[tuple[str, str], ...]], float] = defaultdict(float)
     for sample in samples:
         metric = next(m for m in metrics.CATALOG if f"{m.prometheus_name}_total" == sample.name)
         labels = {_camel(k): v for k, v in sample.labels.items()}
@@ -124,7 +122,9 @@ def test_metrics_is_prometheus_exposition_for_the_health_token_holder_only(
         if s.name == "sync_latency_seconds_count"
     }
     assert latency[(("outcome", "OK"), ("root_field", "changes"))] == POLLS
-    _check_alert_rules({s.name for f in text_string_to_metric_families(scraped.text) for s in f.samples})
+    _check_alert_rules(
+        {s.name for f in text_string_to_metric_families(scraped.text) for s in f.samples}
+    )
 
 
 # Series Prometheus makes itself (not a target's): `up` is 0 when a scrape fails.
@@ -154,13 +154,15 @@ def test_emf_lines_are_the_request_log_lines_with_the_same_counts(
         assert client.get("/metrics").status_code == 404  # CloudWatch's, not Prometheus'
     lines = out.getvalue().splitlines()
     documents = [json.loads(line) for line in lines]  # each line one whole document
-    counted: Counter[tuple[str, tuple[tuple[str, str], ...]]] = Counter()
+    counted: defaultdict[tuple[str, tuple[tuple[str, str], ...]], float] = defaultdict(float)
     for document in documents:
         _check_emf(document)
         if document["rootField"] != metrics.NONE:  # (not GET /metrics)
             assert document["tenant"] == tenant  # a property of the line ...
         for directive in document["_aws"]["CloudWatchMetrics"]:
-            assert not any("tenant" in dims for dims in directive["Dimensions"])  # ... never a dimension
+            assert not any(
+                "tenant" in dims for dims in directive["Dimensions"]
+            )  # ... never a dimension
             for definition in directive["Metrics"]:
                 name = definition["Name"]
                 value = sum(_values(document[name]))

@@ -60,7 +60,9 @@ def served(settings: Settings, tmp_path: Path) -> Iterator[tuple[str, Path]]:
 
 def test_top_tenants_ranks_a_servers_tenants_by_capacity(served: tuple[str, Path]) -> None:
     url, log_path = served
-    busy, light, reader = (f"t-{name}-{uuid.uuid4().hex[:8]}" for name in ("busy", "light", "reader"))
+    busy, light, reader = (
+        f"t-{name}-{uuid.uuid4().hex[:8]}" for name in ("busy", "light", "reader")
+    )
     with httpx2.Client(base_url=url, timeout=30) as http:
         gql = GraphQLClient(http)
         for i in range(3):
