@@ -294,7 +294,7 @@ class Emf(Metrics):
 
     def request(self, log: RequestLog, status: int, duration_ms: float) -> None:
         dimensions = request_dimensions(log, status)
-        fields = {**json.loads(log.line(status, duration_ms)), **dimensions}
+        fields = {**log.fields(status, duration_ms), **dimensions}
         self._write(_request_values(log, status, duration_ms), dimensions, fields)
 
     def add(self, metric: Metric, value: float = 1.0, **labels: str) -> None:

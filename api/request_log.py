@@ -34,23 +34,24 @@ class RequestLog:
     replays: int = 0  # push entries answered from a stored outcome
 
     def line(self, status: int, duration_ms: float) -> str:
+        return json.dumps(self.fields(status, duration_ms), separators=(",", ":"))
+
+    def fields(self, status: int, duration_ms: float) -> dict[str, Any]:
+        """The line's fields (on Lambda, the EMF document's properties: `api.metrics`)."""
         failed = "INTERNAL_SERVER_ERROR" if status >= 500 else "OK"
-        return json.dumps(
-            {
-                "requestId": self.request_id,
-                "operation": _bounded(self.operation),
-                "sub": _bounded(self.sub),
-                "tenant": _bounded(self.tenant),
-                "status": status,
-                "result": ",".join(sorted(set(self.codes))) or failed,
-                "durationMs": round(duration_ms, 1),
-                "capacityUnits": round(self.capacity_units, 2),
-                "writeUnits": round(self.write_units, 2),
-                "dynamodbCalls": self.dynamodb_calls,
-                "rootField": self.root_field,
-            },
-            separators=(",", ":"),
-        )
+        return {
+            "requestId": self.request_id,
+            "operation": _bounded(self.operation),
+            "sub": _bounded(self.sub),
+            "tenant": _bounded(self.tenant),
+            "status": status,
+            "result": ",".join(sorted(set(self.codes))) or failed,
+            "durationMs": round(duration_ms, 1),
+            "capacityUnits": round(self.capacity_units, 2),
+            "writeUnits": round(self.write_units, 2),
+            "dynamodbCalls": self.dynamodb_calls,
+            "rootField": self.root_field,
+        }
 
 
 # Fields that come from the request (an operation name can be 500 KB) are cut here.
