@@ -526,10 +526,11 @@ def test_a_batch_the_fan_out_gave_up_on_is_drained_from_the_failure_destination(
     assert aws.drain_handler(queue) == {"batchItemFailures": []}  # drained twice:
     assert _tokens(device, "s1") == [w2]  # nothing older or equal is sent again
     # What the functions counted (their EMF lines): each of the three tries failed
-    # both tenants; the drain failed once, then poked both subscribers, then none.
+    # both tenants; the drain failed once (its fan-out failing both tenants), then
+    # poked both subscribers, then none.
     emitted = _emf(capsys)
     assert emitted["fanout"] == {"FanoutFailures": 6}
     drain = emitted["drain"]
     assert drain.pop("PokeDelay") >= 0  # a delay for each tenant poked
-    assert drain == {"DrainFailures": 1, "DrainedBatches": 2, "PokesSent": 2}
+    assert drain == {"DrainFailures": 1, "FanoutFailures": 2, "DrainedBatches": 2, "PokesSent": 2}
     assert emitted["realtime"]["WebsocketMessages"] > 0
