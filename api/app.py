@@ -22,6 +22,7 @@ from api.graphql.view import GraphQLView
 from api.health import health_check, metrics_endpoint
 from api.http import RequestMiddleware
 from api.ordering import wall_clock_ms
+from api.prometheus_metrics import Prometheus
 from api.service import SyncService
 from api.settings import Settings
 from api.storage import models
@@ -94,7 +95,7 @@ def create_app(
             methods=["GET"],
         ),
     ]
-    if isinstance(sink, metrics.Prometheus):
+    if isinstance(sink, Prometheus):
         routes.append(
             Route("/metrics", metrics_endpoint(settings, sink.exposition), methods=["GET"])
         )

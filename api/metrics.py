@@ -246,7 +246,7 @@ class Metrics:
         """An invocation ended: write what it counted (EMF)."""
 
 
-def _request_values(
+def request_values(
     log: RequestLog, status: int, duration_ms: float
 ) -> list[tuple[Metric, float, dict[str, str]]]:
     """A request's metrics: (metric, value, labels beyond the request's dimensions)."""
@@ -295,7 +295,7 @@ class Emf(Metrics):
     def request(self, log: RequestLog, status: int, duration_ms: float) -> None:
         dimensions = request_dimensions(log, status)
         fields = {**log.fields(status, duration_ms), **dimensions}
-        self._write(_request_values(log, status, duration_ms), dimensions, fields)
+        self._write(request_values(log, status, duration_ms), dimensions, fields)
 
     def add(self, metric: Metric, value: float = 1.0, **labels: str) -> None:
         self._pending.append((metric, value, labels))
@@ -335,57 +335,6 @@ def _event_dimensions(values: list[tuple[Metric, float, dict[str, str]]]) -> set
     return set.intersection(*label_sets) if label_sets else set()
 
 
-class Prometheus(Metrics):
-    """The Prometheus exposition format, on a registry of this app's own."""
-
-    def __init__(self) -> None:
-        from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-
-        self.registry = CollectorRegistry(auto_describe=True)
-        self._gauge = Gauge
-        self._series: dict[str, Any] = {}
-        for metric in CATALOG:
-            labels = [_snake(label) for label in metric.labels]
-            name = metric.prometheus_name
-            if metric.kind == "counter":
-                self._series[metric.name] = Counter(
-                    name, metric.help, labels, registry=self.registry
-                )
-            elif metric.kind == "histogram":
-                buckets = metric.buckets or Histogram.DEFAULT_BUCKETS
-                self._series[metric.name] = Histogram(
-                    name, metric.help, labels, registry=self.registry, buckets=buckets
-                )
-
-    def request(self, log: RequestLog, status: int, duration_ms: float) -> None:
-        super().request(log, status, duration_ms)  # the log line, as without metrics
-        dimensions = request_dimensions(log, status)
-        for metric, value, labels in _request_values(log, status, duration_ms):
-            self.add(metric, value, **dimensions, **labels)
-
-    def add(self, metric: Metric, value: float = 1.0, **labels: str) -> None:
-        series = self._series[metric.name]
-        if labels:
-            series = series.labels(**{_snake(k): v for k, v in labels.items()})
-        if metric.kind == "histogram":
-            series.observe(value / 1000 if metric.unit == "Milliseconds" else value)
-        else:
-            series.inc(value)
-
-    def gauge(self, metric: Metric, read: Callable[[], float]) -> None:
-        gauge = self._gauge(metric.prometheus_name, metric.help, registry=self.registry)
-        gauge.set_function(read)
-
-    def exposition(self) -> bytes:
-        from prometheus_client import generate_latest
-
-        return generate_latest(self.registry)
-
-
-def _snake(name: str) -> str:
-    return "".join(f"_{c.lower()}" if c.isupper() else c for c in name)
-
-
 def for_server(kind: str | None) -> Metrics:
     """A server's metrics: Prometheus's unless METRICS says otherwise."""
     return _choose(kind or "prometheus")
@@ -400,5 +349,7 @@ def _choose(kind: str) -> Metrics:
     if kind == "emf":
         return Emf()
     if kind == "prometheus":
+        from api.prometheus_metrics import Prometheus  # prometheus-client: servers only
+
         return Prometheus()
     return Metrics()

@@ -37,6 +37,7 @@ from starlette.testclient import TestClient
 from api import metrics
 from api.app import create_app, freeze_startup_heap
 from api.auth import make_local_token
+from api.prometheus_metrics import Prometheus
 from api.settings import PROJECT_ROOT
 from api.worker_threads import persistent_pool
 from scripts.benchmarks.harness import (
@@ -74,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
         sinks: dict[str, Callable[[], metrics.Metrics]] = {
             "Lambda, EMF": lambda: metrics.Emf(devnull),
             "Lambda, off": metrics.Metrics,
-            "server, Prometheus": metrics.Prometheus,
+            "server, Prometheus": Prometheus,
             "server, off": metrics.Metrics,
         }
         calls = {name: _caller(name, make(), settings, token) for name, make in sinks.items()}
