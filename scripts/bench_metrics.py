@@ -12,8 +12,13 @@ server logs its line either way. The figures: the median over rounds of a call's
 mean time in the round, by the clock and in this process's CPU (every thread: the
 server's work, not DynamoDB Local's, which runs in its own process and which other
 work on a shared machine disturbs far less), and their ratios to off's; cold starts
-by the clock and in the child's CPU. Run with
-`scripts/bench-metrics [--rounds N] [--calls N] [--cold-rounds N]`.
+by the clock and in the child's CPU. On a shared machine
+both swing by 10% and more from run to run (load averages of 15 on 2 cores), so
+`--instructions` counts instead what a poll costs the Lambda's process in
+instructions, which the load does not change: a child process serving K polls
+through `api.lambda_handler` under cachegrind (valgrind), METRICS=emf and off, at
+two K, the difference per poll. Run with
+`scripts/bench-metrics [--rounds N] [--calls N] [--cold-rounds N] [--instructions]`.
 """
 
 from __future__ import annotations
@@ -64,7 +69,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=30)
     parser.add_argument("--calls", type=int, default=20)
     parser.add_argument("--cold-rounds", type=int, default=7)
+    parser.add_argument(
+        "--instructions", action="store_true", help="a poll's instructions, EMF and off"
+    )
     args = parser.parse_args(argv)
+    if args.instructions:
+        return _instructions()
     devnull = open(os.devnull, "w")  # noqa: SIM115 - for the whole run
     runtime = logging.StreamHandler(devnull)
     runtime.setFormatter(logging.Formatter("[%(levelname)s]\t%(asctime)s\t%(message)s"))
@@ -174,12 +184,10 @@ def _seed(call: Callable[[str, dict[str, Any]], dict[str, Any]]) -> str:
     return str(data["pushChanges"]["results"][-1]["item"]["changeToken"])
 
 
-def _cold_starts(
-    settings: Any, token: str, rounds: int
-) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
-    """Each kind's times to exit, and CPU times (user and system), in ms."""
+def _lambda_env(settings: Any, token: str) -> dict[str, str]:
+    """A Lambda's environment against the bench's engine, with a poll as its event."""
     event = EVENT.read_text().replace("{{tenant}}", TENANT).replace("{{token}}", token)
-    env = {
+    return {
         **{k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"},
         "DYNAMODB_ENDPOINT": settings.dynamodb_endpoint or "",
         "TABLE_NAME": settings.table_name,
@@ -191,6 +199,13 @@ def _cold_starts(
         "GRAPHIQL": "false",
         "INTROSPECTION": "false",
     }
+
+
+def _cold_starts(
+    settings: Any, token: str, rounds: int
+) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """Each kind's times to exit, and CPU times (user and system), in ms."""
+    env = _lambda_env(settings, token)
     times: dict[str, list[float]] = {"emf": [], "off": []}
     cpu: dict[str, list[float]] = {"emf": [], "off": []}
     for round_ in range(rounds + 1):
@@ -210,6 +225,58 @@ def _cold_starts(
                 children = resource.getrusage(resource.RUSAGE_CHILDREN)
                 cpu[kind].append((children.ru_utime + children.ru_stime - used) * 1000)
     return times, cpu
+
+
+# A child serving `argv[1]` polls through the Lambda handler (under cachegrind).
+POLLS = (
+    "import json, os, sys, types\n"
+    "from api.lambda_handler import handler\n"
+    "event = json.loads(os.environ['COLD_START_EVENT'])\n"
+    "context = types.SimpleNamespace(aws_request_id='cg', function_name='api')\n"
+    "for _ in range(int(sys.argv[1])):\n"
+    "    answer = handler(event, context)\n"
+    "    assert answer['statusCode'] == 200 and 'errors' not in json.loads(answer['body'])\n"
+)
+FEW, MANY = 10, 60
+
+
+def _instructions() -> int:
+    """Instructions per poll of the Lambda's process, METRICS=emf against off."""
+    import re
+
+    token = make_local_token(SECRET, "bench", [TENANT], 3600)
+    per_poll: dict[str, float] = {}
+    with local_engine_settings() as settings:
+        env = _lambda_env(settings, token)
+        for kind in ("off", "emf"):
+            counts = []
+            for polls in (FEW, MANY):
+                done = subprocess.run(
+                    [
+                        "valgrind",
+                        "--tool=cachegrind",
+                        "--cache-sim=no",
+                        "--cachegrind-out-file=/dev/null",
+                        sys.executable,
+                        "-c",
+                        POLLS,
+                        str(polls),
+                    ],
+                    env={**env, "METRICS": kind},
+                    cwd=PROJECT_ROOT,
+                    capture_output=True,
+                    text=True,
+                    check=True,
+                )
+                found = re.search(r"I\s+refs:\s+([\d,]+)", done.stderr)
+                assert found, done.stderr[-2000:]
+                counts.append(int(found[1].replace(",", "")))
+            per_poll[kind] = (counts[1] - counts[0]) / (MANY - FEW)
+    print(f"\na poll through the Lambda handler, instructions ({MANY} polls less {FEW})")
+    for kind, count in per_poll.items():
+        print(f"METRICS={kind:<6}{count:>14,.0f}{count / per_poll['off']:>8.4f}")
+    print(json.dumps({"instructions per poll": per_poll}))
+    return 0
 
 
 if __name__ == "__main__":
