@@ -228,9 +228,14 @@ def _cold_starts(
 
 
 # A child serving `argv[1]` polls through the Lambda handler (under cachegrind).
+# The runtime's root handler writes what goes through `logging` (off's line, and
+# Mangum's), as on Lambda.
 POLLS = (
-    "import json, os, sys, types\n"
+    "import json, logging, os, sys, types\n"
     "from api.lambda_handler import handler\n"
+    "runtime = logging.StreamHandler(sys.stdout)\n"
+    "runtime.setFormatter(logging.Formatter('[%(levelname)s]\\t%(asctime)s\\t%(message)s'))\n"
+    "logging.getLogger().addHandler(runtime)\n"
     "event = json.loads(os.environ['COLD_START_EVENT'])\n"
     "context = types.SimpleNamespace(aws_request_id='cg', function_name='api')\n"
     "for _ in range(int(sys.argv[1])):\n"

@@ -465,12 +465,13 @@ def test_the_lambda_handler_keeps_its_worker_threads_from_one_request_to_the_nex
     settings: Settings,
     tenant: str,
     monkeypatch: pytest.MonkeyPatch,
-    caplog: pytest.LogCaptureFixture,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     """Mangum runs each request in a `run_until_complete` of its own: anyio's pool
     started a thread for every request and stopped it at its end. The handler's
     pool keeps them, and the calls still run with the request's context (its log
-    line counts the DynamoDB calls made in the worker thread)."""
+    line, on stdout as its EMF document, counts the DynamoDB calls made in the
+    worker thread)."""
     import threading
 
     from api.lambda_handler import handler
@@ -487,15 +488,15 @@ def test_the_lambda_handler_keeps_its_worker_threads_from_one_request_to_the_nex
         start(thread)
 
     monkeypatch.setattr(threading.Thread, "start", counted)
-    caplog.set_level("INFO", logger="api.request")
-    caplog.clear()
+    capsys.readouterr()
     for _ in range(10):
         answer = handler(_event("query", tenant, token), context)
         assert answer["statusCode"] == 200 and "errors" not in json.loads(answer["body"])
     # anyio's: 10. The pool starts one more only when the next call comes before the
     # idle thread has said it is idle (ThreadPoolExecutor), and keeps it.
     assert len(started) <= 2, started
-    lines = [json.loads(r.getMessage()) for r in caplog.records if r.name == "api.request"]
+    out = capsys.readouterr().out.splitlines()
+    lines = [json.loads(line) for line in out if line.startswith('{"_aws"')]
     assert len(lines) == 10
     assert all(line["dynamodbCalls"] >= 1 for line in lines), lines
 
