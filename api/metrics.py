@@ -86,7 +86,7 @@ RESPONSES = Metric(
     "HttpResponses",
     "counter",
     "Count",
-    "HTTP responses by status class (2xx, 4xx, 5xx).",
+    "HTTP responses by status class, 4xx and 5xx (2xx: the requests less these).",
     (*REQUEST_DIMENSIONS, "statusClass"),
 )
 CONFLICTS = Metric(
@@ -254,9 +254,14 @@ def request_values(
         (REQUESTS, 1.0, {}),
         (LATENCY, duration_ms, {}),
         (CAPACITY_UNITS, log.capacity_units, {}),
-        (WRITE_UNITS, log.write_units, {}),
-        (RESPONSES, 1.0, {"statusClass": f"{status // 100}xx"}),
     ]
+    # Like the counts below, only when there is something to count: a read writes
+    # nothing, and 2xx answers are the requests less the others (each metric left
+    # out of a document is work and, on CloudWatch, a series less).
+    if log.write_units:
+        values.append((WRITE_UNITS, log.write_units, {}))
+    if status >= 400:
+        values.append((RESPONSES, 1.0, {"statusClass": f"{status // 100}xx"}))
     codes = log.codes
     conflicts = codes.count("CONFLICT") + log.push_statuses.get("CONFLICT", 0)
     for metric, value in (
