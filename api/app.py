@@ -15,13 +15,14 @@ from starlette.middleware.cors import CORSMiddleware
 from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette_compress import CompressMiddleware
 
-from api import request_log
+from api import metrics, request_log
 from api.domain.cursor import CursorCodec
 from api.domain.retention import Retention
 from api.graphql.view import GraphQLView
-from api.health import health_check
+from api.health import health_check, metrics_endpoint
 from api.http import RequestMiddleware
 from api.ordering import wall_clock_ms
+from api.prometheus_metrics import Prometheus
 from api.service import SyncService
 from api.settings import Settings
 from api.storage import models
@@ -43,15 +44,18 @@ def create_app(
     settings: Settings | None = None,
     sockets: bool = True,
     run_blocking: RunBlocking | None = None,
+    sink: metrics.Metrics | None = None,
 ) -> Starlette:
     """The app; with `sockets` False (AWS Lambda behind an HTTP API, which carries
     no WebSocket), without the realtime hub, its stream follower and their imports.
     `run_blocking`: where requests' blocking calls run (default: anyio's pool, a
-    server's; `api.worker_threads`)."""
+    server's; `api.worker_threads`). `sink`: where metrics go (default: METRICS, or
+    Prometheus's at /metrics; `api.metrics`)."""
     settings = settings or Settings.from_env()
     run_blocking = run_blocking or anyio_pool()
     for warning in settings.check():
         logger.warning(warning)
+    sink = sink or metrics.for_server(settings.metrics)
     settings.apply_local_credentials()
     models.bind(settings)
     store = DynamoStore()
@@ -70,6 +74,7 @@ def create_app(
             settings,
             lambda tenant, after: view.read(tenant, service.latest_change, tenant, after),
             run_blocking,
+            sink,
         )
     service = SyncService(
         store,
@@ -85,7 +90,7 @@ def create_app(
         quota=BlobUsageTable(),
         quota_bytes=settings.blob_quota_bytes,
     )
-    view = GraphQLView(settings, service, realtime, run_blocking)
+    view = GraphQLView(settings, service, realtime, run_blocking, sink)
 
     routes: list[BaseRoute] = [
         Route("/graphql", view, methods=["GET", "POST"]),
@@ -101,6 +106,10 @@ def create_app(
             methods=["GET"],
         ),
     ]
+    if isinstance(sink, Prometheus):
+        routes.append(
+            Route("/metrics", metrics_endpoint(settings, sink.exposition), methods=["GET"])
+        )
     if realtime is not None:
         routes.append(WebSocketRoute("/graphql", view))
     if realtime is not None and realtime.receiver is not None:
@@ -112,7 +121,7 @@ def create_app(
 
         routes.append(Route("/graphiql/assets/{name}", graphiql.asset, methods=["GET"]))
     middleware = [
-        Middleware(RequestMiddleware, max_body_bytes=settings.max_body_bytes),
+        Middleware(RequestMiddleware, max_body_bytes=settings.max_body_bytes, metrics=sink),
         Middleware(CompressMiddleware, minimum_size=settings.compress_min_bytes),
     ]
     if settings.cors_origins:
@@ -138,11 +147,19 @@ def create_app(
     return app
 
 
-def create_lambda_app(settings: Settings | None = None) -> Starlette:
+def create_lambda_app(
+    settings: Settings | None = None, sink: metrics.Metrics | None = None
+) -> Starlette:
     """The app as AWS Lambda's HTTP function serves it (`api.lambda_handler`): no
     sockets, and blocking calls in threads that outlive each request, which Mangum
     runs in a `run_until_complete` of its own (`api.worker_threads`)."""
-    return create_app(settings, sockets=False, run_blocking=persistent_pool())
+    settings = settings or Settings.from_env()
+    return create_app(
+        settings,
+        sockets=False,
+        run_blocking=persistent_pool(),
+        sink=sink or metrics.for_lambda(settings.metrics),
+    )
 
 
 def freeze_startup_heap() -> None:

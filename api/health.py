@@ -80,3 +80,19 @@ def health_check(
         return JSONResponse(answer, status_code=code)
 
     return healthz
+
+
+def metrics_endpoint(
+    settings: Settings, exposition: Callable[[], bytes]
+) -> Callable[[Request], Awaitable[Response]]:
+    """`GET /metrics`: the Prometheus exposition (`api.metrics`), for the holder of
+    the health token only, as /healthz's details (401 otherwise: a scraper
+    configured without it says so at once)."""
+    from prometheus_client import CONTENT_TYPE_LATEST
+
+    async def metrics(request: Request) -> Response:
+        if not authorized(request, settings.health_token):
+            return JSONResponse({"error": "the bearer token of HEALTH_TOKEN is needed"}, 401)
+        return Response(exposition(), media_type=CONTENT_TYPE_LATEST)
+
+    return metrics

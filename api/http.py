@@ -17,6 +17,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from strawberry.types import ExecutionResult
 
 from api import request_log
+from api.metrics import Metrics
 from api.worker_threads import settle
 
 REQUEST_ID_HEADER = "x-request-id"
@@ -27,9 +28,10 @@ _SAFE_REQUEST_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
 
 
 class RequestMiddleware:
-    def __init__(self, app: ASGIApp, max_body_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, max_body_bytes: int, metrics: Metrics | None = None) -> None:
         self.app = app
         self.max_body_bytes = max_body_bytes
+        self.metrics = metrics or Metrics()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -74,7 +76,7 @@ class RequestMiddleware:
         finally:
             await settle(log)  # the calls of fields cancelled midway: counted, then logged
             duration_ms = (time.perf_counter() - started) * 1000
-            request_log.logger.info(log.line(status, duration_ms))
+            self.metrics.request(log, status, duration_ms)  # and its log line
             request_log.finish(reset)
 
     async def _read_body(self, headers: dict[str, str], receive: Receive) -> bytes | None:

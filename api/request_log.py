@@ -32,6 +32,11 @@ class RequestLog:
     # them (a field cancelled because another failed): its line waits for them
     # (`api.worker_threads.settle`), and so counts them.
     outliving: set[asyncio.Future[Any]] = field(default_factory=set, repr=False)
+    # The executed operation's root field (`api.metrics`: a closed set, the schema's),
+    # "multiple" when it has several; None when nothing was executed.
+    root_field: str | None = None
+    push_statuses: dict[str, int] = field(default_factory=dict)  # pushChanges entries
+    replays: int = 0  # push entries answered from a stored outcome
 
     def track(self, work: asyncio.Future[Any]) -> None:
         if not work.done():
@@ -39,22 +44,24 @@ class RequestLog:
             work.add_done_callback(self.outliving.discard)
 
     def line(self, status: int, duration_ms: float) -> str:
+        return json.dumps(self.fields(status, duration_ms), separators=(",", ":"))
+
+    def fields(self, status: int, duration_ms: float) -> dict[str, Any]:
+        """The line's fields (on Lambda, the EMF document's properties: `api.metrics`)."""
         failed = "INTERNAL_SERVER_ERROR" if status >= 500 else "OK"
-        return json.dumps(
-            {
-                "requestId": self.request_id,
-                "operation": _bounded(self.operation),
-                "sub": _bounded(self.sub),
-                "tenant": _bounded(self.tenant),
-                "status": status,
-                "result": ",".join(sorted(set(self.codes))) or failed,
-                "durationMs": round(duration_ms, 1),
-                "capacityUnits": round(self.capacity_units, 2),
-                "writeUnits": round(self.write_units, 2),
-                "dynamodbCalls": self.dynamodb_calls,
-            },
-            separators=(",", ":"),
-        )
+        return {
+            "requestId": self.request_id,
+            "operation": _bounded(self.operation),
+            "sub": _bounded(self.sub),
+            "tenant": _bounded(self.tenant),
+            "status": status,
+            "result": ",".join(sorted(set(self.codes))) or failed,
+            "durationMs": round(duration_ms, 1),
+            "capacityUnits": round(self.capacity_units, 2),
+            "writeUnits": round(self.write_units, 2),
+            "dynamodbCalls": self.dynamodb_calls,
+            "rootField": self.root_field,
+        }
 
 
 # Fields that come from the request (an operation name can be 500 KB) are cut here.

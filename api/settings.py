@@ -103,6 +103,10 @@ class Settings:
     # server runs on (table, bucket, realtime status); without it, or unset, only
     # whether it is healthy.
     health_token: str | None = None
+    # Where metrics go (`api.metrics`): "prometheus" (GET /metrics, for the holder of
+    # the health token), "emf" (CloudWatch's Embedded Metric Format on stdout) or
+    # "off"; unset, a server's is "prometheus", a Lambda function's "emf".
+    metrics: str | None = None
     # AWS: the API Gateway Management API of the WebSocket API (set by serverless.yml).
     websocket_management_url: str | None = None
 
@@ -155,6 +159,7 @@ class Settings:
             ),
             websocket_management_url=env.get("WEBSOCKET_MANAGEMENT_URL") or None,
             health_token=env.get("HEALTH_TOKEN") or None,
+            metrics=env.get("METRICS") or None,
             realtime_peer_url=env.get("REALTIME_PEER_URL") or None,
             realtime_lease_s=float(env.get("REALTIME_LEASE_S", cls.realtime_lease_s)),
             blob_bucket=env.get("BLOB_BUCKET") or cls.blob_bucket,
@@ -178,6 +183,8 @@ class Settings:
             )
         if self.jwt_jwks_url and not self.jwt_issuer:
             raise ValueError("JWT_JWKS_URL is set but JWT_ISSUER is not: set the token issuer")
+        if self.metrics not in (None, "prometheus", "emf", "off"):
+            raise ValueError("METRICS must be prometheus, emf or off")
         if self.realtime_peer_url is not None:
             scheme, _, rest = self.realtime_peer_url.partition("://")
             if scheme not in ("http", "https") or not rest.split("/", 1)[0]:

@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from api import metrics
 from api.service.blob_sweep import BlobSweep
 from api.settings import Settings
 from api.storage import keys, models
@@ -37,15 +38,26 @@ def build(settings: Settings | None = None, clock_s: Callable[[], float] = time.
 
 
 _sweep: BlobSweep | None = None
+_metrics: metrics.Metrics | None = None
 
 
 def handler(event: Any, context: Any) -> dict[str, int]:
-    global _sweep
-    if _sweep is None:
-        _sweep = build()
-    budget = context.get_remaining_time_in_millis() / 1000 - _MARGIN_S
-    # From a random shard: a round cut short by its budget does not always leave the
-    # same shards for the next hour.
-    calls = _sweep.sweep_due(budget, start_shard=random.randrange(keys.REGISTRY_SHARDS))
+    global _sweep, _metrics
+    if _metrics is None:
+        _metrics = metrics.for_lambda(Settings.from_env().metrics)
+    try:
+        if _sweep is None:
+            _sweep = build()
+        budget = context.get_remaining_time_in_millis() / 1000 - _MARGIN_S
+        # From a random shard: a round cut short by its budget does not always leave
+        # the same shards for the next hour.
+        calls = _sweep.sweep_due(budget, start_shard=random.randrange(keys.REGISTRY_SHARDS))
+    except Exception:
+        _metrics.add(metrics.SWEEP_FAILURES)  # and Lambda counts an error
+        raise
+    else:
+        _metrics.add(metrics.SWEEP_CALLS, calls)
+    finally:
+        _metrics.flush(function="sweep")
     logging.getLogger(__name__).info("blob sweep round: calls=%d", calls)
     return {"calls": calls}

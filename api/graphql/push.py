@@ -10,6 +10,7 @@ from typing import Any
 
 import strawberry
 
+from api import request_log
 from api.auth import READER, WRITER
 from api.domain.errors import Forbidden
 from api.domain.mutations import Mutation, Verb
@@ -117,19 +118,28 @@ async def push_changes(info: strawberry.Info, input: PushChangesInput) -> PushCh
     if caller.role(input.tenantID) == READER:
         # Each entry is refused alone, with its code, so that an outbox drains.
         refusal = Forbidden("your role in this tenant is reader; writes need writer")
-        return PushChangesPayload(
-            results=[
-                to_result(DomainPushResult(m, DomainPushStatus.REJECTED, error=refusal))
-                for m in mutations
-            ]
-        )
+        refused = [DomainPushResult(m, DomainPushStatus.REJECTED, error=refusal) for m in mutations]
+        _count(refused)
+        return PushChangesPayload(results=[to_result(r) for r in refused])
     results = await for_tenant(
         info,
         input.tenantID,
         lambda s: s.push(input.tenantID, mutations, by, since=input.since),
         role=WRITER,
     )
+    _count(results)
     return PushChangesPayload(results=[to_result(r) for r in results])
+
+
+def _count(results: list[DomainPushResult]) -> None:
+    """The entries' statuses and replays, for the request's metrics (`api.metrics`)."""
+    log = request_log.current()
+    if log is None:
+        return
+    for result in results:
+        status = result.status.value
+        log.push_statuses[status] = log.push_statuses.get(status, 0) + 1
+        log.replays += result.replayed
 
 
 MUTATIONS: dict[str, Any] = {

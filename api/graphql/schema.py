@@ -8,14 +8,14 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 import strawberry
-from graphql import GraphQLError
+from graphql import DocumentNode, FieldNode, GraphQLError, get_operation_ast
 from strawberry.extensions import DisableIntrospection, MaxAliasesLimiter, QueryDepthLimiter
 from strawberry.schema.config import StrawberryConfig
 from strawberry.schema.schema import DEFAULT_ALLOWED_OPERATION_TYPES
 from strawberry.types.execution import ExecutionContext, ExecutionResult
 from strawberry.types.graphql import OperationType
 
-from api import request_log
+from api import metrics, request_log
 from api.graphql import (
     attachments,
     changes,
@@ -149,7 +149,25 @@ class _Operation(BoundedDocuments):
             log.operation = context.operation_name or (
                 context.operation_type.value if context.operation_type else None
             )
+            log.root_field = _root_field(context.graphql_document, context.operation_name)
         yield
+
+
+def _root_field(document: DocumentNode | None, name: str | None) -> str | None:
+    """The root field a validated document's operation selects (the schema's, so a
+    closed set: `api.metrics`), "multiple" for several; introspection's own fields
+    (`__typename`, `__schema`) are left out."""
+    operation = None if document is None else get_operation_ast(document, name)
+    if operation is None:
+        return None
+    fields = {
+        s.name.value
+        for s in operation.selection_set.selections
+        if isinstance(s, FieldNode) and not s.name.value.startswith("__")
+    }
+    if len(fields) > 1:
+        return metrics.MULTIPLE
+    return next(iter(fields), None)
 
 
 def make_schema(settings: Settings) -> SyncSchema:

@@ -27,6 +27,7 @@ from api.domain.errors import BadUserInput
 from api.graphql.context import Context, RequestBudget, operation_budget
 from api.graphql.documents import too_long
 from api.graphql.errors import with_codes
+from api.metrics import Metrics
 from api.worker_threads import settle
 from api.ws_messages import malformed
 
@@ -79,7 +80,9 @@ class TransportWSHandler(BaseGraphQLTransportWSHandler[Context, None]):
         finally:
             await settle(log)
             duration_ms = (time.perf_counter() - started) * 1000
-            request_log.logger.info(log.line(200, duration_ms))
+            # The view's (`api.graphql.view`), and the log line with them.
+            sink: Metrics = getattr(self.view, "metrics", None) or Metrics()
+            sink.request(log, 200, duration_ms)
 
     def forget_id(self, id: str) -> None:
         # An operation that ends as its socket closes finds itself forgotten already

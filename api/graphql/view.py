@@ -46,6 +46,7 @@ from api.http import (
     wants_graphql_response,
     was_not_executed,
 )
+from api.metrics import Metrics
 from api.service import SyncService
 from api.settings import Settings
 from api.tenant_gate import READERS_PER_TENANT, TenantGate
@@ -67,6 +68,7 @@ class GraphQLView(GraphQL[Context, None]):
         service: SyncService,
         realtime: LocalRealtime | None,
         run_blocking: RunBlocking | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         super().__init__(
             make_schema(settings),
@@ -88,6 +90,7 @@ class GraphQLView(GraphQL[Context, None]):
         self._realtime = realtime
         self._run_blocking = run_blocking or anyio_pool()
         self._min_release = settings.min_client_release
+        self.metrics = metrics or Metrics()  # each socket operation's (`api.graphql.sockets`)
 
     async def read(self, tenant_id: str, func: Callable[..., _T], /, *args: Any) -> _T:
         """A blocking read of `tenant_id` outside any field (a subscription's first

@@ -28,6 +28,7 @@ from graphql import GraphQLError, OperationDefinitionNode, parse
 from strawberry.types.execution import PreExecutionError
 from strawberry.utils.aio import aclosing
 
+from api import metrics
 from api.auth import Principal, connection_authorization
 from api.domain.errors import SyncError
 from api.graphql.documents import too_long
@@ -61,12 +62,22 @@ MAX_MESSAGE_DEPTH = 16
 
 def websocket_handler(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
     """The $connect, $disconnect and $default routes of the WebSocket API."""
-    return asyncio.run(handle_websocket(_runtime(), event))
+    rt = _runtime()
+    route = str(event.get("requestContext", {}).get("routeKey"))
+    try:
+        return asyncio.run(handle_websocket(rt, event))
+    finally:
+        rt.metrics.add(metrics.WEBSOCKET_MESSAGES, route=route)
+        rt.metrics.flush(route=route, function="realtime")
 
 
 def stream_handler(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
     """The table's stream (filtered to head items): poke every subscriber."""
-    sent = asyncio.run(fan_out(_runtime(), head_changes(event.get("Records", []))))
+    rt = _runtime()
+    try:
+        sent = asyncio.run(fan_out(rt, head_changes(event.get("Records", []))))
+    finally:
+        rt.metrics.flush(function="fanout")
     return {"sent": sent}
 
 
@@ -83,8 +94,11 @@ def drain_handler(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
         except Exception:  # any: the message is retried, never dropped
             logger.exception("draining a failed fan-out batch failed")
             failures.append({"itemIdentifier": message["messageId"]})
+            rt.metrics.add(metrics.DRAIN_FAILURES)
         else:
             logger.info("drained a failed fan-out batch: %d sent", sent)
+            rt.metrics.add(metrics.DRAINED_BATCHES)
+    rt.metrics.flush(function="drain")
     return {"batchItemFailures": failures}
 
 

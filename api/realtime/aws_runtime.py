@@ -9,12 +9,13 @@ import contextlib
 import functools
 import json
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 
+from api import metrics
 from api.auth import Authenticator, Principal
 from api.domain.cursor import CursorCodec
 from api.domain.retention import Retention
@@ -40,6 +41,8 @@ class Runtime:
     connections: Connections
     management: Any  # boto3 apigatewaymanagementapi client
     streams: Any  # boto3 dynamodbstreams client (the drain reads failed batches back)
+    # What an invocation counts, written when it ends (EMF on Lambda: `api.metrics`).
+    metrics: metrics.Metrics = field(default_factory=metrics.Metrics)
 
     def send(self, connection_id: str, message: dict[str, Any]) -> bool:
         """PostToConnection; False when the connection is gone (and forget it)."""
@@ -93,6 +96,7 @@ def build_runtime(settings: Settings) -> Runtime:
         connections=Connections(settings.dynamodb_client(), settings.table_name),
         management=management,
         streams=settings.dynamodb_client("dynamodbstreams"),
+        metrics=metrics.for_lambda(settings.metrics),
     )
 
 

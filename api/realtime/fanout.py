@@ -13,6 +13,7 @@ from typing import Any
 from strawberry.types.execution import PreExecutionError
 from strawberry.utils.aio import aclosing
 
+from api import metrics
 from api.auth import Principal
 from api.domain.errors import SyncError
 from api.realtime.aws_runtime import Runtime, execute, next_message
@@ -54,7 +55,13 @@ async def fan_out(rt: Runtime, changes: dict[str, str]) -> int:
     gate = asyncio.Semaphore(FAN_OUT_CONCURRENCY)
     outcomes = [await _fan_out_tenant(rt, t, token, gate) for t, token in changes.items()]
     failures = [o for o in outcomes if isinstance(o, BaseException)]
+    now = time.time()
+    for token, outcome in zip(changes.values(), outcomes, strict=True):
+        if isinstance(outcome, int) and outcome:
+            rt.metrics.add(metrics.POKES_SENT, outcome)
+            rt.metrics.add(metrics.POKE_DELAY, metrics.poke_delay_ms(token, now))
     if failures:
+        rt.metrics.add(metrics.FANOUT_FAILURES, len(failures))
         raise FanOutIncomplete(f"{len(failures)} of {len(outcomes)} tenants") from failures[0]
     return sum(o for o in outcomes if isinstance(o, int))
 

@@ -207,8 +207,10 @@ class StreamReaderLease:
         follow: Callable[[dict[str, str]], None],
         lease_s: float,
         clock: Callable[[], float] = time.monotonic,
+        on_take: Callable[[], None] | None = None,
     ) -> None:
         self._items = items
+        self._on_take = on_take  # counts takeovers (`api.metrics`)
         self.server_id = server_id
         self._url = url
         self._new_reader = reader
@@ -299,6 +301,8 @@ class StreamReaderLease:
         if epoch is None:
             return False
         self.epoch = epoch
+        if self._on_take is not None:
+            self._on_take()
         return True
 
     def _live_servers(self, now: float) -> dict[str, str]:

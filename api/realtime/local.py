@@ -28,10 +28,11 @@ from typing import Any
 from botocore.config import Config
 from ulid import ULID
 
+from api import metrics
 from api.realtime.lease import LeaseItems, StreamReaderLease
 from api.realtime.poke_receiver import PokeReceiver
 from api.realtime.relay import PokeRelay, probe, relay_key
-from api.realtime.signals import DELETING, LiveFeed, Shares, TenantSignals
+from api.realtime.signals import DELETING, LiveFeed, Shares, TenantSignals, is_deletion
 from api.realtime.streams import StreamFollower, publish_heads
 from api.settings import Settings
 from api.worker_threads import RunBlocking
@@ -52,14 +53,20 @@ class LocalRealtime:
         settings: Settings,
         latest_change: Callable[[str, str | None], Awaitable[str | None]],
         run_blocking: RunBlocking | None = None,
+        sink: metrics.Metrics | None = None,
     ) -> None:
         """`latest_change`: a subscription's first read (`LiveFeed`); `run_blocking`:
         where the relay's catch-ups run (`api.worker_threads`)."""
         self._settings = settings
+        self._metrics = sink = sink or metrics.Metrics()
         self.signals = TenantSignals(
             settings.ws_max_subscriptions, settings.ws_max_subscriptions_per_user
         )
-        self.feed = LiveFeed(self.signals, latest_change)
+        self.feed = LiveFeed(self.signals, latest_change, self._poked)
+        sink.gauge(metrics.SOCKETS_OPEN, lambda: self._connections)
+        sink.gauge(
+            metrics.STREAM_READER, lambda: int(self.lease is not None and self.lease.reading)
+        )
         self.follower: StreamFollower | None = None  # this process reads the stream itself
         self.lease: StreamReaderLease | None = None  # or whoever holds the lease does
         self.receiver: PokeReceiver | None = None
@@ -89,6 +96,13 @@ class LocalRealtime:
         self._sockets = Shares(settings.ws_max_connections_per_user)  # acknowledged, by user
         self._lock = threading.Lock()
         self.signals.on_first_subscription(self._start_follower)
+
+    def _poked(self, token: str) -> None:
+        """A subscription was sent `token` (a deletion's end is no poke)."""
+        if is_deletion(token):
+            return
+        self._metrics.add(metrics.POKES_SENT)
+        self._metrics.add(metrics.POKE_DELAY, metrics.poke_delay_ms(token))
 
     def publish(self, tenant_id: str, token: str) -> None:
         """A write of this process committed (any thread)."""
@@ -223,6 +237,7 @@ class LocalRealtime:
             reader=lambda: self._stream_follower(publish_and_relay, relay.catch_up),
             follow=relay.follow,
             lease_s=settings.realtime_lease_s,
+            on_take=lambda: self._metrics.add(metrics.LEASE_TAKEOVERS),
         )
         self.lease.start()
 

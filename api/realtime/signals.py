@@ -167,8 +167,10 @@ class LiveFeed:
         self,
         signals: TenantSignals,
         first_bound: Callable[[str, str | None], Awaitable[str | None]],
+        on_poke: Callable[[str], None] | None = None,
     ) -> None:
         self._signals = signals
+        self._on_poke = on_poke  # each token yielded after the first (`api.metrics`)
         # The newest complete change newer than `after`, or None: a read of the
         # tenant, through its read gate and the app's runner (`api.app`).
         self._first_bound = first_bound
@@ -190,6 +192,8 @@ class LiveFeed:
                 token = await slot.take()
                 if last is None or token > last:
                     last = slot.held = token
+                    if self._on_poke is not None:
+                        self._on_poke(token)
                     yield token
         finally:
             self._signals.unregister(tenant_id, slot)

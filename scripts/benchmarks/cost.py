@@ -10,8 +10,11 @@ HTTP API event, against DynamoDB Local, the mean over warm calls of each call's
 time rounded up to Lambda's billed millisecond; the DynamoDB units of the same
 operation's row (by AWS's rules, `scripts/benchmarks/harness.py`); S3, none: these
 operations make no S3 request (the app's S3 client is made on first use, and is
-checked to be still unmade). AppSync: its price per query or mutation plus the
-same DynamoDB work, billed apart.
+checked to be still unmade); CloudWatch: the request's log line, which is the
+operators' metrics' EMF document (`api.metrics`), ingested and kept by CloudWatch
+Logs, its bytes measured here; the metrics' fixed monthly cost (custom metrics,
+alarm metrics, the dashboard) is printed below the table. AppSync: its price per
+query or mutation plus the same DynamoDB work, billed apart.
 
 Where the two cross: the handler time (at the configured memory) above which
 AppSync is cheaper, and the same behind a Lambda function URL, which has no
@@ -30,13 +33,21 @@ from typing import Any
 
 from mangum import Mangum
 
+from api import metrics
 from api.app import create_lambda_app
 from api.settings import PROJECT_ROOT
 from scripts.benchmarks.harness import CHANGES, PUSH, UPDATE, Harness, realistic_person
 from scripts.benchmarks.prices import (
     APPSYNC_OPERATION_USD,
+    CLOUDWATCH_ALARM_METRIC_MONTH_USD,
+    CLOUDWATCH_CUSTOM_METRIC_MONTH_USD,
+    CLOUDWATCH_DASHBOARD_MONTH_USD,
+    CLOUDWATCH_LOGS_INGEST_GB_USD,
+    CLOUDWATCH_LOGS_STORAGE_GB_MONTH_USD,
+    CLOUDWATCH_PRICES_AS_OF,
     COMPUTE_PRICES_AS_OF,
     FUNCTION_URL_REQUEST_USD,
+    GB,
     HTTP_API_METERED_BYTES,
     HTTP_API_REQUEST_USD,
     LAMBDA_ARM64_GB_SECOND_USD,
@@ -73,7 +84,8 @@ def measure_cost(h: Harness) -> dict[str, Any]:
     print("==> all-in cost: the Lambda handler, in process", flush=True)
     memory_mb, architecture = shipped_lambda()
     assert architecture == "arm64", f"prices are arm64's, serverless.yml says {architecture}"
-    app = create_lambda_app(h.settings)  # as api.lambda_handler serves it
+    emf = _EmfLines()
+    app = create_lambda_app(h.settings, sink=metrics.Emf(emf))  # as api.lambda_handler serves it
     handler = Mangum(app, lifespan="off")
     template = json.loads(EVENT.read_text())
     template["headers"]["authorization"] = h.headers["Authorization"]
@@ -123,6 +135,7 @@ def measure_cost(h: Harness) -> dict[str, Any]:
         for i in range(warm):  # caches, DynamoDB Local's JIT
             case(i)
         billed = []
+        emf.clear()
         for i in range(count):
             started = time.perf_counter()
             case(warm + i)
@@ -135,21 +148,77 @@ def measure_cost(h: Harness) -> dict[str, Any]:
             row["read_units"],
             row["write_units"],
             max(1, math.ceil(sizes[name] / HTTP_API_METERED_BYTES)),
+            log_bytes=emf.bytes / count,
         )
     assert not app.state.s3.made, "an operation priced here made an S3 request"
-    return {"memory_mb": memory_mb, "architecture": architecture, "operations": out}
+    return {
+        "memory_mb": memory_mb,
+        "architecture": architecture,
+        "operations": out,
+        "cloudwatch_month": cloudwatch_month(len(emf.series)),
+    }
+
+
+class _EmfLines:
+    """Where the Lambda's EMF lines go here: their bytes, and the custom metrics
+    (a metric name with its dimensions' values) they create."""
+
+    def __init__(self) -> None:
+        self.bytes = 0
+        self.series: set[tuple[str, tuple[tuple[str, str], ...]]] = set()
+
+    def clear(self) -> None:
+        self.bytes = 0
+
+    def write(self, line: str) -> int:
+        self.bytes += len(line.encode())
+        document = json.loads(line)
+        for directive in document["_aws"]["CloudWatchMetrics"]:
+            for definition in directive["Metrics"]:
+                for dims in directive["Dimensions"]:
+                    values = tuple((d, document[d]) for d in dims)
+                    self.series.add((definition["Name"], values))
+        return len(line)
+
+
+def alarm_metrics() -> int:
+    """The metrics serverless.yml's alarms read (each is billed)."""
+    return len(re.findall(r"\bMetricName: ", (PROJECT_ROOT / "serverless.yml").read_text()))
+
+
+def cloudwatch_month(series: int) -> dict[str, float]:
+    """The metrics' fixed cost a month: `series` custom metrics, the alarms' metrics,
+    one dashboard (past the three free)."""
+    alarms = alarm_metrics()
+    return {
+        "custom_metrics": series,
+        "custom_metrics_usd": series * CLOUDWATCH_CUSTOM_METRIC_MONTH_USD,
+        "alarm_metrics": alarms,
+        "alarms_usd": alarms * CLOUDWATCH_ALARM_METRIC_MONTH_USD,
+        "dashboard_usd": CLOUDWATCH_DASHBOARD_MONTH_USD,
+    }
 
 
 def price(
-    billed_ms: float, gb: float, read_units: float, write_units: float, http_requests: int = 1
+    billed_ms: float,
+    gb: float,
+    read_units: float,
+    write_units: float,
+    http_requests: int = 1,
+    log_bytes: float = 0.0,
 ) -> dict[str, float]:
-    """Dollars per million operations, by part, and where AppSync costs the same."""
+    """Dollars per million operations, by part, and where AppSync costs the same.
+    `log_bytes`: the request's log line (its EMF document), ingested and kept a
+    month (serverless.yml's logRetentionInDays: 30)."""
     http_api = http_requests * HTTP_API_REQUEST_USD * M
+    cloudwatch = (
+        log_bytes * M / GB * (CLOUDWATCH_LOGS_INGEST_GB_USD + CLOUDWATCH_LOGS_STORAGE_GB_MONTH_USD)
+    )
     requests = LAMBDA_REQUEST_USD * M
     per_ms = gb * LAMBDA_ARM64_GB_SECOND_USD / 1000 * M  # $ per million of 1 ms each
     duration = billed_ms * per_ms
     dynamodb = per_million_ops(read_units, write_units)
-    total = http_api + requests + duration + dynamodb
+    total = http_api + requests + duration + dynamodb + cloudwatch
     appsync = APPSYNC_OPERATION_USD * M + dynamodb
     url = FUNCTION_URL_REQUEST_USD * M
     return {
@@ -159,13 +228,15 @@ def price(
         "lambda_duration": duration,
         "dynamodb": dynamodb,
         "s3": 0.0,
+        "cloudwatch": cloudwatch,
         "total": total,
         "appsync": appsync,
         "function_url_total": total - http_api + url,
         # The handler time at which each costs what AppSync does (the same DynamoDB
         # work on both sides cancels out).
-        "crossover_ms": (APPSYNC_OPERATION_USD * M - http_api - requests) / per_ms,
-        "crossover_ms_function_url": (APPSYNC_OPERATION_USD * M - url - requests) / per_ms,
+        "crossover_ms": (APPSYNC_OPERATION_USD * M - http_api - requests - cloudwatch) / per_ms,
+        "crossover_ms_function_url": (APPSYNC_OPERATION_USD * M - url - requests - cloudwatch)
+        / per_ms,
     }
 
 
@@ -173,18 +244,21 @@ def print_cost(cost: dict[str, Any]) -> None:
     memory, ops = cost["memory_mb"], cost["operations"]
     print(
         f"\nall in, $ per million operations: HTTP API + Lambda ({memory} MB, "
-        f"{cost['architecture']}) + DynamoDB + S3, against AppSync + the same DynamoDB"
+        f"{cost['architecture']}) + DynamoDB + S3 + CloudWatch Logs (the request's EMF "
+        "line), against AppSync + the same DynamoDB"
     )
     header = (
         f"{'operation':<26}{'billed ms':>10}{'HTTP API':>9}{'Lambda':>7}{'GB-s':>8}"
-        f"{'DynamoDB':>9}{'S3':>5}{'total':>8}{'AppSync':>9}{'AppSync/':>9}{'equal at':>10}"
+        f"{'DynamoDB':>9}{'S3':>5}{'CW logs':>8}{'total':>8}{'AppSync':>9}{'AppSync/':>9}"
+        f"{'equal at':>10}"
     )
     print(header)
     print("-" * len(header))
     for name, c in ops.items():
         print(
             f"{name:<26}{c['billed_ms']:>10.1f}{c['http_api']:>9.2f}{c['lambda_requests']:>7.2f}"
-            f"{c['lambda_duration']:>8.2f}{c['dynamodb']:>9.2f}{c['s3']:>5.1f}{c['total']:>8.2f}"
+            f"{c['lambda_duration']:>8.2f}{c['dynamodb']:>9.2f}{c['s3']:>5.1f}"
+            f"{c['cloudwatch']:>8.2f}{c['total']:>8.2f}"
             f"{c['appsync']:>9.2f}{c['appsync'] / c['total']:>9.2f}"
             f"{c['crossover_ms']:>8.0f}ms"
         )
@@ -193,6 +267,14 @@ def print_cost(cost: dict[str, Any]) -> None:
         f"(equal at: the handler time above which AppSync is cheaper, at {memory} MB; "
         f"{first['crossover_ms_function_url']:.0f} ms behind a function URL. "
         f"{COMPUTE_PRICES_AS_OF}; {PRICES_AS_OF})"
+    )
+    month = cost["cloudwatch_month"]
+    print(
+        f"the metrics' fixed cost a month: {month['custom_metrics']} custom metrics this "
+        f"run's traffic made ${month['custom_metrics_usd']:.2f} (each more root field and "
+        f"outcome in use adds some), {month['alarm_metrics']} alarm metrics "
+        f"${month['alarms_usd']:.2f}, the dashboard ${month['dashboard_usd']:.2f} "
+        f"({CLOUDWATCH_PRICES_AS_OF})"
     )
 
 

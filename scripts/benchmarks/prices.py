@@ -37,6 +37,20 @@ LAMBDA_ARM64_GB_SECOND_USD = 0.0000133334
 LAMBDA_BILLED_MS = 1  # duration is rounded up to this
 APPSYNC_OPERATION_USD = 4.00 / 1_000_000
 
+# CloudWatch, us-east-1 list prices, first tiers: the operators' metrics
+# (api/metrics.py) are EMF documents in the functions' logs, each a request's log
+# line: Logs ingests them (standard class) and keeps them (serverless.yml's 30
+# days); each metric extracted (a name and its dimension values) is a custom
+# metric, billed by the month whether or not it gets data that hour (prorated by
+# the hour); an alarm is billed per metric it reads (a metric-math alarm per metric
+# of its expression); a dashboard by the month past the first three free.
+CLOUDWATCH_PRICES_AS_OF = "CloudWatch, us-east-1, list prices of 2026-11-27"
+CLOUDWATCH_LOGS_INGEST_GB_USD = 0.50
+CLOUDWATCH_LOGS_STORAGE_GB_MONTH_USD = 0.03
+CLOUDWATCH_CUSTOM_METRIC_MONTH_USD = 0.30
+CLOUDWATCH_ALARM_METRIC_MONTH_USD = 0.10
+CLOUDWATCH_DASHBOARD_MONTH_USD = 3.00
+
 # A GB taken as 2**30 bytes, as AWS meters storage; with 10**9 bytes every
 # per-byte figure here would be 7.4% higher.
 GB = 2**30

@@ -170,5 +170,6 @@ def test_bench_smoke_prints_and_saves_a_complete_table(tmp_path: Path) -> None:
         # the same DynamoDB work as the row of the table, priced beside AppSync's
         assert c["dynamodb"] == rows[(COST_ROWS[name], 1)]["cost_per_million_usd"], name
         assert c["billed_ms"] >= 1 and c["s3"] == 0
-        parts = ("http_api", "lambda_requests", "lambda_duration", "dynamodb", "s3")
+        parts = ("http_api", "lambda_requests", "lambda_duration", "dynamodb", "s3", "cloudwatch")
+        assert c["cloudwatch"] > 0, name  # its EMF line's bytes
         assert math.isclose(c["total"], sum(c[p] for p in parts)), name

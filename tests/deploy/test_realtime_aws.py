@@ -150,7 +150,11 @@ def _head_filter(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def test_subscribe_then_a_write_pokes_the_subscriber_through_the_stream(
-    management: ManagementApi, settings: Settings, gql: GraphQLClient, tenant: str
+    management: ManagementApi,
+    settings: Settings,
+    gql: GraphQLClient,
+    tenant: str,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     device = Device(management)
     device.init([tenant])
@@ -192,6 +196,12 @@ def test_subscribe_then_a_write_pokes_the_subscriber_through_the_stream(
     assert aws.stream_handler({"Records": _head_filter(later.records_until_head_of(tenant))}) == {
         "sent": 0
     }
+    # What the functions counted (their EMF lines): one poke, from its commit.
+    emitted = _emf(capsys)
+    fanout = emitted["fanout"]
+    assert fanout.pop("PokeDelay") >= 0
+    assert fanout == {"PokesSent": 1}
+    assert emitted["realtime"]["WebsocketMessages"] >= 5  # connect, init, 3 subscribes, ...
 
 
 def test_refusals_follow_graphql_ws(
@@ -468,11 +478,29 @@ def _failure_record(stream: TableStream, batch: list[dict[str, Any]]) -> dict[st
     }
 
 
+def _emf(capsys: pytest.CaptureFixture[str]) -> dict[str, dict[str, float]]:
+    """The EMF documents the handlers wrote to stdout (`api.metrics`): each
+    function's metrics, summed."""
+    sums: dict[str, dict[str, float]] = {}
+    for line in capsys.readouterr().out.splitlines():
+        if not line.startswith('{"_aws"'):
+            continue
+        document = json.loads(line)
+        (directive,) = document["_aws"]["CloudWatchMetrics"]
+        assert directive["Namespace"] == "OfflineSync"
+        into = sums.setdefault(document["function"], {})
+        for metric in directive["Metrics"]:
+            values = document[metric["Name"]]
+            into[metric["Name"]] = into.get(metric["Name"], 0) + sum(values)
+    return sums
+
+
 def test_a_batch_the_fan_out_gave_up_on_is_drained_from_the_failure_destination(
     management: ManagementApi,
     settings: Settings,
     gql: GraphQLClient,
     tenant: str,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     other_tenant = f"t-{uuid.uuid4().hex[:12]}"
     device = _subscribed(management, tenant, "s1")
@@ -497,3 +525,12 @@ def test_a_batch_the_fan_out_gave_up_on_is_drained_from_the_failure_destination(
     assert _tokens(other, "o1") == [other_w]
     assert aws.drain_handler(queue) == {"batchItemFailures": []}  # drained twice:
     assert _tokens(device, "s1") == [w2]  # nothing older or equal is sent again
+    # What the functions counted (their EMF lines): each of the three tries failed
+    # both tenants; the drain failed once (its fan-out failing both tenants), then
+    # poked both subscribers, then none.
+    emitted = _emf(capsys)
+    assert emitted["fanout"] == {"FanoutFailures": 6}
+    drain = emitted["drain"]
+    assert drain.pop("PokeDelay") >= 0  # a delay for each tenant poked
+    assert drain == {"DrainFailures": 1, "FanoutFailures": 2, "DrainedBatches": 2, "PokesSent": 2}
+    assert emitted["realtime"]["WebsocketMessages"] > 0

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import io
 import json
+import logging
 import os
 import shutil
 import subprocess
@@ -463,12 +465,13 @@ def test_the_lambda_handler_keeps_its_worker_threads_from_one_request_to_the_nex
     settings: Settings,
     tenant: str,
     monkeypatch: pytest.MonkeyPatch,
-    caplog: pytest.LogCaptureFixture,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     """Mangum runs each request in a `run_until_complete` of its own: anyio's pool
     started a thread for every request and stopped it at its end. The handler's
     pool keeps them, and the calls still run with the request's context (its log
-    line counts the DynamoDB calls made in the worker thread)."""
+    line, on stdout as its EMF document, counts the DynamoDB calls made in the
+    worker thread)."""
     import threading
 
     from api.lambda_handler import handler
@@ -485,15 +488,15 @@ def test_the_lambda_handler_keeps_its_worker_threads_from_one_request_to_the_nex
         start(thread)
 
     monkeypatch.setattr(threading.Thread, "start", counted)
-    caplog.set_level("INFO", logger="api.request")
-    caplog.clear()
+    capsys.readouterr()
     for _ in range(10):
         answer = handler(_event("query", tenant, token), context)
         assert answer["statusCode"] == 200 and "errors" not in json.loads(answer["body"])
     # anyio's: 10. The pool starts one more only when the next call comes before the
     # idle thread has said it is idle (ThreadPoolExecutor), and keeps it.
     assert len(started) <= 2, started
-    lines = [json.loads(r.getMessage()) for r in caplog.records if r.name == "api.request"]
+    out = capsys.readouterr().out.splitlines()
+    lines = [json.loads(line) for line in out if line.startswith('{"_aws"')]
     assert len(lines) == 10
     assert all(line["dynamodbCalls"] >= 1 for line in lines), lines
 
@@ -587,3 +590,129 @@ def test_an_export_through_the_lambda_handler_downloads_from_s3(
     lines = gzip.decompress(response.content).splitlines()
     assert json.loads(lines[1])["entity"]["id"] == "from-lambda"
     assert json.loads(lines[-1])["end"]["entities"] == 1
+
+
+# The format the Lambda Python runtime gives its root logger's handler
+# (awslambdaric's LambdaLoggerHandler): whatever goes through `logging` is prefixed.
+_RUNTIME_FORMAT = "[%(levelname)s]\t%(asctime)s.%(msecs)03dZ\t%(aws_request_id)s\t%(message)s"
+
+
+def test_the_lambda_handler_writes_each_request_as_one_whole_emf_line(
+    settings: Settings, tenant: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """CloudWatch extracts EMF only from a log event that is a whole JSON object: the
+    request's line goes to stdout as one, never through the runtime's prefixing
+    logging handler (captured here in the runtime's format)."""
+    from api.lambda_handler import handler
+
+    runtime_log = io.StringIO()
+    through_logging = logging.StreamHandler(runtime_log)
+    through_logging.setFormatter(logging.Formatter(_RUNTIME_FORMAT))
+    through_logging.addFilter(_with_request_id)
+    logging.getLogger().addHandler(through_logging)
+    try:
+        context = SimpleNamespace(aws_request_id="lambda-emf", function_name="api")
+        token = bearer([tenant])["Authorization"].split()[1]
+        for name in ("mutation", "query", "bad_token"):
+            handler(_event(name, tenant, token), context)
+    finally:
+        logging.getLogger().removeHandler(through_logging)
+    stdout = capsys.readouterr().out.splitlines()
+    documents = [json.loads(line) for line in stdout if line.startswith("{")]
+    assert [(d["rootField"], d["outcome"]) for d in documents] == [
+        ("createPerson", "OK"),
+        ("changes", "OK"),
+        ("changes", "UNAUTHENTICATED"),  # refused by its resolver
+    ]
+    for document in documents:
+        (directive,) = document["_aws"]["CloudWatchMetrics"]
+        assert directive["Namespace"] == "OfflineSync"
+        assert directive["Dimensions"] == [["rootField", "outcome"], []]
+        assert document["Requests"] == [1.0]
+    assert '"requestId"' not in runtime_log.getvalue()  # nothing of it went through logging
+
+
+def _with_request_id(record: logging.LogRecord) -> bool:
+    record.aws_request_id = "lambda-emf"
+    return True
+
+
+# The AWS metrics the alarms read, as AWS documents them (namespace -> metric ->
+# the dimension names it is published with): "Monitoring WebSocket API execution
+# with CloudWatch metrics" and "Monitor CloudWatch metrics for HTTP APIs" (API
+# Gateway Developer Guide), "Types of metrics for Lambda functions" (Lambda
+# Developer Guide), "DynamoDB Metrics and dimensions", "Available CloudWatch
+# metrics for Amazon SQS".
+_DOCUMENTED = {
+    "AWS/ApiGateway": {
+        "5xx": {"ApiId"},
+        "4xx": {"ApiId"},
+        "Count": {"ApiId"},
+        "ExecutionError": {"ApiId", "Stage"},
+    },
+    "AWS/Lambda": {
+        "Errors": {"FunctionName"},
+        "Throttles": {"FunctionName"},
+        "IteratorAge": {"FunctionName"},
+    },
+    "AWS/DynamoDB": {"ReadThrottleEvents": {"TableName"}, "WriteThrottleEvents": {"TableName"}},
+    "AWS/SQS": {"ApproximateAgeOfOldestMessage": {"QueueName"}},
+}
+
+
+def _alarm_metrics(alarm: dict[str, Any]) -> list[dict[str, Any]]:
+    if "MetricName" in alarm:
+        return [{k: alarm[k] for k in ("Namespace", "MetricName", "Dimensions") if k in alarm}]
+    return [m["MetricStat"]["Metric"] for m in alarm["Metrics"] if "MetricStat" in m]
+
+
+def _emitted() -> set[tuple[str, frozenset[str]]]:
+    """(metric, dimension names) the code's EMF documents carry, for each event that
+    can raise an alarm: requests (a 4xx, UNAVAILABLE), the sweep's failure."""
+    from api import metrics
+    from api.request_log import RequestLog
+
+    out = io.StringIO()
+    sink = metrics.Emf(out)
+    for status, codes in ((400, ["BAD_USER_INPUT"]), (200, ["UNAVAILABLE"]), (500, [])):
+        sink.request(RequestLog("r", codes=codes), status, 1.0)
+    sink.add(metrics.SWEEP_FAILURES)
+    sink.flush(function="sweep")
+    emitted = set()
+    for line in out.getvalue().splitlines():
+        for directive in json.loads(line)["_aws"]["CloudWatchMetrics"]:
+            assert directive["Namespace"] == metrics.NAMESPACE
+            for metric_definition in directive["Metrics"]:
+                for dims in directive["Dimensions"]:
+                    emitted.add((metric_definition["Name"], frozenset(dims)))
+    return emitted
+
+
+def test_each_alarm_reads_a_metric_that_exists(packaged: dict[str, Any]) -> None:
+    """An alarm on a metric nobody publishes never fires: the product's are ones
+    the code emits with those dimensions; AWS's are documented, with dimensions
+    naming this template's resources."""
+    alarms = _resources(packaged, "AWS::CloudWatch::Alarm")
+    assert len(alarms) >= 10
+    emitted = _emitted()
+    topic = {"Ref": "AlarmTopic"}
+    for name, alarm in alarms.items():
+        properties = alarm["Properties"]
+        assert properties["AlarmActions"] == [topic] and properties["OKActions"] == [topic], name
+        for metric in _alarm_metrics(properties):
+            dimensions = {d["Name"]: d["Value"] for d in metric.get("Dimensions", [])}
+            if metric["Namespace"] == "OfflineSync":
+                assert (metric["MetricName"], frozenset(dimensions)) in emitted, (name, metric)
+                continue
+            documented = _DOCUMENTED[metric["Namespace"]][metric["MetricName"]]
+            assert set(dimensions) == documented, (name, metric)
+            for value in dimensions.values():
+                if isinstance(value, str):  # the stage
+                    assert value == "ci", (name, metric)
+                    continue
+                target = value.get("Ref") or value["Fn::GetAtt"][0]
+                assert target in packaged["Resources"], (name, metric)
+    (email,) = _resources(packaged, "AWS::SNS::Subscription").values()
+    assert email["Condition"] == "AlarmEmailGiven"  # none until --param alarmEmail
+    (dashboard,) = _resources(packaged, "AWS::CloudWatch::Dashboard").values()
+    assert dashboard["Properties"]["DashboardBody"]["Fn::Join"][1][0] == '{"widgets":['

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import json
 import os
 import time
 from datetime import UTC, datetime
@@ -342,7 +343,11 @@ def test_the_scheduled_sweep_finds_tenants_with_blobs_in_the_registry(
 
 
 def test_the_scheduled_lambda_handler_runs_a_round(
-    gql: GraphQLClient, tenant: str, settings: Settings, s3blobs: S3Blobs
+    gql: GraphQLClient,
+    tenant: str,
+    settings: Settings,
+    s3blobs: S3Blobs,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     """api/sweep_handler.handler as the hourly schedule invokes it, configured from the
     environment like the deployed function: a young blob is listed, not marked."""
@@ -352,8 +357,13 @@ def test_the_scheduled_lambda_handler_runs_a_round(
 
     ref = upload(gql, tenant, os.urandom(600))
     context = SimpleNamespace(get_remaining_time_in_millis=lambda: 90_000)
-    assert sweep_handler.handler({}, context)["calls"] >= 1
+    calls = sweep_handler.handler({}, context)["calls"]
+    assert calls >= 1
     assert _held(s3blobs, tenant, ref)
+    # Its progress, as an EMF line on stdout (api.metrics): CloudWatch's SweepCalls.
+    (line,) = [x for x in capsys.readouterr().out.splitlines() if x.startswith('{"_aws"')]
+    document = json.loads(line)
+    assert document["function"] == "sweep" and document["SweepCalls"] == [calls]
     assert BlobUsageTable().room(tenant) == QUOTA - 600  # as reserved, and as counted
 
 

@@ -35,3 +35,10 @@ def test_appsync_costs_the_same_at_the_crossover() -> None:
 
 def test_a_request_past_512_kb_is_metered_as_more_than_one() -> None:
     assert math.isclose(price(1, 1.0, 0, 0, http_requests=2)["http_api"], 2.00)
+
+
+def test_the_log_line_is_priced_as_ingested_and_kept_a_month() -> None:
+    line = price(1, 1.0, 0, 0, log_bytes=prices.GB / 1e6)  # a GB a million lines
+    per_gb = prices.CLOUDWATCH_LOGS_INGEST_GB_USD + prices.CLOUDWATCH_LOGS_STORAGE_GB_MONTH_USD
+    assert math.isclose(line["cloudwatch"], per_gb)
+    assert math.isclose(line["total"], price(1, 1.0, 0, 0)["total"] + per_gb)

@@ -1,0 +1,64 @@
+"""The operators' metrics (`api.metrics`) in the Prometheus exposition format, on a
+server: GET /metrics (`api.health.metrics_endpoint`). prometheus-client is the
+`server` extra's: imported when a server's app is built, never on Lambda."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from api.metrics import CATALOG, Metric, Metrics, request_dimensions, request_values
+
+if TYPE_CHECKING:
+    from api.request_log import RequestLog
+
+
+class Prometheus(Metrics):
+    """The Prometheus exposition format, on a registry of this app's own."""
+
+    def __init__(self) -> None:
+        from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+        self.registry = CollectorRegistry(auto_describe=True)
+        self._gauge = Gauge
+        self._series: dict[str, Any] = {}
+        for metric in CATALOG:
+            labels = [_snake(label) for label in metric.labels]
+            name = metric.prometheus_name
+            if metric.kind == "counter":
+                self._series[metric.name] = Counter(
+                    name, metric.help, labels, registry=self.registry
+                )
+            elif metric.kind == "histogram":
+                buckets = metric.buckets or Histogram.DEFAULT_BUCKETS
+                self._series[metric.name] = Histogram(
+                    name, metric.help, labels, registry=self.registry, buckets=buckets
+                )
+
+    def request(self, log: RequestLog, status: int, duration_ms: float) -> None:
+        super().request(log, status, duration_ms)  # the log line, as without metrics
+        dimensions = request_dimensions(log, status)
+        for metric, value, labels in request_values(log, status, duration_ms):
+            self.add(metric, value, **dimensions, **labels)
+
+    def add(self, metric: Metric, value: float = 1.0, **labels: str) -> None:
+        series = self._series[metric.name]
+        if labels:
+            series = series.labels(**{_snake(k): v for k, v in labels.items()})
+        if metric.kind == "histogram":
+            series.observe(value / 1000 if metric.unit == "Milliseconds" else value)
+        else:
+            series.inc(value)
+
+    def gauge(self, metric: Metric, read: Callable[[], float]) -> None:
+        gauge = self._gauge(metric.prometheus_name, metric.help, registry=self.registry)
+        gauge.set_function(read)
+
+    def exposition(self) -> bytes:
+        from prometheus_client import generate_latest
+
+        return generate_latest(self.registry)
+
+
+def _snake(name: str) -> str:
+    return "".join(f"_{c.lower()}" if c.isupper() else c for c in name)
