@@ -68,11 +68,14 @@ def create_app(
     if sockets:
         from api.realtime.local import LocalRealtime
 
-        # The realtime hub reads the service's latest change, a read of the tenant
-        # like a field's (through its gate); the service publishes to it.
+        # The realtime hub reads the service's latest change (a subscription's first
+        # event: one Query), in the app's runner but not through the tenant's read
+        # gate: a tenant's devices reconnecting at once (a server restarted, 1,000
+        # sockets) found its 4 slots and 64 places taken and were refused for good
+        # (tests/integration/test_realtime_load.py). The service publishes to it.
         realtime = LocalRealtime(
             settings,
-            lambda tenant, after: view.read(tenant, service.latest_change, tenant, after),
+            lambda tenant, after: run_blocking(service.latest_change, tenant, after),
             run_blocking,
             sink,
         )

@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -91,12 +90,6 @@ class GraphQLView(GraphQL[Context, None]):
         self._run_blocking = run_blocking or anyio_pool()
         self._min_release = settings.min_client_release
         self.metrics = metrics or Metrics()  # each socket operation's (`api.graphql.sockets`)
-
-    async def read(self, tenant_id: str, func: Callable[..., _T], /, *args: Any) -> _T:
-        """A blocking read of `tenant_id` outside any field (a subscription's first
-        read): through the tenant's read gate and the runner, as a field's."""
-        async with self._reads.enter(tenant_id):
-            return await self._run_blocking(func, *args)
 
     async def process_result(self, request: Any, result: ExecutionResult) -> GraphQLHTTPResponse:
         if result.errors:
