@@ -78,11 +78,6 @@ class Field:
             return self
         return replace(self, enum=_enum_at(self.enum, self.enum_values(release)), enum_since=())
 
-    def newer_value(self, value: Any, release: int) -> bool:
-        """Whether stored `value` is one a client of `release` cannot hold (an enum
-        value added after it)."""
-        return self.enum is not None and isinstance(value, str) and self.added_in(value) > release
-
     def normalize(self, value: Any) -> Any:
         """The stored form of a client value; BadUserInput when it is not valid."""
         try:
@@ -221,12 +216,7 @@ class ItemType:
     def renders(self, fields: Mapping[str, Any]) -> bool:
         """Whether stored `fields` are all this type declares, with values it knows:
         a record written by a later release may hold more (docs/evolution.md)."""
-        by_name = {f.name: f for f in self.fields}
-        for name, value in fields.items():
-            spec = by_name.get(name)
-            if spec is None or (spec.enum is not None and value not in spec.enum.__members__):
-                return False
-        return True
+        return self.later_release(fields) != UNKNOWN_RELEASE
 
     @property
     def field_names(self) -> tuple[str, ...]:

@@ -60,7 +60,8 @@ class Upgrades:
         floor = _floor(list(types), list(fields))
         items: list[Record] = []
         if cursor is None:
-            after, born = None, self._first_reads(tenant_id, up_to, floor, items)
+            after = None
+            born, items = self._first_reads(tenant_id, up_to, floor)
         else:
             after, born = decode_catch_up(self._cursors, tenant_id, cursor, up_to, floor)
             head = self._store.head(tenant_id)  # TENANT_DELETED while marked
@@ -82,13 +83,12 @@ class Upgrades:
         return Page(items=kept, cursor=next_cursor, change_token=up_to)
 
     def _first_reads(
-        self, tenant_id: str, up_to: str, floor: int, items: list[Record]
-    ) -> str | None:
-        """The head, checked against `up_to` as a sync checks `since`; and, into
-        `items`, the versions its own transaction wrote at or below `up_to` that hold
-        later content: that transaction's copies may not all be applied yet, its log
-        entries up to `up_to` are (the app's sync read them). Returns the tenant's
-        first token."""
+        self, tenant_id: str, up_to: str, floor: int
+    ) -> tuple[str | None, list[Record]]:
+        """The head, checked against `up_to` as a sync checks `since`: the tenant's
+        first token, and the versions the head's own transaction wrote at or below
+        `up_to` that hold later content (that transaction's copies may not all be
+        applied yet, its log entries up to `up_to` are: the app's sync read them)."""
         head = self._store.head(tenant_id)  # TENANT_DELETED while marked
         if head is None or (head.born is not None and up_to < head.born):
             raise TenantDeleted(
@@ -98,18 +98,18 @@ class Upgrades:
         if up_to > head.token:
             raise BadUserInput("upTo is newer than every change of this tenant")
         first = head.entry_tokens()[0]
-        if head.later_put and first <= up_to:
-            entries, _ = self._store.changes(
-                tenant_id, token_before(first), min(up_to, head.token), head.entries
-            )
-            items += [
-                r
-                for r in entries
-                if not r.deleted
-                and r.item_type.known
-                and (r.item_type.later_release(r.fields) or 0) >= floor
-            ]
-        return head.born
+        if not head.later_put or first > up_to:
+            return head.born, []
+        entries, _ = self._store.changes(
+            tenant_id, token_before(first), min(up_to, head.token), head.entries
+        )
+        return head.born, [
+            r
+            for r in entries
+            if not r.deleted
+            and r.item_type.known
+            and (r.item_type.later_release(r.fields) or 0) >= floor
+        ]
 
 
 def _floor(types: list[ItemType], fields: list[str]) -> int:

@@ -64,7 +64,9 @@ def commit(
     log_pk = keys.log_pk(tenant_id)
     later_pk = keys.later_pk(tenant_id)
     check_later, gone_later = frozenset(later_check), frozenset(later_gone)
-    later_seen: set[str] = set()  # later copies this transaction writes
+    # The later copies this transaction puts and removes (the head records them).
+    put_later: set[str] = set()
+    removed_later: set[str] = set()
     prev = head
     try:
         with (
@@ -100,12 +102,12 @@ def commit(
                     puts.append(_Role("version", index))
                 if write.later_removed is not None:
                     sk = keys.later_sk(write.later_removed, record.id)
-                    later_seen.add(sk)
+                    removed_later.add(sk)
                     tx.delete(RecordItem(later_pk, sk), condition=_later_condition(sk, check_later))
                     deletes.append(_Role("chain" if sk in check_later else "later", index))
                 if write.later is not None:
                     sk = keys.later_sk(write.later, record.id)
-                    later_seen.add(sk)
+                    put_later.add(sk)
                     tx.save(
                         codecs.later_item(record, write.later),
                         condition=_later_condition(sk, check_later, gone_later),
@@ -140,20 +142,14 @@ def commit(
                     RecordItem, log_pk, token, condition=RecordItem.sk.does_not_exist()
                 )
                 checks.append(_Role("chain", -1))
-            for sk in sorted(check_later - later_seen):
+            for sk in sorted(check_later - put_later - removed_later):
                 tx.condition_check(RecordItem, later_pk, sk, condition=RecordItem.sk.exists())
                 checks.append(_Role("chain", -1))
-            for sk in sorted(gone_later - later_seen):
+            for sk in sorted(gone_later - put_later - removed_later):
                 tx.condition_check(
                     RecordItem, later_pk, sk, condition=RecordItem.sk.does_not_exist()
                 )
                 checks.append(_Role("chain", -1))
-            put_later = {keys.later_sk(w.later, w.record.id) for w in writes if w.later is not None}
-            removed_later = {
-                keys.later_sk(w.later_removed, w.record.id)
-                for w in writes
-                if w.later_removed is not None
-            }
             removed = {w.expected_token for w in writes if w.expected_token is not None}
             tx.update(
                 HeadItem(log_pk, keys.HEAD_SK),
