@@ -310,10 +310,37 @@ def test_a_retired_release_is_told_to_upgrade_and_keeps_its_unpushed_document(
     assert run["after"] == [] and run["server"] == {"givenName": "Queued"}, run
 
 
-def test_a_release_2_app_on_a_release_1_server_is_told_and_loses_nothing(
+def test_a_release_2_app_on_a_release_1_server_syncs_what_it_knows_and_loses_nothing(
     report: dict[str, Any],
 ) -> None:
-    """A rollback: the module does not ask with release 1's documents (README, limits)."""
+    """A rollback (issue 47, Build 2): the app says which release added each field
+    (`fieldReleases`) and asks the release 1 server with release 1's documents."""
     run = report["rollback"]
-    assert run["refused"] is not None and run["refused"]["servedRelease"] == 1, run
-    assert run["after"] == [] and run["server"] == {"givenName": "Rolled", "nickname": "Rolly"}
+    during = run["during"]
+    # Pulled during the rollback: a release 1 app's person, and a nickname cleared by
+    # a release 2 app (the server cuts its pages before a version it cannot render
+    # whole, so a version it sends has no field release 1 lacks: not kept locally).
+    assert during["made"] == {"givenName": "Made on release 1"}, run
+    assert during["cleared"] == {"givenName": "Cleared"}, run
+    # Not past a nickname set meanwhile (a version it cannot render whole): its token
+    # stays below it, and what follows waits for a release 2 server.
+    assert during["late"] == {"givenName": "Late"} and during["made2"] is None, run
+    # Pushed: the edit of a release 1 field (the nickname it does not know kept).
+    # Held, and reported with the served release: the edits of nicknames.
+    server = during["server"]
+    assert server["k"] == {"givenName": "Known", "familyName": "Edited", "nickname": "Kay"}, run
+    assert during["k"] == server["k"], run  # its answer lacks nickname: kept from the row
+    assert server["plain"] == {"givenName": "Plain"} and "r" not in server, run
+    assert run["refused"] == {"code": "HELD_FOR_RELEASE", "servedRelease": 1}, run
+    # A release 2 server again: the held rows go; device and server agree.
+    assert run["after"] == [], run
+    assert run["server"] == {
+        "k": {"givenName": "Known", "familyName": "Edited", "nickname": "Kay"},
+        "plain": {"givenName": "Plain", "nickname": "Plainy"},
+        "r": {"givenName": "Rolled", "nickname": "Rolly"},
+        "cleared": {"givenName": "Cleared"},
+        "made": {"givenName": "Made on release 1"},
+        "late": {"givenName": "Late", "nickname": "Late"},
+        "made2": {"givenName": "Made after it"},
+    }, run
+    assert run["device"] == run["server"], run

@@ -677,6 +677,7 @@ function replicateRelease(db, tenant, release, at = url) {
     type: "PERSON",
     headers: auth,
     release,
+    fieldReleases: { nickname: 2 }, // schemaV2's field of release 2
     live: true,
     wsUrl: false,
     waitForLeadership: false,
@@ -752,19 +753,63 @@ async function upgradeRequired() {
 }
 
 async function rollback() {
-  // A release 2 app replicating through a release 1 server (a rollback): error$ says
-  // which release that server serves; the unpushed document waits, and goes once a
-  // release 2 server answers.
+  // A release 2 app replicating through a release 1 server (a rollback), then through
+  // a release 2 server again. During the rollback it asks with release 1's documents
+  // (`fieldReleases`): what a release 1 app wrote there, and a nickname cleared
+  // before it (a version that server renders whole), arrive; nothing after a
+  // nickname set meanwhile (a version it cannot render whole: its page ends there)
+  // does; its edit of a release 1 field goes; its edits of nicknames (a new person, a
+  // nickname set) wait, reported on error$ with the served release, and go, with
+  // the rest of the changes, once a release 2 server answers.
   const tenant = `${prefix}-rollback`;
   const name = `rollback-${prefix}`;
+  const old = process.env.RX_RELEASE1_URL;
+  const person = (id, fields) => ({ createPerson: { tenantID: tenant, id, person: fields } });
+  await push(tenant, [
+    person("k", { givenName: "Known", nickname: "Kay" }),
+    person("plain", { givenName: "Plain" }),
+    person("cleared", { givenName: "Cleared", nickname: "Gone" }),
+    person("late", { givenName: "Late" }),
+  ]);
   const db = await releaseDevice(name, 2);
   await replicateOnce(db, tenant, 2);
+  // Offline: an edit of a release 1 field, a nickname set, a person with a nickname.
+  await (await db.people.findOne("k").exec()).incrementalPatch({ familyName: "Edited" });
+  await (await db.people.findOne("plain").exec()).incrementalPatch({ nickname: "Plainy" });
   await db.people.insert({ id: "r", givenName: "Rolled", nickname: "Rolly" });
-  const refused = await replicateOnce(db, tenant, 2, process.env.RX_RELEASE1_URL);
+  // Meanwhile a release 2 app clears a nickname; then the rollback, where a release
+  // 1 app creates a person.
+  const update = async (id, changes) => {
+    const { person: at } = await gql(`query($t: ID!, $id: ID!) { person(tenantID: $t, id: $id) { changeToken } }`, { t: tenant, id });
+    await push(tenant, [{ updatePerson: { tenantID: tenant, id, changeToken: at.changeToken, changes } }]);
+  };
+  await update("cleared", { nickname: null });
+  await push(tenant, [person("made", { givenName: "Made on release 1" })], old);
+  await update("late", { nickname: "Late" }); // a release 2 app, during the rollback
+  await push(tenant, [person("made2", { givenName: "Made after it" })], old);
+
+  const { state, errors } = replicateRelease(db, tenant, 2, old);
+  const local = async (id) => (await db.people.findOne(id).exec())?.toJSON() ?? null;
+  const serverNow = async () =>
+    (await gql(`query($t: ID!) { changes(tenantID: $t, limit: 1000) { items { ... on Person { id givenName familyName nickname } } } }`, { t: tenant })).changes.items;
+  const done = async () => (await local("made")) !== null && errors.length > 0 && (await serverNow()).some((p) => p.familyName === "Edited");
+  for (let waited = 0; waited < 5000 && !(await done()); waited += 100) await sleep(100);
+  await state.cancel();
+  const strip = (doc) => doc && Object.fromEntries(Object.entries(doc).filter(([k]) => !k.startsWith("_") && k !== "id"));
+  const during = {
+    refused: errors[0] ?? null,
+    made: strip(await local("made")),
+    cleared: strip(await local("cleared")),
+    late: strip(await local("late")),
+    k: strip(await local("k")),
+    made2: strip(await local("made2")),
+    server: Object.fromEntries((await serverNow()).map(({ id, ...p }) => [id, Object.fromEntries(Object.entries(p).filter(([, v]) => v !== null))])),
+  };
   const after = await replicateOnce(db, tenant, 2);
+  const device = Object.fromEntries((await db.people.find().exec()).map((d) => [d.primary, strip(d.toJSON())]));
   await db.close();
-  const server = await gql(`query($t: ID!) { person(tenantID: $t, id: "r") { givenName nickname } }`, { t: tenant });
-  return { refused: refused[0] ?? null, after, server: server.person };
+  const server = Object.fromEntries((await serverNow()).map(({ id, ...p }) => [id, Object.fromEntries(Object.entries(p).filter(([, v]) => v !== null))]));
+  return { refused: during.refused, during, after, server, device };
 }
 
 // Scenarios that need a server of their own settings run only when named (any
