@@ -316,29 +316,33 @@ def test_a_release_2_app_on_a_release_1_server_syncs_what_it_knows_and_loses_not
     """A rollback (issue 47, Build 2): the app says which release added each field
     (`fieldReleases`) and asks the release 1 server with release 1's documents."""
     run = report["rollback"]
-    during = run["during"]
-    # Pulled during the rollback: a release 1 app's person, and a nickname cleared by
-    # a release 2 app (the server cuts its pages before a version it cannot render
-    # whole, so a version it sends has no field release 1 lacks: not kept locally).
-    assert during["made"] == {"givenName": "Made on release 1"}, run
-    assert during["cleared"] == {"givenName": "Cleared"}, run
+    # Pulled: a release 1 app's person, and a nickname cleared by a release 2 app (the
+    # server sends no version holding a field it does not know: not kept locally).
     # Not past a nickname set meanwhile (a version it cannot render whole): its token
     # stays below it, and what follows waits for a release 2 server.
-    assert during["late"] == {"givenName": "Late"} and during["made2"] is None, run
-    # Pushed: the edit of a release 1 field (the nickname it does not know kept).
-    # Held, and reported with the served release: the edits of nicknames.
-    server = during["server"]
-    assert server["k"] == {"givenName": "Known", "familyName": "Edited", "nickname": "Kay"}, run
-    assert during["k"] == server["k"], run  # its answer lacks nickname: kept from the row
-    assert server["plain"] == {"givenName": "Plain"} and "r" not in server, run
-    assert run["refused"] == {"code": "HELD_FOR_RELEASE", "servedRelease": 1}, run
-    # A release 2 server again: the held rows go; device and server agree.
+    assert run["pulled"] == {
+        "made": {"givenName": "Made on release 1"},
+        "cleared": {"givenName": "Cleared"},
+        "late": {"givenName": "Late"},
+        "made2": None,
+    }, run
+    # Pushed: the offline edit of a release 1 field; the server kept the nickname, and
+    # so did the device (the push's answer lacks it).
+    known = {"givenName": "Known", "familyName": "Edited", "nickname": "Kay"}
+    assert run["pushed"] == {"k": known, "server": known, "errors": []}, run
+    # In a batch with edits of nicknames: the release 1 field's goes, they wait
+    # (reported with the served release).
+    held = run["held"]
+    assert held["refused"] == {"code": "HELD_FOR_RELEASE", "servedRelease": 1}, run
+    assert held["server"]["cleared"] == {"givenName": "Cleared", "familyName": "Edited too"}, run
+    assert held["server"]["plain"] == {"givenName": "Plain"} and "r" not in held["server"], run
+    # A release 2 server again: the held rows go, the rest arrives; device and server agree.
     assert run["after"] == [], run
     assert run["server"] == {
-        "k": {"givenName": "Known", "familyName": "Edited", "nickname": "Kay"},
+        "k": known,
         "plain": {"givenName": "Plain", "nickname": "Plainy"},
         "r": {"givenName": "Rolled", "nickname": "Rolly"},
-        "cleared": {"givenName": "Cleared"},
+        "cleared": {"givenName": "Cleared", "familyName": "Edited too"},
         "made": {"givenName": "Made on release 1"},
         "late": {"givenName": "Late", "nickname": "Late"},
         "made2": {"givenName": "Made after it"},
