@@ -51,9 +51,16 @@
 // the release, the collection's fields); RxDB keeps the checkpoint through a schema
 // migration, so a start declaring more fields (or a later release) asks `catchUp`
 // for them, up to the checkpoint's token, within its first pull's answer.
-// UPGRADE_REQUIRED comes on error$; a server of an earlier release than the app's
-// cannot validate its documents: error$'s errors carry `extensions.servedRelease`,
-// and RxDB retries until a server of its release answers.
+// UPGRADE_REQUIRED comes on error$. A server of an earlier release than the app's
+// (a rollback) cannot validate its documents and says which release it serves: with
+// `fieldReleases` (the release that added each field, default 1) each request is
+// asked again with that release's documents. Its pages hold no field it does not
+// know (a page ends before a version it cannot render whole); rows that change only
+// fields it knows are pushed without the others (the server keeps them), the rest
+// wait (HELD_FOR_RELEASE on error$, RxDB retries) for a server of the app's release,
+// which the app's documents, sent first on every request, find once it answers.
+// Without a field to leave out (no `fieldReleases`, a type that release lacks),
+// error$'s errors carry `extensions.servedRelease`, and RxDB retries.
 //
 // Attachments (contract 3.10): a schema property that is an object with `sha256`,
 // `size` and `contentType` (`attachmentProperty`) is an attachment field. Documents
