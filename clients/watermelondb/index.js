@@ -66,9 +66,14 @@
 // schema upgrade ({from, tables, columns: [{table, columns}]}): the pull first asks
 // `catchUp` for those tables' types and columns' fields, up to the token of the last
 // pull, then pulls on from that token. UPGRADE_REQUIRED (a retired release) is the
-// thrown SyncAPIError's code; a server of an earlier release than the app's cannot
-// validate its documents: the error carries `servedRelease`, and the sync waits for a
-// server of its release (it does not ask with that release's documents).
+// thrown SyncAPIError's code. A server of an earlier release than the app's (a
+// rollback) cannot validate its documents and says which release it serves: with
+// the tables' `release` and `fieldReleases` (default 1), the synchronize() call asks
+// again with that release's documents (all types when a table's is unknown to it:
+// its changes end the page rather than being skipped). Its pages hold no field it
+// does not know; records changing only what it knows are pushed, the others stay
+// unsynced and sync() throws HELD_FOR_RELEASE (`servedRelease`, `held`) after the
+// rest synced. Without anything to leave out, the error carries `servedRelease`.
 //
 // Tokens: `getToken()` is asked on every request; a request answered UNAUTHENTICATED
 // asks `getToken({ refresh: true })` and is sent once more.
