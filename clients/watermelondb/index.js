@@ -164,16 +164,15 @@ export function createSyncAPI(options) {
   const documentsAt = new Map();
   function documents(served) {
     if (documentsAt.has(served)) return documentsAt.get(served);
-    const known = Object.values(tables).filter((t) => served === null || t.release <= served);
-    const selection = `__typename id ${known.map((t) => t.selectionAt(served)).join(" ")} ... on DeletedItem { type changeToken }`;
+    const kept = Object.values(tables).filter((t) => served === null || t.release <= served);
+    const selection = `__typename id ${kept.map((t) => t.selectionAt(served)).join(" ")} ... on DeletedItem { type changeToken }`;
     const docs = {
       served,
-      known: new Set(known.map((t) => t.table)),
       // Some left out: asking that release's server is worth it.
-      partial: served !== null && (known.length < types.length || known.some((t) => t.fieldsAt(served).length < t.fields.length)),
+      partial: served !== null && (kept.length < types.length || kept.some((t) => t.fieldsAt(served).length < t.fields.length)),
       // A type that release lacks cannot be named: all types, whose changes of a type
       // the server lacks end its page (it does not skip them, as `types` would).
-      types: known.length < types.length ? null : types,
+      types: kept.length < types.length ? null : types,
       selection,
       page: `query($t: ID!, $since: ID, $cursor: String, $limit: Int, $types: [DeletedItemType!]) {
     changes(tenantID: $t, since: $since, cursor: $cursor, limit: $limit, types: $types) {
