@@ -51,9 +51,16 @@
 // the release, the collection's fields); RxDB keeps the checkpoint through a schema
 // migration, so a start declaring more fields (or a later release) asks `catchUp`
 // for them, up to the checkpoint's token, within its first pull's answer.
-// UPGRADE_REQUIRED comes on error$; a server of an earlier release than the app's
-// cannot validate its documents: error$'s errors carry `extensions.servedRelease`,
-// and RxDB retries until a server of its release answers.
+// UPGRADE_REQUIRED comes on error$. A server of an earlier release than the app's
+// (a rollback) cannot validate its documents and says which release it serves: with
+// `fieldReleases` (the release that added each field, default 1) each request is
+// asked again with that release's documents. Its pages hold no field it does not
+// know (a page ends before a version it cannot render whole); rows that change only
+// fields it knows are pushed without the others (the server keeps them), the rest
+// wait (HELD_FOR_RELEASE on error$, RxDB retries) for a server of the app's release,
+// which the app's documents, sent first on every request, find once it answers.
+// Without a field to leave out (no `fieldReleases`, a type that release lacks),
+// error$'s errors carry `extensions.servedRelease`, and RxDB retries.
 //
 // Attachments (contract 3.10): a schema property that is an object with `sha256`,
 // `size` and `contentType` (`attachmentProperty`) is an attachment field. Documents
@@ -74,6 +81,9 @@ const DELETED = "_deleted";
 // A deletion refused only for undeclared fields is sent again with the token of what
 // refused it; a field edited again meanwhile each time: a conflict after this many.
 const DELETE_ATTEMPTS = 3;
+// On a push's answer (`pushChanges`): the release whose documents answered it, the
+// batch's rows, and those held (state.graphQLRequest to the responseModifier).
+const ANSWERED = Symbol("answered");
 
 export function replicateSyncAPI({
   collection,
@@ -83,6 +93,7 @@ export function replicateSyncAPI({
   type,
   headers = {},
   release = null,
+  fieldReleases = {},
   typeName,
   batchSize = 100,
   live = true,
@@ -128,30 +139,60 @@ export function replicateSyncAPI({
     onTenantDeleted?.();
   };
 
-  const itemToDoc = (item) => {
+  // `fill`: a document whose values stand for the fields the item did not select
+  // (a push's answer from a server of an earlier release, which holds them unseen).
+  const itemToDoc = (item, fill = null) => {
     if (item.__typename === "DeletedItem") return { [primary]: item.id, [DELETED]: true };
     const doc = { [primary]: item.id, [DELETED]: false };
     for (const f of fields) {
-      if (item[f] !== null && item[f] !== undefined) doc[f] = attachments.has(f) ? reference(item[f]) : item[f];
+      const value = f in item || !fill || fill[DELETED] ? item[f] : fill[f];
+      if (value !== null && value !== undefined) doc[f] = attachments.has(f) ? reference(value) : value;
     }
     return doc;
   };
-  const docToState = (doc) => {
+  const docToState = (doc, selected = fields) => {
     if (doc[DELETED]) return { deleted: true };
     const set = {};
-    for (const f of fields) {
+    for (const f of selected) {
       if (doc[f] !== undefined && doc[f] !== null) set[f] = attachments.has(f) ? reference(doc[f]) : doc[f];
     }
     return { deleted: false, [key]: set };
   };
-  const selection = `__typename id ... on ${name} { ${fields.map(leaf).join(" ")} }`;
-  // A push's answers carry the version's token too: a deletion may go again with it.
-  const pushSelection = `__typename id ... on ${name} { changeToken ${fields.map(leaf).join(" ")} }`;
-  const pushMutation = `mutation($i: PushChangesInput!) { pushChanges(input: $i) { results {
-            clientMutationID status replayed error { code message } item { ${pushSelection} } } } }`;
-  const pullQuery = `query($t: ID!, $since: ID, $cursor: String, $limit: Int, $types: [DeletedItemType!]) {
+  // The documents selecting `selected` fields: all of them, or (during a rollback)
+  // those a server of an earlier release knows (`fieldReleases`).
+  const documentsOf = (selected) => {
+    const selection = `__typename id ... on ${name} { ${selected.map(leaf).join(" ")} }`;
+    return {
+      fields: selected,
+      selection,
+      // A push's answers carry the version's token too: a deletion may go again with it.
+      pushMutation: `mutation($i: PushChangesInput!) { pushChanges(input: $i) { results {
+            clientMutationID status replayed error { code message } item {
+            __typename id ... on ${name} { changeToken ${selected.map(leaf).join(" ")} } } } } }`,
+      pullQuery: `query($t: ID!, $since: ID, $cursor: String, $limit: Int, $types: [DeletedItemType!]) {
           changes(tenantID: $t, since: $since, cursor: $cursor, limit: $limit, types: $types) {
-            items { ${selection} } cursor changeToken } }`;
+            items { ${selection} } cursor changeToken } }`,
+      catchUpQuery: `query($t: ID!, $upTo: ID!, $fields: [String!], $cursor: String, $limit: Int) {
+          catchUp(tenantID: $t, upTo: $upTo, fields: $fields, cursor: $cursor, limit: $limit) {
+            items { ${selection} } cursor } }`,
+      serverStateQuery: `query($t: ID!, $id: ID!) { ${key}(tenantID: $t, id: $id) { ${selection} } }`,
+    };
+  };
+  const full = documentsOf(fields);
+  const { selection, pushMutation, pullQuery, catchUpQuery } = full;
+  // The release that added each field (default 1), and the documents of each earlier
+  // release a server answered with (a rollback): only the fields it declares.
+  const releaseOf = (f) => fieldReleases[f] ?? 1;
+  const documentsAt = new Map();
+  const documentsOfRelease = (served) => {
+    if (!documentsAt.has(served)) documentsAt.set(served, documentsOf(fields.filter((f) => releaseOf(f) <= served)));
+    return documentsAt.get(served);
+  };
+  // Which document of `full` a request sends (the wrapper asks again with the same
+  // kind of an earlier release's).
+  const kindOf = new Map(
+    ["pushMutation", "pullQuery", "catchUpQuery", "serverStateQuery"].map((kind) => [full[kind], kind]),
+  );
   // What this replication declares (the app's release, the collection's fields),
   // kept in its checkpoint: a later start declaring more (a schema version bump with
   // new fields, a new release) catches up on what the earlier pulls left out.
@@ -168,9 +209,6 @@ export function replicateSyncAPI({
     const asked = grew ? fields : added;
     return asked.length ? { upTo: checkpoint.since, fields: asked.map((f) => `${name}.${f}`) } : null;
   };
-  const catchUpQuery = `query($t: ID!, $upTo: ID!, $fields: [String!], $cursor: String, $limit: Int) {
-          catchUp(tenantID: $t, upTo: $upTo, fields: $fields, cursor: $cursor, limit: $limit) {
-            items { ${selection} } cursor } }`;
   // Every page of the catch-up: the current versions, up to the checkpoint's token,
   // of the entities holding what the earlier declaration left out.
   const catchUp = async ({ upTo, fields: asked }) => {
@@ -180,7 +218,7 @@ export function replicateSyncAPI({
       const body = await state.graphQLRequest({ query: catchUpQuery, variables });
       if (!body.data) throw newRxError("RC_PULL", { errors: body.errors });
       // Every type's entities come (the server filters by release, not type): this one's.
-      documents.push(...body.data.catchUp.items.filter((item) => item.__typename === name).map(itemToDoc));
+      documents.push(...body.data.catchUp.items.filter((item) => item.__typename === name).map((item) => itemToDoc(item)));
       cursor = body.data.catchUp.cursor;
       if (!cursor) return documents;
     }
@@ -200,19 +238,54 @@ export function replicateSyncAPI({
   // A fresh id per row, kept while that row is retried (a lost response replays its
   // first result); dropped once the server answered, so a later identical edit
   // (a toggle back and forth) is a new mutation.
+  const contentOf = (row) =>
+    JSON.stringify([row.newDocumentState[primary], row.assumedMasterState ?? null, row.newDocumentState]);
   const mutationIdOf = (row) => {
-    const content = JSON.stringify([row.newDocumentState[primary], row.assumedMasterState ?? null, row.newDocumentState]);
+    const content = contentOf(row);
     if (!pending.has(content)) pending.set(content, `rxdb-${crypto.randomUUID()}`);
     return { content, id: pending.get(content) };
   };
   const rowsById = new Map(); // clientMutationID -> { content, row }
+  // During a rollback: the push batches (by their variables) the wrapper may send
+  // again with an earlier release's documents, and the answers (conflicts) of rows
+  // that went while others of their batch wait (row content -> conflicts).
+  const pushBatches = new WeakMap();
+  const settled = new Map();
   // A document saved again after its create was refused (REJECTED, answered with
   // "deleted": the server holds nothing) assumes nothing: a create. Where the server
   // does hold a deletion, that is a conflict carrying it, as with the assumed state.
-  const assumedOf = (row) => {
+  const assumedOf = (row, selected = fields) => {
     const assumed = row.assumedMasterState;
     if (!assumed || (assumed[DELETED] && !row.newDocumentState[DELETED])) return null;
-    return docToState(assumed);
+    return docToState(assumed, selected);
+  };
+  const mutationOf = (row, id, selected = fields) => ({
+    [`put${name}`]: {
+      tenantID,
+      id: row.newDocumentState[primary],
+      assumed: assumedOf(row, selected),
+      state: docToState(row.newDocumentState, selected),
+      mergeFields: true,
+      clientMutationID: id,
+    },
+  });
+  // Whether a row changes a field a server of release `served` does not know (a
+  // deletion clears every field; a create sets what it holds): it waits for a
+  // server of the app's release.
+  const changesUnknown = (row, served) => {
+    const live = (doc) => (doc && !doc[DELETED] ? doc : {});
+    const before = live(assumedOf(row) === null ? null : row.assumedMasterState);
+    const after = live(row.newDocumentState);
+    const value = (doc, f) => (doc[f] === undefined || doc[f] === null ? null : attachments.has(f) ? reference(doc[f]) : doc[f]);
+    return fields.some((f) => releaseOf(f) > served && !deepEqual(value(before, f), value(after, f)));
+  };
+  // What stands for the fields an earlier release's answer about a row's entity did
+  // not select: the row's own values (it changed none of them, or it was held).
+  const fillOf = (row) => {
+    if (!row) return null;
+    if (!row.newDocumentState[DELETED]) return row.newDocumentState;
+    const assumed = row.assumedMasterState;
+    return assumed && !assumed[DELETED] ? assumed : null;
   };
 
   // Before a push: each reference a row sets anew (not as its assumed state holds
@@ -276,14 +349,14 @@ export function replicateSyncAPI({
     }));
     const body = await state.graphQLRequest({ query: pushMutation, variables: { i: { tenantID, mutations, since } } });
     if (!body.data) throw newRxError("RC_PUSH", { pushRows: deletions.map((d) => d.row), errors: body.errors });
-    return body.data.pushChanges.results.map((result, n) => ({ result, row: deletions[n].row }));
+    const served = body.data.pushChanges[ANSWERED]?.served ?? null;
+    return body.data.pushChanges.results.map((result, n) => ({ result, row: deletions[n].row, served }));
   };
 
-  const serverState = async (id) => {
-    const query = `query($t: ID!, $id: ID!) { ${key}(tenantID: $t, id: $id) { ${selection} } }`;
-    const body = await state.graphQLRequest({ query, variables: { t: tenantID, id } });
+  const serverState = async (id, fill = null) => {
+    const body = await state.graphQLRequest({ query: full.serverStateQuery, variables: { t: tenantID, id } });
     const item = body.data?.[key];
-    return item ? itemToDoc(item) : { [primary]: id, [DELETED]: true };
+    return item ? itemToDoc(item, fill) : { [primary]: id, [DELETED]: true };
   };
 
   state = replicateGraphQL({
@@ -320,7 +393,7 @@ export function replicateSyncAPI({
       },
       responseModifier: async (data, origin, previous) => {
         if (origin === "stream") return "RESYNC"; // a poke: pull from the checkpoint
-        let documents = data.items.map(itemToDoc);
+        let documents = data.items.map((item) => itemToDoc(item));
         if (resync !== null) {
           for (const item of data.items) resync.seen.add(item.id);
           if (data.cursor) return { documents, checkpoint: { since: null, cursor: data.cursor, resync: true, declared } };
@@ -351,51 +424,65 @@ export function replicateSyncAPI({
       queryBuilder: async (rows) => {
         await sinceRead;
         await uploadNewReferences(rows);
-        const mutations = rows.map((row) => {
+        // Rows already answered while others of their batch wait (a rollback): not
+        // sent again; their answers are given with the batch's.
+        const sending = rows.filter((row) => !settled.has(contentOf(row)));
+        const mutations = sending.map((row) => {
           const { content, id } = mutationIdOf(row);
           rowsById.set(id, { content, row });
-          return {
-            [`put${name}`]: {
-              tenantID,
-              id: row.newDocumentState[primary],
-              assumed: assumedOf(row),
-              state: docToState(row.newDocumentState),
-              mergeFields: true,
-              clientMutationID: id,
-            },
-          };
+          return mutationOf(row, id);
         });
-        return { query: pushMutation, variables: { i: { tenantID, mutations, since } } };
+        const variables = { i: { tenantID, mutations, since } };
+        pushBatches.set(variables, { rows, sending });
+        return { query: pushMutation, variables };
       },
       responseModifier: async (data) => {
+        // What the wrapper (state.graphQLRequest) did with the batch: the release whose
+        // documents answered (null: the app's), the rows it held.
+        const { rows = [], served = null, held = [] } = data[ANSWERED] ?? {};
+        const waiting = [...held];
+        let heldAt = served;
         let answered = data.results.map((result) => {
           const sent = rowsById.get(result.clientMutationID);
           rowsById.delete(result.clientMutationID);
           if (sent) pending.delete(sent.content);
-          return { result, row: sent?.row };
+          return { result, row: sent?.row, served };
         });
         const conflicts = [];
+        const conflictsOf = new Map(); // row -> its conflicts, kept while others wait
+        const conflict = (row, doc) => {
+          conflicts.push(doc);
+          if (row) conflictsOf.set(row, [...(conflictsOf.get(row) ?? []), doc]);
+        };
         for (let round = 0; answered.length; round++) {
           if (answered.some(({ result }) => result.error?.code === "TENANT_DELETED")) {
             tenantDeleted(); // nothing was written: the app drops the copy and its rows
             return [];
           }
           const deleteAgain = [];
-          for (const { result, row } of answered) {
+          for (const { result, row, served: at } of answered) {
             const id = row?.newDocumentState[primary];
+            // Answered with an earlier release's documents: the item lacks the fields
+            // that release does not know, which the server keeps (the row changed none).
+            const fill = at === null ? null : fillOf(row);
             // Written during a resync: after its pages' bound, yet not gone.
             if (resync !== null && id !== undefined) resync.seen.add(id);
             if (result.status === "CONFLICT" && result.item) {
               if (round < DELETE_ATTEMPTS && refusedForUndeclaredFields(row, result.item)) {
-                deleteAgain.push({ row, token: result.item.changeToken });
+                // Through a server of an earlier release, the fields it does not render
+                // may differ too, unseen: the deletion waits for one of the app's.
+                if (at !== null) {
+                  waiting.push(row);
+                  heldAt = at;
+                } else deleteAgain.push({ row, token: result.item.changeToken });
               } else {
-                conflicts.push(itemToDoc(result.item));
+                conflict(row, itemToDoc(result.item, fill));
               }
             } else if (result.status === "APPLIED" && result.item && row && !result.item.__typename.startsWith("Deleted")) {
               // Merged with another device's edit: the server's state is the master now.
-              const doc = itemToDoc(result.item);
+              const doc = itemToDoc(result.item, fill);
               if (JSON.stringify(docToState(doc)) !== JSON.stringify(docToState(row.newDocumentState))) {
-                conflicts.push(doc);
+                conflict(row, doc);
               }
             } else if (result.status === "CONFLICT" || result.status === "REJECTED") {
               const error = newRxError("RC_PUSH", {
@@ -405,11 +492,30 @@ export function replicateSyncAPI({
               state.subjects.error.next(error);
               onRejected?.(row, result.error);
               if (result.error?.code === "UNAVAILABLE") throw error; // retryable: RxDB retries
-              conflicts.push(await serverState(id));
+              conflict(row, await serverState(id, fill));
             }
           }
           answered = deleteAgain.length ? await deleteWithTokens(deleteAgain) : [];
         }
+        if (waiting.length) {
+          // The rest went: their answers are kept, and the batch fails (error$), so
+          // RxDB sends it again, the waiting rows only, until a server of the app's
+          // release takes them.
+          for (const row of rows) {
+            if (!waiting.includes(row) && !settled.has(contentOf(row))) settled.set(contentOf(row), conflictsOf.get(row) ?? []);
+          }
+          throw newRxError("RC_PUSH", {
+            pushRows: waiting,
+            errors: [
+              {
+                message: `${waiting.length} row(s) change fields a server of release ${heldAt} does not know: they wait for a server of release ${release}`,
+                extensions: { code: "HELD_FOR_RELEASE", servedRelease: heldAt },
+              },
+            ],
+          });
+        }
+        for (const row of rows) conflicts.push(...(settled.get(contentOf(row)) ?? []));
+        settled.clear();
         return conflicts;
       },
       ...push,
@@ -417,16 +523,58 @@ export function replicateSyncAPI({
     replicationIdentifier: `sync-api-${url}-${tenantID}-${type}`,
     ...rest,
   });
-  // A pull refused with RESYNC_REQUIRED is asked again as the first page of a resync.
+  // The release a refusal names when it is earlier than the app's (a rollback: the
+  // server could not validate the app's document); else null.
+  const servedBelow = (body) => {
+    const served = body.errors ? body.extensions?.release : undefined;
+    return Number.isInteger(served) && release && served < release ? served : null;
+  };
+  // A push batch with that release's documents: the rows changing only fields it
+  // knows go (without the others, which the server keeps: `mergeFields`, with the
+  // same clientMutationIDs); the rest are held (the responseModifier fails the batch).
+  const pushAt = async (params, at, served) => {
+    const batch = pushBatches.get(params.variables);
+    if (!batch) return { body: await request({ ...params, query: at.pushMutation }), held: [] };
+    const held = batch.sending.filter((row) => changesUnknown(row, served));
+    const mutations = batch.sending.filter((row) => !held.includes(row)).map((row) => mutationOf(row, mutationIdOf(row).id, at.fields));
+    const variables = { i: { ...params.variables.i, mutations } };
+    const body = mutations.length
+      ? await request({ ...params, query: at.pushMutation, variables })
+      : { data: { pushChanges: { results: [] } } };
+    return { body, held };
+  };
   const request = state.graphQLRequest.bind(state);
   state.graphQLRequest = async (params) => {
-    const body = await request(params);
+    const batch = pushBatches.get(params.variables);
+    let body =
+      batch && batch.sending.length === 0 ? { data: { pushChanges: { results: [] } } } : await request(params);
+    let served = servedBelow(body);
+    let held = [];
     // A server of an earlier release than the app's could not validate the document
-    // (a rollback): it says which release it serves; error$ carries it on each error
-    // (`extensions.servedRelease`), and RxDB retries until a server of the app's
-    // release answers.
-    const served = body.extensions?.release;
-    if (body.errors && Number.isInteger(served) && release && served < release) {
+    // (a rollback), and says which release it serves: asked again at once with that
+    // release's documents, when `fieldReleases` leaves some fields out. The app's
+    // documents go first on every request, so a server of its release, back, is
+    // answered whole (a page of an earlier release's documents lacks those fields,
+    // and its token moves past them). A page that server sends holds no field it does
+    // not know: it ends before the first change it cannot render whole (its token
+    // below it), so a field it does not select is unset in the versions it sends.
+    const kind = kindOf.get(params.query);
+    if (served !== null && kind) {
+      const at = documentsOfRelease(served);
+      if (at.fields.length < fields.length) {
+        if (kind === "pushMutation") ({ body, held } = await pushAt(params, at, served));
+        else body = await request({ ...params, query: at[kind] });
+        if (body.data?.pushChanges) body.data.pushChanges[ANSWERED] = { rows: batch?.rows ?? [], served, held };
+        served = servedBelow(body) ?? null;
+      }
+    }
+    if (batch && body.data?.pushChanges && !body.data.pushChanges[ANSWERED]) {
+      body.data.pushChanges[ANSWERED] = { rows: batch.rows, served: null, held: [] };
+    }
+    // Refused still (no fields to leave out, a type that release lacks): error$
+    // carries the served release on each error (`extensions.servedRelease`), and
+    // RxDB retries until a server of the app's release answers.
+    if (served !== null) {
       for (const error of body.errors) error.extensions = { ...error.extensions, servedRelease: served };
     }
     const code = body.errors?.[0]?.extensions?.code;
@@ -434,8 +582,9 @@ export function replicateSyncAPI({
     if (params.query !== pullQuery || code !== "RESYNC_REQUIRED") {
       return body;
     }
+    // A pull refused with RESYNC_REQUIRED is asked again as the first page of a resync.
     startResync();
-    return request({ ...params, variables: { ...params.variables, since: null, cursor: null } });
+    return state.graphQLRequest({ ...params, variables: { ...params.variables, since: null, cursor: null } });
   };
   if (socketUrl) attachSocket(state, socketUrl, tenantID, headersNow, pokes$, pull.wsOptions, release);
   state.caughtUp = () => caughtUp;

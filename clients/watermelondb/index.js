@@ -66,9 +66,14 @@
 // schema upgrade ({from, tables, columns: [{table, columns}]}): the pull first asks
 // `catchUp` for those tables' types and columns' fields, up to the token of the last
 // pull, then pulls on from that token. UPGRADE_REQUIRED (a retired release) is the
-// thrown SyncAPIError's code; a server of an earlier release than the app's cannot
-// validate its documents: the error carries `servedRelease`, and the sync waits for a
-// server of its release (it does not ask with that release's documents).
+// thrown SyncAPIError's code. A server of an earlier release than the app's (a
+// rollback) cannot validate its documents and says which release it serves: with
+// the tables' `release` and `fieldReleases` (default 1), the synchronize() call asks
+// again with that release's documents (all types when a table's is unknown to it:
+// its changes end the page rather than being skipped). Its pages hold no field it
+// does not know; records changing only what it knows are pushed, the others stay
+// unsynced and sync() throws HELD_FOR_RELEASE (`servedRelease`, `held`) after the
+// rest synced. Without anything to leave out, the error carries `servedRelease`.
 //
 // Tokens: `getToken()` is asked on every request; a request answered UNAUTHENTICATED
 // asks `getToken({ refresh: true })` and is sent once more.
@@ -132,6 +137,10 @@ export function createSyncAPI(options) {
     const fields = Object.keys(columns);
     const attachments = new Set(spec.attachments ?? []);
     const leaf = (f) => (attachments.has(f) ? `${f} { ${REFERENCE.join(" ")} }` : f);
+    // The releases that added the type (`release`) and each field (`fieldReleases`),
+    // default 1: what a server of an earlier release can be asked (a rollback).
+    const fieldReleases = spec.fieldReleases ?? {};
+    const fieldsAt = (served) => (served === null ? fields : fields.filter((f) => (fieldReleases[f] ?? 1) <= served));
     tables[table] = {
       table,
       type: spec.type,
@@ -141,20 +150,63 @@ export function createSyncAPI(options) {
       fields,
       fieldOfColumn: Object.fromEntries(fields.map((f) => [columns[f], f])),
       attachments,
+      release: spec.release ?? 1,
+      fieldsAt,
+      selectionAt: (served) => `... on ${typeName} { changeToken ${fieldsAt(served).map(leaf).join(" ")} }`,
       selection: `... on ${typeName} { changeToken ${fields.map(leaf).join(" ")} }`,
     };
     tableOfType[spec.type] = table;
     tableOfTypename[typeName] = table;
   }
   const types = Object.values(tables).map((t) => t.type);
-  const selection = `__typename id ${Object.values(tables).map((t) => t.selection).join(" ")} ... on DeletedItem { type changeToken }`;
-  const pageQuery = `query($t: ID!, $since: ID, $cursor: String, $limit: Int, $types: [DeletedItemType!]) {
+  // The documents this module sends, of the app's release (null) or, during a
+  // rollback, of the earlier release a server serves: its tables (types) and fields.
+  const documentsAt = new Map();
+  function documents(served) {
+    if (documentsAt.has(served)) return documentsAt.get(served);
+    const kept = Object.values(tables).filter((t) => served === null || t.release <= served);
+    const selection = `__typename id ${kept.map((t) => t.selectionAt(served)).join(" ")} ... on DeletedItem { type changeToken }`;
+    const docs = {
+      served,
+      // Some left out: asking that release's server is worth it.
+      partial: served !== null && (kept.length < types.length || kept.some((t) => t.fieldsAt(served).length < t.fields.length)),
+      // A type that release lacks cannot be named: all types, whose changes of a type
+      // the server lacks end its page (it does not skip them, as `types` would).
+      types: kept.length < types.length ? null : types,
+      selection,
+      page: `query($t: ID!, $since: ID, $cursor: String, $limit: Int, $types: [DeletedItemType!]) {
     changes(tenantID: $t, since: $since, cursor: $cursor, limit: $limit, types: $types) {
-      items { ${selection} } cursor changeToken } }`;
-
-  const catchUpQuery = `query($t: ID!, $upTo: ID!, $types: [DeletedItemType!], $fields: [String!], $cursor: String, $limit: Int) {
+      items { ${selection} } cursor changeToken } }`,
+      catchUp: `query($t: ID!, $upTo: ID!, $types: [DeletedItemType!], $fields: [String!], $cursor: String, $limit: Int) {
     catchUp(tenantID: $t, upTo: $upTo, types: $types, fields: $fields, cursor: $cursor, limit: $limit) {
-      items { ${selection} } cursor } }`;
+      items { ${selection} } cursor } }`,
+      push: `mutation($i: PushChangesInput!) { pushChanges(input: $i) { results {
+            clientMutationID status replayed error { code message } item { ${selection} } } } }`,
+    };
+    documentsAt.set(served, docs);
+    return docs;
+  }
+  // The release whose documents this synchronize() call asks with: null (the app's)
+  // until a server of an earlier one refuses them (a rollback); each call's pull
+  // asks with the app's first, so a server of its release, back, answers whole.
+  let asked = null;
+  // A request with the documents of `asked`; refused by a server of an earlier
+  // release (`servedRelease`) whose documents leave something out, `asked` becomes
+  // it and the request is asked again (a push's caller rebuilds its mutations).
+  async function ask(kind, variables) {
+    for (;;) {
+      const docs = documents(asked);
+      const vars = kind === "page" ? { ...variables, types: docs.types } : variables;
+      try {
+        return await request(docs[kind], vars);
+      } catch (error) {
+        const served = error.servedRelease;
+        if (!Number.isInteger(served) || (asked !== null && served >= asked) || !documents(served).partial) throw error;
+        asked = served;
+        if (kind === "push") throw Object.assign(error, { askAgain: true });
+      }
+    }
+  }
 
   // What WatermelonDB's migration sync names (`{from, tables, columns: [{table,
   // columns}]}`), as the API's catchUp names it: the type codes of the tables it
@@ -187,6 +239,7 @@ export function createSyncAPI(options) {
   let readCall = null;
   let behind = false; // the read that just ended began before this sync() call
   let resetDone = false;
+  let heldBy = null; // the last push's held records, and the release served
   const stats = { requests: 0, pages: 0, items: 0, pushed: 0, conflicts: 0, rejected: 0, resyncs: 0, rounds: 0, caughtUp: 0 };
 
   // --- transport -----------------------------------------------------------------
@@ -228,9 +281,12 @@ export function createSyncAPI(options) {
 
   // --- records <-> API items -----------------------------------------------------
   const keyOf = (table, id) => `${table}/${id}`;
-  function itemToRaw(t, item) {
+  // `served`: answered with that release's documents, to a push (not a page, whose
+  // versions hold no field it lacks): the fields it left out are not in the raw, so
+  // WatermelonDB's merge keeps the local values.
+  function itemToRaw(t, item, served = null) {
     const raw = { id: item.id, [tokenColumn]: item.changeToken };
-    for (const f of t.fields) {
+    for (const f of t.fieldsAt(served)) {
       const value = item[f] ?? null;
       raw[t.columns[f]] = value !== null && t.attachments.has(f) ? JSON.stringify(pick(value)) : value;
     }
@@ -266,6 +322,8 @@ export function createSyncAPI(options) {
   // --- pull ------------------------------------------------------------------------
   async function pullChanges({ lastPulledAt, migration }) {
     pushedSomething = false; // a new synchronize() call: this pull brings the last push's tokens
+    asked = null;
+    heldBy = null;
     const start = await positionOf(lastPulledAt);
     let { since, cursor } = start;
     let resync = Boolean(start.resync);
@@ -296,7 +354,7 @@ export function createSyncAPI(options) {
       if (since !== null) {
         for (let after = null; ; ) {
           const variables = { t: tenantID, upTo: since, cursor: after, limit: Math.min(limit, 1000) };
-          const data = await request(catchUpQuery, { ...variables, types: owed.types.length ? owed.types : null, fields: owed.fields.length ? owed.fields : null });
+          const data = await ask("catchUp", { ...variables, types: owed.types.length ? owed.types : null, fields: owed.fields.length ? owed.fields : null });
           stats.pages++;
           stats.caughtUp += data.catchUp.items.length;
           remember(data.catchUp.items);
@@ -307,7 +365,7 @@ export function createSyncAPI(options) {
     }
     if (!cursor) readCall = calls; // a read begins: its bound is after this call began
     const page = async () => {
-      const data = await request(pageQuery, { t: tenantID, since: cursor ? null : since, cursor, limit, types });
+      const data = await ask("page", { t: tenantID, since: cursor ? null : since, cursor, limit });
       stats.pages++;
       remember(data.changes.items);
       cursor = data.changes.cursor;
@@ -415,17 +473,35 @@ export function createSyncAPI(options) {
         }
       }
       if (set.deleted.length) {
-        const tokens = new Map((await deletedRows(table, set.deleted)).map((r) => [r.id, r[tokenColumn]]));
+        const rows = new Map((await deletedRows(table, set.deleted)).map((r) => [r.id, r]));
         for (const id of set.deleted) {
-          entries.push({ t, id, kind: "delete", mutation: { [`delete${t.typeName}`]: { tenantID, id, changeToken: tokens.get(id) ?? "0".repeat(26) } } });
+          const token = rows.get(id)?.[tokenColumn];
+          entries.push({ t, id, row: rows.get(id), kind: "delete", mutation: { [`delete${t.typeName}`]: { tenantID, id, changeToken: token ?? "0".repeat(26) } } });
         }
       }
     }
+    // Served by a server of an earlier release (the pull found it, or a push batch
+    // does): an entry of a type it lacks, or setting, changing or (a deletion)
+    // clearing a field it lacks, waits for a server of the app's release; the others
+    // go without the fields it lacks (a create's unset ones).
+    const held = [];
+    const holds = (e) => {
+      if (asked === null) return false;
+      if (e.t.release > asked) return true;
+      const known = new Set(e.t.fieldsAt(asked));
+      const body = Object.values(e.mutation)[0];
+      if (e.kind === "delete") return e.t.fields.some((f) => !known.has(f) && fieldValue(e.t, f, e.row?.[e.t.columns[f]]) !== null);
+      const set = e.kind === "create" ? body[e.t.key] : body.changes;
+      if (Object.entries(set).some(([f, v]) => !known.has(f) && (e.kind === "update" || v !== null))) return true;
+      if (e.kind === "create") body[e.t.key] = Object.fromEntries(Object.entries(set).filter(([f]) => known.has(f)));
+      return false;
+    };
+    const hold = (list) => list.filter((e) => (holds(e) ? (held.push(e), false) : true));
     let conflict = null;
     let retryable = null;
     let gone = null;
     const refusedDeletions = new Set(); // "table/id"
-    let pending = entries;
+    let pending = hold(entries);
     for (let round = 0; pending.length && round < 5; round++) {
       const again = [];
       for (let i = 0; i < pending.length; i += 100) {
@@ -435,11 +511,17 @@ export function createSyncAPI(options) {
           delete body.clientMutationID;
           body.clientMutationID = await mutationID(e.t.table, e.id, e.mutation);
         }
-        const data = await request(
-          `mutation($i: PushChangesInput!) { pushChanges(input: $i) { results {
-            clientMutationID status replayed error { code message } item { ${selection} } } } }`,
-          { i: { tenantID, mutations: batch.map((e) => e.mutation), since: pushedSince ?? null } },
-        );
+        const served = asked;
+        let data;
+        try {
+          data = await ask("push", { i: { tenantID, mutations: batch.map((e) => e.mutation), since: pushedSince ?? null } });
+        } catch (error) {
+          if (!error.askAgain) throw error;
+          // A server of an earlier release (a rolling deploy): this batch and the
+          // rest again, with its documents, in this round.
+          again.push(...hold(pending.slice(i)));
+          break;
+        }
         data.pushChanges.results.forEach((result, n) => {
           const e = batch[n];
           const key = keyOf(e.t.table, e.id);
@@ -460,7 +542,7 @@ export function createSyncAPI(options) {
               }
               return; // already deleted: done
             }
-            known.set(key, deletedItem || !item ? { deleted: true } : { raw: itemToRaw(e.t, item) });
+            known.set(key, deletedItem || !item ? { deleted: true } : { raw: itemToRaw(e.t, item, served) });
             conflict ??= new SyncAPIError("CONFLICT", `${e.t.table} ${e.id}: the server holds a newer version`, { table: e.t.table, id: e.id });
           } else {
             const code = result.error?.code;
@@ -493,9 +575,9 @@ export function createSyncAPI(options) {
       if (!value.lookup) continue;
       const [table, id] = splitKey(key);
       const t = tables[table];
-      const data = await request(`query($t: ID!, $id: ID!) { ${t.key}(tenantID: $t, id: $id) { __typename id ${t.selection} } }`, { t: tenantID, id });
+      const data = await request(`query($t: ID!, $id: ID!) { ${t.key}(tenantID: $t, id: $id) { __typename id ${t.selectionAt(asked)} } }`, { t: tenantID, id });
       const item = data[t.key];
-      known.set(key, item ? { raw: itemToRaw(t, item) } : { deleted: true });
+      known.set(key, item ? { raw: itemToRaw(t, item, asked) } : { deleted: true });
     }
     const restored = await restoreRefusedDeletions(refusedDeletions);
     if (retryable) throw retryable;
@@ -508,6 +590,9 @@ export function createSyncAPI(options) {
       const [table, id] = splitKey(key);
       (rejected[table] ??= []).push(id);
     }
+    // Held records stay out of "synced" too (not reverted): pushed by a later sync.
+    for (const e of held) (rejected[e.t.table] ??= []).push(e.id);
+    heldBy = held.length ? { servedRelease: asked, records: held.map((e) => ({ table: e.t.table, id: e.id })) } : null;
     return Object.keys(rejected).length ? { experimentalRejectedIds: rejected } : {};
   }
 
@@ -594,9 +679,16 @@ export function createSyncAPI(options) {
         if (error.code === "CONFLICT" && ++extra < maxRounds) continue;
         throw error;
       }
-      if (!(morePages || behind || pushedSomething || known.size)) return { ...stats };
-      if (!morePages && ++extra >= maxRounds) return { ...stats }; // edits keep coming: later
+      if (!(morePages || behind || pushedSomething || known.size)) return finished();
+      if (!morePages && ++extra >= maxRounds) return finished(); // edits keep coming: later
     }
+  }
+  // Records held for a server of the app's release (a rollback): the rest is synced,
+  // and the call throws, naming the release served, as a refused sync does.
+  function finished() {
+    if (!heldBy) return { ...stats };
+    const { servedRelease, records } = heldBy;
+    throw new SyncAPIError("HELD_FOR_RELEASE", `${records.length} record(s) wait for a server of release ${release}: a server of release ${servedRelease} does not know a field or type they change`, { servedRelease, held: records, stats: { ...stats } });
   }
 
   // One sync at a time; a call while one runs waits for the one after it.

@@ -310,10 +310,41 @@ def test_a_retired_release_is_told_to_upgrade_and_keeps_its_unpushed_document(
     assert run["after"] == [] and run["server"] == {"givenName": "Queued"}, run
 
 
-def test_a_release_2_app_on_a_release_1_server_is_told_and_loses_nothing(
+def test_a_release_2_app_on_a_release_1_server_syncs_what_it_knows_and_loses_nothing(
     report: dict[str, Any],
 ) -> None:
-    """A rollback: the module does not ask with release 1's documents (README, limits)."""
+    """A rollback (issue 47, Build 2): the app says which release added each field
+    (`fieldReleases`) and asks the release 1 server with release 1's documents."""
     run = report["rollback"]
-    assert run["refused"] is not None and run["refused"]["servedRelease"] == 1, run
-    assert run["after"] == [] and run["server"] == {"givenName": "Rolled", "nickname": "Rolly"}
+    # Pulled: a release 1 app's person, and a nickname cleared by a release 2 app (the
+    # server sends no version holding a field it does not know: not kept locally).
+    # Not past a nickname set meanwhile (a version it cannot render whole): its token
+    # stays below it, and what follows waits for a release 2 server.
+    assert run["pulled"] == {
+        "made": {"givenName": "Made on release 1"},
+        "cleared": {"givenName": "Cleared"},
+        "late": {"givenName": "Late"},
+        "made2": None,
+    }, run
+    # Pushed: the offline edit of a release 1 field; the server kept the nickname, and
+    # so did the device (the push's answer lacks it).
+    known = {"givenName": "Known", "familyName": "Edited", "nickname": "Kay"}
+    assert run["pushed"] == {"k": known, "server": known, "errors": []}, run
+    # In a batch with edits of nicknames: the release 1 field's goes, they wait
+    # (reported with the served release).
+    held = run["held"]
+    assert held["refused"] == {"code": "HELD_FOR_RELEASE", "servedRelease": 1}, run
+    assert held["server"]["cleared"] == {"givenName": "Cleared", "familyName": "Edited too"}, run
+    assert held["server"]["plain"] == {"givenName": "Plain"} and "r" not in held["server"], run
+    # A release 2 server again: the held rows go, the rest arrives; device and server agree.
+    assert run["after"] == [], run
+    assert run["server"] == {
+        "k": known,
+        "plain": {"givenName": "Plain", "nickname": "Plainy"},
+        "r": {"givenName": "Rolled", "nickname": "Rolly"},
+        "cleared": {"givenName": "Cleared", "familyName": "Edited too"},
+        "made": {"givenName": "Made on release 1"},
+        "late": {"givenName": "Late", "nickname": "Late"},
+        "made2": {"givenName": "Made after it"},
+    }, run
+    assert run["device"] == run["server"], run

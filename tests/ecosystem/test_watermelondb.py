@@ -292,16 +292,41 @@ def test_a_retired_release_is_told_to_upgrade_and_keeps_its_unsent_records(
     assert run["server"] == {"givenName": "Queued", "nickname": None}, run
 
 
-def test_a_release_2_app_served_by_a_release_1_server_is_told_and_loses_nothing(
+def test_a_release_2_app_served_by_a_release_1_server_syncs_what_it_knows_and_loses_nothing(
     report: dict[str, Any],
 ) -> None:
-    """A rollback: the module does not ask with release 1's documents (README, limits):
-    the sync throws, naming the release served, and the records wait."""
+    """A rollback (issue 47, Build 2): the tables say which release added their type
+    and fields (`release`, `fieldReleases`); the module asks the release 1 server with
+    release 1's documents."""
     run = report["rollback"]
-    assert run["refused"] is not None and run["refused"]["servedRelease"] == 1, run
-    assert run["kept"], run
+    during = run["during"]
+    known = {"givenName": "Known", "familyName": "Edited", "nickname": "Kay"}
+    # Pulled: a release 1 app's person, a nickname cleared by a release 2 app (the
+    # server sends no version holding a field it lacks); nothing past a nickname set
+    # meanwhile (a version it cannot render whole: its token stays below it).
+    device = during["device"]
+    assert device.get("made") == {"givenName": "Made on release 1"}, run
+    assert device["cleared"] == {"givenName": "Cleared"}, run
+    assert device["late"] == {"givenName": "Late"} and "made2" not in device, run
+    # Nor past a note (a type it lacks: its pages hold every type, so the note's change
+    # ends one, where `types` would skip it and move the token past it).
+    assert during["notes"] == [["rn", "kept"]], run
+    # Pushed: the edit of a release 1 field (the nickname kept on the server and here).
+    assert during["server"]["k"] == known and device["k"] == known, run
+    # Held, named in the error with the served release: the nickname edits, the note.
+    assert run["refused"] == {"code": "HELD_FOR_RELEASE", "servedRelease": 1}, run
+    assert during["server"]["plain"] == {"givenName": "Plain"}, run
+    assert "r" not in during["server"] and during["note"] is None and during["kept"], run
+    # A release 2 server again: the held records go, the rest arrives.
     assert run["after"] is None and run["clean"], run
     assert run["server"] == {
+        "k": known,
+        "plain": {"givenName": "Plain", "nickname": "Plainy"},
         "r": {"givenName": "Rolled", "nickname": "Rolly"},
-        "rn": {"text": "kept"},
-    }
+        "cleared": {"givenName": "Cleared"},
+        "made": {"givenName": "Made on release 1"},
+        "late": {"givenName": "Late", "nickname": "Late"},
+        "made2": {"givenName": "Made after it"},
+    }, run
+    assert run["device"] == run["server"] and run["note"] == {"text": "kept"}, run
+    assert run["notes"] == [["rn", "kept"], ["sn", "from release 2"]], run

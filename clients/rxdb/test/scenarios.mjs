@@ -677,6 +677,7 @@ function replicateRelease(db, tenant, release, at = url) {
     type: "PERSON",
     headers: auth,
     release,
+    fieldReleases: { nickname: 2 }, // schemaV2's field of release 2
     live: true,
     wsUrl: false,
     waitForLeadership: false,
@@ -752,19 +753,65 @@ async function upgradeRequired() {
 }
 
 async function rollback() {
-  // A release 2 app replicating through a release 1 server (a rollback): error$ says
-  // which release that server serves; the unpushed document waits, and goes once a
-  // release 2 server answers.
+  // A release 2 app replicating through a release 1 server (a rollback), then through
+  // a release 2 server again. During the rollback it asks with release 1's documents
+  // (`fieldReleases`): what a release 1 app wrote there, and a nickname cleared
+  // before it (a version that server renders whole), arrive; nothing after a
+  // nickname set meanwhile (a version it cannot render whole: its page ends there)
+  // does. Its edits of release 1 fields go (an offline one alone, then one in a batch
+  // with edits of nicknames); its edits of nicknames (a nickname set, a new person
+  // with one) wait, reported on error$ with the served release, and go, with the
+  // rest of the changes, once a release 2 server answers.
   const tenant = `${prefix}-rollback`;
   const name = `rollback-${prefix}`;
+  const old = process.env.RX_RELEASE1_URL;
+  const person = (id, fields) => ({ createPerson: { tenantID: tenant, id, person: fields } });
+  await push(tenant, [
+    person("k", { givenName: "Known", nickname: "Kay" }),
+    person("plain", { givenName: "Plain" }),
+    person("cleared", { givenName: "Cleared", nickname: "Gone" }),
+    person("late", { givenName: "Late" }),
+  ]);
   const db = await releaseDevice(name, 2);
   await replicateOnce(db, tenant, 2);
+  const local = async (id) => strip((await db.people.findOne(id).exec())?.toJSON() ?? null);
+  const strip = (doc) => doc && Object.fromEntries(Object.entries(doc).filter(([k]) => !k.startsWith("_") && k !== "id"));
+  const serverNow = async () => {
+    const query = `query($t: ID!) { changes(tenantID: $t, limit: 1000) {
+      items { ... on Person { id givenName familyName nickname } } } }`;
+    const { items } = (await gql(query, { t: tenant })).changes;
+    return Object.fromEntries(items.map(({ id, ...p }) => [id, Object.fromEntries(Object.entries(p).filter(([, v]) => v !== null))]));
+  };
+  const update = async (id, changes) => {
+    const { person: at } = await gql(`query($t: ID!, $id: ID!) { person(tenantID: $t, id: $id) { changeToken } }`, { t: tenant, id });
+    await push(tenant, [{ updatePerson: { tenantID: tenant, id, changeToken: at.changeToken, changes } }]);
+  };
+  // Offline: an edit of a release 1 field of a person with a nickname.
+  await (await db.people.findOne("k").exec()).incrementalPatch({ familyName: "Edited" });
+  // Meanwhile a release 2 app clears a nickname; then the rollback, where a release 1
+  // app creates a person, a release 2 app (on a server of its own) sets a nickname,
+  // and the release 1 app creates another.
+  await update("cleared", { nickname: null });
+  await push(tenant, [person("made", { givenName: "Made on release 1" })], old);
+  await update("late", { nickname: "Late" });
+  await push(tenant, [person("made2", { givenName: "Made after it" })], old);
+
+  const { state, errors } = replicateRelease(db, tenant, 2, old);
+  await Promise.race([state.awaitInSync(), sleep(5000)]); // a module that cannot: never
+  const pulled = { made: await local("made"), cleared: await local("cleared"), late: await local("late"), made2: await local("made2") };
+  const pushed = { k: await local("k"), server: (await serverNow()).k, errors: [...errors] };
+  // Still through the release 1 server: an edit of a release 1 field, then of nicknames.
+  await (await db.people.findOne("cleared").exec()).incrementalPatch({ familyName: "Edited too" });
+  await (await db.people.findOne("plain").exec()).incrementalPatch({ nickname: "Plainy" });
   await db.people.insert({ id: "r", givenName: "Rolled", nickname: "Rolly" });
-  const refused = await replicateOnce(db, tenant, 2, process.env.RX_RELEASE1_URL);
+  const done = async () => errors.length > 0 && (await serverNow()).cleared?.familyName === "Edited too";
+  for (let waited = 0; waited < 5000 && !(await done()); waited += 100) await sleep(100);
+  await state.cancel();
+  const held = { refused: errors[0] ?? null, server: await serverNow() };
   const after = await replicateOnce(db, tenant, 2);
+  const device = Object.fromEntries((await db.people.find().exec()).map((d) => [d.primary, strip(d.toJSON())]));
   await db.close();
-  const server = await gql(`query($t: ID!) { person(tenantID: $t, id: "r") { givenName nickname } }`, { t: tenant });
-  return { refused: refused[0] ?? null, after, server: server.person };
+  return { pulled, pushed, held, after, server: await serverNow(), device };
 }
 
 // Scenarios that need a server of their own settings run only when named (any

@@ -49,8 +49,8 @@ class Reminder extends Model {
   static table = "reminders";
 }
 
-async function gql(query, variables) {
-  const response = await fetch(url, {
+async function gql(query, variables, at = url) {
+  const response = await fetch(at, {
     method: "POST",
     headers: { "content-type": "application/json", ...auth },
     body: JSON.stringify({ query, variables }),
@@ -668,9 +668,9 @@ const migrationsV2 = schemaMigrations({
   ],
 });
 const TABLES_V2 = {
-  people: { ...TABLES.people, columns: { ...FIELDS, nickname: "nickname" } },
+  people: { ...TABLES.people, columns: { ...FIELDS, nickname: "nickname" }, fieldReleases: { nickname: 2 } },
   reminders: TABLES.reminders,
-  notes: { type: "NOTE", columns: NOTE_COLUMNS },
+  notes: { type: "NOTE", columns: NOTE_COLUMNS, release: 2 },
 };
 class Note extends Model {
   static table = "notes";
@@ -742,24 +742,82 @@ async function upgradeRequired() {
 }
 
 async function rollback() {
-  // A release 2 app served by a release 1 server (a rollback): its sync throws (the
-  // server cannot validate release 2's documents, and says it serves release 1);
-  // its unsent records stay, and go once a release 2 server answers.
+  // A release 2 app served by a release 1 server (a rollback), then by a release 2
+  // server again. During the rollback it asks with release 1's documents (its
+  // tables' `release` and `fieldReleases`): what a release 1 app wrote there, and a
+  // nickname cleared before it (a version that server renders whole), arrive;
+  // nothing after a nickname set meanwhile (a version it cannot render whole: its
+  // page ends there) does. Its edit of a release 1 field goes; its nickname edits
+  // and its note wait (the sync throws HELD_FOR_RELEASE, naming the release served),
+  // and go once a release 2 server answers.
   const tenant = `${prefix}-rollback`;
+  const old = process.env.WM_RELEASE1_URL;
+  const person = (id, fields) => ({ createPerson: { tenantID: tenant, id, person: fields } });
+  const push = async (mutations, at = url) => {
+    const data = await gql(`mutation($i: PushChangesInput!) { pushChanges(input: $i) { results { status } } }`, { i: { tenantID: tenant, mutations } }, at);
+    if (data.pushChanges.results.some((r) => r.status !== "APPLIED")) throw new Error(JSON.stringify(data));
+  };
+  const update = async (id, changes) => {
+    const { person: at } = await gql(`query($t: ID!, $id: ID!) { person(tenantID: $t, id: $id) { changeToken } }`, { t: tenant, id });
+    await push([{ updatePerson: { tenantID: tenant, id, changeToken: at.changeToken, changes } }]);
+  };
+  await push([
+    person("k", { givenName: "Known", nickname: "Kay" }),
+    person("plain", { givenName: "Plain" }),
+    person("cleared", { givenName: "Cleared", nickname: "Gone" }),
+    person("late", { givenName: "Late" }),
+  ]);
   const app = await releaseApp(tenant, 2);
   await app.api.sync();
+  const people = app.database.get("people");
+  const edit = (id, column, value) => app.database.write(async () => (await people.find(id)).update((r) => r._setRaw(column, value)));
+  // Offline: an edit of a release 1 field, a nickname set, a person with one, a note.
+  await edit("k", "family_name", "Edited");
+  await edit("plain", "nickname", "Plainy");
   await addPerson(app, "r", { given_name: "Rolled", nickname: "Rolly" });
   await app.database.write(() => app.database.get("notes").create((r) => { r._raw.id = "rn"; r._setRaw("text", "kept"); }));
-  app.via = process.env.WM_RELEASE1_URL;
+  // Meanwhile a release 2 app clears a nickname; then the rollback, where a release 1
+  // app creates a person, a release 2 app (on a server of its own) creates a note
+  // (a type release 1 lacks) and sets a nickname, and the release 1 app creates
+  // another person.
+  await update("cleared", { nickname: null });
+  await push([person("made", { givenName: "Made on release 1" })], old);
+  await push([{ createNote: { tenantID: tenant, id: "sn", note: { text: "from release 2" } } }]);
+  await update("late", { nickname: "Late" });
+  await push([person("made2", { givenName: "Made after it" })], old);
+  const local = async () => {
+    const out = {};
+    for (const r of await people.query().fetch()) {
+      out[r.id] = Object.fromEntries(
+        [["givenName", "given_name"], ["familyName", "family_name"], ["nickname", "nickname"]]
+          .filter(([, c]) => r._raw[c] !== null && r._raw[c] !== "")
+          .map(([f, c]) => [f, r._raw[c]]),
+      );
+    }
+    return out;
+  };
+  const serverAll = async () => {
+    const out = {};
+    for (const id of ["k", "plain", "cleared", "late", "made", "made2", "r"]) {
+      const data = await gql(`query($t: ID!, $id: ID!) { person(tenantID: $t, id: $id) { givenName familyName nickname } }`, { t: tenant, id }).catch(() => null);
+      if (data?.person) out[id] = Object.fromEntries(Object.entries(data.person).filter(([, v]) => v !== null));
+    }
+    return out;
+  };
+  app.via = old;
   const refused = await syncError(app);
-  const kept = await hasUnsyncedChanges({ database: app.database });
+  const notes = async () => (await app.database.get("notes").query().fetch()).map((r) => [r.id, r._raw.text]).sort();
+  const during = { device: await local(), notes: await notes(), server: await serverAll(), note: await serverItem("rn", tenant, "note"), kept: await hasUnsyncedChanges({ database: app.database }) };
   app.via = null;
   const after = await syncError(app);
   return {
     refused,
-    kept,
+    during,
     after,
-    server: { r: await serverItem("r", tenant), rn: await serverItem("rn", tenant, "note") },
+    device: await local(),
+    notes: await notes(),
+    server: await serverAll(),
+    note: await serverItem("rn", tenant, "note"),
     clean: !(await hasUnsyncedChanges({ database: app.database })),
   };
 }
