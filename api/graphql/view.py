@@ -95,10 +95,12 @@ class GraphQLView(GraphQL[Context, None]):
         if result.errors:
             result.errors = with_codes(result.errors)
         processed = await super().process_result(request, result)
-        if was_not_executed(result):
-            # A document this server's catalog cannot validate may be an app of a
-            # later release's (a rollback): the release served says what to ask instead.
-            processed["extensions"] = {**(processed.get("extensions") or {}), "release": RELEASE}
+        # Every answer says the release this server serves (docs/evolution.md): a
+        # document it cannot validate may be an app of a later release's (a
+        # rollback), told what to ask instead; and an app asking with an earlier
+        # release's documents learns when a server of a later one answered them
+        # (a rolling deploy), whose versions may hold fields they did not select.
+        processed["extensions"] = {**(processed.get("extensions") or {}), "release": RELEASE}
         if wants_graphql_response(request) and was_not_executed(result):
             # GraphQL over HTTP: a document that was never executed has no `data`,
             # and its response is a 400 (`__call__`).

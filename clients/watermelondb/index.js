@@ -190,18 +190,32 @@ export function createSyncAPI(options) {
   // until a server of an earlier one refuses them (a rollback); each call's pull
   // asks with the app's first, so a server of its release, back, answers whole.
   let asked = null;
+  // The release the last answer said its server serves (every answer says it).
+  let answeredRelease = null;
   // A request with the documents of `asked`; refused by a server of an earlier
   // release (`servedRelease`) whose documents leave something out, `asked` becomes
   // it and the request is asked again (a push's caller rebuilds its mutations).
   async function ask(kind, variables) {
-    for (;;) {
+    for (let attempt = 1; ; attempt++) {
       const docs = documents(asked);
       const vars = kind === "page" ? { ...variables, types: docs.types } : variables;
       try {
-        return await request(docs[kind], vars);
+        const data = await request(docs[kind], vars);
+        // An earlier release's documents answered by a server of a later one (a
+        // rolling deploy behind one address): its versions may hold fields they did
+        // not select, and a page stored so would move the token past them. Asked
+        // again with the app's (a push's answer is not: its rows hold those fields).
+        if (asked !== null && kind !== "push" && answeredRelease > asked) {
+          if (attempt >= 3) {
+            throw new SyncAPIError("UNAVAILABLE", "servers of several releases answered in turn (a rolling deploy): sync again");
+          }
+          asked = null;
+          continue;
+        }
+        return data;
       } catch (error) {
         const served = error.servedRelease;
-        if (!Number.isInteger(served) || (asked !== null && served >= asked) || !documents(served).partial) throw error;
+        if (attempt >= 3 || !Number.isInteger(served) || (asked !== null && served >= asked) || !documents(served).partial) throw error;
         asked = served;
         if (kind === "push") throw Object.assign(error, { askAgain: true });
       }
@@ -266,6 +280,7 @@ export function createSyncAPI(options) {
           ...(Number.isInteger(served) && release && served < release ? { servedRelease: served } : {}),
         });
       }
+      answeredRelease = body.extensions?.release;
       return body.data;
     }
   }

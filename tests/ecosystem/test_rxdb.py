@@ -58,6 +58,7 @@ def report(
             "upgrade",
             "retired",
             "rollback",
+            "rolling",
         )
     ]
     token = bearer(tenants, secret=TEST_AUTH_SECRET)["Authorization"].split()[1]
@@ -308,6 +309,16 @@ def test_a_retired_release_is_told_to_upgrade_and_keeps_its_unpushed_document(
     run = report["upgradeRequired"]
     assert run["refused"] == {"code": "UPGRADE_REQUIRED", "servedRelease": None}, run
     assert run["after"] == [] and run["server"] == {"givenName": "Queued"}, run
+
+
+def test_release_1_documents_answered_by_a_release_2_server_are_asked_again(
+    report: dict[str, Any],
+) -> None:
+    """A rolling deploy: refused by a release 1 server, asked again with release 1's
+    documents, answered by a release 2 server (it says so): asked again with the
+    app's, the nickname arrives."""
+    run = report["rollingDeploy"]
+    assert run["errors"] == [] and run["nickname"] == "F", run
 
 
 def test_a_release_2_app_on_a_release_1_server_syncs_what_it_knows_and_loses_nothing(

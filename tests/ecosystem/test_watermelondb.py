@@ -47,6 +47,7 @@ TENANTS = (
     "upgrade",
     "retired",
     "rollback",
+    "rolling",
 )
 
 
@@ -290,6 +291,16 @@ def test_a_retired_release_is_told_to_upgrade_and_keeps_its_unsent_records(
     assert run["kept"], run  # unsent, still marked so
     assert run["after"] is None and run["clean"], run  # the updated app sends it
     assert run["server"] == {"givenName": "Queued", "nickname": None}, run
+
+
+def test_release_1_documents_answered_by_a_release_2_server_are_asked_again(
+    report: dict[str, Any],
+) -> None:
+    """A rolling deploy: refused by a release 1 server, asked again with release 1's
+    documents, answered by a release 2 server (it says so): asked again with the
+    app's, the nickname arrives."""
+    run = report["rollingDeploy"]
+    assert run["error"] is None and run["nickname"] == "F", run
 
 
 def test_a_release_2_app_served_by_a_release_1_server_syncs_what_it_knows_and_loses_nothing(

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from sync_client import HttpTransport, SyncClient, TransportError
 
+from api.domain.catalog import RELEASE
 from api.settings import Settings
 from tests.convergence.checker import SECRET, environment
 from tests.convergence.faults import FaultyTransport
@@ -168,6 +169,10 @@ def test_a_pull_resumes_from_the_last_applied_page(url: str, tmp_path: Path, ten
     assert reader.items() == writer.items() and len(reader.items()) == 250
 
 
+# Every answer says the catalog release its server serves (contract 3.11).
+RELEASED = {"release": RELEASE}
+
+
 def test_the_transport_takes_the_address_or_the_endpoint_and_refuses_non_graphql(
     url: str, tenant: str
 ) -> None:
@@ -175,7 +180,7 @@ def test_the_transport_takes_the_address_or_the_endpoint_and_refuses_non_graphql
     query = "query($t: ID!) { changes(tenantID: $t) { changeToken } }"
     for given in (url, url + "/", url + "/graphql", url + "/graphql/"):
         body = HttpTransport(given, token).execute(query, {"t": tenant})
-        assert body == {"data": {"changes": {"changeToken": None}}}, given
+        assert body == {"data": {"changes": {"changeToken": None}}, "extensions": RELEASED}, given
     # A wrong path answers a plain-text 404: a TransportError that says so, not a crash.
     with pytest.raises(TransportError, match="HTTP 404 .* is not a GraphQL response"):
         HttpTransport(url + "/api", token).execute(query, {"t": tenant})

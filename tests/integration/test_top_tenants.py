@@ -70,6 +70,11 @@ def test_top_tenants_ranks_a_servers_tenants_by_capacity(served: tuple[str, Path
         gql.sync(busy)
         gql.create(light, "Person", {})
         gql.sync(reader)
+    # The server writes a request's line once its answer is sent: on a loaded
+    # machine the reader's came after the script read the log (CI, load 15).
+    deadline = time.monotonic() + 30
+    while reader not in log_path.read_text() and time.monotonic() < deadline:
+        time.sleep(0.1)
     out = io.StringIO()
     with redirect_stdout(out):
         top_tenants.main([str(log_path), "--top", "3"])

@@ -487,14 +487,31 @@ class SyncClient:
         server could not validate because it serves an earlier release (it says
         which) is asked again with that release's (unless not `again`), which the
         next requests use while they succeed. SyncFailed for any other error."""
-        for _ in range(2 if again else 1):
+        for _ in range(3):
             body = self.transport.execute(getattr(self._asked, document), variables)
-            if not body.get("errors"):
-                return body
             served = (body.get("extensions") or {}).get("release")
+            if not body.get("errors"):
+                if isinstance(served, int) and self._asked.release < min(
+                    served, self.schema.release
+                ):
+                    # An earlier release's documents answered by a server of a later
+                    # one (a rolling deploy): its versions may hold fields they did
+                    # not select, which a page stored as it came would lose for good.
+                    # Asked again with the documents of the release it serves (a
+                    # later server takes an earlier one's variables; a push is
+                    # replayed by its clientMutationIDs).
+                    self._asked = self.schema.at(min(served, self.schema.release))
+                    continue
+                return body
             if not isinstance(served, int) or served >= self._asked.release:
                 break
             self._asked = self.schema.at(served)
+            if not again:
+                break
+        if not body.get("errors"):
+            # Servers of two releases answered in turn three times (a rolling deploy).
+            raise SyncFailed([{"message": "servers of several releases answered in turn",
+                               "extensions": {"code": "UNAVAILABLE", "retryable": True}}])
         raise SyncFailed(body["errors"])
 
     def _next_batch(self) -> list[Entry]:

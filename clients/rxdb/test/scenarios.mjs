@@ -752,6 +752,32 @@ async function upgradeRequired() {
   return { refused: refused[0] ?? null, after, server: server.person };
 }
 
+async function rollingDeploy() {
+  // Behind one address during a rolling deploy: the first request reaches a release
+  // 1 server, which refuses the app's documents; asked again with release 1's, a
+  // release 2 server answers, with a version holding a nickname they do not select.
+  // Stored so, the checkpoint past it, the nickname never came.
+  const tenant = `${prefix}-rolling`;
+  await push(tenant, [{ createPerson: { tenantID: tenant, id: "f", person: { givenName: "Fay", nickname: "F" } } }]);
+  const db = await releaseDevice(`rolling-${prefix}`, 2);
+  const real = globalThis.fetch;
+  let first = true;
+  globalThis.fetch = (input, init) => {
+    if (!first) return real(input, init);
+    first = false;
+    return real(new Request(process.env.RX_RELEASE1_URL, new Request(input, init)));
+  };
+  let errors;
+  try {
+    errors = await replicateOnce(db, tenant, 2);
+  } finally {
+    globalThis.fetch = real;
+  }
+  const f = await db.people.findOne("f").exec();
+  await db.close();
+  return { errors, nickname: f?.get("nickname") ?? null };
+}
+
 async function rollback() {
   // A release 2 app replicating through a release 1 server (a rollback), then through
   // a release 2 server again. During the rollback it asks with release 1's documents
@@ -839,6 +865,7 @@ const everyday = {
   upgradeCatchesUp,
   upgradeRequired,
   rollback,
+  rollingDeploy,
 };
 const chosen = only ? Object.fromEntries(only.map((n) => [n, { ...everyday, ...named }[n]])) : everyday;
 const report = {};
