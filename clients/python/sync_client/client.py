@@ -510,8 +510,14 @@ class SyncClient:
                 break
         if not body.get("errors"):
             # Servers of two releases answered in turn three times (a rolling deploy).
-            raise SyncFailed([{"message": "servers of several releases answered in turn",
-                               "extensions": {"code": "UNAVAILABLE", "retryable": True}}])
+            raise SyncFailed(
+                [
+                    {
+                        "message": "servers of several releases answered in turn",
+                        "extensions": {"code": "UNAVAILABLE", "retryable": True},
+                    }
+                ]
+            )
         raise SyncFailed(body["errors"])
 
     def _next_batch(self) -> list[Entry]:
