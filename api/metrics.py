@@ -54,7 +54,7 @@ class Lines(Protocol):
 class Metric:
     name: str  # CloudWatch's metric name; Prometheus' is `sync_` and its snake case
     kind: str  # "counter", "histogram" (a distribution: CloudWatch keeps its statistics) or "gauge"
-    unit: str  # a CloudWatch unit: Count, Milliseconds
+    unit: str  # a CloudWatch unit: Count, Milliseconds, Seconds
     help: str
     labels: tuple[str, ...] = ()
     # A histogram's buckets on Prometheus, in seconds (CloudWatch keeps percentiles
@@ -116,6 +116,14 @@ UNAVAILABLE = Metric(
     "UNAVAILABLE errors (DynamoDB throttled or did not answer).",
     REQUEST_DIMENSIONS,
 )
+TENANT_THROTTLED = Metric(
+    "TenantThrottled",
+    "counter",
+    "Count",
+    "Calls a tenant's gate refused with UNAVAILABLE: more of its reads or writes at once "
+    "than it admits (api.tenant_gate; a server's throttling of one tenant).",
+    REQUEST_DIMENSIONS,
+)
 PUSH_ENTRIES = Metric(
     "PushEntries",
     "counter",
@@ -159,34 +167,35 @@ STREAM_READER = Metric(
 LEASE_TAKEOVERS = Metric(
     "LeaseTakeovers", "counter", "Count", "Times this server took the stream reader's lease."
 )
+# The relay of pokes between servers (api.realtime.relay): a server's equivalent of
+# the fan-out's failure queue on AWS.
+RELAY_PENDING = Metric(
+    "RelayPending",
+    "gauge",
+    "Count",
+    "Tenants whose newest poke the stream reader has still to post to another server.",
+)
+RELAY_BEHIND = Metric(
+    "RelayBehindSeconds",
+    "gauge",
+    "Seconds",
+    "How long the most behind server has had pokes owed and every post to it failing.",
+)
+RELAY_POST_FAILURES = Metric(
+    "RelayPostFailures", "counter", "Count", "Posts of pokes to another server that failed."
+)
 # The blob sweep.
 SWEEP_CALLS = Metric("SweepCalls", "counter", "Count", "Resumable calls of the blob sweep.")
 SWEEP_FAILURES = Metric("SweepFailures", "counter", "Count", "Sweep rounds that raised.")
-
-CATALOG: tuple[Metric, ...] = (
-    REQUESTS,
-    LATENCY,
-    CAPACITY_UNITS,
-    WRITE_UNITS,
-    RESPONSES,
-    CONFLICTS,
-    REPLAYS,
-    RESYNC_REQUIRED,
-    TENANT_DELETED,
-    UNAVAILABLE,
-    PUSH_ENTRIES,
-    POKES_SENT,
-    POKE_DELAY,
-    SOCKETS_OPEN,
-    WEBSOCKET_MESSAGES,
-    FANOUT_FAILURES,
-    DRAINED_BATCHES,
-    DRAIN_FAILURES,
-    STREAM_READER,
-    LEASE_TAKEOVERS,
-    SWEEP_CALLS,
-    SWEEP_FAILURES,
+SWEEP_LAST_SUCCESS = Metric(
+    "SweepLastSuccessTimestampSeconds",
+    "gauge",
+    "Seconds",
+    "When a sweep round last ended without raising (a server's scripts/sweep --metrics-file).",
 )
+
+# Every metric above, in the order defined.
+CATALOG: tuple[Metric, ...] = tuple(m for m in list(globals().values()) if isinstance(m, Metric))
 
 # The codes an answer can carry (contract 3.5), the most telling first: a request's
 # outcome is the first of its codes in this order ("OK" with none). A code outside
@@ -270,6 +279,7 @@ def request_values(
         (RESYNC_REQUIRED, codes.count("RESYNC_REQUIRED")),
         (TENANT_DELETED, codes.count("TENANT_DELETED")),
         (UNAVAILABLE, codes.count("UNAVAILABLE")),
+        (TENANT_THROTTLED, log.throttled),
     ):
         if value:
             values.append((metric, float(value), {}))

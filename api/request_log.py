@@ -37,6 +37,7 @@ class RequestLog:
     root_field: str | None = None
     push_statuses: dict[str, int] = field(default_factory=dict)  # pushChanges entries
     replays: int = 0  # push entries answered from a stored outcome
+    throttled: int = 0  # calls the tenant's gate refused (api.tenant_gate)
 
     def track(self, work: asyncio.Future[Any]) -> None:
         if not work.done():

@@ -16,6 +16,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+from api import request_log
 from api.domain.errors import Unavailable
 
 # A tenant's writes commit one at a time; four in flight keep the next one ready
@@ -41,6 +42,9 @@ class TenantGate:
     async def enter(self, tenant_id: str) -> AsyncIterator[None]:
         semaphore, users = self._gates.get(tenant_id, (asyncio.Semaphore(self._writers), 0))
         if users >= self._writers + self._max_waiting:
+            log = request_log.current()
+            if log is not None:  # the operators' TenantThrottled (api.metrics)
+                log.throttled += 1
             raise Unavailable(f"too many concurrent {self._what} of this tenant; retry")
         self._gates[tenant_id] = (semaphore, users + 1)
         try:

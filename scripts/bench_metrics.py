@@ -8,16 +8,21 @@ Prometheus against off; and a Lambda's cold start (a fresh process importing
 Both sides write the request's line where production does: with metrics off the
 Lambda's line goes through `logging` to a handler in the Lambda runtime's format,
 with EMF the document goes to stdout; here both to /dev/null (a write each). A
-server logs its line either way. The figures: the median over rounds of a call's
-mean time in the round, by the clock and in this process's CPU (every thread: the
-server's work, not DynamoDB Local's, which runs in its own process and which other
-work on a shared machine disturbs far less), and their ratios to off's; cold starts
-by the clock and in the child's CPU. On a shared machine
-both swing by 10% and more from run to run (load averages of 15 on 2 cores), so
-`--instructions` counts instead what a poll costs the Lambda's process in
-instructions, which the load does not change: a child process serving K polls
-through `api.lambda_handler` under cachegrind (valgrind), METRICS=emf and off, at
-two K, the difference per poll. Run with
+server logs its line either way. Every call of a round is made by each side in
+turn, the order alternating call by call. The figures: a call's mean time in each
+round, by the clock and in this process's CPU (every thread: the server's work, not
+DynamoDB Local's, which runs in its own process), their medians over rounds, and the
+median of the rounds' ratios to off's; and the sink's own cost measured where it is
+spent: the CPU time of the thread running `Metrics.request` (the request's line and
+metrics), its median, and how much more than off's it is as a share of off's
+request CPU. Cold starts by the clock and in the child's CPU. On a shared machine
+the clock swings by 15% between two sides that are the same (an A/A run, both
+Lambda sides off, 8 rounds, load average 8: a poll 0.85x, a page 1.04x) and CPU by
+2-3% (1.00x, 1.03x), so
+`--instructions` counts instead what a poll and a page of 100 cost the Lambda's
+process in instructions, which the load does not change: a child process serving K
+requests through `api.lambda_handler` under cachegrind (valgrind), METRICS=emf and
+off, at two K, the difference per request. Run with
 `scripts/bench-metrics [--rounds N] [--calls N] [--cold-rounds N] [--instructions]`.
 """
 
@@ -88,7 +93,8 @@ def main(argv: list[str] | None = None) -> int:
             "server, Prometheus": Prometheus,
             "server, off": metrics.Metrics,
         }
-        calls = {name: _caller(name, make(), settings, token) for name, make in sinks.items()}
+        sinks_made = {name: _Timed(make()) for name, make in sinks.items()}
+        calls = {name: _caller(name, sink, settings, token) for name, sink in sinks_made.items()}
         head = _seed(calls["Lambda, off"])
         # As the Lambda handler and scripts/serve do once their app is built: startup's
         # heap (here four apps') left out of collections, which would otherwise walk it
@@ -98,43 +104,66 @@ def main(argv: list[str] | None = None) -> int:
             "poll": (CHANGES, {"t": TENANT, "s": head}),
             "page of 100": (CHANGES, {"t": TENANT, "l": 100}),
         }
-        means: dict[tuple[str, str], list[float]] = {}
+        # Each call of a round is made by every side in turn (the order alternating
+        # call by call), so a burst of other work on the machine lands on all sides
+        # alike; a round's ratio is on's time over off's in that round, and the
+        # figure is the median of the rounds' ratios.
+        ms: dict[tuple[str, str], list[float]] = {}
         cpu: dict[tuple[str, str], list[float]] = {}
         for round_ in range(args.rounds + 1):
-            order = list(calls) if round_ % 2 else list(reversed(calls))
             for op, (query, variables) in ops.items():
-                for name in order:
-                    call = calls[name]
-                    started, used = time.perf_counter(), time.process_time()
-                    for _ in range(args.calls):
-                        call(query, variables)
-                    ms = (time.perf_counter() - started) * 1000 / args.calls
-                    cpu_ms = (time.process_time() - used) * 1000 / args.calls
-                    if round_ > 0:  # the first warms caches and DynamoDB Local's JIT
-                        means.setdefault((op, name), []).append(ms)
-                        cpu.setdefault((op, name), []).append(cpu_ms)
+                _Timed.op = op if round_ > 0 else ""
+                wall = dict.fromkeys(calls, 0.0)
+                used = dict.fromkeys(calls, 0.0)
+                for i in range(args.calls):
+                    for name in list(calls) if (round_ + i) % 2 else list(reversed(calls)):
+                        started, cpu_started = time.perf_counter(), time.process_time()
+                        calls[name](query, variables)
+                        wall[name] += time.perf_counter() - started
+                        used[name] += time.process_time() - cpu_started
+                if round_ > 0:  # the first warms caches and DynamoDB Local's JIT
+                    for name in calls:
+                        ms.setdefault((op, name), []).append(wall[name] * 1000 / args.calls)
+                        cpu.setdefault((op, name), []).append(used[name] * 1000 / args.calls)
+        own = {name: sink.own_us() for name, sink in sinks_made.items()}
         cold = _cold_starts(settings, token, args.cold_rounds)
     print(
-        f"\nmetrics on against off: a request's time, median of {args.rounds} rounds of "
-        f"{args.calls} calls, alternating"
+        f"\nmetrics on against off: a request's time, {args.rounds} rounds of {args.calls} "
+        "calls, the sides alternating call by call; ms and CPU ms: medians of the rounds' "
+        "means; / off: the median of the rounds' ratios; sink us: the request's line and "
+        "metrics (`Metrics.request`), median CPU of the thread, and its share beyond off's "
+        "of off's CPU"
     )
-    print(f"{'operation':<14}{'where':<22}{'ms':>8}{'/ off':>8}{'CPU ms':>8}{'/ off':>8}")
+    print(
+        f"{'operation':<14}{'where':<22}{'ms':>8}{'/ off':>8}{'CPU ms':>8}{'/ off':>8}"
+        f"{'sink us':>9}{'share':>8}"
+    )
     result: dict[str, Any] = {}
-    for (op, name), values in means.items():
-        off = (op, name.split(",")[0] + ", off")
-        ms, base = statistics.median(values), statistics.median(means[off])
-        used, cpu_base = statistics.median(cpu[(op, name)]), statistics.median(cpu[off])
-        result[f"{op} | {name}"] = {"ms": round(ms / base, 4), "cpu": round(used / cpu_base, 4)}
-        print(f"{op:<14}{name:<22}{ms:>8.3f}{ms / base:>8.3f}{used:>8.3f}{used / cpu_base:>8.3f}")
+    for (op, name), values in ms.items():
+        off_name = name.split(",")[0] + ", off"
+        off = (op, off_name)
+        ratio = statistics.median(a / b for a, b in zip(values, ms[off], strict=True))
+        cpu_ratio = statistics.median(a / b for a, b in zip(cpu[(op, name)], cpu[off], strict=True))
+        cpu_ms = statistics.median(cpu[(op, name)])
+        share = (own[name][op] - own[off_name][op]) / 1000 / statistics.median(cpu[off])
+        result[f"{op} | {name}"] = {
+            "ms": round(ratio, 4),
+            "cpu": round(cpu_ratio, 4),
+            "sink share": round(share, 4),
+        }
+        print(
+            f"{op:<14}{name:<22}{statistics.median(values):>8.3f}{ratio:>8.3f}{cpu_ms:>8.3f}"
+            f"{cpu_ratio:>8.3f}{own[name][op]:>9.1f}{share:>8.1%}"
+        )
     print(f"\ncold start (process start to exit, import and one poll), {args.cold_rounds} rounds")
     print(f"{'METRICS':<14}{'min ms':>8}{'median':>8}{'/ off':>8}{'CPU ms':>8}{'/ off':>8}")
     walls, cpus = cold
     for kind, values in walls.items():
         low, mid = min(values), statistics.median(values)
-        used = min(cpus[kind])
+        least = min(cpus[kind])
         print(
             f"{kind:<14}{low:>8.0f}{mid:>8.0f}{mid / statistics.median(walls['off']):>8.3f}"
-            f"{used:>8.0f}{used / min(cpus['off']):>8.3f}"
+            f"{least:>8.0f}{least / min(cpus['off']):>8.3f}"
         )
     result["cold start emf / off"] = {
         "median ms": round(statistics.median(walls["emf"]) / statistics.median(walls["off"]), 4),
@@ -142,6 +171,31 @@ def main(argv: list[str] | None = None) -> int:
     }
     print(json.dumps(result))
     return 0
+
+
+class _Timed(metrics.Metrics):
+    """A sink that measures its `request` (the line and the metrics): the CPU time of
+    the thread that runs it, by operation (the one running: `_Timed.op`)."""
+
+    op = ""
+
+    def __init__(self, sink: metrics.Metrics) -> None:
+        self.sink = sink
+        self.spent: dict[str, list[int]] = {}
+
+    def request(self, log: Any, status: int, duration_ms: float) -> None:
+        started = time.thread_time_ns()
+        self.sink.request(log, status, duration_ms)
+        self.spent.setdefault(_Timed.op, []).append(time.thread_time_ns() - started)
+
+    def add(self, metric: metrics.Metric, value: float = 1.0, **labels: str) -> None:
+        self.sink.add(metric, value, **labels)
+
+    def gauge(self, metric: metrics.Metric, read: Callable[[], float]) -> None:
+        self.sink.gauge(metric, read)
+
+    def own_us(self) -> dict[str, float]:
+        return {op: statistics.median(ns) / 1000 for op, ns in self.spent.items() if op}
 
 
 def _caller(
@@ -227,9 +281,9 @@ def _cold_starts(
     return times, cpu
 
 
-# A child serving `argv[1]` polls through the Lambda handler (under cachegrind).
-# The runtime's root handler writes what goes through `logging` (off's line, and
-# Mangum's), as on Lambda.
+# A child serving `argv[1]` requests (its event's) through the Lambda handler (under
+# cachegrind). The runtime's root handler writes what goes through `logging` (off's
+# line, and Mangum's), as on Lambda.
 POLLS = (
     "import json, logging, os, sys, types\n"
     "from api.lambda_handler import handler\n"
@@ -242,45 +296,64 @@ POLLS = (
     "    answer = handler(event, context)\n"
     "    assert answer['statusCode'] == 200 and 'errors' not in json.loads(answer['body'])\n"
 )
-FEW, MANY = 10, 60
+# Requests served by the two children of each kind: the difference, per request, is
+# a request's instructions without the process's start.
+FEW_MANY = {"poll": (10, 60), "page of 100": (5, 25)}
 
 
 def _instructions() -> int:
-    """Instructions per poll of the Lambda's process, METRICS=emf against off."""
+    """Instructions per request (a poll, a page of 100) of the Lambda's process,
+    METRICS=emf against off."""
     import re
 
     token = make_local_token(SECRET, "bench", [TENANT], 3600)
-    per_poll: dict[str, float] = {}
+    per_request: dict[str, dict[str, float]] = {}
     with local_engine_settings() as settings:
+        head = _seed(_caller("Lambda, off", metrics.Metrics(), settings, token))
         env = _lambda_env(settings, token)
-        for kind in ("off", "emf"):
-            counts = []
-            for polls in (FEW, MANY):
-                done = subprocess.run(
-                    [
-                        "valgrind",
-                        "--tool=cachegrind",
-                        "--cache-sim=no",
-                        "--cachegrind-out-file=/dev/null",
-                        sys.executable,
-                        "-c",
-                        POLLS,
-                        str(polls),
-                    ],
-                    env={**env, "METRICS": kind},
-                    cwd=PROJECT_ROOT,
-                    capture_output=True,
-                    text=True,
-                    check=True,
-                )
-                found = re.search(r"I\s+refs:\s+([\d,]+)", done.stderr)
-                assert found, done.stderr[-2000:]
-                counts.append(int(found[1].replace(",", "")))
-            per_poll[kind] = (counts[1] - counts[0]) / (MANY - FEW)
-    print(f"\na poll through the Lambda handler, instructions ({MANY} polls less {FEW})")
-    for kind, count in per_poll.items():
-        print(f"METRICS={kind:<6}{count:>14,.0f}{count / per_poll['off']:>8.4f}")
-    print(json.dumps({"instructions per poll": per_poll}))
+        template = json.loads(env["COLD_START_EVENT"])
+        bodies = {
+            "poll": {"query": CHANGES, "variables": {"t": TENANT, "s": head}},
+            "page of 100": {"query": CHANGES, "variables": {"t": TENANT, "l": 100}},
+        }
+        for op, body in bodies.items():
+            event = json.dumps({**template, "body": json.dumps(body)})
+            few, many = FEW_MANY[op]
+            for kind in ("off", "emf"):
+                counts = []
+                for requests in (few, many):
+                    done = subprocess.run(
+                        [
+                            "valgrind",
+                            "--tool=cachegrind",
+                            "--cache-sim=no",
+                            "--cachegrind-out-file=/dev/null",
+                            sys.executable,
+                            "-c",
+                            POLLS,
+                            str(requests),
+                        ],
+                        # One hash seed for both kinds: sets' and dicts' layouts alike.
+                        env={
+                            **env,
+                            "METRICS": kind,
+                            "COLD_START_EVENT": event,
+                            "PYTHONHASHSEED": "0",
+                        },
+                        cwd=PROJECT_ROOT,
+                        capture_output=True,
+                        text=True,
+                        check=True,
+                    )
+                    found = re.search(r"I\s+refs:\s+([\d,]+)", done.stderr)
+                    assert found, done.stderr[-2000:]
+                    counts.append(int(found[1].replace(",", "")))
+                per_request.setdefault(op, {})[kind] = (counts[1] - counts[0]) / (many - few)
+    print("\na request through the Lambda handler, instructions (a child serving many less few)")
+    for op, kinds in per_request.items():
+        for kind, count in kinds.items():
+            print(f"{op:<14}METRICS={kind:<6}{count:>14,.0f}{count / kinds['off']:>8.4f}")
+    print(json.dumps({"instructions per request": per_request}))
     return 0
 
 

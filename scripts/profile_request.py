@@ -32,6 +32,17 @@ from scripts.benchmarks.harness import SECRET as BENCH_SECRET
 # (layer, a path fragment of the function's file); the first that matches wins.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("authentication", ("/api/auth.py", "/jwt/", "/cryptography/")),
+    # The request's log line and the operators' metrics (a server's: Prometheus).
+    (
+        "log line, metrics",
+        (
+            "/api/request_log.py",
+            "/api/metrics.py",
+            "/api/prometheus_metrics.py",
+            "/prometheus_client/",
+            "/aws_lambda_powertools/",
+        ),
+    ),
     ("GraphQL parse", ("/graphql/language/",)),
     ("GraphQL validate", ("/graphql/validation/", "/api/graphql/documents.py")),
     ("GraphQL execute", ("/graphql/execution/", "/strawberry/", "/api/graphql/", "/graphql/")),

@@ -8,7 +8,11 @@ engines `scripts/serve` started (or DYNAMODB_ENDPOINT and S3_ENDPOINT).
                                          # uploaded now are past the 7-day grace
 
 A blob found unreferenced is marked by one pass and deleted by a pass at least an
-hour (MARK_S) later: run the second with --ahead-days larger by 0.05 or more."""
+hour (MARK_S) later: run the second with --ahead-days larger by 0.05 or more.
+
+On a server, cron runs it hourly (docs/operations.md); with --metrics-file PATH
+each round writes its metrics (calls, failures, the last success) for
+node_exporter's textfile collector, which prometheus-alerts.yml's sweep rules read."""
 
 from __future__ import annotations
 
@@ -27,6 +31,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tenant", help="sweep this tenant only, a whole pass")
     parser.add_argument(
         "--ahead-days", type=float, default=0.0, help="run as if this many days later"
+    )
+    parser.add_argument(
+        "--metrics-file",
+        help="write the round's metrics here (Prometheus text format, node_exporter's "
+        "textfile collector)",
     )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
@@ -48,7 +57,15 @@ def main(argv: list[str] | None = None) -> int:
             if call.done:
                 break
         return 0
-    calls = sweep.sweep_due(budget_s=240)
+    calls, failed = 0, True
+    try:
+        calls = sweep.sweep_due(budget_s=240)
+        failed = False
+    finally:
+        if args.metrics_file:
+            from api.prometheus_metrics import write_sweep_textfile
+
+            write_sweep_textfile(args.metrics_file, calls, failed, time.time())
     print(f"==> {calls} calls")
     return 0
 

@@ -67,6 +67,9 @@ class LocalRealtime:
         sink.gauge(
             metrics.STREAM_READER, lambda: int(self.lease is not None and self.lease.reading)
         )
+        self._relay: PokeRelay | None = None  # this server's, once it joins the lease
+        sink.gauge(metrics.RELAY_PENDING, lambda: self._relay.owed()[0] if self._relay else 0)
+        sink.gauge(metrics.RELAY_BEHIND, lambda: self._relay.owed()[1] if self._relay else 0)
         self.follower: StreamFollower | None = None  # this process reads the stream itself
         self.lease: StreamReaderLease | None = None  # or whoever holds the lease does
         self.receiver: PokeReceiver | None = None
@@ -219,7 +222,11 @@ class LocalRealtime:
 
     def _start_lease(self, url: str) -> None:
         settings = self._settings
-        relay = PokeRelay(relay_key(settings.cursor_secret), epoch=lambda: lease.epoch)
+        relay = self._relay = PokeRelay(
+            relay_key(settings.cursor_secret),
+            epoch=lambda: lease.epoch,
+            on_failure=lambda: self._metrics.add(metrics.RELAY_POST_FAILURES),
+        )
 
         def publish_and_relay(tenant_id: str, token: str) -> None:
             self.publish(tenant_id, token)

@@ -69,6 +69,7 @@ import http.client
 import json
 import logging
 import threading
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -229,8 +230,10 @@ class _Follower:
         post_timeout_s: float,
         ready: threading.Event,
         stamp: Callable[[], tuple[int, int]],
+        on_failure: Callable[[], None] = lambda: None,
     ) -> None:
         self.server_id = server_id
+        self._on_failure = on_failure
         self._stamp = stamp  # the reader's epoch and the next post's number
         self.url = url.rstrip("/") + PATH
         self._ready = ready
@@ -239,6 +242,7 @@ class _Follower:
         self._lock = threading.Lock()
         self._pokes: dict[str, str] = {}
         self._catch_up = True  # the first post makes it catch up
+        self.failing_since: float | None = None  # its first failed post since one landed
         self._waiting = threading.Event()
         self._waiting.set()
         self._stopped = threading.Event()
@@ -307,8 +311,11 @@ class _Follower:
                 )
                 if status == 204:
                     backoff = _BACKOFF_S[0]
+                    self.failing_since = None
                     continue
                 self._give_back(pokes, catch_up)
+                self.failing_since = self.failing_since or time.monotonic()
+                self._on_failure()
                 logger.warning(
                     "posting pokes to server %s at %s failed (%s); again in %s s",
                     self.server_id,
@@ -330,8 +337,10 @@ class PokeRelay:
         key: bytes,
         epoch: Callable[[], int],
         post_timeout_s: float = POST_TIMEOUT_S,
+        on_failure: Callable[[], None] = lambda: None,
     ) -> None:
         self._key = key
+        self._on_failure = on_failure
         self._epoch = epoch  # the lease's counter when this server took it
         self._seq = 0  # raised for every post, to whichever follower: never reused
         self._post_timeout_s = post_timeout_s
@@ -350,9 +359,13 @@ class PokeRelay:
                 if known is None or known.url != url.rstrip("/") + PATH:
                     if known is not None:
                         known.stop()
-                    self._followers[server_id] = _Follower(
-                        server_id, url, self._key, self._post_timeout_s, self._ready, self._stamp
-                    )
+                    self._followers[server_id] = self._follower(server_id, url)
+
+    def _follower(self, server_id: str, url: str) -> _Follower:
+        ready, failed = self._ready, self._on_failure
+        return _Follower(
+            server_id, url, self._key, self._post_timeout_s, ready, self._stamp, failed
+        )
 
     def _stamp(self) -> tuple[int, int]:
         with self._lock:
@@ -373,6 +386,15 @@ class PokeRelay:
             followers = list(self._followers.values())
         for follower in followers:
             follower.catch_up()
+
+    def owed(self) -> tuple[int, float]:
+        """Tenants' pokes still to post, and the longest any follower's posts have failed
+        (`RelayPending`, `RelayBehindSeconds`: on AWS, FanoutFailures' size and age)."""
+        with self._lock:
+            followers = list(self._followers.values())
+        now = time.monotonic()
+        behind = [now - f.failing_since for f in followers if f.failing_since is not None]
+        return sum(len(f._pokes) for f in followers), max(behind, default=0.0)
 
     def stop(self) -> None:
         self.follow({})

@@ -44,6 +44,25 @@ APPSYNC_OPERATION_USD = 4.00 / 1_000_000
 # metric, billed by the month whether or not it gets data that hour (prorated by
 # the hour); an alarm is billed per metric it reads (a metric-math alarm per metric
 # of its expression); a dashboard by the month past the first three free.
+# Checked 2026-11-27 (issue 50) against the stored text of the pricing page and of
+# pages quoting its paid tiers (the page's own tables are not in its stored text):
+# - free tier: https://aws.amazon.com/cloudwatch/pricing/ (10 custom metrics, 10
+#   standard-resolution alarm metrics, 3 dashboards of up to 50 metrics each, 5 GB
+#   of logs a month; the figures here leave the free tier out).
+# - logs, $0.50 a GB ingested and $0.03 a GB-month stored (standard class):
+#   https://c3x.dev/blog/cloudwatch-logs-cost-optimization ("us-east-1, June 2026"),
+#   https://hykell.com/knowledge-base/aws-cloudwatch-logs-pricing. Since 2025-05-01 a
+#   Lambda function's logs are billed in volume tiers, the first (10 TB a month) at
+#   that same $0.50 (https://www.duckbillgroup.com/?p=9080: 60 TB a month, $30,000
+#   flat, $12,500 tiered, i.e. 10 TB at $0.50, 20 at $0.25, 20 at $0.10, then $0.05):
+#   an account logging more pays less a GB than this.
+# - custom metrics, $0.30 a metric-month for the first 10,000 (then $0.10, $0.05,
+#   $0.02): https://github.com/nishinoshake/aws-rough/issues/37, transcribing the
+#   pricing page's table.
+# - alarms, $0.10 a standard-resolution alarm metric a month ($0.30 high resolution):
+#   https://c3x.dev/resources/aws/aws_cloudwatch_metric_alarm.
+# - dashboards, $3.00 a dashboard-month: the aws-rough issue above, and
+#   https://www.factualminds.com/blog/amazon-cloudwatch-pricing-metrics-logs-alarms-dashboards/.
 CLOUDWATCH_PRICES_AS_OF = "CloudWatch, us-east-1, list prices of 2026-11-27"
 CLOUDWATCH_LOGS_INGEST_GB_USD = 0.50
 CLOUDWATCH_LOGS_STORAGE_GB_MONTH_USD = 0.03

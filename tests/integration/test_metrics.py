@@ -10,6 +10,7 @@ import json
 import re
 from collections import defaultdict
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,9 +20,11 @@ from starlette.testclient import TestClient
 
 from api import metrics
 from api.app import create_app
+from api.prometheus_metrics import write_sweep_textfile
 from api.settings import PROJECT_ROOT, Settings
 from tests.support.faults import Fault, connection_refused
 from tests.support.gql import GraphQLClient, bearer
+from tests.support.prometheus_text import samples_of_file
 
 Inject = Callable[[str, Callable[..., Any]], None]
 TOKEN = "metrics-token"
@@ -87,7 +90,7 @@ def _settings(settings: Settings, kind: str) -> Settings:
 
 
 def test_metrics_is_prometheus_exposition_for_the_health_token_holder_only(
-    settings: Settings, tenant: str, inject: Inject
+    settings: Settings, tenant: str, inject: Inject, tmp_path: Path
 ) -> None:
     with TestClient(create_app(_settings(settings, "prometheus"))) as client:
         _known_traffic(client, tenant, inject, settings)
@@ -122,9 +125,16 @@ def test_metrics_is_prometheus_exposition_for_the_health_token_holder_only(
         if s.name == "sync_latency_seconds_count"
     }
     assert latency[(("outcome", "OK"), ("root_field", "changes"))] == POLLS
-    _check_alert_rules(
-        {s.name for f in text_string_to_metric_families(scraped.text) for s in f.samples}
-    )
+    # A series /metrics declares (its family's HELP and TYPE) but has no sample of yet,
+    # being labelled and not yet counted (TenantThrottled here), is exposed too.
+    families = list(text_string_to_metric_families(scraped.text))
+    declared = {f"{f.name}_total" for f in families if f.type == "counter"}
+    exposed = {s.name for f in families for s in f.samples} | declared
+    assert {"sync_relay_pending", "sync_relay_behind_seconds"} <= exposed
+    # The sweep's, on a server: the file scripts/sweep --metrics-file writes.
+    sweep = tmp_path / "sweep.prom"
+    write_sweep_textfile(str(sweep), calls=1, failed=False, now_s=1.0)
+    _check_alert_rules(exposed | set(samples_of_file(sweep)))
 
 
 # Series Prometheus makes itself (not a target's): `up` is 0 when a scrape fails.
@@ -132,7 +142,8 @@ _PROMETHEUS_OWN = {"up"}
 
 
 def _check_alert_rules(exposed: set[str]) -> None:
-    """Each rule of prometheus-alerts.yml reads series /metrics exposes."""
+    """Each rule of prometheus-alerts.yml reads series /metrics exposes (or the
+    sweep's file, for the sweep's rules)."""
     rules = yaml.safe_load((PROJECT_ROOT / "prometheus-alerts.yml").read_text())
     (group,) = rules["groups"]
     assert group["rules"]

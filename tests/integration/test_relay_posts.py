@@ -29,15 +29,22 @@ TOKEN = "01M8F7ERXT4VHEJ3QBSJD8PCDC"
 
 
 class _Recorder(http.server.BaseHTTPRequestHandler):
-    """Takes every post (204); holds a catch-up until the test lets it go."""
+    """Takes every post (204); holds a catch-up until the test lets it go; answers 503
+    while `failing` is set."""
 
     protocol_version = "HTTP/1.1"  # keeps connections open, as uvicorn does
     posts: list[dict[str, Any]] = []
     connections: set[int] = set()
     release = threading.Event()
+    failing = threading.Event()
 
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+        if type(self).failing.is_set():
+            self.send_response(503)
+            self.send_header("content-length", "0")
+            self.end_headers()
+            return
         type(self).posts.append(body)
         type(self).connections.add(id(self.connection))
         if body["catchUp"]:
@@ -53,6 +60,7 @@ class _Recorder(http.server.BaseHTTPRequestHandler):
 def follower() -> Iterator[str]:
     _Recorder.posts, _Recorder.connections = [], set()
     _Recorder.release = threading.Event()
+    _Recorder.failing = threading.Event()
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
@@ -101,6 +109,30 @@ def test_pokes_are_posted_while_a_catch_up_is_held(follower: str) -> None:
         _until(lambda: _poked() >= 70, "every poke")
         assert len(_Recorder.posts) > 3
         assert len(_Recorder.connections) <= relay.SENDERS, len(_Recorder.connections)
+    finally:
+        poster.stop()
+
+
+def test_a_failing_follower_is_behind_and_owed_its_pokes_until_a_post_lands(
+    follower: str,
+) -> None:
+    """What a server's /metrics shows of the relay (RelayPending, RelayBehindSeconds,
+    RelayPostFailures; docs/operations.md): while a follower answers 503 its pokes
+    are owed and its failing time grows; once a post lands, nothing is owed."""
+    _Recorder.release.set()
+    _Recorder.failing.set()
+    failures: list[int] = []
+    poster = PokeRelay(KEY, epoch=lambda: 1, on_failure=lambda: failures.append(1))
+    poster.follow({"f": follower})
+    poster.catch_up()
+    try:
+        for i in range(3):
+            poster.offer(f"tenant{i}", TOKEN)
+        _until(lambda: len(failures) >= 2 and poster.owed()[0] == 3, "failed posts")
+        assert poster.owed()[1] > 0
+        assert not _Recorder.posts
+        _Recorder.failing.clear()
+        _until(lambda: _poked() == 3 and poster.owed() == (0, 0.0), "the pokes delivered")
     finally:
         poster.stop()
 
