@@ -383,7 +383,21 @@ def test_the_artifact_holds_the_code_and_its_arm64_dependencies(packaged: dict[s
         names = set(artifact.namelist())
         (wheel,) = [n for n in names if n.startswith("cryptography-") and n.endswith("/WHEEL")]
         native_tags = artifact.read(wheel).decode()
+        header = artifact.read("api/__pycache__/lambda_handler.cpython-313.pyc")[:8]
     assert "api/lambda_handler.py" in names and "api/storage/table.json" in names
+    # Bytecode for every module, of the runtime's version (Python ignores another's):
+    # Lambda's code directory is read-only, and without it each cold start compiles
+    # every module it imports. 3.13's magic number; hash-based and unchecked (PEP 552,
+    # flags 0b01): a zip keeps no source times, and the source is never read.
+    sources = {n[:-3] for n in names if n.endswith(".py")}
+    compiled = {
+        n.replace("__pycache__/", "").removesuffix(".cpython-313.pyc")
+        for n in names
+        if n.endswith(".pyc")
+    }
+    assert compiled == sources
+    assert header[:4] == (3571).to_bytes(2, "little") + b"\r\n"
+    assert int.from_bytes(header[4:8], "little") == 0b01
     for package in ("mangum/", "strawberry/", "pynamodb/", "jwt/", "ulid/"):
         assert any(n.startswith(package) for n in names), package
     assert "manylinux2014_aarch64" in native_tags  # built for Lambda's arm64, not this machine
