@@ -74,8 +74,7 @@ FUNCTIONS = {
         "assert answer == {'batchItemFailures': []}, answer\n"
     ),
     "sweep: first round": (
-        _CONTEXT + "from api.sweep_handler import handler\n"
-        "answer = handler({}, context)\n"
+        _CONTEXT + "from api.sweep_handler import handler\nanswer = handler({}, context)\n"
     ),
 }
 FLOOR_KIND = "floor: strawberry, pynamodb, boto3 + client"
@@ -91,7 +90,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     version = subprocess.run(
         [args.python, "-c", "import sys; print(sys.version.split()[0])"],
-        capture_output=True, text=True, check=True,
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout.strip()
     bare = args.shipped.with_name(args.shipped.name + "-no-bytecode")
     shutil.rmtree(bare, ignore_errors=True)
@@ -193,7 +194,8 @@ def _report(
         f"\ncold start from the bundle, Python {version}, process start to exit, "
         f"{rounds} interleaved rounds; / floor: the same bundle's floor"
     )
-    header = f"{'':<52}{'min ms':>8}{'/ floor':>9}{'median':>8}{'/ floor':>9}{'CPU ms':>8}{'/ floor':>9}"
+    header = f"{'':<52}{'min ms':>8}{'/ floor':>9}{'median':>8}{'/ floor':>9}"
+    header += f"{'CPU ms':>8}{'/ floor':>9}"
     for bundle in bundles:
         floor = (bundle, FLOOR_KIND)
         print(f"\n{bundle}\n{header}")
