@@ -111,6 +111,7 @@ def main(argv: list[str] | None = None) -> int:
         times: dict[tuple[str, str], list[float]] = {run: [] for run in runs}
         cpu: dict[tuple[str, str], list[float]] = {run: [] for run in runs}
         for round_ in range(args.rounds + 1):
+            print(f"round {round_} of {args.rounds} (0: not counted)", file=sys.stderr)
             for (bundle, kind), code in runs.items():
                 folder = bundles[bundle]
                 used = _children_cpu_s()

@@ -346,12 +346,14 @@ class _Refused(SyncError):
 
 def before_snapshot() -> None:
     """With SnapStart (serverless.yml: the realtime, fan-out and drain functions), the
-    runtime a first invocation would build (settings, schema, clients) is built when a
-    version is published, and every cold start restores it from the snapshot. Then
-    what startup made is left out of garbage collections, as the HTTP function does
-    (`api.app.freeze_startup_heap`, which this module does not import: it would bring
-    the web stack in)."""
-    _runtime()
+    runtime a first invocation would build (settings, schema, clients, those made on
+    first use too) is built when a version is published, and every cold start
+    restores it from the snapshot. Then what startup made is left out of garbage
+    collections, as the HTTP function does (`api.app.freeze_startup_heap`, which
+    this module does not import: it would bring the web stack in)."""
+    rt = _runtime()
+    rt.management.client()
+    rt.streams.client()
     gc.collect()
     gc.freeze()
 
