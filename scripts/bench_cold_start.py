@@ -1,106 +1,230 @@
-"""A Lambda's cold start, measured here: fresh Python processes that import
-`api.lambda_handler`, and that import it and answer one HTTP API request (a
-`changes` query) against DynamoDB Local, against two floors run in the same
-rounds, interleaved: importing boto3 and creating a DynamoDB client; and the
-stack's floor, importing strawberry, pynamodb and boto3 and creating that client
-(what this stack cannot avoid). Process start to exit; the minimum of the rounds
-(the least disturbed by other work on the machine) and their median; and the
-minimum of each process's CPU time (user and system), which other work on a
-shared machine inflates far less than it does the time to exit.
+"""Each Lambda function's cold start as Lambda runs it: from the built bundle (this
+machine's x86_64 twin of lambda.zip, built by scripts/package-lambda from the same
+lock), by the runtime's own Python version (scripts/_setup's lambda_python), a
+fresh interpreter per start that writes no bytecode (-B, PYTHONDONTWRITEBYTECODE;
+the bundle is made read-only, as /var/task is), the bundle its working directory
+and on its path. Each process runs one function's init and its first invocation:
+the HTTP function's import, and its import and first poll (a `changes` query,
+against DynamoDB Local); the realtime function's `$connect`; the fan-out's first
+stream batch (one head change of a tenant nobody subscribes to: one Query); the
+drain's first message (not a batch record: init and a refusal); the sweep's first
+round (no tenant due). Against the stack's import floor (strawberry, pynamodb and
+boto3 imported and a DynamoDB client made) run the same way from the same bundle.
 
-Every process runs from bytecode, as the floor's installed packages do: the
-children may write it (PYTHONDONTWRITEBYTECODE is dropped), and a first round,
-not counted, writes what is missing. Otherwise the project's own modules alone
-would be compiled from source in every round.
+Every kind runs once a round, interleaved, for `--rounds` rounds after one that is
+not counted (it warms the file cache); the minimum (the run least disturbed by other
+work on the machine), the median, and the minimum CPU time (user and system) of each.
+Bundles: `shipped` (with the bytecode it ships), `shipped, no bytecode` (the same
+files without it: what Lambda compiles on each cold start otherwise) and, when
+given, an earlier commit's bundle built by the same script.
 
-Run with `scripts/bench-cold-start [--rounds N]`; `python -X importtime -c "import
-api.lambda_handler"` shows where the import's time goes.
+Run with `scripts/bench-cold-start [--rounds N]`, which builds the bundles first.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from pathlib import Path
 
 from api.auth import make_local_token
 from api.settings import PROJECT_ROOT
+from api.storage import keys
 from scripts.benchmarks.harness import SECRET, local_engine_settings
 
-EVENT = PROJECT_ROOT / "tests" / "deploy" / "events" / "query.json"
+EVENTS = PROJECT_ROOT / "tests" / "deploy" / "events"
 _CLIENT = "boto3.client('dynamodb', region_name='us-east-1', endpoint_url=os.environ['DYNAMODB_ENDPOINT'])"  # noqa: E501
-KINDS = {
-    "boto3 + client": f"import os, boto3; {_CLIENT}",
-    "floor: strawberry, pynamodb, boto3 + client": (
-        f"import os, strawberry, pynamodb.models, boto3; {_CLIENT}"
-    ),
-    "import api.lambda_handler": "import api.lambda_handler",
-    "api.lambda_handler + first request": (
-        "import json, os, types\n"
-        "from api.lambda_handler import handler\n"
-        "event = json.loads(os.environ['COLD_START_EVENT'])\n"
-        "context = types.SimpleNamespace(aws_request_id='cold', function_name='api')\n"
-        "answer = handler(event, context)\n"
+FLOOR = f"import os, strawberry, pynamodb.models, boto3; {_CLIENT}"
+_CONTEXT = (
+    "import types\n"
+    "context = types.SimpleNamespace(aws_request_id='cold', function_name='cold',"
+    " get_remaining_time_in_millis=lambda: 300_000)\n"
+)
+# Each function's init and first invocation, as Lambda's bootstrap runs them.
+FUNCTIONS = {
+    "HTTP: import": "import api.lambda_handler",
+    "HTTP: import + first poll": (
+        "import json, os\n" + _CONTEXT + "from api.lambda_handler import handler\n"
+        "answer = handler(json.loads(os.environ['COLD_START_POLL']), context)\n"
         "assert answer['statusCode'] == 200, answer\n"
         "assert 'errors' not in json.loads(answer['body']), answer\n"
     ),
+    "realtime: $connect": (
+        "import json, os\n" + _CONTEXT + "from api.realtime.aws import websocket_handler\n"
+        "answer = websocket_handler(json.loads(os.environ['COLD_START_CONNECT']), context)\n"
+        "assert answer['statusCode'] == 200, answer\n"
+    ),
+    "fanout: first batch": (
+        "import json, os\n" + _CONTEXT + "from api.realtime.aws import stream_handler\n"
+        "answer = stream_handler(json.loads(os.environ['COLD_START_STREAM']), context)\n"
+        "assert answer == {'sent': 0}, answer\n"
+    ),
+    "drain: first message": (
+        _CONTEXT + "from api.realtime.aws import drain_handler\n"
+        "answer = drain_handler({'Records': [{'messageId': 'm', 'body': '{}'}]}, context)\n"
+        "assert answer == {'batchItemFailures': []}, answer\n"
+    ),
+    "sweep: first round": (
+        _CONTEXT + "from api.sweep_handler import handler\nanswer = handler({}, context)\n"
+    ),
 }
+FLOOR_KIND = "floor: strawberry, pynamodb, boto3 + client"
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--python", required=True, help="the runtime's interpreter")
+    parser.add_argument("--shipped", type=Path, required=True, help="the bundle, unpacked")
+    parser.add_argument("--before", type=Path, help="an earlier commit's bundle, unpacked")
+    parser.add_argument("--before-name", default="before")
     args = parser.parse_args(argv)
-    with local_engine_settings() as settings:
-        token = make_local_token(SECRET, "cold", ["cold"], 3600)
-        event = EVENT.read_text().replace("{{tenant}}", "cold").replace("{{token}}", token)
-        env = {
-            **{k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"},
-            "DYNAMODB_ENDPOINT": settings.dynamodb_endpoint or "",
-            "TABLE_NAME": settings.table_name,
-            "SYNC_AUTH_SECRET": SECRET,
-            "AWS_ACCESS_KEY_ID": "local",
-            "AWS_SECRET_ACCESS_KEY": "local",
-            "AWS_DEFAULT_REGION": "us-east-1",
-            "COLD_START_EVENT": event,
-            "GRAPHIQL": "false",
-            "INTROSPECTION": "false",
-        }
-        times: dict[str, list[float]] = {kind: [] for kind in KINDS}
-        cpu: dict[str, list[float]] = {kind: [] for kind in KINDS}
+    version = subprocess.run(
+        [args.python, "-c", "import sys; print(sys.version.split()[0])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    bare = args.shipped.with_name(args.shipped.name + "-no-bytecode")
+    shutil.rmtree(bare, ignore_errors=True)
+    shutil.copytree(args.shipped, bare, ignore=shutil.ignore_patterns("__pycache__"))
+    bundles = {"shipped": args.shipped, "shipped, no bytecode": bare}
+    if args.before:
+        bundles[f"{args.before_name} (shipped no bytecode)"] = args.before
+    # (bundle, kind) -> code; each bundle's own floor.
+    runs = {
+        (bundle, kind): code
+        for bundle in bundles
+        for kind, code in {FLOOR_KIND: FLOOR, **FUNCTIONS}.items()
+    }
+    with local_engine_settings() as settings, read_only(*bundles.values()):
+        env = _environment(settings)
+        times: dict[tuple[str, str], list[float]] = {run: [] for run in runs}
+        cpu: dict[tuple[str, str], list[float]] = {run: [] for run in runs}
         for round_ in range(args.rounds + 1):
-            for kind, code in KINDS.items():
+            print(f"round {round_} of {args.rounds} (0: not counted)", file=sys.stderr)
+            for (bundle, kind), code in runs.items():
+                folder = bundles[bundle]
                 used = _children_cpu_s()
                 started = time.perf_counter()
-                subprocess.run([sys.executable, "-c", code], env=env, cwd=PROJECT_ROOT, check=True)
-                if round_ > 0:  # the first writes the bytecode still missing
-                    times[kind].append((time.perf_counter() - started) * 1000)
-                    cpu[kind].append((_children_cpu_s() - used) * 1000)
-    lows = {kind: min(t) for kind, t in times.items()}
-    medians = {kind: statistics.median(t) for kind, t in times.items()}
-    cpu_lows = {kind: min(t) for kind, t in cpu.items()}
-    floor_kind = "floor: strawberry, pynamodb, boto3 + client"
-    boto, floor = lows["boto3 + client"], lows[floor_kind]
-    print(f"\ncold start, process start to exit, {args.rounds} interleaved rounds")
-    print(
-        f"{'':<46}{'min ms':>8}{'/ floor':>9}{'/ boto3':>9}{'median':>8}{'/ floor':>9}"
-        f"{'CPU ms':>8}{'/ floor':>9}"
-    )
-    for kind, ms in lows.items():
-        middle, used = medians[kind], cpu_lows[kind]
-        print(
-            f"{kind:<46}{ms:>8.0f}{ms / floor:>9.2f}{ms / boto:>9.2f}"
-            f"{middle:>8.0f}{middle / medians[floor_kind]:>9.2f}"
-            f"{used:>8.0f}{used / cpu_lows[floor_kind]:>9.2f}"
-        )
-    out = {"min_ms": lows, "median_ms": medians, "min_cpu_ms": cpu_lows}
-    print(json.dumps({"rounds": args.rounds, **out}))
+                subprocess.run(
+                    [args.python, "-B", "-c", code],
+                    env={**env, "PYTHONPATH": str(folder)},
+                    cwd=folder,
+                    check=True,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+                if round_ > 0:  # the first warms the file cache
+                    times[bundle, kind].append((time.perf_counter() - started) * 1000)
+                    cpu[bundle, kind].append((_children_cpu_s() - used) * 1000)
+        for folder in bundles.values():  # nothing wrote bytecode where none was shipped
+            written = next(folder.rglob("__pycache__"), None)
+            assert folder == args.shipped or written is None, written
+    _report(args.rounds, version, bundles, times, cpu)
     return 0
+
+
+def _environment(settings: object) -> dict[str, str]:
+    token = make_local_token(SECRET, "cold", ["cold"], 3600)
+    poll = (EVENTS / "query.json").read_text().replace("{{tenant}}", "cold")
+    connect = (EVENTS / "ws_connect.json").read_text().replace("{{connectionId}}", "cold=")
+    head = {
+        "eventName": "MODIFY",
+        "dynamodb": {
+            "Keys": {"pk": {"S": keys.log_pk("cold")}, "sk": {"S": keys.HEAD_SK}},
+            "NewImage": {"tok": {"S": "0" * 26}},
+        },
+    }
+    keep = ("PATH", "HOME", "LANG", "TMPDIR")
+    return {
+        **{k: v for k, v in os.environ.items() if k in keep},
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "DYNAMODB_ENDPOINT": getattr(settings, "dynamodb_endpoint", None) or "",
+        "TABLE_NAME": getattr(settings, "table_name", ""),
+        "SYNC_AUTH_SECRET": SECRET,
+        "CURSOR_SECRET": "cold-start-cursor-secret-of-enough-length",
+        "AWS_ACCESS_KEY_ID": "local",
+        "AWS_SECRET_ACCESS_KEY": "local",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_REGION": "us-east-1",
+        "WEBSOCKET_MANAGEMENT_URL": "http://127.0.0.1:9/cold",  # $connect posts nothing
+        "BLOB_BUCKET": "cold-start",
+        "GRAPHIQL": "false",
+        "INTROSPECTION": "false",
+        "COLD_START_POLL": poll.replace("{{token}}", token),
+        "COLD_START_CONNECT": connect,
+        "COLD_START_STREAM": json.dumps({"Records": [head]}),
+    }
+
+
+@contextlib.contextmanager
+def read_only(*folders: Path) -> Iterator[None]:
+    """No write bit anywhere in the bundles while they run, as in /var/task (root
+    ignores the bits: -B and PYTHONDONTWRITEBYTECODE keep the bytecode unwritten,
+    and the run checks that none was)."""
+    for folder in folders:
+        subprocess.run(["chmod", "-R", "a-w", str(folder)], check=True)
+    try:
+        yield
+    finally:
+        for folder in folders:
+            subprocess.run(["chmod", "-R", "u+w", str(folder)], check=True)
+
+
+def _report(
+    rounds: int,
+    version: str,
+    bundles: dict[str, Path],
+    times: dict[tuple[str, str], list[float]],
+    cpu: dict[tuple[str, str], list[float]],
+) -> None:
+    lows = {run: min(t) for run, t in times.items()}
+    medians = {run: statistics.median(t) for run, t in times.items()}
+    cpu_lows = {run: min(t) for run, t in cpu.items()}
+    print(
+        f"\ncold start from the bundle, Python {version}, process start to exit, "
+        f"{rounds} interleaved rounds; / floor: the same bundle's floor"
+    )
+    header = f"{'':<52}{'min ms':>8}{'/ floor':>9}{'median':>8}{'/ floor':>9}"
+    header += f"{'CPU ms':>8}{'/ floor':>9}"
+    for bundle in bundles:
+        floor = (bundle, FLOOR_KIND)
+        print(f"\n{bundle}\n{header}")
+        for kind in (FLOOR_KIND, *FUNCTIONS):
+            run = (bundle, kind)
+            print(
+                f"{kind:<52}{lows[run]:>8.0f}{lows[run] / lows[floor]:>9.2f}"
+                f"{medians[run]:>8.0f}{medians[run] / medians[floor]:>9.2f}"
+                f"{cpu_lows[run]:>8.0f}{cpu_lows[run] / cpu_lows[floor]:>9.2f}"
+            )
+    others = [b for b in bundles if b != "shipped"]
+    print(f"\neach bundle's cold start / the shipped one's (min time; median)\n{'':<52}", end="")
+    print("".join(f"{b.split(' (')[0]:>24}" for b in others))
+    for kind in FUNCTIONS:
+        cells = [
+            f"{lows[b, kind] / lows['shipped', kind]:>14.2f}; "
+            f"{medians[b, kind] / medians['shipped', kind]:>7.2f}"
+            for b in others
+        ]
+        print(f"{kind:<52}{''.join(cells)}")
+    out = {
+        "python": version,
+        "rounds": rounds,
+        "min_ms": {f"{b} | {k}": v for (b, k), v in lows.items()},
+        "median_ms": {f"{b} | {k}": v for (b, k), v in medians.items()},
+        "min_cpu_ms": {f"{b} | {k}": v for (b, k), v in cpu_lows.items()},
+    }
+    print(json.dumps(out))
 
 
 def _children_cpu_s() -> float:

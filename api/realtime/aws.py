@@ -18,6 +18,7 @@ without one, and clients see an ordinary close.
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import logging
 import time
@@ -59,13 +60,21 @@ _MAX_ID_LENGTH = 128
 MAX_MESSAGE = 128 * 1024
 MAX_MESSAGE_DEPTH = 16
 
+# One event loop per Lambda instance, kept from one invocation to the next with the
+# worker threads of its default executor (each `asyncio.to_thread`): `asyncio.run`
+# made a loop per invocation and stopped its threads at the end, so every message
+# started a thread and let it go (the cost issue 40 took out of the HTTP function).
+# An invocation still ends only once what it awaits has returned. The loop is this
+# runner's own, not the thread's current one (Mangum's, in a process that has both).
+_LOOP = asyncio.Runner(loop_factory=asyncio.new_event_loop)
+
 
 def websocket_handler(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
     """The $connect, $disconnect and $default routes of the WebSocket API."""
     rt = _runtime()
     route = str(event.get("requestContext", {}).get("routeKey"))
     try:
-        return asyncio.run(handle_websocket(rt, event))
+        return _LOOP.run(handle_websocket(rt, event))
     finally:
         rt.metrics.add(metrics.WEBSOCKET_MESSAGES, route=route)
         rt.metrics.flush(route=route, function="realtime")
@@ -75,7 +84,7 @@ def stream_handler(event: dict[str, Any], context: Any = None) -> dict[str, Any]
     """The table's stream (filtered to head items): poke every subscriber."""
     rt = _runtime()
     try:
-        sent = asyncio.run(fan_out(rt, head_changes(event.get("Records", []))))
+        sent = _LOOP.run(fan_out(rt, head_changes(event.get("Records", []))))
     finally:
         rt.metrics.flush(function="fanout")
     return {"sent": sent}
@@ -90,7 +99,7 @@ def drain_handler(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
     failures = []
     for message in event.get("Records", []):
         try:
-            sent = asyncio.run(drain(rt, json.loads(message["body"])))
+            sent = _LOOP.run(drain(rt, json.loads(message["body"])))
         except Exception:  # any: the message is retried, never dropped
             logger.exception("draining a failed fan-out batch failed")
             failures.append({"itemIdentifier": message["messageId"]})
@@ -333,3 +342,27 @@ class _RegisteringFeed:
 
 class _Refused(SyncError):
     code = "BAD_USER_INPUT"
+
+
+def before_snapshot() -> None:
+    """With SnapStart (serverless.yml: the realtime, fan-out and drain functions), the
+    runtime a first invocation would build (settings, schema, clients, those made on
+    first use too) is built when a version is published, and every cold start
+    restores it from the snapshot. Then what startup made is left out of garbage
+    collections, as the HTTP function does (`api.app.freeze_startup_heap`, which
+    this module does not import: it would bring the web stack in)."""
+    rt = _runtime()
+    rt.management.client()
+    rt.streams.client()
+    gc.collect()
+    gc.freeze()
+
+
+try:
+    # Lambda's Python runtimes include the Snapshot Restore for Python library; it
+    # runs the hook once, at publication, before the snapshot.
+    from snapshot_restore_py import register_before_snapshot
+except ImportError:  # anywhere else no snapshot is taken: nothing to do
+    pass
+else:
+    register_before_snapshot(before_snapshot)

@@ -25,6 +25,7 @@ from api.realtime.connections import Connections, Operation
 from api.service import SyncService
 from api.settings import Settings
 from api.storage import models
+from api.storage.lazy_client import LazyClient
 from api.storage.store import DynamoStore
 
 logger = logging.getLogger("api.realtime")
@@ -83,10 +84,16 @@ def build_runtime(settings: Settings) -> Runtime:
         retention=Retention(settings.retention_seconds),
         history=settings.history,
     )
-    management = boto3.client(
-        "apigatewaymanagementapi",
-        region_name=settings.aws_region,
-        endpoint_url=settings.websocket_management_url,
+    # Made on first use, as the HTTP function's S3 client (each client loads and
+    # parses its service model): a $connect or $disconnect sends nothing, and only
+    # the drain reads the stream. With SnapStart the hook makes both before the
+    # snapshot (`api.realtime.aws.before_snapshot`).
+    management = LazyClient(
+        lambda: boto3.client(
+            "apigatewaymanagementapi",
+            region_name=settings.aws_region,
+            endpoint_url=settings.websocket_management_url,
+        )
     )
     return Runtime(
         settings=settings,
@@ -95,7 +102,7 @@ def build_runtime(settings: Settings) -> Runtime:
         authenticator=Authenticator(settings),
         connections=Connections(settings.dynamodb_client(), settings.table_name),
         management=management,
-        streams=settings.dynamodb_client("dynamodbstreams"),
+        streams=LazyClient(lambda: settings.dynamodb_client("dynamodbstreams")),
         metrics=metrics.for_lambda(settings.metrics),
     )
 

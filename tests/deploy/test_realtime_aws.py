@@ -7,6 +7,7 @@ the table, and the Management API answered by a local stand-in that records.
 from __future__ import annotations
 
 import json
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -202,6 +203,29 @@ def test_subscribe_then_a_write_pokes_the_subscriber_through_the_stream(
     assert fanout.pop("PokeDelay") >= 0
     assert fanout == {"PokesSent": 1}
     assert emitted["realtime"]["WebsocketMessages"] >= 5  # connect, init, 3 subscribes, ...
+
+
+def test_invocations_keep_one_event_loop_and_its_worker_threads(
+    management: ManagementApi, tenant: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A subscribe's blocking reads run in the default executor's threads of an event
+    loop the Lambda instance keeps: with `asyncio.run` per invocation, each message
+    started a new loop and thread and stopped them when it ended."""
+    rt = aws._runtime()
+    ran_in: list[threading.Thread] = []
+    latest_change = rt.service.latest_change
+
+    def recorded(tenant_id: str, after: str | None) -> str | None:
+        ran_in.append(threading.current_thread())
+        return latest_change(tenant_id, after)
+
+    monkeypatch.setattr(rt.service, "latest_change", recorded)
+    device = Device(management)
+    device.init([tenant])
+    device.subscribe("s1", tenant)
+    device.subscribe("s2", tenant)
+    first, second = ran_in
+    assert second is first and first.is_alive()
 
 
 def test_refusals_follow_graphql_ws(

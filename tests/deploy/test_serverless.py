@@ -373,9 +373,62 @@ def test_the_websocket_api_and_the_stream_handler(packaged: dict[str, Any]) -> N
     ]["Fn::Join"][1]
     drained = mappings["FanoutFailures"]
     assert drained["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
-    assert drained["FunctionName"]["Fn::GetAtt"][0] == "DrainLambdaFunction"
     failures = packaged["Resources"]["FanoutFailures"]["Properties"]
     assert failures["MessageRetentionPeriod"] >= 86400  # the stream's 24 hours
+
+
+def test_every_function_a_device_waits_for_is_invoked_through_its_snapstart_alias(
+    packaged: dict[str, Any],
+) -> None:
+    """SnapStart applies to published versions only: a route or a mapping that invoked
+    the function itself would run $LATEST, with no snapshot. The WebSocket routes' one
+    integration, API Gateway's permission to invoke it, and the stream's and the
+    queue's mappings invoke each function's "snapstart" alias, once it exists."""
+    resources = packaged["Resources"]
+    aliases = {
+        alias["Properties"]["FunctionName"]["Ref"]: name
+        for name, alias in _resources(packaged, "AWS::Lambda::Alias").items()
+        if alias["Properties"]["Name"] == "snapstart"
+    }
+
+    def through_alias(resource: dict[str, Any], target: Any, function: str) -> None:
+        assert resources[function]["Properties"]["SnapStart"] == {"ApplyOn": "PublishedVersions"}
+        arn = {"Fn::Join": [":", [{"Fn::GetAtt": [function, "Arn"]}, "snapstart"]]}
+        assert target == arn, target
+        assert aliases[function] in json.dumps(resource.get("DependsOn")), resource
+
+    (name,) = [
+        n
+        for n, i in _resources(packaged, "AWS::ApiGatewayV2::Integration").items()
+        if i["Properties"]["ApiId"] == {"Ref": "WebsocketsApi"}
+    ]
+    integration = resources[name]
+    uri = integration["Properties"]["IntegrationUri"]["Fn::Join"][1]
+    through_alias(integration, uri[-2], "RealtimeLambdaFunction")
+    routes = [
+        r["Properties"]
+        for r in _resources(packaged, "AWS::ApiGatewayV2::Route").values()
+        if r["Properties"]["ApiId"] == {"Ref": "WebsocketsApi"}
+    ]
+    assert {r["RouteKey"] for r in routes} == {"$connect", "$disconnect", "$default"}
+    assert all({"Ref": name} in r["Target"]["Fn::Join"][1] for r in routes), routes
+    (permission,) = [
+        p
+        for p in _resources(packaged, "AWS::Lambda::Permission").values()
+        if p["Properties"]["Principal"] == "apigateway.amazonaws.com"
+        and "HttpApi" not in json.dumps(p)
+    ]
+    through_alias(permission, permission["Properties"]["FunctionName"], "RealtimeLambdaFunction")
+    mappings = {
+        m["Properties"]["EventSourceArn"]["Fn::GetAtt"][0]: m
+        for m in _resources(packaged, "AWS::Lambda::EventSourceMapping").values()
+    }
+    for source, function in {
+        "SyncTable": "FanoutLambdaFunction",
+        "FanoutFailures": "DrainLambdaFunction",
+    }.items():
+        mapping = mappings[source]
+        through_alias(mapping, mapping["Properties"]["FunctionName"], function)
 
 
 def test_the_artifact_holds_the_code_and_its_arm64_dependencies(packaged: dict[str, Any]) -> None:
@@ -383,7 +436,21 @@ def test_the_artifact_holds_the_code_and_its_arm64_dependencies(packaged: dict[s
         names = set(artifact.namelist())
         (wheel,) = [n for n in names if n.startswith("cryptography-") and n.endswith("/WHEEL")]
         native_tags = artifact.read(wheel).decode()
+        header = artifact.read("api/__pycache__/lambda_handler.cpython-313.pyc")[:8]
     assert "api/lambda_handler.py" in names and "api/storage/table.json" in names
+    # Bytecode for every module, of the runtime's version (Python ignores another's):
+    # Lambda's code directory is read-only, and without it each cold start compiles
+    # every module it imports. 3.13's magic number; hash-based and unchecked (PEP 552,
+    # flags 0b01): a zip keeps no source times, and the source is never read.
+    sources = {n[:-3] for n in names if n.endswith(".py")}
+    compiled = {
+        n.replace("__pycache__/", "").removesuffix(".cpython-313.pyc")
+        for n in names
+        if n.endswith(".pyc")
+    }
+    assert compiled == sources
+    assert header[:4] == (3571).to_bytes(2, "little") + b"\r\n"
+    assert int.from_bytes(header[4:8], "little") == 0b01
     for package in ("mangum/", "strawberry/", "pynamodb/", "jwt/", "ulid/"):
         assert any(n.startswith(package) for n in names), package
     assert "manylinux2014_aarch64" in native_tags  # built for Lambda's arm64, not this machine

@@ -23,7 +23,7 @@ pytestmark = pytest.mark.slow
 # (a stand-in `snapshot_restore_py`, the library Lambda's Python runtimes include).
 _PROBE = textwrap.dedent(
     """
-    import json, sys, types
+    import importlib, json, sys, types
     import botocore.session
 
     made = []
@@ -40,7 +40,7 @@ _PROBE = textwrap.dedent(
         library.register_before_snapshot = hooks.append
         sys.modules["snapshot_restore_py"] = library
 
-    import api.lambda_handler
+    importlib.import_module(sys.argv[2])
 
     at_import = list(made)
     modules = sorted(m for m in sys.modules if m == "api" or m.startswith("api."))
@@ -54,7 +54,7 @@ _PROBE = textwrap.dedent(
 NEVER_IMPORTED = ("api.realtime", "api.sweep_handler", "api.service.blob_sweep", "api.graphiql")
 
 
-def _probe(mode: str) -> dict[str, list[str]]:
+def _probe(mode: str, module: str = "api.lambda_handler") -> dict[str, list[str]]:
     env = {
         **os.environ,
         "DYNAMODB_ENDPOINT": "http://127.0.0.1:9",  # nothing is called at import
@@ -63,9 +63,10 @@ def _probe(mode: str) -> dict[str, list[str]]:
         "AWS_SECRET_ACCESS_KEY": "local",
         "GRAPHIQL": "false",
         "SYNC_AUTH_SECRET": "a-secret-of-at-least-thirty-two-bytes",
+        "WEBSOCKET_MANAGEMENT_URL": "http://127.0.0.1:9/ws",
     }
     result = subprocess.run(
-        [sys.executable, "-c", _PROBE, mode],
+        [sys.executable, "-c", _PROBE, mode, module],
         env=env,
         cwd=PROJECT_ROOT,
         capture_output=True,
@@ -91,3 +92,12 @@ def test_the_snapshot_holds_the_s3_client_too() -> None:
     seen = _probe("snapstart")
     assert seen["at_import"] == ["dynamodb"]
     assert seen["after_hooks"] == ["dynamodb", "s3"]
+
+
+def test_the_realtime_snapshot_holds_the_runtime_its_first_invocation_needs() -> None:
+    """The realtime functions (SnapStart: $connect, fan-out, drain) build their runtime
+    on first use; Lambda's hook builds it before the snapshot, so a restored instance
+    starts with its clients and schema."""
+    seen = _probe("snapstart", "api.realtime.aws")
+    assert seen["at_import"] == []
+    assert {"dynamodb", "dynamodbstreams", "apigatewaymanagementapi"} <= set(seen["after_hooks"])

@@ -57,7 +57,7 @@ def test_the_lock_holds_what_pyproject_asks_for() -> None:
 def test_the_build_installs_the_lock_alone_with_hashes_required() -> None:
     script = (ROOT / "scripts" / "package-lambda").read_text()
     install = script[
-        script.index("pip install") : script.index("--requirement requirements-lambda.txt")
+        script.index("pip install") : script.index('--requirement "$CODE/requirements-lambda.txt"')
     ]
     for flag in ("--require-hashes", "--no-deps", "--only-binary=:all:", "--no-compile"):
         assert flag in install, flag
