@@ -171,7 +171,7 @@ def freeze_startup_heap() -> None:
     calls it once, after building its app. Each full collection walked them all: a
     poll in 4,000 through the Lambda handler took 124-135 ms instead of 8, the
     collection 115-122 ms of it; frozen, full collections took 0.9-2 ms
-    (docs/benchmarks.md, "All in"). Not in `create_app`: a process that builds
+    (measured: commit 274c7c3). Not in `create_app`: a process that builds
     many apps (the tests) would keep every one of them. Startup's garbage (import
     machinery's cycles) is collected first, so that it is not frozen for good."""
     gc.collect()

@@ -4,10 +4,12 @@ against the raw S3 calls on the same engine.
 
 Starts its own DynamoDB Local and S3 engine (moto's server; both in memory), the
 API server and the floor server, seeds data, measures (`scripts/benchmarks/`: one
-module per family), prints one table and saves it as JSON in `.bench-results/`
-(ignored by git; `--out DIR` for a kept folder). Run with `scripts/bench`
-(`--fast` takes about two minutes; `--full` measures longer; `--smoke`, the least
-that fills every row, is what the test suite runs: its figures are not for reading).
+module per family), prints its tables and saves them as JSON in `.bench-results/`
+(ignored by git; `--out DIR` for a kept folder), then writes the generated section of
+docs/benchmarks.md and its plots from that JSON (`scripts/benchmarks/page.py`; `--page
+DIR` elsewhere). Run with `scripts/bench` (`--fast`, the default; `--full` measures
+longer; `--smoke`, the least that fills every row, is what the test suite runs: its
+figures are not for reading, so its page goes to `--out`, never to docs/).
 
 Capacity: DynamoDB Local reports ConsumedCapacity, but not by AWS's rules for
 transactions, so every row also gives the units AWS would bill, computed from
@@ -49,7 +51,9 @@ from scripts.benchmarks.churn import measure_churn, print_churn
 from scripts.benchmarks.cost import TENANT as COST_TENANT
 from scripts.benchmarks.cost import measure_cost, print_cost
 from scripts.benchmarks.floor import FLOOR_APP
-from scripts.benchmarks.harness import SECRET, TABLE, Harness, local_engines
+from scripts.benchmarks.harness import SECRET, TABLE, Harness, local_engines, print_rows
+from scripts.benchmarks.page import DOCS
+from scripts.benchmarks.page import write as write_page
 from scripts.benchmarks.prices import PRICES_AS_OF
 from scripts.benchmarks.reads import measure_reads
 from scripts.benchmarks.realtime import BURST_TENANTS, measure_realtime, print_realtime
@@ -67,7 +71,7 @@ TENANTS = ["page", *(f"w{i}" for i in range(8)), "small", "large", "bulk", "hot"
 TENANTS += ["realtime", "wunits", "churn", "churn-min", "attachments", *REFERENCE_TENANTS]
 TENANTS += [COST_TENANT, *BURST_TENANTS]
 # Requests profiled per operation for the split by layer (--fast, --full).
-SPLIT_REQUESTS = {True: 50, False: 200}
+SPLIT_REQUESTS = {"fast": 50, "full": 200}
 # --smoke: timed calls per row (60 in --fast) and the large tenant's size (50,000):
 # seeding that tenant and the rows' calls were 4 of the test's 8 minutes in CI; the
 # small and paged tenants' (1,000); the bulk tenant's (10,000), which is also
@@ -83,6 +87,7 @@ SMOKE_WARM = 3
 
 
 def run(fast: bool, smoke: bool = False) -> dict[str, Any]:
+    load_at_start = os.getloadavg()[0]  # the page states it: other work inflates times
     with local_engines(short_lived=smoke) as engines:
         settings = engines.settings
         ddb = settings.dynamodb_client()
@@ -118,8 +123,8 @@ def run(fast: bool, smoke: bool = False) -> dict[str, Any]:
         if smoke:
             result["split_ms"] = profile(SMOKE_SPLIT_REQUESTS, settings, warm=SMOKE_WARM)
         else:
-            result["split_ms"] = profile(SPLIT_REQUESTS[fast], settings)
-    return _report(h, result, mode)
+            result["split_ms"] = profile(SPLIT_REQUESTS["fast" if fast else "full"], settings)
+    return _report(result, mode, load_at_start)
 
 
 def _measure(h: Harness, blobs: LocalS3) -> dict[str, Any]:
@@ -156,32 +161,38 @@ def _measure(h: Harness, blobs: LocalS3) -> dict[str, Any]:
     }
 
 
-def _report(h: Harness, result: dict[str, Any], mode: str) -> dict[str, Any]:
-    h.print_rows()
-    print_cost(result["cost"])
-    print_write_units(result["write_units"])
-    print_scale(h, result["scale"], result["incremental_sync_units"])
-    print_bulk(result["bulk_sync"])
-    print_churn(result["churned_first_sync"], result["avg_item_bytes"])
-    print_tenancy(result["tenancy"], result["bulk_sync"]["items"])
-    print_attachments(result["attachments"])
-    for label, c in result["write_throughput"].items():
-        print(f"{label}: {c['writes_per_s']:.0f} creates/s, {c['failed']} failed")
-    print_realtime(result["realtime"])
-    print_upgrade(result["upgrade"])
-    print_split(result["split_ms"], SPLIT_REQUESTS[h.fast])
-    return {
+def _report(result: dict[str, Any], mode: str, load_at_start: float) -> dict[str, Any]:
+    saved = {
         "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "machine": {
-            "node": platform.node(),
             "cpus": os.cpu_count(),
             "python": platform.python_version(),
             "platform": platform.platform(),
+            "load_average": [load_at_start, os.getloadavg()[0]],
         },
         "mode": mode,
         "prices": PRICES_AS_OF,
         **result,
     }
+    report(saved)
+    return saved
+
+
+def report(saved: dict[str, Any]) -> None:
+    """Prints every table of a run from its saved JSON alone (the run, and the page)."""
+    print_rows(saved["rows"])
+    print_cost(saved["cost"])
+    print_write_units(saved["write_units"])
+    print_scale(saved["scale"], saved["incremental_sync_units"])
+    print_bulk(saved["bulk_sync"])
+    print_churn(saved["churned_first_sync"], saved["avg_item_bytes"])
+    print_tenancy(saved["tenancy"], saved["bulk_sync"]["items"])
+    print_attachments(saved["attachments"])
+    for label, c in saved["write_throughput"].items():
+        print(f"{label}: {c['writes_per_s']:.0f} creates/s, {c['failed']} failed")
+    print_realtime(saved["realtime"])
+    print_upgrade(saved["upgrade"])
+    print_split(saved["split_ms"], SPLIT_REQUESTS.get(saved["mode"], SMOKE_SPLIT_REQUESTS))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -193,6 +204,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--out", type=Path, default=RESULTS, help="results folder (default .bench-results/)"
     )
+    parser.add_argument(
+        "--page",
+        type=Path,
+        help="where benchmarks.md and its plots are written (default docs/; --smoke: --out)",
+    )
     args = parser.parse_args(argv)
     result = run(fast=not args.full, smoke=args.smoke)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -200,6 +216,9 @@ def main(argv: list[str] | None = None) -> int:
     path = args.out / f"{stamp}-{platform.node() or 'machine'}-{result['mode']}.json"
     path.write_text(json.dumps(result, indent=2))
     print(f"\nsaved {path}")
+    # A smoke run's figures say that every row runs, not how fast: never the docs'.
+    page = write_page(result, args.page or (args.out if args.smoke else DOCS))
+    print(f"wrote {page} and its plots")
     return 0
 
 

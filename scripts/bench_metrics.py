@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
         head = _seed(calls["Lambda, off"])
         # As the Lambda handler and scripts/serve do once their app is built: startup's
         # heap (here four apps') left out of collections, which would otherwise walk it
-        # whenever a side's allocations trigger a full one (docs/benchmarks.md, "All in").
+        # whenever a side's allocations trigger a full one (commit 274c7c3).
         freeze_startup_heap()
         ops: dict[str, tuple[str, dict[str, Any]]] = {
             "poll": (CHANGES, {"t": TENANT, "s": head}),

@@ -47,7 +47,7 @@ STEP_ITEMS = 100
 # what a line weighs (its first step counts each at MAX_ITEM_BYTES): a step's decoding,
 # JSON and gzip hold the interpreter's lock from start to end, and other tenants'
 # requests on the server wait through it: a step of 100 reminders of 15 KB is 1.5 MB
-# of lines; 256 KB is some 17 of those (docs/benchmarks.md: the other tenant's p99).
+# of lines; 256 KB is some 17 of those (scripts/bench-hostile exports; commit abf533c).
 STEP_BYTES = 256 * 1024
 # Deletions a first-sync step skips at most (besides its page's entries): as a
 # request's `changes` (contract 3.4).

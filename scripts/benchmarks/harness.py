@@ -373,34 +373,36 @@ class Harness:
                 flush=True,
             )
 
-    def print_rows(self) -> None:
-        header = (
-            f"{'operation':<34}{'cl':>3}{'p50':>8}{'p95':>8}{'p99':>8}{'req/s':>8}"
-            f"{'raw p50':>9}{'ratio':>7}{'floor':>8}{'/floor':>7}{'lib/fl':>7}{'units':>11}"
-            f"{'minimum':>11}"
-            f"{'$/M ops':>9}"
-        )
-        print()
-        print(header)
-        print("-" * len(header))
-        for r in self.rows:
-            row_units = f"{r['read_units']:g}r+{r['write_units']:g}w"
-            minimum = f"{r['min_read_units']:g}r+{r['min_write_units']:g}w"
-            floor = "" if r["floor_p50_ms"] is None else f"{r['floor_p50_ms']:.2f}"
-            vs_floor = "" if r["floor_ratio_p50"] is None else f"{r['floor_ratio_p50']:.2f}"
-            lib = r["library_floor_ratio_p50"]
-            lib_floor = "" if lib is None else f"{lib:.2f}"
-            print(
-                f"{r['operation']:<34}{r['clients']:>3}{r['p50_ms']:>8.2f}{r['p95_ms']:>8.2f}"
-                f"{r['p99_ms']:>8.2f}{r['rps']:>8.0f}{r['raw_p50_ms']:>9.2f}"
-                f"{r['ratio_p50']:>7.2f}{floor:>8}{vs_floor:>7}{lib_floor:>7}{row_units:>11}"
-                f"{minimum:>11}"
-                f"{r['cost_per_million_usd']:>9.3f}"
-            )
+
+def print_rows(rows: list[dict[str, Any]]) -> None:
+    """The table of rows, from the run's saved JSON as well as from a run."""
+    header = (
+        f"{'operation':<34}{'cl':>3}{'p50':>8}{'p95':>8}{'p99':>8}{'req/s':>8}"
+        f"{'raw p50':>9}{'ratio':>7}{'floor':>8}{'/floor':>7}{'lib/fl':>7}{'units':>11}"
+        f"{'minimum':>11}"
+        f"{'$/M ops':>9}"
+    )
+    print()
+    print(header)
+    print("-" * len(header))
+    for r in rows:
+        row_units = f"{r['read_units']:g}r+{r['write_units']:g}w"
+        minimum = f"{r['min_read_units']:g}r+{r['min_write_units']:g}w"
+        floor = "" if r["floor_p50_ms"] is None else f"{r['floor_p50_ms']:.2f}"
+        vs_floor = "" if r["floor_ratio_p50"] is None else f"{r['floor_ratio_p50']:.2f}"
+        lib = r["library_floor_ratio_p50"]
+        lib_floor = "" if lib is None else f"{lib:.2f}"
         print(
-            f"($/M ops: {PRICES_AS_OF}; floor: the raw call behind a bare Starlette route;"
-            " lib/fl: the same Query through a bare Strawberry schema, over the floor)"
+            f"{r['operation']:<34}{r['clients']:>3}{r['p50_ms']:>8.2f}{r['p95_ms']:>8.2f}"
+            f"{r['p99_ms']:>8.2f}{r['rps']:>8.0f}{r['raw_p50_ms']:>9.2f}"
+            f"{r['ratio_p50']:>7.2f}{floor:>8}{vs_floor:>7}{lib_floor:>7}{row_units:>11}"
+            f"{minimum:>11}"
+            f"{r['cost_per_million_usd']:>9.3f}"
         )
+    print(
+        f"($/M ops: {PRICES_AS_OF}; floor: the raw call behind a bare Starlette route;"
+        " lib/fl: the same Query through a bare Strawberry schema, over the floor)"
+    )
 
 
 def units(

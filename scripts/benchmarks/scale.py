@@ -76,10 +76,11 @@ def _sync_units(h: Harness, tenant: str, k: int) -> dict[str, Any]:
     }
 
 
-def print_scale(h: Harness, rows: dict[str, dict[str, float]], sweep: list[dict[str, Any]]) -> None:
+def print_scale(rows: dict[str, dict[str, float]], sweep: list[dict[str, Any]]) -> None:
     print()
     small, large = rows["small"], rows["large"]
-    print(f"{'scale':<34}{'1,000':>10}{f'{h.large:,}':>10}{'ratio':>8}")
+    sizes = f"{small['size']:>10,.0f}{large['size']:>10,.0f}"
+    print(f"{'scale':<34}{sizes}{'ratio':>8}")
     for key, label in (
         ("sync_p50_ms", "incremental sync (10) p50 ms"),
         ("poll_p50_ms", "poll p50 ms"),

@@ -1,5 +1,6 @@
 """`scripts/bench --smoke` (`--fast`'s every row with the fewest calls) runs and produces
-a well-formed table (timings are not asserted)."""
+a well-formed table (timings are not asserted), and writes the benchmarks page's
+generated section and its plots from that run's JSON, into its own folder."""
 
 from __future__ import annotations
 
@@ -8,10 +9,12 @@ import math
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from api.service.tenancy import ITEMS_PER_CALL
 from api.settings import PROJECT_ROOT
 from scripts.bench import SMOKE_BULK
+from scripts.benchmarks import page
 from scripts.benchmarks.cost import ROWS as COST_ROWS
 from scripts.benchmarks.cost import shipped_lambda
 from scripts.benchmarks.realtime import BURSTS
@@ -48,6 +51,7 @@ def test_bench_smoke_prints_and_saves_a_complete_table(tmp_path: Path) -> None:
         assert operation in out
     (saved,) = tmp_path.glob("*-smoke.json")
     data = json.loads(saved.read_text())
+    _the_page_was_written_from(data, tmp_path)
     assert data["machine"]["cpus"] and data["date"]
     rows = {(r["operation"], r["clients"]): r for r in data["rows"]}
     assert set(rows) == {(op, c) for op in OPERATIONS for c in (1, 8)}
@@ -173,3 +177,22 @@ def test_bench_smoke_prints_and_saves_a_complete_table(tmp_path: Path) -> None:
         parts = ("http_api", "lambda_requests", "lambda_duration", "dynamodb", "s3", "cloudwatch")
         assert c["cloudwatch"] > 0, name  # its EMF line's bytes
         assert math.isclose(c["total"], sum(c[p] for p in parts)), name
+
+
+def _the_page_was_written_from(data: dict[str, Any], out: Path) -> None:
+    """The page's section and plots, in the run's --out folder (never docs/), are this
+    run's: its JSON copied beside them, the section rendered from it with the run's
+    date, and the plots' hashes recorded against it (what scripts/check compares)."""
+    folder = out / page.FOLDER
+    assert json.loads((folder / page.JSON_NAME).read_text()) == data
+    text = (out / page.PAGE).read_text()
+    assert page.section(data) in text and data["date"][:10] in text
+    assert f"`scripts/bench --smoke` on {data['date'][:10]}" in text
+    first = data["rows"][0]
+    assert f"| {first['operation']} | 1 | {first['p50_ms']:.2f} |" in text
+    for plot in page.PLOTS:
+        assert (folder / plot).read_bytes().startswith(b"\x89PNG"), plot
+    assert page.stale(out) == []
+    # The committed page keeps its prose around the section.
+    committed = (page.DOCS / page.PAGE).read_text()
+    assert text.split(page.BEGIN)[0] == committed.split(page.BEGIN)[0]

@@ -1,0 +1,265 @@
+"""The generated section of docs/benchmarks.md and its plots, from a run's saved JSON.
+
+`scripts/bench` calls `write` after a run: the JSON is copied to
+`docs/benchmarks/bench.json`, the plots are drawn from it beside it, and the page's
+section between `BEGIN` and `END` is replaced by `section(saved)`. `stale` says what
+no longer matches (scripts/check): the section is rendered again from the committed
+JSON and compared; the plots are compared by content hash with `plots.sha256`, which
+records the JSON's hash and each plot's (not modification times: a clone resets them).
+`python -m scripts.benchmarks.page RUN.json` writes the page from a saved run again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import io
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from api.settings import PROJECT_ROOT
+
+DOCS = PROJECT_ROOT / "docs"
+PAGE = "benchmarks.md"
+FOLDER = "benchmarks"  # beside the page: bench.json, the plots, plots.sha256
+JSON_NAME = "bench.json"
+MANIFEST = "plots.sha256"
+OPERATIONS_PLOT = "operations.png"
+COST_PLOT = "cost.png"
+PLOTS = (OPERATIONS_PLOT, COST_PLOT)
+BEGIN = "<!-- BEGIN scripts/bench: generated from benchmarks/bench.json, do not edit -->"
+END = "<!-- END scripts/bench -->"
+
+# The all-in cost's parts, in the order they are stacked.
+COST_PARTS = {
+    "http_api": "HTTP API",
+    "lambda_requests": "Lambda requests",
+    "lambda_duration": "Lambda duration",
+    "dynamodb": "DynamoDB",
+    "s3": "S3",
+    "cloudwatch": "CloudWatch Logs",
+}
+
+
+def command(saved: dict[str, Any]) -> str:
+    return f"scripts/bench --{saved['mode']}"
+
+
+def section(saved: dict[str, Any]) -> str:
+    """The page's generated section: when, where and how once, then the figures."""
+    machine = saved["machine"]
+    load = machine.get("load_average")
+    loaded = "" if load is None else f", load average {load[0]:.1f} / {load[1]:.1f} (start / end)"
+    when = saved["date"].replace("T", " ").replace("+00:00", " UTC")
+    lines = [
+        BEGIN,
+        "",
+        f"Measured by `{command(saved)}` on {when}, on {machine['platform']} with "
+        f"{machine['cpus']} CPUs{loaded}, Python {machine['python']}, against DynamoDB "
+        f"Local and the local S3 engine. Prices: {saved['prices']}. Every figure below "
+        f"is from that run's saved JSON, [{FOLDER}/{JSON_NAME}]({FOLDER}/{JSON_NAME}).",
+        "",
+        "### Each operation against its floors",
+        "",
+        f"![p50 of each operation against the raw call and the floors]({FOLDER}/{OPERATIONS_PLOT})",
+        "",
+        "| operation | clients | p50 ms | raw ms | / raw | floor ms | / floor "
+        "| library floor ms | library / floor | units | $ per million (DynamoDB) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in saved["rows"]:
+        floor, lib = r.get("floor_p50_ms"), r.get("library_p50_ms")
+        lines.append(
+            f"| {_label(r['operation'])} | {r['clients']} | {r['p50_ms']:.2f} "
+            f"| {r['raw_p50_ms']:.2f} | {r['ratio_p50']:.2f} "
+            f"| {_num(floor)} | {_num(r.get('floor_ratio_p50'))} "
+            f"| {_num(lib)} | {_num(r.get('library_floor_ratio_p50'))} "
+            f"| {r['read_units']:g} read + {r['write_units']:g} write "
+            f"| {r['cost_per_million_usd']:.3f} |"
+        )
+    cost = saved["cost"]
+    lines += [
+        "",
+        "### All in, against AppSync",
+        "",
+        f"![all-in cost per million operations against AppSync]({FOLDER}/{COST_PLOT})",
+        "",
+        f"$ per million operations, Lambda at {cost['memory_mb']} MB on "
+        f"{cost['architecture']} (serverless.yml):",
+        "",
+        "| operation | billed ms | "
+        + " | ".join(COST_PARTS.values())
+        + " | total | AppSync | AppSync / total | equal at (billed ms) |",
+        "|---|---|" + "---|" * len(COST_PARTS) + "---|---|---|---|",
+    ]
+    for name, c in cost["operations"].items():
+        parts = " | ".join(f"{c.get(k, 0):.3f}" for k in COST_PARTS)
+        lines.append(
+            f"| {name} | {c['billed_ms']:.1f} | {parts} | {c['total']:.2f} "
+            f"| {c['appsync']:.2f} | {c['appsync'] / c['total']:.2f} "
+            f"| {c['crossover_ms']:.0f} |"
+        )
+    lines += [
+        "",
+        "### Every table of the run",
+        "",
+        "As `scripts/bench` printed them (the same function, given the saved JSON):",
+        "",
+        "```text",
+        _printed(saved).strip("\n"),
+        "```",
+        "",
+        END,
+    ]
+    return "\n".join(lines)
+
+
+def _label(operation: str) -> str:
+    """A row's operation; the push's second row names what it is compared with."""
+    if operation.startswith(" "):
+        return f"pushChanges: 100 updates, {operation.strip()}"
+    return operation
+
+
+def _num(value: float | None) -> str:
+    return "" if value is None else f"{value:.2f}"
+
+
+def _printed(saved: dict[str, Any]) -> str:
+    from scripts.bench import report  # the run's own printing, one source of format
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        report(saved)
+    return out.getvalue()
+
+
+def draw(saved: dict[str, Any], folder: Path) -> None:
+    """The plots, from the saved JSON alone."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plt.rcParams.update({"font.size": 9})
+    when = f"{command(saved)}, {saved['date'][:10]}"
+
+    # Each operation with one client: the product's p50 against the raw call, the
+    # floor (the raw call behind a bare route) and the library's floor.
+    rows = [r for r in saved["rows"] if r["clients"] == 1]
+    series = (
+        ("raw call (boto3)", "raw_p50_ms", "#a0aec0"),
+        ("floor: bare route", "floor_p50_ms", "#68d391"),
+        ("library floor: bare Strawberry", "library_p50_ms", "#f6ad55"),
+        ("this API", "p50_ms", "#3182ce"),
+    )
+    fig, ax = plt.subplots(figsize=(8, 0.62 * len(rows) + 2.0))
+    height = 0.2
+    for i, (label, key, colour) in enumerate(series):
+        ys = [n + (i - 1.5) * height for n in range(len(rows))]
+        xs = [r.get(key) or 0 for r in rows]
+        ax.barh(ys, xs, height=height, label=label, color=colour)
+    ax.set_yticks(range(len(rows)), [_label(r["operation"]).replace(", ", ",\n") for r in rows])
+    ax.invert_yaxis()
+    ax.set_xscale("log")
+    ax.set_xlabel("p50 ms, one client (log scale; shorter is faster)")
+    ax.set_title(f"Each operation against its floors\n({when})")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=2, fontsize=8, frameon=False)
+    fig.tight_layout()
+    fig.savefig(folder / OPERATIONS_PLOT, dpi=100, metadata={"Software": None})
+    plt.close(fig)
+
+    # All in against AppSync, one panel per operation (their scales differ 300x).
+    ops = saved["cost"]["operations"]
+    colours = ("#3182ce", "#63b3ed", "#90cdf4", "#f6ad55", "#68d391", "#a0aec0")
+    fig, axes = plt.subplots(1, len(ops), figsize=(2.0 * len(ops) + 0.5, 3.4))
+    for ax, (name, c) in zip(axes, ops.items(), strict=True):
+        bottom = 0.0
+        for (key, label), colour in zip(COST_PARTS.items(), colours, strict=True):
+            value = c.get(key, 0.0)
+            ax.bar(0, value, bottom=bottom, color=colour, label=label, width=0.6)
+            bottom += value
+        ax.bar(1, c["appsync"] - c["dynamodb"], color="#805ad5", label="AppSync", width=0.6)
+        ax.bar(1, c["dynamodb"], bottom=c["appsync"] - c["dynamodb"], color="#f6ad55", width=0.6)
+        ax.set_xticks([0, 1], ["this API", "AppSync"])
+        ax.set_title(f"{name}\nAppSync {c['appsync'] / c['total']:.2f}x this API", fontsize=8)
+    axes[0].set_ylabel("$ per million operations")
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=7, fontsize=7, frameon=False)
+    fig.suptitle(f"All in on AWS against AppSync + the same DynamoDB ({when})", fontsize=9)
+    fig.tight_layout(rect=(0, 0.08, 1, 1))
+    fig.savefig(folder / COST_PLOT, dpi=100, metadata={"Software": None})
+    plt.close(fig)
+
+
+def write(saved: dict[str, Any], docs: Path = DOCS) -> Path:
+    """The run into `docs`: its JSON, plots, their hashes and the page's section."""
+    # A machine is described by what it is, not by its name (older runs saved it).
+    machine = {k: v for k, v in saved["machine"].items() if k != "node"}
+    saved = {**saved, "machine": machine}
+    folder = docs / FOLDER
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / JSON_NAME).write_text(json.dumps(saved, indent=2) + "\n")
+    draw(saved, folder)
+    (folder / MANIFEST).write_text(_manifest(folder))
+    page = docs / PAGE
+    if not page.exists():  # a folder of its own (the test's): the page as committed
+        page.write_text((DOCS / PAGE).read_text())
+    page.write_text(_replaced(page.read_text(), section(saved)))
+    return page
+
+
+def _manifest(folder: Path) -> str:
+    names = (JSON_NAME, *PLOTS)
+    return "".join(f"{_sha256(folder / n)}  {FOLDER}/{n}\n" for n in names)
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _replaced(text: str, generated: str) -> str:
+    if text.count(BEGIN) != 1 or text.count(END) != 1:
+        raise ValueError(f"{PAGE} needs one {BEGIN!r} and one {END!r}")
+    head, rest = text.split(BEGIN)
+    _, tail = rest.split(END)
+    return head + generated + tail
+
+
+def stale(docs: Path = DOCS) -> list[str]:
+    """What of the page and its plots was not generated from the committed JSON."""
+    folder = docs / FOLDER
+    saved_path, manifest = folder / JSON_NAME, folder / MANIFEST
+    if not saved_path.exists() or not manifest.exists():
+        return [f"{saved_path} or {manifest} is missing: run scripts/bench"]
+    problems = []
+    text = (docs / PAGE).read_text()
+    saved = json.loads(saved_path.read_text())
+    if BEGIN not in text or END not in text or _replaced(text, section(saved)) != text:
+        problems.append(
+            f"{docs / PAGE}: its generated section is not {saved_path} rendered: "
+            f"run python -m scripts.benchmarks.page {saved_path}"
+        )
+    if manifest.read_text() != _manifest(folder):
+        problems.append(
+            f"{manifest}: the plots were not drawn from {saved_path} as it is "
+            f"(or were edited): run python -m scripts.benchmarks.page {saved_path}"
+        )
+    return problems
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("saved", type=Path, help="a run's JSON (.bench-results/...)")
+    parser.add_argument("--docs", type=Path, default=DOCS, help="default docs/")
+    args = parser.parse_args(argv)
+    page = write(json.loads(args.saved.read_text()), args.docs)
+    print(f"wrote {page} and its plots in {args.docs / FOLDER}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,51 @@
+"""Fails when a generated file in docs/ is stale: `python -m scripts.generated` (scripts/check).
+
+- each picture drawn from a source (docs/NAME.dot -> NAME.png, scripts/draw) must match
+  the SHA-256 of both recorded beside it in NAME.png.sha256;
+- docs/benchmarks.md's generated section and its plots must be what scripts/bench
+  makes of the committed docs/benchmarks/bench.json (scripts/benchmarks/page.py).
+
+By content, not modification times: a clone sets every file's time to the checkout's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+from pathlib import Path
+
+from scripts.benchmarks import page
+
+
+def stale_pictures(docs: Path = page.DOCS) -> list[str]:
+    problems = []
+    for source in sorted(docs.glob("*.dot")):
+        picture = source.with_suffix(".png")
+        record = picture.with_name(picture.name + ".sha256")
+        if not picture.exists() or not record.exists():
+            problems.append(f"{picture} or {record} is missing: run scripts/draw")
+            continue
+        expected = {}
+        for line in record.read_text().splitlines():
+            digest, name = line.split(maxsplit=1)
+            expected[name] = digest
+        for path in (source, picture):
+            if expected.get(path.name) != hashlib.sha256(path.read_bytes()).hexdigest():
+                problems.append(f"{picture} was not drawn from {source} as it is: run scripts/draw")
+                break
+    return problems
+
+
+def stale(docs: Path = page.DOCS) -> list[str]:
+    return stale_pictures(docs) + page.stale(docs)
+
+
+def main() -> int:
+    problems = stale()
+    for problem in problems:
+        print(problem, file=sys.stderr)
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
