@@ -47,7 +47,7 @@ from unittest import mock
 from api import metrics
 from api.realtime import aws
 from api.realtime.aws_runtime import Runtime, build_runtime
-from api.settings import PROJECT_ROOT, Settings
+from api.settings import Settings
 from api.storage import keys
 from scripts.benchmarks.cost import EmfLines, shipped_lambda
 from scripts.benchmarks.harness import CREATE, Harness
@@ -70,8 +70,8 @@ from scripts.benchmarks.prices import (
 )
 from scripts.benchmarks.realtime import subscribe_read_units
 from tests.support.management_api import ManagementApi
+from tests.support.ws_events import websocket_event as _event
 
-EVENTS = PROJECT_ROOT / "tests" / "deploy" / "events"
 TENANT = "rtcost"
 FAN_TENANT = "rtfan"
 TENANTS = [TENANT, FAN_TENANT]
@@ -210,14 +210,6 @@ class Driver:
         answer = self.invoke(kind, aws.stream_handler, {"Records": [record]})
         sent: int = answer["sent"]
         return sent
-
-
-def _event(name: str, connection_id: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
-    text = (EVENTS / name).read_text().replace("{{connectionId}}", connection_id)
-    event: dict[str, Any] = json.loads(text)
-    if body is not None:
-        event["body"] = json.dumps(body)
-    return event
 
 
 @contextmanager
