@@ -8,6 +8,7 @@ import math
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from api.service.tenancy import ITEMS_PER_CALL
 from api.settings import PROJECT_ROOT
@@ -175,9 +176,12 @@ def test_bench_smoke_prints_and_saves_a_complete_table(tmp_path: Path) -> None:
         parts = ("http_api", "lambda_requests", "lambda_duration", "dynamodb", "s3", "cloudwatch")
         assert c["cloudwatch"] > 0, name  # its EMF line's bytes
         assert math.isclose(c["total"], sum(c[p] for p in parts)), name
-    # Realtime all in (scripts/benchmarks/realtime_cost.py): every realtime function
-    # invoked and measured, a device-hour by design and a fan-out, beside AppSync's.
-    rt = data["realtime_cost"]
+    check_realtime_cost(data["realtime_cost"], out)
+
+
+def check_realtime_cost(rt: dict[str, Any], out: str) -> None:
+    """Realtime all in (scripts/benchmarks/realtime_cost.py): every realtime function
+    invoked and measured, a device-hour by design and a fan-out, beside AppSync's."""
     assert "realtime all in, $ per million device-hours" in out
     invocations = rt["invocations"]
     fan = REALTIME_COST_SIZES["smoke"][1]
