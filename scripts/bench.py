@@ -17,7 +17,8 @@ the item sizes by AWS's rules (reads: 4 KB per unit, strongly consistent;
 transactional writes: 2 units per KB per item), and the minimum any design
 could pay for the same data. Prices: `scripts/benchmarks/prices.py`. The all-in
 cost of five of the operations (HTTP API, Lambda, DynamoDB, S3) beside AppSync's,
-from the Lambda handler's time in process: `scripts/benchmarks/cost.py`.
+from the Lambda handler's time in process: `scripts/benchmarks/cost.py`; realtime's
+(a connected device-hour, a fan-out) beside AppSync's: `scripts/benchmarks/realtime_cost.py`.
 """
 
 from __future__ import annotations
@@ -57,6 +58,8 @@ from scripts.benchmarks.page import write as write_page
 from scripts.benchmarks.prices import PRICES_AS_OF
 from scripts.benchmarks.reads import measure_reads
 from scripts.benchmarks.realtime import BURST_TENANTS, measure_realtime, print_realtime
+from scripts.benchmarks.realtime_cost import TENANTS as REALTIME_COST_TENANTS
+from scripts.benchmarks.realtime_cost import measure_realtime_cost, print_realtime_cost
 from scripts.benchmarks.scale import measure_scale, measure_sweep, print_scale
 from scripts.benchmarks.tenancy import measure_tenancy, print_tenancy
 from scripts.benchmarks.upgrade import measure_upgrade, print_upgrade
@@ -69,7 +72,7 @@ from tests.support.subscribers import pid_listening
 RESULTS = PROJECT_ROOT / ".bench-results"
 TENANTS = ["page", *(f"w{i}" for i in range(8)), "small", "large", "bulk", "hot", "sweep"]
 TENANTS += ["realtime", "wunits", "churn", "churn-min", "attachments", *REFERENCE_TENANTS]
-TENANTS += [COST_TENANT, *BURST_TENANTS]
+TENANTS += [COST_TENANT, *BURST_TENANTS, *REALTIME_COST_TENANTS]
 # Requests profiled per operation for the split by layer (--fast, --full).
 SPLIT_REQUESTS = {"fast": 50, "full": 200}
 # --smoke: timed calls per row (60 in --fast) and the large tenant's size (50,000):
@@ -88,6 +91,7 @@ SMOKE_WARM = 3
 
 def run(fast: bool, smoke: bool = False) -> dict[str, Any]:
     load_at_start = os.getloadavg()[0]  # the page states it: other work inflates times
+    mode = "smoke" if smoke else "fast" if fast else "full"
     with local_engines(short_lived=smoke) as engines:
         settings = engines.settings
         ddb = settings.dynamodb_client()
@@ -111,13 +115,13 @@ def run(fast: bool, smoke: bool = False) -> dict[str, Any]:
                 result = _measure(h, engines.blobs)
                 result["attachments"] = measure_attachments(h, engines.blobs)
                 result["cost"] = measure_cost(h)
+                result["realtime_cost"] = measure_realtime_cost(h, result["cost"], mode)
             finally:
                 for c in clients + floors:
                     c.close()
-        print("==> realtime", flush=True)
-        mode = "smoke" if smoke else "fast" if fast else "full"
         print("==> upgrade", flush=True)
         result["upgrade"] = measure_upgrade(mode, settings.dynamodb_endpoint)
+        print("==> realtime", flush=True)
         result["realtime"] = measure_realtime(settings, ddb, headers["Authorization"], mode)
         print("==> where a request's time goes (cProfile, in process)", flush=True)
         if smoke:
@@ -182,6 +186,7 @@ def report(saved: dict[str, Any]) -> None:
     """Prints every table of a run from its saved JSON alone (the run, and the page)."""
     print_rows(saved["rows"])
     print_cost(saved["cost"])
+    print_realtime_cost(saved["realtime_cost"])
     print_write_units(saved["write_units"])
     print_scale(saved["scale"], saved["incremental_sync_units"])
     print_bulk(saved["bulk_sync"])

@@ -84,7 +84,7 @@ def measure_cost(h: Harness) -> dict[str, Any]:
     print("==> all-in cost: the Lambda handler, in process", flush=True)
     memory_mb, architecture = shipped_lambda()
     assert architecture == "arm64", f"prices are arm64's, serverless.yml says {architecture}"
-    emf = _EmfLines()
+    emf = EmfLines()
     app = create_lambda_app(h.settings, sink=metrics.Emf(emf))  # as api.lambda_handler serves it
     handler = Mangum(app, lifespan="off")
     template = json.loads(EVENT.read_text())
@@ -159,7 +159,7 @@ def measure_cost(h: Harness) -> dict[str, Any]:
     }
 
 
-class _EmfLines:
+class EmfLines:
     """Where the Lambda's EMF lines go here: their bytes, and the custom metrics
     (a metric name with its dimensions' values) they create."""
 

@@ -3,7 +3,8 @@
 DynamoDB on-demand, us-east-1, since the November 2024 price cut; DynamoDB
 Streams and API Gateway WebSocket, us-east-1; S3 Standard, us-east-1 (attachments);
 API Gateway's HTTP API, Lambda on arm64 and AppSync, us-east-1 (the all-in cost of
-an operation, `scripts/benchmarks/cost.py`)."""
+an operation, `scripts/benchmarks/cost.py`); API Gateway WebSocket, AppSync's
+real-time and SQS, us-east-1 (realtime all in, `scripts/benchmarks/realtime_cost.py`)."""
 
 PRICES_AS_OF = "DynamoDB on-demand, us-east-1, prices since November 2024"
 WRITE_UNIT_USD = 0.625 / 1_000_000  # per write request unit
@@ -36,6 +37,31 @@ LAMBDA_REQUEST_USD = 0.20 / 1_000_000
 LAMBDA_ARM64_GB_SECOND_USD = 0.0000133334
 LAMBDA_BILLED_MS = 1  # duration is rounded up to this
 APPSYNC_OPERATION_USD = 4.00 / 1_000_000
+
+# Realtime, us-east-1 list prices of 2026-11-27, first tiers.
+# API Gateway WebSocket APIs (https://aws.amazon.com/api-gateway/pricing/): messages
+# sent and received, $1.00 a million for the first billion a month, each metered in
+# 32 KB increments; connection minutes $0.25 a million. The quotas page
+# (docs.aws.amazon.com/apigateway/latest/developerguide/
+# apigateway-execution-service-websocket-limits-table.html) closes a connection
+# idle for 10 minutes and any connection after 2 hours.
+REALTIME_PRICES_AS_OF = (
+    "API Gateway WebSocket, AppSync real-time, SQS standard: us-east-1, list prices of 2026-11-27"
+)
+WEBSOCKET_MESSAGE_USD = 1.00 / 1_000_000
+WEBSOCKET_METERED_BYTES = 32 * 1024
+WEBSOCKET_CONNECTION_MINUTE_USD = 0.25 / 1_000_000
+WEBSOCKET_IDLE_TIMEOUT_MIN = 10
+# AppSync GraphQL (https://aws.amazon.com/appsync/pricing/): $2.00 a million
+# real-time updates ("outbound messages broadcast, along with WebSocket operations
+# such as client connections, are considered real-time updates": a connect and a
+# subscription's start are billed as one each), $0.08 a million connection minutes;
+# a query or mutation is APPSYNC_OPERATION_USD.
+APPSYNC_REALTIME_UPDATE_USD = 2.00 / 1_000_000
+APPSYNC_CONNECTION_MINUTE_USD = 0.08 / 1_000_000
+# SQS standard queue (https://aws.amazon.com/sqs/pricing/): $0.40 a million requests
+# (each 64 KB of a payload a request), past the first million a month, which are free.
+SQS_REQUEST_USD = 0.40 / 1_000_000
 
 # CloudWatch, us-east-1 list prices, first tiers: the operators' metrics
 # (api/metrics.py) are EMF documents in the functions' logs, each a request's log

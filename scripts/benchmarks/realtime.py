@@ -91,7 +91,7 @@ async def _measure(
             finally:
                 await close_all(subscribers, tasks)
     relayed, burst = await _relayed_latencies(settings, authorization, tenant, rounds, bursts)
-    subscribe_units = _subscribe_read_units(ddb, settings.table_name, tenant)
+    subscribe_units = subscribe_read_units(ddb, settings.table_name, tenant)
     polls_per_hour = 3600 / POLL_INTERVAL_S
     return {
         "mutation_p50_ms": mutation,
@@ -270,7 +270,7 @@ def _quantiles(values: list[float]) -> dict[str, float]:
     }
 
 
-def _subscribe_read_units(ddb: Any, table: str, tenant: str) -> float:
+def subscribe_read_units(ddb: Any, table: str, tenant: str) -> float:
     """The read a new subscription makes (`SyncService.latest_change`): the head and
     the newest entry, one consistent Query."""
     response = ddb.query(

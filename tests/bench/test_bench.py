@@ -19,6 +19,8 @@ from scripts.benchmarks.cost import ROWS as COST_ROWS
 from scripts.benchmarks.cost import shipped_lambda
 from scripts.benchmarks.realtime import BURSTS
 from scripts.benchmarks.realtime import SIZES as REALTIME_SIZES
+from scripts.benchmarks.realtime_cost import DESIGNS
+from scripts.benchmarks.realtime_cost import SIZES as REALTIME_COST_SIZES
 
 # Not marked serial: no figure is asserted, so it runs beside another worker in
 # scripts/test --all (alone, it was 272 s of the serial part).
@@ -177,6 +179,7 @@ def test_bench_smoke_prints_and_saves_a_complete_table(tmp_path: Path) -> None:
         parts = ("http_api", "lambda_requests", "lambda_duration", "dynamodb", "s3", "cloudwatch")
         assert c["cloudwatch"] > 0, name  # its EMF line's bytes
         assert math.isclose(c["total"], sum(c[p] for p in parts)), name
+    check_realtime_cost(data["realtime_cost"], out)
 
 
 def _the_page_was_written_from(data: dict[str, Any], out: Path) -> None:
@@ -196,3 +199,31 @@ def _the_page_was_written_from(data: dict[str, Any], out: Path) -> None:
     # The committed page keeps its prose around the section.
     committed = (page.DOCS / page.PAGE).read_text()
     assert text.split(page.BEGIN)[0] == committed.split(page.BEGIN)[0]
+
+
+def check_realtime_cost(rt: dict[str, Any], out: str) -> None:
+    """Realtime all in (scripts/benchmarks/realtime_cost.py): every realtime function
+    invoked and measured, a device-hour by design and a fan-out, beside AppSync's."""
+    assert "realtime all in, $ per million device-hours" in out
+    invocations = rt["invocations"]
+    fan = REALTIME_COST_SIZES["smoke"][1]
+    kinds = {"$connect", "connection_init", "subscribe", "ping", "$disconnect"}
+    assert set(invocations) == kinds | {"fan-out, 1 subscriber", f"fan-out, {fan} subscribers"}
+    for name, k in invocations.items():
+        assert k["calls"] >= 1 and math.isfinite(k["billed_ms"]) and k["billed_ms"] >= 1, name
+    # What each writes to the table: a connection item (init), the subscription's
+    # transaction of two items (subscribe), a claim per subscriber poked.
+    assert invocations["connection_init"]["write_units"] >= 1
+    assert invocations["subscribe"]["write_units"] >= 4
+    assert invocations[f"fan-out, {fan} subscribers"]["write_units"] >= fan
+    assert invocations[f"fan-out, {fan} subscribers"]["messages_out"] == fan
+    assert set(rt["device_hour"]) == {d.name for d in DESIGNS}
+    rt_parts = ("connection_minutes", "messages", "lambda", "dynamodb", "sqs", "cloudwatch", "sync")
+    for name, c in rt["device_hour"].items():
+        assert all(math.isfinite(c[p]) and c[p] >= 0 for p in rt_parts), name
+        assert math.isclose(c["total"], sum(c[p] for p in rt_parts)), name
+        assert c["appsync"] > 0 and c["connection_minutes"] > 0 and c["messages"] > 0, name
+    assert 0 < rt["socket_floor"] < min(c["total"] for c in rt["device_hour"].values())
+    for name, f in rt["fan_out"].items():
+        assert f["devices"] == fan and math.isfinite(f["total"]) and f["appsync"] > 0, name
+    assert math.isfinite(rt["polling"]["par_interval_min"])

@@ -11,7 +11,6 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,10 +23,10 @@ from tests.support.faults import dynamodb_error, hooks_on
 from tests.support.gql import TEST_AUTH_SECRET, GraphQLClient, bearer
 from tests.support.management_api import ManagementApi
 from tests.support.stale_reads import StaleQueries
+from tests.support.ws_events import websocket_event as _event
 
 pytestmark = pytest.mark.serial  # scripts/test --all runs it alone (pyproject.toml)
 
-EVENTS = Path(__file__).with_name("events")
 SUBSCRIBE = (
     "subscription($t: ID!, $s: ID) { changesAvailable(tenantID: $t, since: $s) "
     "{ tenantID changeToken } }"
@@ -57,14 +56,6 @@ def inject_realtime() -> Iterator[Callable[[str, Callable[..., Any]], None]]:
     `inject` fixture does on the store's): faults enter between it and DynamoDB Local."""
     with hooks_on(aws._runtime().connections.client.meta.events) as register:
         yield register
-
-
-def _event(name: str, connection_id: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
-    text = (EVENTS / name).read_text().replace("{{connectionId}}", connection_id)
-    event: dict[str, Any] = json.loads(text)
-    if body is not None:
-        event["body"] = json.dumps(body)
-    return event
 
 
 class Device:
