@@ -83,7 +83,7 @@ SPLIT_REQUESTS = {"fast": 50, "full": 200}
 # say that every row runs, not how fast.
 SMOKE_ITERATIONS = 12
 SMOKE_SMALL = 300
-SMOKE_LARGE = 2_000
+SMOKE_LARGE = 1_000
 SMOKE_BULK = 2_000
 SMOKE_SPLIT_REQUESTS = 10
 SMOKE_WARM = 3

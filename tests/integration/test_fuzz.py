@@ -42,7 +42,8 @@ def _check(app_client: TestClient, query: str) -> None:
 
 
 FUZZ = settings(
-    max_examples=150,
+    # 150 took some 30-45 s a mode on 2 cores; CI's 12 minutes are spent.
+    max_examples=100,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
