@@ -513,7 +513,7 @@ def test_the_lambda_handler_answers_like_the_local_server(
                 "person": {"id": "from-lambda", "givenName": "Ann", "relationship": "PARENT"},
                 "replayed": False,
             }
-        }
+        },
     }
     assert "x-request-id" in {k.lower() for k in created["headers"]}
     # The same request to the local server is a replay of the Lambda's write: one store.
