@@ -10,7 +10,6 @@ import os
 import random
 import signal
 import subprocess
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,6 +24,7 @@ from api.auth import make_local_token
 from api.settings import PROJECT_ROOT
 from scripts.local_engine import free_port
 from tests.convergence.faults import FaultyBlobs, FaultyTransport
+from tests.support.servers import started
 from tests.support.sigv4 import signature_holds
 
 SECRET = "offline-attachments-" + "s" * 40
@@ -57,17 +57,9 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 180
-        while True:
-            try:
-                if httpx2.get(f"{url}/healthz", timeout=2).status_code == 200:
-                    break
-            except httpx2.TransportError:
-                pass
-            if process.poll() is not None or time.monotonic() > deadline:
-                log.seek(0)
-                raise RuntimeError(f"scripts/serve did not start:\n{log.read()}")
-            time.sleep(0.3)
+        if not started(process, url, timeout_s=180, every_s=0.3):
+            log.seek(0)
+            raise RuntimeError(f"scripts/serve did not start:\n{log.read()}")
         yield url
     finally:
         os.killpg(process.pid, signal.SIGINT)  # Ctrl-C: the server and both engines stop

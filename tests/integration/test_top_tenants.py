@@ -21,6 +21,7 @@ from api.settings import PROJECT_ROOT, Settings
 from scripts import top_tenants
 from scripts.local_engine import free_port
 from tests.support.gql import GraphQLClient
+from tests.support.servers import started
 
 pytestmark = pytest.mark.slow
 
@@ -41,16 +42,8 @@ def served(settings: Settings, tmp_path: Path) -> Iterator[tuple[str, Path]]:
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx2.get(f"{url}/healthz", timeout=2).status_code == 200:
-                    break
-            except httpx2.TransportError:
-                pass
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"the server did not start:\n{log_path.read_text()}")
-            time.sleep(0.2)
+        if not started(process, url, timeout_s=60, every_s=0.2):
+            raise RuntimeError(f"the server did not start:\n{log_path.read_text()}")
         yield url, log_path
     finally:
         os.killpg(process.pid, signal.SIGINT)

@@ -9,6 +9,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx2
 
@@ -29,6 +30,26 @@ def crash(base_url: str) -> None:
     """Kill a server as a crash would (SIGKILL: no request finishes, nothing is flushed)."""
     _RUNNING[base_url].kill()
     _RUNNING[base_url].wait()
+
+
+def started(
+    process: subprocess.Popen[Any], base: str, timeout_s: float, every_s: float = 0.1
+) -> bool:
+    """Whether the server `process` started answers 200 on `base`/healthz within
+    `timeout_s` (False: it exited first, or did not answer in time)."""
+    deadline = time.monotonic() + timeout_s
+    # One client for the polls: each new client builds a TLS context (the CA bundle
+    # loaded, some 40 ms of CPU), 20 or more a server start.
+    with httpx2.Client(timeout=2) as http:
+        while True:
+            try:
+                if http.get(f"{base}/healthz").status_code == 200:
+                    return True
+            except httpx2.TransportError:
+                pass
+            if process.poll() is not None or time.monotonic() > deadline:
+                return False
+            time.sleep(every_s)
 
 
 @contextmanager
@@ -91,19 +112,9 @@ def api_server(
         stderr=log,
     )
     try:
-        deadline = time.monotonic() + 90  # a shared, loaded machine starts slowly
-        # One client for the polls: each new client builds a TLS context (the CA
-        # bundle loaded, some 40 ms of CPU), 20 or more a server start.
-        with httpx2.Client(timeout=1) as http:
-            while True:
-                try:
-                    if http.get(f"{base}/healthz").status_code == 200:
-                        break
-                except httpx2.TransportError:
-                    pass
-                if process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"API server on port {port} did not start")
-                time.sleep(0.1)
+        # A shared, loaded machine starts slowly.
+        if not started(process, base, timeout_s=90):
+            raise RuntimeError(f"API server on port {port} did not start")
         _RUNNING[base] = process
         yield base
     finally:
