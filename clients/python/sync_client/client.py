@@ -486,7 +486,9 @@ class SyncClient:
         """A request with this release's `document` (push, pull, catch_up); one the
         server could not validate because it serves an earlier release (it says
         which) is asked again with that release's (unless not `again`), which the
-        next requests use while they succeed. SyncFailed for any other error."""
+        next requests use while they succeed; one an earlier release's documents
+        asked and a later release's server answered is asked again with the
+        documents of the release it serves. SyncFailed for any other error."""
         for _ in range(3):
             body = self.transport.execute(getattr(self._asked, document), variables)
             served = (body.get("extensions") or {}).get("release")
