@@ -22,7 +22,8 @@ Lambda sides off, 8 rounds, load average 8: a poll 0.85x, a page 1.04x) and CPU 
 `--instructions` counts instead what a poll and a page of 100 cost the Lambda's
 process in instructions, which the load does not change: a child process serving K
 requests through `api.lambda_handler` under cachegrind (valgrind), METRICS=emf and
-off, at two K, the difference per request. Run with
+off, at two K, the difference per request; and a cold start's, a child importing
+the handler and serving one poll. Run with
 `scripts/bench-metrics [--rounds N] [--calls N] [--cold-rounds N] [--instructions]`.
 """
 
@@ -156,18 +157,23 @@ def main(argv: list[str] | None = None) -> int:
             f"{cpu_ratio:>8.3f}{own[name][op]:>9.1f}{share:>8.1%}"
         )
     print(f"\ncold start (process start to exit, import and one poll), {args.cold_rounds} rounds")
-    print(f"{'METRICS':<14}{'min ms':>8}{'median':>8}{'/ off':>8}{'CPU ms':>8}{'/ off':>8}")
+    print(
+        f"{'METRICS':<14}{'min ms':>8}{'median':>8}{'/ off':>8}"
+        f"{'CPU min':>8}{'/ off':>8}{'median':>8}{'/ off':>8}"
+    )
     walls, cpus = cold
     for kind, values in walls.items():
         low, mid = min(values), statistics.median(values)
-        least = min(cpus[kind])
+        least, typical = min(cpus[kind]), statistics.median(cpus[kind])
         print(
             f"{kind:<14}{low:>8.0f}{mid:>8.0f}{mid / statistics.median(walls['off']):>8.3f}"
             f"{least:>8.0f}{least / min(cpus['off']):>8.3f}"
+            f"{typical:>8.0f}{typical / statistics.median(cpus['off']):>8.3f}"
         )
     result["cold start emf / off"] = {
         "median ms": round(statistics.median(walls["emf"]) / statistics.median(walls["off"]), 4),
         "min CPU": round(min(cpus["emf"]) / min(cpus["off"]), 4),
+        "median CPU": round(statistics.median(cpus["emf"]) / statistics.median(cpus["off"]), 4),
     }
     print(json.dumps(result))
     return 0
@@ -303,9 +309,7 @@ FEW_MANY = {"poll": (10, 60), "page of 100": (5, 25)}
 
 def _instructions() -> int:
     """Instructions per request (a poll, a page of 100) of the Lambda's process,
-    METRICS=emf against off."""
-    import re
-
+    METRICS=emf against off, and a cold start's (the whole child: import and one poll)."""
     token = make_local_token(SECRET, "bench", [TENANT], 3600)
     per_request: dict[str, dict[str, float]] = {}
     with local_engine_settings() as settings:
@@ -320,41 +324,48 @@ def _instructions() -> int:
             event = json.dumps({**template, "body": json.dumps(body)})
             few, many = FEW_MANY[op]
             for kind in ("off", "emf"):
-                counts = []
-                for requests in (few, many):
-                    done = subprocess.run(
-                        [
-                            "valgrind",
-                            "--tool=cachegrind",
-                            "--cache-sim=no",
-                            "--cachegrind-out-file=/dev/null",
-                            sys.executable,
-                            "-c",
-                            POLLS,
-                            str(requests),
-                        ],
-                        # One hash seed for both kinds: sets' and dicts' layouts alike.
-                        env={
-                            **env,
-                            "METRICS": kind,
-                            "COLD_START_EVENT": event,
-                            "PYTHONHASHSEED": "0",
-                        },
-                        cwd=PROJECT_ROOT,
-                        capture_output=True,
-                        text=True,
-                        check=True,
-                    )
-                    found = re.search(r"I\s+refs:\s+([\d,]+)", done.stderr)
-                    assert found, done.stderr[-2000:]
-                    counts.append(int(found[1].replace(",", "")))
+                counts = [_counted(env, kind, event, requests) for requests in (few, many)]
                 per_request.setdefault(op, {})[kind] = (counts[1] - counts[0]) / (many - few)
+        # A cold start: the whole child, its import and one poll (the bytecode the
+        # development environment has, written by the runs above).
+        poll = json.dumps({**template, "body": json.dumps(bodies["poll"])})
+        cold = {kind: float(_counted(env, kind, poll, 1)) for kind in ("off", "emf")}
     print("\na request through the Lambda handler, instructions (a child serving many less few)")
     for op, kinds in per_request.items():
         for kind, count in kinds.items():
             print(f"{op:<14}METRICS={kind:<6}{count:>14,.0f}{count / kinds['off']:>8.4f}")
-    print(json.dumps({"instructions per request": per_request}))
+    print("\na cold start, instructions (a child importing the handler and serving one poll)")
+    for kind, count in cold.items():
+        print(f"{'cold start':<14}METRICS={kind:<6}{count:>14,.0f}{count / cold['off']:>8.4f}")
+    print(json.dumps({"instructions per request": per_request, "cold start": cold}))
     return 0
+
+
+def _counted(env: dict[str, str], kind: str, event: str, requests: int) -> int:
+    """The instructions of a child serving `requests` requests of `event` (cachegrind)."""
+    import re
+
+    done = subprocess.run(
+        [
+            "valgrind",
+            "--tool=cachegrind",
+            "--cache-sim=no",
+            "--cachegrind-out-file=/dev/null",
+            sys.executable,
+            "-c",
+            POLLS,
+            str(requests),
+        ],
+        # One hash seed for both kinds: sets' and dicts' layouts alike.
+        env={**env, "METRICS": kind, "COLD_START_EVENT": event, "PYTHONHASHSEED": "0"},
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    found = re.search(r"I\s+refs:\s+([\d,]+)", done.stderr)
+    assert found, done.stderr[-2000:]
+    return int(found[1].replace(",", ""))
 
 
 if __name__ == "__main__":
