@@ -20,6 +20,7 @@ import io
 import json
 import os
 import platform
+import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -30,6 +31,7 @@ from api.settings import PROJECT_ROOT
 
 DOCS = PROJECT_ROOT / "docs"
 PAGE = "benchmarks.md"
+RESULTS = PROJECT_ROOT / ".bench-results"  # every run's JSON, not committed
 FOLDER = "benchmarks"  # beside the page: bench.json, the plots, plots.sha256
 JSON_NAME = "bench.json"
 MANIFEST = "plots.sha256"
@@ -63,6 +65,18 @@ def machine(load_at_start: float) -> dict[str, Any]:
         "platform": platform.platform(),
         "load_average": [load_at_start, os.getloadavg()[0]],
     }
+
+
+def commit() -> dict[str, Any]:
+    """The commit a run measured, and whether the work tree's api/ and Lambda lock (what
+    the code and bundles measured are made of) differed from it."""
+
+    def git(*args: str) -> str:
+        run = subprocess.run(["git", *args], cwd=PROJECT_ROOT, capture_output=True, text=True)
+        return run.stdout.strip()
+
+    changed = git("status", "--porcelain", "--", "api", "requirements-lambda.txt")
+    return {"commit": git("rev-parse", "--short", "HEAD"), "uncommitted_changes": bool(changed)}
 
 
 def measured(command: str, saved: dict[str, Any]) -> str:
@@ -294,6 +308,19 @@ class Generated:
                 f"(or were edited): {again}"
             )
         return problems
+
+    def options(self, parser: argparse.ArgumentParser) -> None:
+        """A bench command's --out and --page, for `keep`."""
+        parser.add_argument("--out", type=Path, default=RESULTS, help="default .bench-results/")
+        parser.add_argument("--page", type=Path, default=DOCS, help=f"where {self.page} is written")
+
+    def keep(self, saved: dict[str, Any], out: Path, docs: Path = DOCS) -> None:
+        """A bench command's run: its JSON into `out`, dated, then the page from it."""
+        out.mkdir(parents=True, exist_ok=True)
+        path = out / f"{saved['date'].replace(':', '').replace('-', '')[:15]}Z-{self.json_name}"
+        path.write_text(json.dumps(saved, indent=2) + "\n")
+        print(f"\nsaved {path}")
+        print(f"wrote {self.write(saved, docs)} from it")
 
     def main(self, argv: list[str] | None = None) -> int:
         parser = argparse.ArgumentParser(description=f"{self.page} again from a saved run")

@@ -1,0 +1,90 @@
+"""Figures other bench scripts write into the docs, each from its own saved run.
+
+docs/cold-start.md's come from scripts/bench-cold-start: the command's own result
+(`result`, from a run's timings) is saved, printed and rendered into the page's
+generated section and its plot, in a folder of the test's own; a second run's figure
+replaces the first's in the page and in the plot. (The real command builds bundles
+for minutes: here its measures are given, all else is the command's.)"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import copy
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from scripts.bench_cold_start import FLOOR_KIND, FUNCTIONS, report, result
+from scripts.benchmarks import cold_start, page
+
+BUNDLES = ["shipped", "shipped, no bytecode", "274c7c3 (shipped no bytecode)"]
+
+
+def _run(scale: float) -> dict[str, Any]:
+    """A run's result from its timings: each kind slower than the floor by its place,
+    each bundle slower than the shipped one by its place; `scale` sets the figures."""
+    times: dict[tuple[str, str], list[float]] = {}
+    cpu: dict[tuple[str, str], list[float]] = {}
+    for b, bundle in enumerate(BUNDLES):
+        for k, kind in enumerate((FLOOR_KIND, *FUNCTIONS)):
+            base = scale * (1 + 0.7 * b) * (1 + 0.1 * k)
+            times[bundle, kind] = [base * 1.2, base, base * 1.1, base * 1.5]
+            cpu[bundle, kind] = [base * 0.9, base * 0.8, base * 0.85, base]
+    args = argparse.Namespace(rounds=4, before=Path("before"), before_name="274c7c3")
+    return result(args, "3.13.5", BUNDLES, times, cpu, load_at_start=0.5)
+
+
+def _printed(saved: dict[str, Any], printer: Any = report) -> str:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        printer(saved)
+    return out.getvalue()
+
+
+def test_a_run_writes_the_cold_start_page_and_its_plot_and_the_next_replaces_them(
+    tmp_path: Path,
+) -> None:
+    docs, folder = tmp_path / "docs", tmp_path / "docs" / page.FOLDER
+    first = _run(scale=700)
+    assert first["command"] == "scripts/bench-cold-start --rounds 4 --before 274c7c3"
+    assert list(first["bundles"]) == BUNDLES and first["machine"]["cpus"]
+    shipped = first["bundles"]["shipped"]
+    assert shipped[FLOOR_KIND] == pytest.approx(
+        {"min_ms": 700, "median_ms": 805, "min_cpu_ms": 560}
+    )
+    # What the command prints: the same figures, from the saved JSON alone.
+    assert f"{FLOOR_KIND:<52}{700:>8.0f}{1:>9.2f}{805:>8.0f}" in _printed(first)
+
+    written = cold_start.PAGE.write(first, docs)
+    text = written.read_text()
+    assert json.loads((folder / cold_start.JSON_NAME).read_text()) == first
+    assert cold_start.section(first) in text
+    assert f"`{first['command']}` on {first['date'][:10]}" in text
+    assert f"at commit {first['commit']}" in text and "Python 3.13.5" in text
+    # Each bundle's rows: min, its ratio to the floor, median, ratio, CPU, ratio.
+    assert "| floor: strawberry, pynamodb, boto3 + client | 700 | 1.00 | 805 | 1.00 | 560 |" in text
+    assert "| HTTP: import | 770 | 1.10 | 886 | 1.10 | 616 | 1.10 |" in text
+    # The earlier commit's bundle against the shipped one: 2.40x, min and median alike.
+    assert "| HTTP: import | 1.70; 1.70 | 2.40; 2.40 |" in text
+    assert "(shipped, min): 1.10, within the goal" in text
+    plot = (folder / cold_start.PLOT).read_bytes()
+    assert plot.startswith(b"\x89PNG")
+    assert cold_start.PAGE.stale(docs) == []
+    committed = (page.DOCS / cold_start.PAGE.page).read_text()
+    assert text.split(cold_start.BEGIN)[0] == committed.split(cold_start.BEGIN)[0]
+    assert text.split(cold_start.END)[1] == committed.split(cold_start.END)[1]
+
+    # The next run: one figure changed, the page's table and the plot's bar with it.
+    second = copy.deepcopy(first)
+    second["bundles"]["shipped"]["HTTP: import"]["min_ms"] = 1_234
+    cold_start.PAGE.write(second, docs)
+    text = written.read_text()
+    assert cold_start.section(second) in text and cold_start.section(first) not in text
+    assert "| HTTP: import | 1,234 | 1.76 |" in text and "| HTTP: import | 770 |" not in text
+    assert "(shipped, min): 1.76, not within the goal" in text
+    assert (folder / cold_start.PLOT).read_bytes() != plot, "the plot was not redrawn"
+    assert cold_start.PAGE.stale(docs) == []
