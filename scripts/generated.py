@@ -5,7 +5,9 @@
 - docs/benchmarks.md's generated section and its plots must be what scripts/bench
   makes of the committed docs/benchmarks/bench.json (scripts/benchmarks/page.py), and
   docs/cold-start.md's section and plot what scripts/bench-cold-start makes of
-  docs/benchmarks/cold-start.json (scripts/benchmarks/cold_start.py).
+  docs/benchmarks/cold-start.json (scripts/benchmarks/cold_start.py), and
+  docs/sync.md's figures of a sync of chosen types what scripts/bench-types-paging
+  makes of docs/benchmarks/types-paging.json (scripts/benchmarks/types_paging.py).
 
 By content, not modification times: a clone sets every file's time to the checkout's.
 """
@@ -16,10 +18,10 @@ import hashlib
 import sys
 from pathlib import Path
 
-from scripts.benchmarks import cold_start, page
+from scripts.benchmarks import cold_start, page, types_paging
 
 # Every page with a section generated from a run's saved JSON.
-PAGES = (page.BENCH, cold_start.PAGE)
+PAGES = (page.BENCH, cold_start.PAGE, types_paging.PAGE)
 
 
 def stale_pictures(docs: Path = page.DOCS) -> list[str]:

@@ -3,8 +3,10 @@
 docs/cold-start.md's come from scripts/bench-cold-start: the command's own result
 (`result`, from a run's timings) is saved, printed and rendered into the page's
 generated section and its plot, in a folder of the test's own; a second run's figure
-replaces the first's in the page and in the plot. (The real command builds bundles
-for minutes: here its measures are given, all else is the command's.)"""
+replaces the first's in the page and in the plot. docs/sync.md's figures of a sync of
+chosen types come from scripts/bench-types-paging the same way. (The real commands
+build bundles or seed tenants for minutes: here their measures are given, all else is
+the commands'.)"""
 
 from __future__ import annotations
 
@@ -18,8 +20,10 @@ from typing import Any
 
 import pytest
 
+from scripts import bench_types_paging
 from scripts.bench_cold_start import FLOOR_KIND, FUNCTIONS, report, result
-from scripts.benchmarks import cold_start, page
+from scripts.bench_types_paging import WHOLE, Sync
+from scripts.benchmarks import cold_start, page, types_paging
 
 BUNDLES = ["shipped", "shipped, no bytecode", "274c7c3 (shipped no bytecode)"]
 
@@ -88,3 +92,43 @@ def test_a_run_writes_the_cold_start_page_and_its_plot_and_the_next_replaces_the
     assert "(shipped, min): 1.76, not within the goal" in text
     assert (folder / cold_start.PLOT).read_bytes() != plot, "the plot was not redrawn"
     assert cold_start.PAGE.stale(docs) == []
+
+
+def _paging(read_units: float) -> dict[str, Any]:
+    """A run of bench-types-paging, one tenant's syncs: the chosen type's pages of 100
+    read `read_units`, its pages of 1,000 and the whole tenant's as given."""
+    rows = []
+    for code in ("before", "after"):
+        rows += [
+            ("50 reminders", code, WHOLE, Sync(400.0, 6, 11, 5000), 0.0),
+            ("50 reminders", code, "whole tenant, pages of 100", Sync(480.0, 51, 60, 5000), 1.2),
+            ("50 reminders", code, "types, pages of 1,000", Sync(200.0, 1, 9, 50), 0.0),
+            ("50 reminders", code, "types, pages of 100", Sync(read_units, 1, 9, 50), 0.0),
+        ]
+    rows[-1] = (*rows[-1][:4], read_units / 200.0)
+    return bench_types_paging.result("03a2085", rows, load_at_start=0.5)
+
+
+def test_a_run_writes_the_figures_of_a_sync_of_chosen_types_into_sync_md(
+    tmp_path: Path,
+) -> None:
+    docs = tmp_path / "docs"
+    first = _paging(230.0)
+    assert first["command"] == "scripts/bench-types-paging --before 03a2085"
+    assert "230.0    0.57x      1.15x" in _printed(first, bench_types_paging.report)
+    written = types_paging.PAGE.write(first, docs)
+    text = written.read_text()
+    assert json.loads((docs / page.FOLDER / types_paging.JSON_NAME).read_text()) == first
+    assert f"`{first['command']}` on {first['date'][:10]}" in text
+    # This checkout's rows only (`before` is an earlier commit's, in the JSON).
+    assert "| 50 reminders | types, pages of 100 | 50 | 1 | 9 | 230.0 | 0.57 | 1.15 |" in text
+    assert text.count("| 50 reminders |") == 4
+    assert types_paging.PAGE.stale(docs) == []
+    committed = (page.DOCS / types_paging.PAGE.page).read_text()
+    assert text.split(types_paging.BEGIN)[0] == committed.split(types_paging.BEGIN)[0]
+
+    second = _paging(260.0)
+    types_paging.PAGE.write(second, docs)
+    text = written.read_text()
+    assert "| 50 reminders | types, pages of 100 | 50 | 1 | 9 | 260.0 | 0.65 | 1.30 |" in text
+    assert "230.0" not in text and types_paging.PAGE.stale(docs) == []

@@ -1,6 +1,6 @@
 """scripts/check's freshness of generated docs (scripts/generated.py): the architecture
 picture against its Graphviz source, and each generated section of a page and its plots
-(docs/benchmarks.md's, docs/cold-start.md's) against its committed run's
+(docs/benchmarks.md's, docs/cold-start.md's, docs/sync.md's) against its committed run's
 JSON; by content, whatever the files' times."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import os
 import shutil
 from pathlib import Path
 
-from scripts.benchmarks import cold_start, page
+from scripts.benchmarks import cold_start, page, types_paging
 from scripts.generated import PAGES, stale, stale_pictures
 
 PICTURE = ("architecture.dot", "architecture.png", "architecture.png.sha256")
@@ -80,3 +80,14 @@ def test_the_cold_start_page_is_stale_when_its_run_changes(tmp_path: Path) -> No
     assert "cold-start.md: its generated section" in problems[0]
     assert "cold-start.sha256: the plots" in problems[1]
     assert "python -m scripts.benchmarks.cold_start" in problems[0]
+
+
+def test_the_figures_of_a_sync_of_chosen_types_are_stale_when_typed_by_hand(
+    tmp_path: Path,
+) -> None:
+    docs = _docs(tmp_path)
+    text = (docs / types_paging.PAGE.page).read_text()
+    row = next(line for line in text.splitlines() if "| types, pages of 100 |" in line)
+    (docs / types_paging.PAGE.page).write_text(text.replace(row, row[:-8] + "| 1.20 |"))
+    (problem,) = stale(docs)
+    assert "sync.md: its generated section" in problem
