@@ -7,7 +7,9 @@
   docs/cold-start.md's section and plot what scripts/bench-cold-start makes of
   docs/benchmarks/cold-start.json (scripts/benchmarks/cold_start.py), and
   docs/sync.md's figures of a sync of chosen types what scripts/bench-types-paging
-  makes of docs/benchmarks/types-paging.json (scripts/benchmarks/types_paging.py).
+  makes of docs/benchmarks/types-paging.json (scripts/benchmarks/types_paging.py),
+  and its figures of a push what scripts/bench-push makes of
+  docs/benchmarks/push.json (scripts/benchmarks/push.py).
 
 By content, not modification times: a clone sets every file's time to the checkout's.
 """
@@ -18,10 +20,10 @@ import hashlib
 import sys
 from pathlib import Path
 
-from scripts.benchmarks import cold_start, page, types_paging
+from scripts.benchmarks import cold_start, page, push, types_paging
 
 # Every page with a section generated from a run's saved JSON.
-PAGES = (page.BENCH, cold_start.PAGE, types_paging.PAGE)
+PAGES = (page.BENCH, cold_start.PAGE, types_paging.PAGE, push.PAGE)
 
 
 def stale_pictures(docs: Path = page.DOCS) -> list[str]:

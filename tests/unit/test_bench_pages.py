@@ -4,7 +4,8 @@ docs/cold-start.md's come from scripts/bench-cold-start: the command's own resul
 (`result`, from a run's timings) is saved, printed and rendered into the page's
 generated section and its plot, in a folder of the test's own; a second run's figure
 replaces the first's in the page and in the plot. docs/sync.md's figures of a sync of
-chosen types come from scripts/bench-types-paging the same way. (The real commands
+chosen types come from scripts/bench-types-paging the same way, and of a push from
+scripts/bench-push. (The real commands
 build bundles or seed tenants for minutes: here their measures are given, all else is
 the commands'.)"""
 
@@ -20,10 +21,10 @@ from typing import Any
 
 import pytest
 
-from scripts import bench_types_paging
+from scripts import bench_push, bench_types_paging
 from scripts.bench_cold_start import FLOOR_KIND, FUNCTIONS, report, result
 from scripts.bench_types_paging import WHOLE, Sync
-from scripts.benchmarks import cold_start, page, types_paging
+from scripts.benchmarks import cold_start, page, push, types_paging
 
 BUNDLES = ["shipped", "shipped, no bytecode", "274c7c3 (shipped no bytecode)"]
 
@@ -132,3 +133,31 @@ def test_a_run_writes_the_figures_of_a_sync_of_chosen_types_into_sync_md(
     text = written.read_text()
     assert "| 50 reminders | types, pages of 100 | 50 | 1 | 9 | 260.0 | 0.65 | 1.30 |" in text
     assert "230.0" not in text and types_paging.PAGE.stale(docs) == []
+
+
+def test_a_run_writes_the_figures_of_a_push_into_sync_md(tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+
+    def run(push_calls: int) -> dict[str, Any]:
+        rows = [("one by one (updatePerson)", 500, 1000, 20.0, 10.0)]
+        rows.append(("pushChanges x100", 5, push_calls, 4.0, 3.0))
+        return bench_push.result([("DynamoDB Local, history on", rows)], load_at_start=0.5)
+
+    first = run(push_calls=40)
+    assert "pushChanges x100                    5       40     4.00" in _printed(
+        first, bench_push.report
+    )
+    written = push.PAGE.write(first, docs)
+    text = written.read_text()
+    assert json.loads((docs / page.FOLDER / push.JSON_NAME).read_text()) == first
+    assert f"`scripts/bench-push` on {first['date'][:10]}" in text
+    row = "| DynamoDB Local, history on | pushChanges x100 | 5 | {} | 4.00 | 3.00 | 1.00 | 125 "
+    row += "| 5.0x |"
+    assert row.format(40) in text
+    assert "| one by one (updatePerson) | 500 | 1,000 | 20.00 | 10.00 | 10.00 | 25 | 1.0x |" in text
+    assert push.PAGE.stale(docs) == []
+
+    push.PAGE.write(run(push_calls=35), docs)
+    text = written.read_text()
+    assert row.format(35) in text and row.format(40) not in text
+    assert push.PAGE.stale(docs) == []
