@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from scripts.benchmarks.page import FOLDER, Generated, measured, pyplot, save
+from scripts.benchmarks.page import FOLDER, Generated, at_commit, measured, pyplot, save
 
 JSON_NAME = "cold-start.json"
 PLOT = "cold-start.png"
@@ -38,13 +38,10 @@ def section(saved: dict[str, Any]) -> str:
     """When, where and how once; each bundle against its floor; each bundle against
     the shipped one; the goals."""
     bundles, floor, rounds = saved["bundles"], saved["floor"], saved["rounds"]
-    commit = saved["commit"] + (
-        " with uncommitted changes to api/" if saved["uncommitted_changes"] else ""
-    )
     lines = [
         BEGIN,
         "",
-        f"{measured(saved['command'], saved)}, at commit {commit}, by the runtime's Python "
+        f"{measured(saved['command'], saved)}, {at_commit(saved)}, by the runtime's Python "
         f"{saved['python']}: {rounds} interleaved rounds, process start to exit. Every "
         f"figure below is from that run's saved JSON, [{FOLDER}/{JSON_NAME}]"
         f"({FOLDER}/{JSON_NAME}).",

@@ -91,6 +91,12 @@ def measured(command: str, saved: dict[str, Any]) -> str:
     )
 
 
+def at_commit(saved: dict[str, Any]) -> str:
+    """The commit a run measured, as a section states it (page.commit saved it)."""
+    changed = " with uncommitted changes to api/" if saved["uncommitted_changes"] else ""
+    return f"at commit {saved['commit']}{changed}"
+
+
 def section(saved: dict[str, Any]) -> str:
     """The page's generated section: when, where and how once, then the figures."""
     lines = [
@@ -252,12 +258,12 @@ class Generated:
     page: str
     json_name: str
     manifest: str
-    plots: tuple[str, ...]
     begin: str
     end: str
     section: Callable[[dict[str, Any]], str]
-    draw: Callable[[dict[str, Any], Path], None]
     module: str  # `python -m MODULE RUN.json` writes the page from a saved run again
+    plots: tuple[str, ...] = ()
+    draw: Callable[[dict[str, Any], Path], None] | None = None  # draws `plots` into a folder
     folder: str = FOLDER
 
     def write(self, saved: dict[str, Any], docs: Path = DOCS) -> Path:
@@ -268,7 +274,8 @@ class Generated:
         folder = docs / self.folder
         folder.mkdir(parents=True, exist_ok=True)
         (folder / self.json_name).write_text(json.dumps(saved, indent=2) + "\n")
-        self.draw(saved, folder)
+        if self.draw is not None:
+            self.draw(saved, folder)
         (folder / self.manifest).write_text(self._manifest(folder))
         page = docs / self.page
         if not page.exists():  # a folder of its own (the test's): the page as committed
@@ -337,7 +344,7 @@ def _sha256(path: Path) -> str:
 
 
 BENCH = Generated(
-    PAGE, JSON_NAME, MANIFEST, PLOTS, BEGIN, END, section, draw, "scripts.benchmarks.page"
+    PAGE, JSON_NAME, MANIFEST, BEGIN, END, section, "scripts.benchmarks.page", PLOTS, draw
 )
 write, stale, main = BENCH.write, BENCH.stale, BENCH.main
 

@@ -8,10 +8,9 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 from typing import Any
 
-from scripts.benchmarks.page import FOLDER, Generated, measured
+from scripts.benchmarks.page import FOLDER, Generated, at_commit, measured
 
 JSON_NAME = "push.json"
 BEGIN = "<!-- BEGIN scripts/bench-push: generated from benchmarks/push.json, do not edit -->"
@@ -20,14 +19,11 @@ END = "<!-- END scripts/bench-push -->"
 
 def section(saved: dict[str, Any]) -> str:
     """When, where and how once; then each way to push the edits, by DynamoDB."""
-    commit = saved["commit"] + (
-        " with uncommitted changes to api/" if saved["uncommitted_changes"] else ""
-    )
     edits = saved["edits"]
     lines = [
         BEGIN,
         "",
-        f"{measured(saved['command'], saved)}, at commit {commit}: {edits} edits of "
+        f"{measured(saved['command'], saved)}, {at_commit(saved)}: {edits} edits of "
         f"existing people, one by one and in pushes of {saved['batch']}, through the API "
         "server to DynamoDB Local as it answers and with a delay added to each call. "
         "Calls are counted by the proxy in front of DynamoDB; times depend on the "
@@ -51,19 +47,13 @@ def section(saved: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def draw(saved: dict[str, Any], folder: Path) -> None:
-    """No plot."""
-
-
 PAGE = Generated(
     page="sync.md",
     json_name=JSON_NAME,
     manifest="push.sha256",
-    plots=(),
     begin=BEGIN,
     end=END,
     section=section,
-    draw=draw,
     module="scripts.benchmarks.push",
 )
 

@@ -9,10 +9,9 @@ fails when the section is stale (scripts/generated.py). No plot: a few read unit
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 from typing import Any
 
-from scripts.benchmarks.page import FOLDER, Generated, measured
+from scripts.benchmarks.page import FOLDER, Generated, at_commit, measured
 
 JSON_NAME = "types-paging.json"
 BEGIN = (
@@ -25,13 +24,10 @@ CURRENT = "after"  # the rows of this checkout's code (`before`: an earlier comm
 
 def section(saved: dict[str, Any]) -> str:
     """When, where and how once; then the current code's syncs of each tenant."""
-    commit = saved["commit"] + (
-        " with uncommitted changes to api/" if saved["uncommitted_changes"] else ""
-    )
     lines = [
         BEGIN,
         "",
-        f"{measured(saved['command'], saved)}, at commit {commit}, on DynamoDB Local: "
+        f"{measured(saved['command'], saved)}, {at_commit(saved)}, on DynamoDB Local: "
         f"tenants of {saved['records']:,} records, each sync a first sync followed to its "
         "end. Read units are what DynamoDB Local reports (ConsumedCapacity): the load "
         "does not change them. Every figure below is from that run's saved JSON, "
@@ -53,19 +49,13 @@ def section(saved: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def draw(saved: dict[str, Any], folder: Path) -> None:
-    """No plot."""
-
-
 PAGE = Generated(
     page="sync.md",
     json_name=JSON_NAME,
     manifest="types-paging.sha256",
-    plots=(),
     begin=BEGIN,
     end=END,
     section=section,
-    draw=draw,
     module="scripts.benchmarks.types_paging",
 )
 
