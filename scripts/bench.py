@@ -53,7 +53,7 @@ from scripts.benchmarks.cost import TENANT as COST_TENANT
 from scripts.benchmarks.cost import measure_cost, print_cost
 from scripts.benchmarks.floor import FLOOR_APP
 from scripts.benchmarks.harness import SECRET, TABLE, Harness, local_engines, print_rows
-from scripts.benchmarks.page import DOCS
+from scripts.benchmarks.page import DOCS, machine
 from scripts.benchmarks.page import write as write_page
 from scripts.benchmarks.prices import PRICES_AS_OF
 from scripts.benchmarks.reads import measure_reads
@@ -168,12 +168,7 @@ def _measure(h: Harness, blobs: LocalS3) -> dict[str, Any]:
 def _report(result: dict[str, Any], mode: str, load_at_start: float) -> dict[str, Any]:
     saved = {
         "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "machine": {
-            "cpus": os.cpu_count(),
-            "python": platform.python_version(),
-            "platform": platform.platform(),
-            "load_average": [load_at_start, os.getloadavg()[0]],
-        },
+        "machine": machine(load_at_start),
         "mode": mode,
         "prices": PRICES_AS_OF,
         **result,

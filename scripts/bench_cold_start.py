@@ -18,13 +18,17 @@ Bundles: `shipped` (with the bytecode it ships), `shipped, no bytecode` (the sam
 files without it: what Lambda compiles on each cold start otherwise) and, when
 given, an earlier commit's bundle built by the same script.
 
-Run with `scripts/bench-cold-start [--rounds N]`, which builds the bundles first.
+Run with `scripts/bench-cold-start [--rounds N]`, which builds the bundles first. It
+prints its tables, saves them as JSON in `.bench-results/` (`--out DIR` elsewhere) and
+writes docs/cold-start.md's generated section and its plot from that JSON
+(scripts/benchmarks/cold_start.py; `--page DIR` elsewhere).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import datetime as dt
 import json
 import os
 import resource
@@ -35,11 +39,15 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from api.auth import make_local_token
 from api.settings import PROJECT_ROOT
 from api.storage import keys
+from scripts.benchmarks import cold_start
 from scripts.benchmarks.harness import SECRET, local_engine_settings
+from scripts.benchmarks.page import commit
+from scripts.benchmarks.page import machine as this_machine
 
 EVENTS = PROJECT_ROOT / "tests" / "deploy" / "events"
 _CLIENT = "boto3.client('dynamodb', region_name='us-east-1', endpoint_url=os.environ['DYNAMODB_ENDPOINT'])"  # noqa: E501
@@ -87,7 +95,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shipped", type=Path, required=True, help="the bundle, unpacked")
     parser.add_argument("--before", type=Path, help="an earlier commit's bundle, unpacked")
     parser.add_argument("--before-name", default="before")
+    cold_start.PAGE.options(parser)
     args = parser.parse_args(argv)
+    load_at_start = os.getloadavg()[0]  # the page states it: other work inflates times
     version = subprocess.run(
         [args.python, "-c", "import sys; print(sys.version.split()[0])"],
         capture_output=True,
@@ -130,7 +140,9 @@ def main(argv: list[str] | None = None) -> int:
         for folder in bundles.values():  # nothing wrote bytecode where none was shipped
             written = next(folder.rglob("__pycache__"), None)
             assert folder == args.shipped or written is None, written
-    _report(args.rounds, version, bundles, times, cpu)
+    saved = result(args, version, list(bundles), times, cpu, load_at_start)
+    report(saved)
+    cold_start.PAGE.keep(saved, args.out, args.page)
     return 0
 
 
@@ -181,50 +193,71 @@ def read_only(*folders: Path) -> Iterator[None]:
             subprocess.run(["chmod", "-R", "u+w", str(folder)], check=True)
 
 
-def _report(
-    rounds: int,
+def result(
+    args: argparse.Namespace,
     version: str,
-    bundles: dict[str, Path],
+    bundles: list[str],
     times: dict[tuple[str, str], list[float]],
     cpu: dict[tuple[str, str], list[float]],
-) -> None:
-    lows = {run: min(t) for run, t in times.items()}
-    medians = {run: statistics.median(t) for run, t in times.items()}
-    cpu_lows = {run: min(t) for run, t in cpu.items()}
+    load_at_start: float,
+) -> dict[str, Any]:
+    """The run as it is saved, printed and rendered: when, where, by which command and
+    commit; each bundle's kinds, the floor first, each with its minimum time of the
+    rounds, median and minimum CPU time (ms)."""
+    before = f"--before {args.before_name}" if args.before else "--before none"
+    return {
+        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "command": f"scripts/bench-cold-start --rounds {args.rounds} {before}",
+        **commit(),
+        "machine": this_machine(load_at_start),
+        "python": version,
+        "rounds": args.rounds,
+        "floor": FLOOR_KIND,
+        "bundles": {
+            bundle: {
+                kind: {
+                    "min_ms": min(times[bundle, kind]),
+                    "median_ms": statistics.median(times[bundle, kind]),
+                    "min_cpu_ms": min(cpu[bundle, kind]),
+                }
+                for kind in (FLOOR_KIND, *FUNCTIONS)
+            }
+            for bundle in bundles
+        },
+    }
+
+
+def report(saved: dict[str, Any]) -> None:
+    """Prints a run's tables from its saved JSON alone."""
+    bundles, floor = saved["bundles"], saved["floor"]
     print(
-        f"\ncold start from the bundle, Python {version}, process start to exit, "
-        f"{rounds} interleaved rounds; / floor: the same bundle's floor"
+        f"\ncold start from the bundle, Python {saved['python']}, process start to exit, "
+        f"{saved['rounds']} interleaved rounds; / floor: the same bundle's floor"
     )
     header = f"{'':<52}{'min ms':>8}{'/ floor':>9}{'median':>8}{'/ floor':>9}"
     header += f"{'CPU ms':>8}{'/ floor':>9}"
-    for bundle in bundles:
-        floor = (bundle, FLOOR_KIND)
+    for bundle, kinds in bundles.items():
         print(f"\n{bundle}\n{header}")
-        for kind in (FLOOR_KIND, *FUNCTIONS):
-            run = (bundle, kind)
+        for kind, f in kinds.items():
+            low, mid, used = f["min_ms"], f["median_ms"], f["min_cpu_ms"]
             print(
-                f"{kind:<52}{lows[run]:>8.0f}{lows[run] / lows[floor]:>9.2f}"
-                f"{medians[run]:>8.0f}{medians[run] / medians[floor]:>9.2f}"
-                f"{cpu_lows[run]:>8.0f}{cpu_lows[run] / cpu_lows[floor]:>9.2f}"
+                f"{kind:<52}{low:>8.0f}{low / kinds[floor]['min_ms']:>9.2f}"
+                f"{mid:>8.0f}{mid / kinds[floor]['median_ms']:>9.2f}"
+                f"{used:>8.0f}{used / kinds[floor]['min_cpu_ms']:>9.2f}"
             )
+    shipped = bundles["shipped"]
     others = [b for b in bundles if b != "shipped"]
     print(f"\neach bundle's cold start / the shipped one's (min time; median)\n{'':<52}", end="")
     print("".join(f"{b.split(' (')[0]:>24}" for b in others))
-    for kind in FUNCTIONS:
+    for kind in shipped:
+        if kind == floor:
+            continue
         cells = [
-            f"{lows[b, kind] / lows['shipped', kind]:>14.2f}; "
-            f"{medians[b, kind] / medians['shipped', kind]:>7.2f}"
+            f"{bundles[b][kind]['min_ms'] / shipped[kind]['min_ms']:>14.2f}; "
+            f"{bundles[b][kind]['median_ms'] / shipped[kind]['median_ms']:>7.2f}"
             for b in others
         ]
         print(f"{kind:<52}{''.join(cells)}")
-    out = {
-        "python": version,
-        "rounds": rounds,
-        "min_ms": {f"{b} | {k}": v for (b, k), v in lows.items()},
-        "median_ms": {f"{b} | {k}": v for (b, k), v in medians.items()},
-        "min_cpu_ms": {f"{b} | {k}": v for (b, k), v in cpu_lows.items()},
-    }
-    print(json.dumps(out))
 
 
 def _children_cpu_s() -> float:

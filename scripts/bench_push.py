@@ -8,11 +8,16 @@ round trip (same region, a few to 15 ms), which is what group commit saves. Each
 with history on and off (HISTORY: an update also writes the version it replaces).
 Where the time goes: in DynamoDB (Local, and the added delay: the proxy's time
 answering), and elsewhere (the API process, and this client). Run with
-scripts/bench-push.
+scripts/bench-push: it prints its table, saves it as JSON in `.bench-results/` (`--out
+DIR` elsewhere) and writes docs/sync.md's figures of a push from that JSON
+(scripts/benchmarks/push.py; `--page DIR` elsewhere).
 """
 
 from __future__ import annotations
 
+import argparse
+import datetime as dt
+import os
 import sys
 import time
 from typing import Any
@@ -21,7 +26,9 @@ import httpx2
 
 from api.auth import make_local_token
 from api.settings import Settings
+from scripts.benchmarks import push
 from scripts.benchmarks.harness import SECRET, local_engine_settings
+from scripts.benchmarks.page import commit, machine
 from tests.support.servers import api_server
 from tests.support.torn import TornEngine
 
@@ -130,30 +137,71 @@ def _measure(settings: Settings, latency_ms: float, history: bool) -> list[Row]:
     return rows
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    push.PAGE.options(parser)
+    args = parser.parse_args(argv)
+    load_at_start = os.getloadavg()[0]  # the page states it: other work inflates times
     with local_engine_settings() as settings:
         results = [
             (f"{label}, history {'on' if history else 'off'}", _measure(settings, ms, history))
             for label, ms in (("DynamoDB Local", 0), (f"+ {RTT_MS} ms a call", RTT_MS))
             for history in (True, False)
         ]
+    saved = result(results, load_at_start)
+    report(saved)
+    push.PAGE.keep(saved, args.out, args.page)
+    return 0
+
+
+def result(results: list[tuple[str, list[Row]]], load_at_start: float) -> dict[str, Any]:
+    """The run as it is saved, printed and rendered: each DynamoDB's rows, one by one
+    first (the baseline of `faster`)."""
+    return {
+        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "command": "scripts/bench-push",
+        **commit(),
+        "machine": machine(load_at_start),
+        "edits": EDITS,
+        "batch": BATCH,
+        "runs": [
+            {
+                "dynamodb": label,
+                "rows": [
+                    {
+                        "mode": mode,
+                        "requests": requests,
+                        "calls": calls,
+                        "seconds": seconds,
+                        "in_dynamodb_s": answering,
+                        "faster": rows[0][3] / seconds,
+                    }
+                    for mode, requests, calls, seconds, answering in rows
+                ],
+            }
+            for label, rows in results
+        ],
+    }
+
+
+def report(saved: dict[str, Any]) -> None:
+    """Prints a run's table from its saved JSON alone."""
     print(
         f"{'DynamoDB':<34}{'mode':<28}{'requests':>9}{'DB calls':>9}{'seconds':>9}"
         f"{'in DB':>7}{'API+client':>11}{'edits/s':>9}{'faster':>8}"
     )
-    for label, rows in results:
-        baseline = rows[0][3]
-        for mode, requests, calls, seconds, answering in rows:
+    for run in saved["runs"]:
+        for r in run["rows"]:
             print(
-                f"{label:<34}{mode:<28}{requests:>9}{calls:>9}{seconds:>9.2f}"
-                f"{answering:>7.2f}{seconds - answering:>11.2f}"
-                f"{EDITS / seconds:>9.0f}{baseline / seconds:>7.1f}x"
+                f"{run['dynamodb']:<34}{r['mode']:<28}{r['requests']:>9}{r['calls']:>9}"
+                f"{r['seconds']:>9.2f}{r['in_dynamodb_s']:>7.2f}"
+                f"{r['seconds'] - r['in_dynamodb_s']:>11.2f}"
+                f"{saved['edits'] / r['seconds']:>9.0f}{r['faster']:>7.1f}x"
             )
     print(
         "(in DB: the proxy's time answering, DynamoDB Local's and the added delay; "
         "API+client: the rest, the API process's and this client's)"
     )
-    return 0
 
 
 if __name__ == "__main__":

@@ -8,20 +8,24 @@ Tenants of 5,000 records (people of some 300-500 bytes, reminders of some 250),
 the reminders at random places: 50 of them, and 1 in 3. Each sync is a first
 sync (`since: null`) that follows its cursors to the end; every request is
 `Reading.changes` with the whole scan allowance (one `changes` field). Run with
-scripts/bench-types-paging.
+scripts/bench-types-paging: it prints its table, saves it as JSON in `.bench-results/`
+(`--out DIR` elsewhere) and writes docs/sync.md's generated section from that JSON
+(scripts/benchmarks/types_paging.py; `--page DIR` elsewhere).
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import importlib.util
+import os
 import random
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -36,7 +40,9 @@ from api.settings import Settings
 from api.storage import capacity, models
 from api.storage.store import DynamoStore
 from api.storage.table import ensure_table
+from scripts.benchmarks import types_paging
 from scripts.benchmarks.harness import realistic_person
+from scripts.benchmarks.page import commit, machine
 from scripts.local_engine import LocalEngine, free_port
 
 RECORDS = 5000
@@ -134,7 +140,9 @@ def table() -> Iterator[None]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--before", default=BEFORE, help=f"git revision (default {BEFORE})")
+    types_paging.PAGE.options(parser)
     args = parser.parse_args(argv)
+    load_at_start = os.getloadavg()[0]  # the page states it (it changes no read unit)
     cursors = CursorCodec("bench-cursor-secret")
     readers = {
         "before": old_reading(args.before).Reading(DynamoStore(), cursors),
@@ -168,19 +176,53 @@ def main(argv: list[str] | None = None) -> int:
                 rows.append((label, name, "types, pages of 1,000", page_1000, 0.0))
                 ratio = page_100.read_units / page_1000.read_units
                 rows.append((label, name, "types, pages of 100", page_100, ratio))
+    saved = result(args.before, rows, load_at_start)
+    report(saved)
+    types_paging.PAGE.keep(saved, args.out, args.page)
+    return 0
+
+
+def result(
+    before: str, rows: list[tuple[str, str, str, Sync, float]], load_at_start: float
+) -> dict[str, Any]:
+    """The run as it is saved, printed and rendered: each tenant's syncs by each code,
+    with their read units against the whole tenant's sync in pages of 1,000 and, for
+    pages of 100, against the same sync in pages of 1,000."""
+    wholes = {(label, name): s.read_units for label, name, what, s, _ in rows if what == WHOLE}
+    return {
+        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "command": f"scripts/bench-types-paging --before {before}",
+        **commit(),
+        "machine": machine(load_at_start),
+        "records": RECORDS,
+        "before": before,
+        "rows": [
+            {
+                "tenant": label,
+                "code": name,
+                "sync": what,
+                **asdict(s),
+                "x_whole": s.read_units / wholes[label, name],
+                "per_1000": ratio or None,
+            }
+            for label, name, what, s, ratio in rows
+        ],
+    }
+
+
+def report(saved: dict[str, Any]) -> None:
+    """Prints a run's table from its saved JSON alone."""
     print(
         f"{'tenant of 5,000 records':<24}{'code':<8}{'sync':<30}{'items':>7}{'requests':>10}"
         f"{'DB calls':>10}{'read units':>12}{'x whole':>9}{'100/1,000':>11}"
     )
-    wholes = {(label, name): s.read_units for label, name, what, s, _ in rows if what == WHOLE}
-    for label, name, what, s, ratio in rows:
+    for r in saved["rows"]:
         print(
-            f"{label:<24}{name:<8}{what:<30}{s.items:>7}{s.requests:>10}{s.calls:>10}"
-            f"{s.read_units:>12.1f}{s.read_units / wholes[label, name]:>8.2f}x"
-            + (f"{ratio:>10.2f}x" if ratio else "")
+            f"{r['tenant']:<24}{r['code']:<8}{r['sync']:<30}{r['items']:>7}{r['requests']:>10}"
+            f"{r['calls']:>10}{r['read_units']:>12.1f}{r['x_whole']:>8.2f}x"
+            + (f"{r['per_1000']:>10.2f}x" if r["per_1000"] else "")
         )
-    print(f"(before: api/service/reading.py at {args.before}; after: this checkout's)")
-    return 0
+    print(f"(before: api/service/reading.py at {saved['before']}; after: this checkout's)")
 
 
 if __name__ == "__main__":

@@ -3,7 +3,13 @@
 - each picture drawn from a source (docs/NAME.dot -> NAME.png, scripts/draw) must match
   the SHA-256 of both recorded beside it in NAME.png.sha256;
 - docs/benchmarks.md's generated section and its plots must be what scripts/bench
-  makes of the committed docs/benchmarks/bench.json (scripts/benchmarks/page.py).
+  makes of the committed docs/benchmarks/bench.json (scripts/benchmarks/page.py), and
+  docs/cold-start.md's section and plot what scripts/bench-cold-start makes of
+  docs/benchmarks/cold-start.json (scripts/benchmarks/cold_start.py), and
+  docs/sync.md's figures of a sync of chosen types what scripts/bench-types-paging
+  makes of docs/benchmarks/types-paging.json (scripts/benchmarks/types_paging.py),
+  and its figures of a push what scripts/bench-push makes of
+  docs/benchmarks/push.json (scripts/benchmarks/push.py).
 
 By content, not modification times: a clone sets every file's time to the checkout's.
 """
@@ -14,7 +20,10 @@ import hashlib
 import sys
 from pathlib import Path
 
-from scripts.benchmarks import page
+from scripts.benchmarks import cold_start, page, push, types_paging
+
+# Every page with a section generated from a run's saved JSON.
+PAGES = (page.BENCH, cold_start.PAGE, types_paging.PAGE, push.PAGE)
 
 
 def stale_pictures(docs: Path = page.DOCS) -> list[str]:
@@ -37,7 +46,7 @@ def stale_pictures(docs: Path = page.DOCS) -> list[str]:
 
 
 def stale(docs: Path = page.DOCS) -> list[str]:
-    return stale_pictures(docs) + page.stale(docs)
+    return stale_pictures(docs) + [p for g in PAGES for p in g.stale(docs)]
 
 
 def main() -> int:

@@ -1,4 +1,6 @@
-"""The generated section of docs/benchmarks.md and its plots, from a run's saved JSON.
+"""The generated section of docs/benchmarks.md and its plots, from a run's saved JSON;
+and the machinery every generated page shares (`Generated`: docs/cold-start.md's is
+scripts/benchmarks/cold_start.py).
 
 `scripts/bench` calls `write` after a run: the JSON is copied to
 `docs/benchmarks/bench.json`, the plots are drawn from it beside it, and the page's
@@ -16,7 +18,12 @@ import contextlib
 import hashlib
 import io
 import json
+import os
+import platform
+import subprocess
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +31,7 @@ from api.settings import PROJECT_ROOT
 
 DOCS = PROJECT_ROOT / "docs"
 PAGE = "benchmarks.md"
+RESULTS = PROJECT_ROOT / ".bench-results"  # every run's JSON, not committed
 FOLDER = "benchmarks"  # beside the page: bench.json, the plots, plots.sha256
 JSON_NAME = "bench.json"
 MANIFEST = "plots.sha256"
@@ -48,19 +56,55 @@ def command(saved: dict[str, Any]) -> str:
     return f"scripts/bench --{saved['mode']}"
 
 
-def section(saved: dict[str, Any]) -> str:
-    """The page's generated section: when, where and how once, then the figures."""
+def machine(load_at_start: float) -> dict[str, Any]:
+    """This machine as a run states it: what it is (not its name) and its load average
+    at the run's start and end (other work inflates every time measured)."""
+    return {
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "load_average": [load_at_start, os.getloadavg()[0]],
+    }
+
+
+def commit() -> dict[str, Any]:
+    """The commit a run measured, and whether the work tree's api/ and Lambda lock (what
+    the code and bundles measured are made of) differed from it."""
+
+    def git(*args: str) -> str:
+        run = subprocess.run(["git", *args], cwd=PROJECT_ROOT, capture_output=True, text=True)
+        return run.stdout.strip()
+
+    changed = git("status", "--porcelain", "--", "api", "requirements-lambda.txt")
+    return {"commit": git("rev-parse", "--short", "HEAD"), "uncommitted_changes": bool(changed)}
+
+
+def measured(command: str, saved: dict[str, Any]) -> str:
+    """A section's first words: the command, when and where, stated once."""
     machine = saved["machine"]
     load = machine.get("load_average")
     loaded = "" if load is None else f", load average {load[0]:.1f} / {load[1]:.1f} (start / end)"
     when = saved["date"].replace("T", " ").replace("+00:00", " UTC")
+    return (
+        f"Measured by `{command}` on {when}, on {machine['platform']} with "
+        f"{machine['cpus']} CPUs{loaded}"
+    )
+
+
+def at_commit(saved: dict[str, Any]) -> str:
+    """The commit a run measured, as a section states it (page.commit saved it)."""
+    changed = " with uncommitted changes to api/" if saved["uncommitted_changes"] else ""
+    return f"at commit {saved['commit']}{changed}"
+
+
+def section(saved: dict[str, Any]) -> str:
+    """The page's generated section: when, where and how once, then the figures."""
     lines = [
         BEGIN,
         "",
-        f"Measured by `{command(saved)}` on {when}, on {machine['platform']} with "
-        f"{machine['cpus']} CPUs{loaded}, Python {machine['python']}, against DynamoDB "
-        f"Local and the local S3 engine. Prices: {saved['prices']}. Every figure below "
-        f"is from that run's saved JSON, [{FOLDER}/{JSON_NAME}]({FOLDER}/{JSON_NAME}).",
+        f"{measured(command(saved), saved)}, Python {saved['machine']['python']}, against "
+        f"DynamoDB Local and the local S3 engine. Prices: {saved['prices']}. Every figure "
+        f"below is from that run's saved JSON, [{FOLDER}/{JSON_NAME}]({FOLDER}/{JSON_NAME}).",
         "",
         "### Each operation against its floors",
         "",
@@ -137,14 +181,27 @@ def _printed(saved: dict[str, Any]) -> str:
     return out.getvalue()
 
 
-def draw(saved: dict[str, Any], folder: Path) -> None:
-    """The plots, from the saved JSON alone."""
+def pyplot() -> Any:
+    """matplotlib's pyplot, drawing to files only, in the plots' one style."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     plt.rcParams.update({"font.size": 9})
+    return plt
+
+
+def save(fig: Any, path: Path) -> None:
+    """A plot as a PNG whose bytes depend on the figures alone (no version stamped:
+    its hash is what scripts/check compares)."""
+    fig.savefig(path, dpi=100, metadata={"Software": None})
+    pyplot().close(fig)
+
+
+def draw(saved: dict[str, Any], folder: Path) -> None:
+    """The plots, from the saved JSON alone."""
+    plt = pyplot()
     when = f"{command(saved)}, {saved['date'][:10]}"
 
     # Each operation with one client: the product's p50 against the raw call, the
@@ -169,8 +226,7 @@ def draw(saved: dict[str, Any], folder: Path) -> None:
     ax.set_title(f"Each operation against its floors\n({when})")
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=2, fontsize=8, frameon=False)
     fig.tight_layout()
-    fig.savefig(folder / OPERATIONS_PLOT, dpi=100, metadata={"Software": None})
-    plt.close(fig)
+    save(fig, folder / OPERATIONS_PLOT)
 
     # All in against AppSync, one panel per operation (their scales differ 300x).
     ops = saved["cost"]["operations"]
@@ -191,74 +247,106 @@ def draw(saved: dict[str, Any], folder: Path) -> None:
     fig.legend(handles, labels, loc="lower center", ncol=7, fontsize=7, frameon=False)
     fig.suptitle(f"All in on AWS against AppSync + the same DynamoDB ({when})", fontsize=9)
     fig.tight_layout(rect=(0, 0.08, 1, 1))
-    fig.savefig(folder / COST_PLOT, dpi=100, metadata={"Software": None})
-    plt.close(fig)
+    save(fig, folder / COST_PLOT)
 
 
-def write(saved: dict[str, Any], docs: Path = DOCS) -> Path:
-    """The run into `docs`: its JSON, plots, their hashes and the page's section."""
-    # A machine is described by what it is, not by its name (older runs saved it).
-    machine = {k: v for k, v in saved["machine"].items() if k != "node"}
-    saved = {**saved, "machine": machine}
-    folder = docs / FOLDER
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / JSON_NAME).write_text(json.dumps(saved, indent=2) + "\n")
-    draw(saved, folder)
-    (folder / MANIFEST).write_text(_manifest(folder))
-    page = docs / PAGE
-    if not page.exists():  # a folder of its own (the test's): the page as committed
-        page.write_text((DOCS / PAGE).read_text())
-    page.write_text(_replaced(page.read_text(), section(saved)))
-    return page
+@dataclass(frozen=True)
+class Generated:
+    """A page's section between `begin` and `end`, and its plots, generated from a run's
+    JSON kept as `folder/json_name`; `manifest` records the JSON's hash and each plot's."""
 
+    page: str
+    json_name: str
+    manifest: str
+    begin: str
+    end: str
+    section: Callable[[dict[str, Any]], str]
+    module: str  # `python -m MODULE RUN.json` writes the page from a saved run again
+    plots: tuple[str, ...] = ()
+    draw: Callable[[dict[str, Any], Path], None] | None = None  # draws `plots` into a folder
+    folder: str = FOLDER
 
-def _manifest(folder: Path) -> str:
-    names = (JSON_NAME, *PLOTS)
-    return "".join(f"{_sha256(folder / n)}  {FOLDER}/{n}\n" for n in names)
+    def write(self, saved: dict[str, Any], docs: Path = DOCS) -> Path:
+        """The run into `docs`: its JSON, plots, their hashes and the page's section."""
+        # A machine is described by what it is, not by its name (older runs saved it).
+        machine = {k: v for k, v in saved["machine"].items() if k != "node"}
+        saved = {**saved, "machine": machine}
+        folder = docs / self.folder
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / self.json_name).write_text(json.dumps(saved, indent=2) + "\n")
+        if self.draw is not None:
+            self.draw(saved, folder)
+        (folder / self.manifest).write_text(self._manifest(folder))
+        page = docs / self.page
+        if not page.exists():  # a folder of its own (the test's): the page as committed
+            page.write_text((DOCS / self.page).read_text())
+        page.write_text(self._replaced(page.read_text(), self.section(saved)))
+        return page
+
+    def _manifest(self, folder: Path) -> str:
+        names = (self.json_name, *self.plots)
+        return "".join(f"{_sha256(folder / n)}  {self.folder}/{n}\n" for n in names)
+
+    def _replaced(self, text: str, generated: str) -> str:
+        if text.count(self.begin) != 1 or text.count(self.end) != 1:
+            raise ValueError(f"{self.page} needs one {self.begin!r} and one {self.end!r}")
+        head, rest = text.split(self.begin)
+        _, tail = rest.split(self.end)
+        return head + generated + tail
+
+    def stale(self, docs: Path = DOCS) -> list[str]:
+        """What of the page and its plots was not generated from the committed JSON."""
+        folder = docs / self.folder
+        saved_path, manifest = folder / self.json_name, folder / self.manifest
+        again = f"run python -m {self.module} {saved_path}"
+        if not saved_path.exists() or not manifest.exists():
+            return [f"{saved_path} or {manifest} is missing: {again} (or the bench)"]
+        problems = []
+        text = (docs / self.page).read_text()
+        saved = json.loads(saved_path.read_text())
+        fresh = text.count(self.begin) == 1 and text.count(self.end) == 1
+        if not fresh or self._replaced(text, self.section(saved)) != text:
+            problems.append(
+                f"{docs / self.page}: its generated section is not {saved_path} rendered: {again}"
+            )
+        if manifest.read_text() != self._manifest(folder):
+            problems.append(
+                f"{manifest}: the plots were not drawn from {saved_path} as it is "
+                f"(or were edited): {again}"
+            )
+        return problems
+
+    def options(self, parser: argparse.ArgumentParser) -> None:
+        """A bench command's --out and --page, for `keep`."""
+        parser.add_argument("--out", type=Path, default=RESULTS, help="default .bench-results/")
+        parser.add_argument("--page", type=Path, default=DOCS, help=f"where {self.page} is written")
+
+    def keep(self, saved: dict[str, Any], out: Path, docs: Path = DOCS) -> None:
+        """A bench command's run: its JSON into `out`, dated, then the page from it."""
+        out.mkdir(parents=True, exist_ok=True)
+        path = out / f"{saved['date'].replace(':', '').replace('-', '')[:15]}Z-{self.json_name}"
+        path.write_text(json.dumps(saved, indent=2) + "\n")
+        print(f"\nsaved {path}")
+        print(f"wrote {self.write(saved, docs)} from it")
+
+    def main(self, argv: list[str] | None = None) -> int:
+        parser = argparse.ArgumentParser(description=f"{self.page} again from a saved run")
+        parser.add_argument("saved", type=Path, help="a run's JSON (.bench-results/...)")
+        parser.add_argument("--docs", type=Path, default=DOCS, help="default docs/")
+        args = parser.parse_args(argv)
+        page = self.write(json.loads(args.saved.read_text()), args.docs)
+        print(f"wrote {page} and its plots in {args.docs / self.folder}")
+        return 0
 
 
 def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def _replaced(text: str, generated: str) -> str:
-    if text.count(BEGIN) != 1 or text.count(END) != 1:
-        raise ValueError(f"{PAGE} needs one {BEGIN!r} and one {END!r}")
-    head, rest = text.split(BEGIN)
-    _, tail = rest.split(END)
-    return head + generated + tail
-
-
-def stale(docs: Path = DOCS) -> list[str]:
-    """What of the page and its plots was not generated from the committed JSON."""
-    folder = docs / FOLDER
-    saved_path, manifest = folder / JSON_NAME, folder / MANIFEST
-    if not saved_path.exists() or not manifest.exists():
-        return [f"{saved_path} or {manifest} is missing: run scripts/bench"]
-    problems = []
-    text = (docs / PAGE).read_text()
-    saved = json.loads(saved_path.read_text())
-    if BEGIN not in text or END not in text or _replaced(text, section(saved)) != text:
-        problems.append(
-            f"{docs / PAGE}: its generated section is not {saved_path} rendered: "
-            f"run python -m scripts.benchmarks.page {saved_path}"
-        )
-    if manifest.read_text() != _manifest(folder):
-        problems.append(
-            f"{manifest}: the plots were not drawn from {saved_path} as it is "
-            f"(or were edited): run python -m scripts.benchmarks.page {saved_path}"
-        )
-    return problems
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("saved", type=Path, help="a run's JSON (.bench-results/...)")
-    parser.add_argument("--docs", type=Path, default=DOCS, help="default docs/")
-    args = parser.parse_args(argv)
-    page = write(json.loads(args.saved.read_text()), args.docs)
-    print(f"wrote {page} and its plots in {args.docs / FOLDER}")
-    return 0
+BENCH = Generated(
+    PAGE, JSON_NAME, MANIFEST, BEGIN, END, section, "scripts.benchmarks.page", PLOTS, draw
+)
+write, stale, main = BENCH.write, BENCH.stale, BENCH.main
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """scripts/check's freshness of generated docs (scripts/generated.py): the architecture
-picture against its Graphviz source, and docs/benchmarks.md's generated section and
-plots against the committed run's JSON; by content, whatever the files' times."""
+picture against its Graphviz source, and each generated section of a page and its plots
+(docs/benchmarks.md's, docs/cold-start.md's, docs/sync.md's) against its committed run's
+JSON; by content, whatever the files' times."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ import os
 import shutil
 from pathlib import Path
 
-from scripts.benchmarks import page
-from scripts.generated import stale, stale_pictures
+from scripts.benchmarks import cold_start, page, types_paging
+from scripts.generated import PAGES, stale, stale_pictures
 
 PICTURE = ("architecture.dot", "architecture.png", "architecture.png.sha256")
 
@@ -18,7 +19,7 @@ PICTURE = ("architecture.dot", "architecture.png", "architecture.png.sha256")
 def _docs(tmp_path: Path) -> Path:
     docs = tmp_path / "docs"
     docs.mkdir()
-    for name in (*PICTURE, page.PAGE):
+    for name in (*PICTURE, *(generated.page for generated in PAGES)):
         shutil.copy2(page.DOCS / name, docs / name)
     shutil.copytree(page.DOCS / page.FOLDER, docs / page.FOLDER)
     return docs
@@ -66,3 +67,27 @@ def test_the_benchmarks_page_is_stale_when_its_run_or_its_section_changes(
     (docs / page.PAGE).write_text(text.replace(figure, "| 1.00 |", 1))  # typed by hand
     (problem,) = page.stale(docs)
     assert "generated section" in problem
+
+
+def test_the_cold_start_page_is_stale_when_its_run_changes(tmp_path: Path) -> None:
+    docs = _docs(tmp_path)
+    saved_path = docs / page.FOLDER / cold_start.JSON_NAME
+    saved = json.loads(saved_path.read_text())
+    saved["bundles"]["shipped"]["HTTP: import"]["min_ms"] *= 2  # not rendered again
+    saved_path.write_text(json.dumps(saved, indent=2) + "\n")
+    problems = stale(docs)
+    assert len(problems) == 2, problems
+    assert "cold-start.md: its generated section" in problems[0]
+    assert "cold-start.sha256: the plots" in problems[1]
+    assert "python -m scripts.benchmarks.cold_start" in problems[0]
+
+
+def test_the_figures_of_a_sync_of_chosen_types_are_stale_when_typed_by_hand(
+    tmp_path: Path,
+) -> None:
+    docs = _docs(tmp_path)
+    text = (docs / types_paging.PAGE.page).read_text()
+    row = next(line for line in text.splitlines() if "| types, pages of 100 |" in line)
+    (docs / types_paging.PAGE.page).write_text(text.replace(row, row[:-8] + "| 1.20 |"))
+    (problem,) = stale(docs)
+    assert "sync.md: its generated section" in problem

@@ -1,0 +1,163 @@
+"""Figures other bench scripts write into the docs, each from its own saved run.
+
+docs/cold-start.md's come from scripts/bench-cold-start: the command's own result
+(`result`, from a run's timings) is saved, printed and rendered into the page's
+generated section and its plot, in a folder of the test's own; a second run's figure
+replaces the first's in the page and in the plot. docs/sync.md's figures of a sync of
+chosen types come from scripts/bench-types-paging the same way, and of a push from
+scripts/bench-push. (The real commands
+build bundles or seed tenants for minutes: here their measures are given, all else is
+the commands'.)"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import copy
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from scripts import bench_push, bench_types_paging
+from scripts.bench_cold_start import FLOOR_KIND, FUNCTIONS, report, result
+from scripts.bench_types_paging import WHOLE, Sync
+from scripts.benchmarks import cold_start, page, push, types_paging
+
+BUNDLES = ["shipped", "shipped, no bytecode", "274c7c3 (shipped no bytecode)"]
+
+
+def _run(scale: float) -> dict[str, Any]:
+    """A run's result from its timings: each kind slower than the floor by its place,
+    each bundle slower than the shipped one by its place; `scale` sets the figures."""
+    times: dict[tuple[str, str], list[float]] = {}
+    cpu: dict[tuple[str, str], list[float]] = {}
+    for b, bundle in enumerate(BUNDLES):
+        for k, kind in enumerate((FLOOR_KIND, *FUNCTIONS)):
+            base = scale * (1 + 0.7 * b) * (1 + 0.1 * k)
+            times[bundle, kind] = [base * 1.2, base, base * 1.1, base * 1.5]
+            cpu[bundle, kind] = [base * 0.9, base * 0.8, base * 0.85, base]
+    args = argparse.Namespace(rounds=4, before=Path("before"), before_name="274c7c3")
+    return result(args, "3.13.5", BUNDLES, times, cpu, load_at_start=0.5)
+
+
+def _printed(saved: dict[str, Any], printer: Any = report) -> str:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        printer(saved)
+    return out.getvalue()
+
+
+def test_a_run_writes_the_cold_start_page_and_its_plot_and_the_next_replaces_them(
+    tmp_path: Path,
+) -> None:
+    docs, folder = tmp_path / "docs", tmp_path / "docs" / page.FOLDER
+    first = _run(scale=700)
+    assert first["command"] == "scripts/bench-cold-start --rounds 4 --before 274c7c3"
+    assert list(first["bundles"]) == BUNDLES and first["machine"]["cpus"]
+    shipped = first["bundles"]["shipped"]
+    assert shipped[FLOOR_KIND] == pytest.approx(
+        {"min_ms": 700, "median_ms": 805, "min_cpu_ms": 560}
+    )
+    # What the command prints: the same figures, from the saved JSON alone.
+    assert f"{FLOOR_KIND:<52}{700:>8.0f}{1:>9.2f}{805:>8.0f}" in _printed(first)
+
+    written = cold_start.PAGE.write(first, docs)
+    text = written.read_text()
+    assert json.loads((folder / cold_start.JSON_NAME).read_text()) == first
+    assert cold_start.section(first) in text
+    assert f"`{first['command']}` on {first['date'][:10]}" in text
+    assert f"at commit {first['commit']}" in text and "Python 3.13.5" in text
+    # Each bundle's rows: min, its ratio to the floor, median, ratio, CPU, ratio.
+    assert "| floor: strawberry, pynamodb, boto3 + client | 700 | 1.00 | 805 | 1.00 | 560 |" in text
+    assert "| HTTP: import | 770 | 1.10 | 886 | 1.10 | 616 | 1.10 |" in text
+    # The earlier commit's bundle against the shipped one: 2.40x, min and median alike.
+    assert "| HTTP: import | 1.70; 1.70 | 2.40; 2.40 |" in text
+    assert "(shipped, min): 1.10, within the goal" in text
+    plot = (folder / cold_start.PLOT).read_bytes()
+    assert plot.startswith(b"\x89PNG")
+    assert cold_start.PAGE.stale(docs) == []
+    committed = (page.DOCS / cold_start.PAGE.page).read_text()
+    assert text.split(cold_start.BEGIN)[0] == committed.split(cold_start.BEGIN)[0]
+    assert text.split(cold_start.END)[1] == committed.split(cold_start.END)[1]
+
+    # The next run: one figure changed, the page's table and the plot's bar with it.
+    second = copy.deepcopy(first)
+    second["bundles"]["shipped"]["HTTP: import"]["min_ms"] = 1_234
+    cold_start.PAGE.write(second, docs)
+    text = written.read_text()
+    assert cold_start.section(second) in text and cold_start.section(first) not in text
+    assert "| HTTP: import | 1,234 | 1.76 |" in text and "| HTTP: import | 770 |" not in text
+    assert "(shipped, min): 1.76, not within the goal" in text
+    assert (folder / cold_start.PLOT).read_bytes() != plot, "the plot was not redrawn"
+    assert cold_start.PAGE.stale(docs) == []
+
+
+def _paging(read_units: float) -> dict[str, Any]:
+    """A run of bench-types-paging, one tenant's syncs: the chosen type's pages of 100
+    read `read_units`, its pages of 1,000 and the whole tenant's as given."""
+    rows = []
+    for code in ("before", "after"):
+        rows += [
+            ("50 reminders", code, WHOLE, Sync(400.0, 6, 11, 5000), 0.0),
+            ("50 reminders", code, "whole tenant, pages of 100", Sync(480.0, 51, 60, 5000), 1.2),
+            ("50 reminders", code, "types, pages of 1,000", Sync(200.0, 1, 9, 50), 0.0),
+            ("50 reminders", code, "types, pages of 100", Sync(read_units, 1, 9, 50), 0.0),
+        ]
+    rows[-1] = (*rows[-1][:4], read_units / 200.0)
+    return bench_types_paging.result("03a2085", rows, load_at_start=0.5)
+
+
+def test_a_run_writes_the_figures_of_a_sync_of_chosen_types_into_sync_md(
+    tmp_path: Path,
+) -> None:
+    docs = tmp_path / "docs"
+    first = _paging(230.0)
+    assert first["command"] == "scripts/bench-types-paging --before 03a2085"
+    assert "230.0    0.57x      1.15x" in _printed(first, bench_types_paging.report)
+    written = types_paging.PAGE.write(first, docs)
+    text = written.read_text()
+    assert json.loads((docs / page.FOLDER / types_paging.JSON_NAME).read_text()) == first
+    assert f"`{first['command']}` on {first['date'][:10]}" in text
+    # This checkout's rows only (`before` is an earlier commit's, in the JSON).
+    assert "| 50 reminders | types, pages of 100 | 50 | 1 | 9 | 230.0 | 0.57 | 1.15 |" in text
+    assert text.count("| 50 reminders |") == 4
+    assert types_paging.PAGE.stale(docs) == []
+    committed = (page.DOCS / types_paging.PAGE.page).read_text()
+    assert text.split(types_paging.BEGIN)[0] == committed.split(types_paging.BEGIN)[0]
+
+    second = _paging(260.0)
+    types_paging.PAGE.write(second, docs)
+    text = written.read_text()
+    assert "| 50 reminders | types, pages of 100 | 50 | 1 | 9 | 260.0 | 0.65 | 1.30 |" in text
+    assert "230.0" not in text and types_paging.PAGE.stale(docs) == []
+
+
+def test_a_run_writes_the_figures_of_a_push_into_sync_md(tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+
+    def run(push_calls: int) -> dict[str, Any]:
+        rows = [("one by one (updatePerson)", 500, 1000, 20.0, 10.0)]
+        rows.append(("pushChanges x100", 5, push_calls, 4.0, 3.0))
+        return bench_push.result([("DynamoDB Local, history on", rows)], load_at_start=0.5)
+
+    first = run(push_calls=40)
+    assert "pushChanges x100                    5       40     4.00" in _printed(
+        first, bench_push.report
+    )
+    written = push.PAGE.write(first, docs)
+    text = written.read_text()
+    assert json.loads((docs / page.FOLDER / push.JSON_NAME).read_text()) == first
+    assert f"`scripts/bench-push` on {first['date'][:10]}" in text
+    row = "| DynamoDB Local, history on | pushChanges x100 | 5 | {} | 4.00 | 3.00 | 1.00 | 125 "
+    row += "| 5.0x |"
+    assert row.format(40) in text
+    assert "| one by one (updatePerson) | 500 | 1,000 | 20.00 | 10.00 | 10.00 | 25 | 1.0x |" in text
+    assert push.PAGE.stale(docs) == []
+
+    push.PAGE.write(run(push_calls=35), docs)
+    text = written.read_text()
+    assert row.format(35) in text and row.format(40) not in text
+    assert push.PAGE.stale(docs) == []
