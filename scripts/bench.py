@@ -120,7 +120,7 @@ def run(fast: bool, smoke: bool = False) -> dict[str, Any]:
                 for c in clients + floors:
                     c.close()
         print("==> upgrade", flush=True)
-        result["upgrade"] = measure_upgrade(mode, settings.dynamodb_endpoint)
+        result["upgrade"] = measure_upgrade(mode)
         print("==> realtime", flush=True)
         result["realtime"] = measure_realtime(settings, ddb, headers["Authorization"], mode)
         print("==> where a request's time goes (cProfile, in process)", flush=True)
