@@ -142,11 +142,16 @@ def test_a_sockets_connect_imports_no_graphql_and_makes_no_client() -> None:
 
 
 def test_the_sweeps_build_imports_no_graphql_and_makes_no_s3_client() -> None:
-    """The sweep (no SnapStart: every hourly start is cold) imports no GraphQL and no
-    boto3 (PynamoDB's botocore client reads the registry), and makes S3's client
-    when a tenant's pass first needs it, not when it is built."""
+    """The sweep (no SnapStart: every hourly start is cold) imports no GraphQL, no
+    boto3 (PynamoDB's botocore client reads the registry) and none of the service's
+    other capabilities, and makes S3's client when a tenant's pass first needs it,
+    not when it is built."""
     seen = _probe("plain", "api.sweep_handler", "import api.sweep_handler as h; h.build()")
     assert seen["at_import"] == ["dynamodb"]
     loaded = [p for p in seen["packages"] if p in (*_NOT_FOR_CONNECT_OR_SWEEP, "boto3")]
     assert not loaded, loaded
     assert not [m for m in seen["modules"] if m.startswith(("api.graphql", "api.realtime"))]
+    # Nor the service's composition and the capabilities it wires (api.service's
+    # names are imported on first use): the sweep is one capability.
+    wired = ("api.service.sync_service", "api.service.writing", "api.service.reading")
+    assert not [m for m in seen["modules"] if m in wired]
