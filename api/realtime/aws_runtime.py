@@ -66,7 +66,7 @@ class Runtime:
     # What an invocation counts, written when it ends (EMF on Lambda: `api.metrics`).
     metrics: metrics.Metrics = field(default_factory=metrics.Metrics)
     _parts: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
-    _lock: Any = field(default_factory=threading.Lock, init=False, repr=False, compare=False)
+    _lock: Any = field(default_factory=threading.RLock, init=False, repr=False, compare=False)
 
     @_BuiltOnFirstUse
     def service(self) -> SyncService:
