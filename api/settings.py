@@ -12,9 +12,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import boto3
-from botocore.config import Config
-
 from api.domain.retention import DEFAULT_RETENTION_S
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -215,6 +212,8 @@ class Settings:
         """A boto3 client of DynamoDB (or of its streams, "dynamodbstreams") at the
         configured endpoint, with the local engine's dummy credentials when local;
         `config`: a botocore Config (timeouts, retries)."""
+        import boto3  # here, not at import: the sweep and a socket's $connect need none
+
         self.apply_local_credentials()
         return boto3.client(
             service, region_name=self.aws_region, endpoint_url=self.dynamodb_endpoint, config=config
@@ -232,6 +231,9 @@ class Settings:
         """A boto3 client of S3 at the configured endpoint: Signature Version 4 (the
         one that signs `x-amz-checksum-sha256` and `Content-Length` into a presigned
         URL); path-style addressing on a local engine, whose host is an IP address."""
+        import boto3
+        from botocore.config import Config
+
         self.apply_local_credentials()
         style = "virtual" if self.s3_endpoint is None else "path"
         return boto3.client(

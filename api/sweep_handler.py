@@ -17,6 +17,7 @@ from api.settings import Settings
 from api.storage import keys, models
 from api.storage.blob_usage import BlobUsageTable
 from api.storage.blobs import S3Blobs
+from api.storage.lazy_client import LazyClient
 
 logging.getLogger().setLevel(logging.INFO)  # Lambda's root handler is at WARNING
 
@@ -27,12 +28,16 @@ _MARGIN_S = 60
 
 def build(settings: Settings | None = None, clock_s: Callable[[], float] = time.time) -> BlobSweep:
     """The sweep over the configured table and bucket (`clock_s`: scripts/sweep's
-    --ahead-days)."""
+    --ahead-days). S3's client is made when a tenant's pass first needs it: a round
+    with no tenant due (most hours, for most tables) reads only the registry, and
+    botocore's loading of S3's service model was the largest part of the build."""
     settings = settings or Settings.from_env()
     settings.apply_local_credentials()
     models.bind(settings)
     blobs = S3Blobs(
-        settings.s3_client(), settings.blob_bucket, hashes_bytes=not settings.s3_verifies_checksums
+        LazyClient(settings.s3_client),
+        settings.blob_bucket,
+        hashes_bytes=not settings.s3_verifies_checksums,
     )
     return BlobSweep(blobs, BlobUsageTable(), settings.blob_quota_bytes, clock_s=clock_s)
 

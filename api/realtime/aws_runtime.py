@@ -1,7 +1,13 @@
 """What an AWS realtime Lambda builds once per instance and reuses across
-invocations (the WebSocket routes', the fan-out's, the drain's), and running one
-stored operation through the schema: shared by `api.realtime.aws` (the routes)
-and `api.realtime.fanout` (the stream's fan-out)."""
+invocations (the WebSocket routes', the fan-out's, the drain's), each part on its
+first use; and running one stored operation through the schema: shared by
+`api.realtime.aws` (the routes) and `api.realtime.fanout` (the stream's fan-out).
+
+Nothing of GraphQL, JWT, the service or PynamoDB is imported with this module:
+every socket's `$connect` runs in this process and uses none of them (it checks
+the subprotocol); a part's module is imported when the part is first built. With
+SnapStart every part is built before the snapshot (`Runtime.build_all`, called by
+`api.realtime.aws.before_snapshot`), so a restored instance has them all."""
 
 from __future__ import annotations
 
@@ -9,26 +15,47 @@ import contextlib
 import functools
 import json
 import logging
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
-import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 
 from api import metrics
-from api.auth import Authenticator, Principal
-from api.domain.cursor import CursorCodec
-from api.domain.retention import Retention
-from api.graphql.context import Context
-from api.graphql.schema import SyncSchema, make_schema
-from api.realtime.connections import Connections, Operation
-from api.service import SyncService
 from api.settings import Settings
-from api.storage import models
-from api.storage.lazy_client import LazyClient
-from api.storage.store import DynamoStore
+
+if TYPE_CHECKING:
+    from api.auth import Authenticator
+    from api.graphql.schema import SyncSchema
+    from api.realtime.connections import Connections
+    from api.service import SyncService
 
 logger = logging.getLogger("api.realtime")
+
+T = TypeVar("T")
+
+
+class _BuiltOnFirstUse(Generic[T]):
+    """A part of the runtime, built by `build` the first time it is asked for, once:
+    the fan-out asks from several worker threads at a time."""
+
+    def __init__(self, build: Callable[[Runtime], T]) -> None:
+        self._build = build
+        self._name = build.__name__
+
+    def __get__(self, rt: Runtime, owner: type | None = None) -> T:
+        parts = rt._parts
+        if self._name not in parts:
+            with rt._lock:
+                if self._name not in parts:
+                    parts[self._name] = self._build(rt)
+        return cast(T, parts[self._name])
+
+
+class FanOutIncomplete(Exception):
+    """Some subscribers were not sent their event: the batch is to be retried (only
+    they are sent it again: the others' claims hold)."""
 
 
 @dataclass
@@ -36,14 +63,74 @@ class Runtime:
     """What a Lambda instance builds once and reuses across invocations."""
 
     settings: Settings
-    service: SyncService
-    schema: SyncSchema
-    authenticator: Authenticator
-    connections: Connections
-    management: Any  # boto3 apigatewaymanagementapi client
-    streams: Any  # boto3 dynamodbstreams client (the drain reads failed batches back)
     # What an invocation counts, written when it ends (EMF on Lambda: `api.metrics`).
     metrics: metrics.Metrics = field(default_factory=metrics.Metrics)
+    _parts: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
+    _lock: Any = field(default_factory=threading.RLock, init=False, repr=False, compare=False)
+
+    @_BuiltOnFirstUse
+    def service(self) -> SyncService:
+        """The service over PynamoDB's client (a subscribe's first read, the drain)."""
+        from api.domain.cursor import CursorCodec
+        from api.domain.retention import Retention
+        from api.service import SyncService
+        from api.storage import models
+        from api.storage.store import DynamoStore
+
+        models.bind(self.settings)
+        return SyncService(
+            DynamoStore(),
+            CursorCodec(self.settings.cursor_secret),
+            retention=Retention(self.settings.retention_seconds),
+            history=self.settings.history,
+        )
+
+    @_BuiltOnFirstUse
+    def schema(self) -> SyncSchema:
+        """The GraphQL schema: a subscribe, and a fan-out with subscribers."""
+        from api.graphql.schema import make_schema
+
+        return make_schema(self.settings)
+
+    @_BuiltOnFirstUse
+    def authenticator(self) -> Authenticator:
+        """JWT verification: connection_init."""
+        from api.auth import Authenticator
+
+        return Authenticator(self.settings)
+
+    @_BuiltOnFirstUse
+    def connections(self) -> Connections:
+        """The connections' and subscriptions' items, through a DynamoDB client of
+        their own: every route but $connect, and the fan-out."""
+        from api.realtime.connections import Connections
+
+        return Connections(self.settings.dynamodb_client(), self.settings.table_name)
+
+    @_BuiltOnFirstUse
+    def management(self) -> Any:
+        """API Gateway's Management API (boto3 client): each message sent, each hang-up."""
+        import boto3
+
+        return boto3.client(
+            "apigatewaymanagementapi",
+            region_name=self.settings.aws_region,
+            endpoint_url=self.settings.websocket_management_url,
+        )
+
+    @_BuiltOnFirstUse
+    def streams(self) -> Any:
+        """The table's stream (boto3 dynamodbstreams client): the drain reads failed
+        batches back."""
+        return self.settings.dynamodb_client("dynamodbstreams")
+
+    def build_all(self) -> None:
+        """Every part, and the modules their first uses import: what a SnapStart
+        snapshot is to hold, so that no restored instance builds or imports any."""
+        for part in ("service", "schema", "authenticator", "connections", "management", "streams"):
+            getattr(self, part)
+        import api.realtime.aws_messages  # noqa: F401
+        import api.realtime.fanout  # noqa: F401
 
     def send(self, connection_id: str, message: dict[str, Any]) -> bool:
         """PostToConnection; False when the connection is gone (and forget it)."""
@@ -77,54 +164,9 @@ class Runtime:
 
 def build_runtime(settings: Settings) -> Runtime:
     settings.apply_local_credentials()
-    models.bind(settings)
-    service = SyncService(
-        DynamoStore(),
-        CursorCodec(settings.cursor_secret),
-        retention=Retention(settings.retention_seconds),
-        history=settings.history,
-    )
-    # Made on first use, as the HTTP function's S3 client (each client loads and
-    # parses its service model): a $connect or $disconnect sends nothing, and only
-    # the drain reads the stream. With SnapStart the hook makes both before the
-    # snapshot (`api.realtime.aws.before_snapshot`).
-    management = LazyClient(
-        lambda: boto3.client(
-            "apigatewaymanagementapi",
-            region_name=settings.aws_region,
-            endpoint_url=settings.websocket_management_url,
-        )
-    )
-    return Runtime(
-        settings=settings,
-        service=service,
-        schema=make_schema(settings),
-        authenticator=Authenticator(settings),
-        connections=Connections(settings.dynamodb_client(), settings.table_name),
-        management=management,
-        streams=LazyClient(lambda: settings.dynamodb_client("dynamodbstreams")),
-        metrics=metrics.for_lambda(settings.metrics),
-    )
+    return Runtime(settings=settings, metrics=metrics.for_lambda(settings.metrics))
 
 
 @functools.cache
 def runtime() -> Runtime:
     return build_runtime(Settings.from_env())
-
-
-async def execute(rt: Runtime, operation: Operation, principal: Principal, feed: Any) -> Any:
-    """The results of `operation` for `principal`, whose tokens come from `feed`."""
-    context = Context(request=None, service=rt.service, principal=principal, feed=feed)
-    return await rt.schema.subscribe(
-        operation.query,
-        variable_values=operation.variables,
-        context_value=context,
-        operation_name=operation.name,
-    )
-
-
-def next_message(subscription_id: str, result: Any) -> dict[str, Any]:
-    payload: dict[str, Any] = {"data": result.data}
-    if result.errors:  # coded already, by the schema (SyncSchema.process_errors)
-        payload["errors"] = [e.formatted for e in result.errors]
-    return {"id": subscription_id, "type": "next", "payload": payload}

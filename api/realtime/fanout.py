@@ -16,7 +16,8 @@ from strawberry.utils.aio import aclosing
 from api import metrics
 from api.auth import Principal
 from api.domain.errors import SyncError
-from api.realtime.aws_runtime import Runtime, execute, next_message
+from api.realtime.aws_messages import execute, next_message
+from api.realtime.aws_runtime import FanOutIncomplete, Runtime
 from api.realtime.connections import Subscription
 from api.realtime.failed_batches import tenants_in_batch
 
@@ -41,11 +42,6 @@ class _OneEvent:
     ) -> AsyncIterator[str]:
         if after is None or self._token > after:
             yield self._token
-
-
-class FanOutIncomplete(Exception):
-    """Some subscribers were not sent their event: the batch is to be retried (only
-    they are sent it again: the others' claims hold)."""
 
 
 async def fan_out(rt: Runtime, changes: dict[str, str]) -> int:

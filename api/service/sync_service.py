@@ -1,0 +1,77 @@
+"""`SyncService`: the capabilities of the service (`api.service`) wired to one
+store; what the GraphQL layer and realtime call."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from api.domain.cursor import CursorCodec
+from api.domain.retention import Retention
+from api.ordering import wall_clock_ms
+from api.service.attachments import DEFAULT_QUOTA_BYTES, Attachments, BlobStore, Quota
+from api.service.exports import ExportFiles, ExportJobs, TenantExport
+from api.service.history import History
+from api.service.ports import Store
+from api.service.reading import Reading
+from api.service.tenancy import TenantDeletion
+from api.service.upgrades import Upgrades
+from api.service.writing import Writing
+
+
+class SyncService:
+    """The capabilities wired to one store; the schema's verbs, each owned by one."""
+
+    def __init__(
+        self,
+        store: Store,
+        cursors: CursorCodec,
+        clock_ms: Callable[[], int] = wall_clock_ms,
+        on_commit: Callable[[str, str], None] | None = None,
+        retention: Retention | None = None,
+        history: bool = True,
+        on_deleting: Callable[[str], None] | None = None,
+        exports: ExportJobs | None = None,
+        export_files: ExportFiles | None = None,
+        blobs: BlobStore | None = None,
+        quota: Quota | None = None,
+        quota_bytes: int = DEFAULT_QUOTA_BYTES,
+    ) -> None:
+        retention = retention or Retention()
+        # Attachments need a blob store (S3): a service built without one has none.
+        self.blobs = blobs
+        # quota: the tenants' room for blobs (requestUpload); None keeps none.
+        self.attachments = None if blobs is None else Attachments(blobs, quota, quota_bytes)
+        self.reading = Reading(store, cursors, clock_ms, retention)
+        self.upgrades = Upgrades(store, cursors)
+        # on_commit is called with (tenant, token) after each committed transaction.
+        self.writing = Writing(store, clock_ms, on_commit, retention, history, self.attachments)
+        self.history = History(store, self.writing, clock_ms, retention)
+        # on_deleting is called with a tenant being deleted (closes its subscriptions).
+        attachments = self.attachments
+
+        def deleting(tenant_id: str) -> None:
+            if attachments is not None:
+                attachments.forget(tenant_id)
+            if on_deleting is not None:
+                on_deleting(tenant_id)
+
+        self.tenancy = TenantDeletion(store, clock_ms, deleting, blobs, quota_bytes)
+        self.get = self.reading.get
+        self.changes = self.reading.changes
+        self.latest_change = self.reading.latest_change
+        self.catch_up = self.upgrades.catch_up
+        self.apply = self.writing.apply
+        self.push = self.writing.push
+        self.create = self.writing.create
+        self.update = self.writing.update
+        self.delete = self.writing.delete
+        self.versions = self.history.versions
+        self.restore = self.history.restore
+        self.delete_tenant = self.tenancy.delete_tenant
+        # Exports need their jobs' storage and where their files go (S3): a service
+        # built without both has none.
+        self.exports = (
+            None
+            if exports is None or export_files is None
+            else TenantExport(exports, export_files, self.reading, clock_ms)
+        )
