@@ -48,6 +48,7 @@ from scripts.benchmarks import cold_start
 from scripts.benchmarks.harness import SECRET, local_engine_settings
 from scripts.benchmarks.page import commit
 from scripts.benchmarks.page import machine as this_machine
+from tests.support.management_api import ManagementApi
 
 EVENTS = PROJECT_ROOT / "tests" / "deploy" / "events"
 _CLIENT = "boto3.client('dynamodb', region_name='us-east-1', endpoint_url=os.environ['DYNAMODB_ENDPOINT'])"  # noqa: E501
@@ -70,6 +71,18 @@ FUNCTIONS = {
         "import json, os\n" + _CONTEXT + "from api.realtime.aws import websocket_handler\n"
         "answer = websocket_handler(json.loads(os.environ['COLD_START_CONNECT']), context)\n"
         "assert answer['statusCode'] == 200, answer\n"
+    ),
+    # What a device waits for before it may subscribe: $connect checks the
+    # subprotocol only; connection_init verifies the JWT, writes the connection's
+    # item and posts connection_ack (to a stand-in of the Management API).
+    "realtime: $connect + connection_init": (
+        "import json, os\n" + _CONTEXT + "from api.realtime.aws import websocket_handler\n"
+        "connection = os.urandom(8).hex()  # a new socket each start\n"
+        "for name in ('COLD_START_CONNECT', 'COLD_START_INIT'):\n"
+        "    event = json.loads(os.environ[name])\n"
+        "    event['requestContext']['connectionId'] = connection\n"
+        "    answer = websocket_handler(event, context)\n"
+        "    assert answer['statusCode'] == 200, answer\n"
     ),
     "fanout: first batch": (
         "import json, os\n" + _CONTEXT + "from api.realtime.aws import stream_handler\n"
@@ -116,8 +129,12 @@ def main(argv: list[str] | None = None) -> int:
         for bundle in bundles
         for kind, code in {FLOOR_KIND: FLOOR, **FUNCTIONS}.items()
     }
-    with local_engine_settings() as settings, read_only(*bundles.values()):
-        env = _environment(settings)
+    with (
+        local_engine_settings() as settings,
+        ManagementApi().running() as management,
+        read_only(*bundles.values()),
+    ):
+        env = _environment(settings, management.url)
         times: dict[tuple[str, str], list[float]] = {run: [] for run in runs}
         cpu: dict[tuple[str, str], list[float]] = {run: [] for run in runs}
         for round_ in range(args.rounds + 1):
@@ -137,6 +154,10 @@ def main(argv: list[str] | None = None) -> int:
                 if round_ > 0:  # the first warms the file cache
                     times[bundle, kind].append((time.perf_counter() - started) * 1000)
                     cpu[bundle, kind].append((_children_cpu_s() - used) * 1000)
+        # Every connection_init was acknowledged: none was refused and hung up.
+        acks = [m for _, m in management.posts if m == {"type": "connection_ack"}]
+        assert len(acks) == len(bundles) * (args.rounds + 1), management.posts[-3:]
+        assert not management.deleted, management.deleted
         for folder in bundles.values():  # nothing wrote bytecode where none was shipped
             written = next(folder.rglob("__pycache__"), None)
             assert folder == args.shipped or written is None, written
@@ -146,10 +167,14 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _environment(settings: object) -> dict[str, str]:
+def _environment(settings: object, management_url: str) -> dict[str, str]:
     token = make_local_token(SECRET, "cold", ["cold"], 3600)
     poll = (EVENTS / "query.json").read_text().replace("{{tenant}}", "cold")
     connect = (EVENTS / "ws_connect.json").read_text().replace("{{connectionId}}", "cold=")
+    init = {"type": "connection_init", "payload": {"Authorization": f"Bearer {token}"}}
+    message = json.loads((EVENTS / "ws_message.json").read_text())
+    message["requestContext"]["connectionId"] = "cold="
+    message["body"] = json.dumps(init)
     head = {
         "eventName": "MODIFY",
         "dynamodb": {
@@ -169,12 +194,13 @@ def _environment(settings: object) -> dict[str, str]:
         "AWS_SECRET_ACCESS_KEY": "local",
         "AWS_DEFAULT_REGION": "us-east-1",
         "AWS_REGION": "us-east-1",
-        "WEBSOCKET_MANAGEMENT_URL": "http://127.0.0.1:9/cold",  # $connect posts nothing
+        "WEBSOCKET_MANAGEMENT_URL": management_url,
         "BLOB_BUCKET": "cold-start",
         "GRAPHIQL": "false",
         "INTROSPECTION": "false",
         "COLD_START_POLL": poll.replace("{{token}}", token),
         "COLD_START_CONNECT": connect,
+        "COLD_START_INIT": json.dumps(message),
         "COLD_START_STREAM": json.dumps({"Records": [head]}),
     }
 
