@@ -35,6 +35,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -194,12 +195,29 @@ class BlobSweep:
             return False
 
         unfinished: list[str] = []
-        for i in range(self._shards):
-            shard = (start_shard + i) % self._shards
+        order = [(start_shard + i) % self._shards for i in range(self._shards)]
+        # Every shard's first page is read at the round's start, the first shard's
+        # here and the others' at once: most hours no tenant is due, and the round
+        # is only those reads, one round trip each when made one after another
+        # (65-90 ms of 16 Queries in process, against DynamoDB Local), in a function
+        # whose every hourly start is cold. The first read makes the store's client
+        # (a cold start's), so that the others do not race to make one each. A
+        # tenant that falls due meanwhile waits for the next round, as it would for
+        # a shard read earlier. Later pages (a shard of more than some 20,000
+        # tenants) are read at their turn.
+        now = int(self._clock())
+        with ThreadPoolExecutor(max_workers=len(order)) as pool:
+            firsts = [pool.submit(self._table.due, order[0], now, None)]
+            wait(firsts)
+            firsts += [pool.submit(self._table.due, shard, now, None) for shard in order[1:]]
+        for shard, first in zip(order, firsts, strict=True):
             after: str | None = None
             while True:
                 try:
-                    tenants, after = self._table.due(shard, int(self._clock()), after)
+                    if after is None:
+                        tenants, after = first.result()
+                    else:
+                        tenants, after = self._table.due(shard, int(self._clock()), after)
                 except Exception:
                     # The registry unreadable (throttled, say): the next shard, and
                     # this one at the next round.

@@ -9,6 +9,7 @@ import dataclasses
 import itertools
 import json
 import os
+import threading
 import time
 from datetime import UTC, datetime
 from typing import Any
@@ -340,6 +341,32 @@ def test_the_scheduled_sweep_finds_tenants_with_blobs_in_the_registry(
         clock.at += MARK_S + 2
         sweep.sweep_due(budget_s=60)
     assert s3blobs.stat(tenant, ref["sha256"]) is None
+
+
+def test_a_round_reads_every_shards_first_page_at_once_and_sweeps_what_it_found(
+    gql: GraphQLClient, tenant: str, s3blobs: S3Blobs, clock: Clock
+) -> None:
+    ref = upload(gql, tenant, os.urandom(700))
+    # The first shard read alone (it makes the client), the other 15 at once: each
+    # waits here until all 15 have asked. Read one after another, the first of them
+    # waits in vain, the barrier breaks and every one of them fails.
+    together = threading.Barrier(15, timeout=10)
+    first_pages: list[int] = []
+
+    class AllAtOnce(OneTenantsRegistry):
+        def due(self, shard: int, now: int, after: str | None) -> tuple[list[str], str | None]:
+            if after is None:
+                first_pages.append(shard)
+                if len(first_pages) > 1:
+                    together.wait()
+            return super().due(shard, now, after)
+
+    BlobSweep(s3blobs, AllAtOnce(tenant), QUOTA, clock_s=clock).sweep_due(
+        budget_s=60, start_shard=5
+    )
+    assert not together.broken
+    assert first_pages[0] == 5 and sorted(first_pages) == list(range(16))
+    assert not _held(s3blobs, tenant, ref)  # found in its shard, and marked
 
 
 def test_the_scheduled_lambda_handler_runs_a_round(
