@@ -9,7 +9,9 @@
   docs/sync.md's figures of a sync of chosen types what scripts/bench-types-paging
   makes of docs/benchmarks/types-paging.json (scripts/benchmarks/types_paging.py),
   and its figures of a push what scripts/bench-push makes of
-  docs/benchmarks/push.json (scripts/benchmarks/push.py).
+  docs/benchmarks/push.json (scripts/benchmarks/push.py), and docs/operations.md's
+  figures of the metrics' cost what scripts/bench-metrics makes of
+  docs/benchmarks/metrics.json (scripts/benchmarks/metrics_cost.py).
 
 By content, not modification times: a clone sets every file's time to the checkout's.
 """
@@ -20,10 +22,10 @@ import hashlib
 import sys
 from pathlib import Path
 
-from scripts.benchmarks import cold_start, page, push, types_paging
+from scripts.benchmarks import cold_start, metrics_cost, page, push, types_paging
 
 # Every page with a section generated from a run's saved JSON.
-PAGES = (page.BENCH, cold_start.PAGE, types_paging.PAGE, push.PAGE)
+PAGES = (page.BENCH, cold_start.PAGE, types_paging.PAGE, push.PAGE, metrics_cost.PAGE)
 
 
 def stale_pictures(docs: Path = page.DOCS) -> list[str]:

@@ -5,7 +5,8 @@ docs/cold-start.md's come from scripts/bench-cold-start: the command's own resul
 generated section and its plot, in a folder of the test's own; a second run's figure
 replaces the first's in the page and in the plot. docs/sync.md's figures of a sync of
 chosen types come from scripts/bench-types-paging the same way, and of a push from
-scripts/bench-push. (The real commands
+scripts/bench-push, and docs/operations.md's of the metrics' cost from each of
+scripts/bench-metrics' two modes, kept as parts of one JSON. (The real commands
 build bundles or seed tenants for minutes: here their measures are given, all else is
 the commands'.)"""
 
@@ -21,10 +22,10 @@ from typing import Any
 
 import pytest
 
-from scripts import bench_push, bench_types_paging
+from scripts import bench_metrics, bench_push, bench_types_paging
 from scripts.bench_cold_start import FLOOR_KIND, FUNCTIONS, report, result
 from scripts.bench_types_paging import WHOLE, Sync
-from scripts.benchmarks import cold_start, page, push, types_paging
+from scripts.benchmarks import cold_start, metrics_cost, page, push, types_paging
 
 BUNDLES = ["shipped", "shipped, no bytecode", "274c7c3 (shipped no bytecode)"]
 
@@ -161,3 +162,75 @@ def test_a_run_writes_the_figures_of_a_push_into_sync_md(tmp_path: Path) -> None
     text = written.read_text()
     assert row.format(35) in text and row.format(40) not in text
     assert push.PAGE.stale(docs) == []
+
+
+def _metrics_requests(emf_ms: float) -> dict[str, Any]:
+    """A run of bench-metrics' requests and cold starts: three rounds a side, EMF's
+    and Prometheus's calls `emf_ms` and 1.05x off's by the clock, 1.02x in CPU."""
+    ms: dict[tuple[str, str], list[float]] = {}
+    cpu: dict[tuple[str, str], list[float]] = {}
+    own: dict[str, dict[str, float]] = {}
+    for where, on in (("Lambda", "Lambda, EMF"), ("server", "server, Prometheus")):
+        for op in ("poll", "page of 100"):
+            ms[op, on] = [emf_ms * f for f in (1.0, 1.1, 0.9)]
+            ms[op, f"{where}, off"] = [emf_ms / 1.05 * f for f in (1.0, 1.1, 0.9)]
+            cpu[op, on] = [2.04, 2.244, 1.836]
+            cpu[op, f"{where}, off"] = [2.0, 2.2, 1.8]
+            own.setdefault(on, {})[op] = 30.0
+            own.setdefault(f"{where}, off", {})[op] = 10.0
+    walls = {"emf": [1010.0, 1000.0, 1030.0], "off": [1000.0, 990.0, 1020.0]}
+    cpus = {"emf": [909.0, 900.0, 920.0], "off": [900.0, 890.0, 910.0]}
+    args = argparse.Namespace(rounds=3, calls=20, cold_rounds=3)
+    return bench_metrics.result(args, ms, cpu, own, (walls, cpus), load_at_start=0.5)
+
+
+def test_each_mode_of_bench_metrics_writes_its_part_of_operations_md_and_keeps_the_other(
+    tmp_path: Path,
+) -> None:
+    docs = tmp_path / "docs"
+    saved_path = docs / page.FOLDER / metrics_cost.JSON_NAME
+
+    def counted(cold_emf: float) -> dict[str, Any]:
+        per_request = {"poll": {"off": 1_000_000.0, "emf": 1_014_000.0}}
+        per_request["page of 100"] = {"off": 8_000_000.0, "emf": 8_040_000.0}
+        cold = {"off": 2.5e9, "emf": cold_emf}
+        return bench_metrics.instructions_result(per_request, cold, load_at_start=0.5)
+
+    # The counts first: the other mode's part says how to run it.
+    first = counted(2.525e9)
+    assert "cold start    METRICS=emf    2,525,000,000  1.0100" in _printed(
+        first, bench_metrics.report
+    )
+    written = metrics_cost.PAGE.write(first, docs)
+    text = written.read_text()
+    assert json.loads(saved_path.read_text()) == {"requests": None, "instructions": first}
+    assert "`scripts/bench-metrics --instructions` on " + first["date"][:10] in text
+    assert "| poll | 1,000,000 | 1,014,000 | 1.0140 |" in text
+    assert "| cold start | 2,500,000,000 | 2,525,000,000 | 1.0100 |" in text
+    assert "Not measured yet: run `scripts/bench-metrics --cold-rounds 21`." in text
+    assert metrics_cost.PAGE.stale(docs) == []
+    committed = (page.DOCS / metrics_cost.PAGE.page).read_text()
+    assert text.split(metrics_cost.BEGIN)[0] == committed.split(metrics_cost.BEGIN)[0]
+    assert text.split(metrics_cost.END)[1] == committed.split(metrics_cost.END)[1]
+
+    # The clock's run: its part written, the counts kept.
+    timed = _metrics_requests(emf_ms=4.2)
+    assert timed["command"] == "scripts/bench-metrics --rounds 3 --calls 20 --cold-rounds 3"
+    row = "poll          Lambda, EMF              4.200   1.050   2.040   1.020     30.0    1.0%"
+    assert row in _printed(timed, bench_metrics.report)
+    metrics_cost.PAGE.write(timed, docs)
+    text = written.read_text()
+    assert json.loads(saved_path.read_text()) == {"requests": timed, "instructions": first}
+    assert "| poll | Lambda, EMF | 4.200 | 1.050 | 2.040 | 1.020 | 30.0 | 1.0% |" in text
+    assert "| poll | Lambda, off | 4.000 | 1.000 | 2.000 | 1.000 | 10.0 | 0.0% |" in text
+    # Cold starts: the medians' ratio by the clock, the minimums' and medians' in CPU.
+    assert "| emf | 1000 | 1010 | 1.010 | 900 | 1.011 | 909 | 1.010 |" in text
+    assert "| cold start | 2,500,000,000 | 2,525,000,000 | 1.0100 |" in text
+    assert "Not measured yet" not in text and metrics_cost.PAGE.stale(docs) == []
+
+    # The next count replaces its part alone.
+    metrics_cost.PAGE.write(counted(2.55e9), docs)
+    text = written.read_text()
+    assert "| cold start | 2,500,000,000 | 2,550,000,000 | 1.0200 |" in text
+    assert "1.0100" not in text and "| poll | Lambda, EMF | 4.200 |" in text
+    assert metrics_cost.PAGE.stale(docs) == []
