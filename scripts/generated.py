@@ -4,8 +4,10 @@
   the SHA-256 of both recorded beside it in NAME.png.sha256;
 - docs/benchmarks.md's generated section and its plots must be what scripts/bench
   makes of the committed docs/benchmarks/bench.json (scripts/benchmarks/page.py), and
-  docs/cold-start.md's section and plot what scripts/bench-cold-start makes of
-  docs/benchmarks/cold-start.json (scripts/benchmarks/cold_start.py), and
+  so must the figures docs/sync.md and docs/realtime.md quote from that run
+  (scripts/benchmarks/quoted.py); docs/cold-start.md's section and plot what
+  scripts/bench-cold-start makes of docs/benchmarks/cold-start.json
+  (scripts/benchmarks/cold_start.py), and
   docs/sync.md's figures of a sync of chosen types what scripts/bench-types-paging
   makes of docs/benchmarks/types-paging.json (scripts/benchmarks/types_paging.py),
   and its figures of a push what scripts/bench-push makes of
@@ -22,10 +24,17 @@ import hashlib
 import sys
 from pathlib import Path
 
-from scripts.benchmarks import cold_start, metrics_cost, page, push, types_paging
+from scripts.benchmarks import cold_start, metrics_cost, page, push, quoted, types_paging
 
 # Every page with a section generated from a run's saved JSON.
-PAGES = (page.BENCH, cold_start.PAGE, types_paging.PAGE, push.PAGE, metrics_cost.PAGE)
+PAGES = (
+    page.BENCH,
+    *quoted.PAGES,
+    cold_start.PAGE,
+    types_paging.PAGE,
+    push.PAGE,
+    metrics_cost.PAGE,
+)
 
 
 def stale_pictures(docs: Path = page.DOCS) -> list[str]:

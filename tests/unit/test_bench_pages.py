@@ -25,7 +25,7 @@ import pytest
 from scripts import bench_metrics, bench_push, bench_types_paging
 from scripts.bench_cold_start import FLOOR_KIND, FUNCTIONS, report, result
 from scripts.bench_types_paging import WHOLE, Sync
-from scripts.benchmarks import cold_start, metrics_cost, page, push, types_paging
+from scripts.benchmarks import cold_start, metrics_cost, page, push, quoted, types_paging
 
 BUNDLES = ["shipped", "shipped, no bytecode", "274c7c3 (shipped no bytecode)"]
 
@@ -234,3 +234,38 @@ def test_each_mode_of_bench_metrics_writes_its_part_of_operations_md_and_keeps_t
     assert "| cold start | 2,500,000,000 | 2,550,000,000 | 1.0200 |" in text
     assert "1.0100" not in text and "| poll | Lambda, EMF | 4.200 |" in text
     assert metrics_cost.PAGE.stale(docs) == []
+
+
+def test_a_run_of_bench_writes_the_figures_sync_md_and_realtime_md_quote_from_it(
+    tmp_path: Path,
+) -> None:
+    docs = tmp_path / "docs"
+    saved = json.loads((page.DOCS / page.FOLDER / page.JSON_NAME).read_text())
+    saved["write_units"]["push of 100 updates"] = {"cold": 812.0, "hot": 790.0}
+    saved["write_units"]["update"] = {"cold": 12.0, "hot": 10.0}
+    rt = saved["realtime_cost"]
+    shipped = next(iter(rt["device_hour"]))
+    rt["device_hour"][shipped]["total"] = 57.6  # twice AppSync's 28.80
+    rt["polling"]["par_interval_min"] = 3.04
+    quoted.write(saved, docs)
+    sync = (docs / quoted.WRITE_UNITS.page).read_text()
+    assert "a push of 100 updates costs 7.90 write units per update" in sync
+    assert "against 10 for one update alone" in sync and "8.12 (" in sync
+    assert f"`scripts/bench --{saved['mode']}` on {saved['date'][:10]}" in sync
+    realtime = (docs / quoted.REALTIME.page).read_text()
+    assert f"| {shipped} | 57.60 | 28.80 | 2.00 |" in realtime
+    assert "one poll every 3.0 minutes" in realtime
+    assert "The shipped socket costs 2.0x AppSync's device-hour" in realtime
+    # The prose around each section is the committed page's.
+    for quoting, text in ((quoted.WRITE_UNITS, sync), (quoted.REALTIME, realtime)):
+        committed = (page.DOCS / quoting.page).read_text()
+        assert text.split(quoting.begin)[0] == committed.split(quoting.begin)[0]
+        assert text.split(quoting.end)[1] == committed.split(quoting.end)[1]
+        assert quoting.stale(docs) == []
+
+    # The next run's figure replaces the first's.
+    saved["write_units"]["push of 100 updates"]["hot"] = 805.0
+    quoted.write(saved, docs)
+    sync = (docs / quoted.WRITE_UNITS.page).read_text()
+    assert "costs 8.05 write units per update" in sync and "7.90" not in sync
+    assert quoted.WRITE_UNITS.stale(docs) == []
