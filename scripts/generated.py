@@ -13,7 +13,9 @@
   and its figures of a push what scripts/bench-push makes of
   docs/benchmarks/push.json (scripts/benchmarks/push.py), and docs/operations.md's
   figures of the metrics' cost what scripts/bench-metrics makes of
-  docs/benchmarks/metrics.json (scripts/benchmarks/metrics_cost.py).
+  docs/benchmarks/metrics.json (scripts/benchmarks/metrics_cost.py), and
+  docs/contract.md's figures of an export's calls what scripts/bench-hostile exports
+  makes of docs/benchmarks/exports.json (scripts/benchmarks/exports.py).
 
 By content, not modification times: a clone sets every file's time to the checkout's.
 """
@@ -24,7 +26,15 @@ import hashlib
 import sys
 from pathlib import Path
 
-from scripts.benchmarks import cold_start, metrics_cost, page, push, quoted, types_paging
+from scripts.benchmarks import (
+    cold_start,
+    exports,
+    metrics_cost,
+    page,
+    push,
+    quoted,
+    types_paging,
+)
 
 # Every page with a section generated from a run's saved JSON.
 PAGES = (
@@ -34,6 +44,7 @@ PAGES = (
     types_paging.PAGE,
     push.PAGE,
     metrics_cost.PAGE,
+    exports.PAGE,
 )
 
 

@@ -9,6 +9,8 @@ no longer matches (scripts/check): the section is rendered again from the commit
 JSON and compared; the plots are compared by content hash with `plots.sha256`, which
 records the JSON's hash and each plot's (not modification times: a clone resets them).
 `python -m scripts.benchmarks.page RUN.json` writes the page from a saved run again.
+A command whose modes run separately keeps them as parts of one JSON (`Generated.parts`:
+scripts/benchmarks/metrics_cost.py's), each run replacing its own part.
 """
 
 from __future__ import annotations

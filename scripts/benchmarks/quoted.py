@@ -13,6 +13,7 @@ graphql-ws, a socket's hour before its pokes) are its measured parts priced agai
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -160,24 +161,21 @@ def realtime(saved: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-WRITE_UNITS = Generated(
-    page="sync.md",
-    json_name=JSON_NAME,
-    manifest="bench-write-units.sha256",
-    begin=_begin("write units"),
-    end=_end("write units"),
-    section=write_units,
-    module="scripts.benchmarks.quoted",
-)
-REALTIME = Generated(
-    page="realtime.md",
-    json_name=JSON_NAME,
-    manifest="bench-realtime.sha256",
-    begin=_begin("realtime"),
-    end=_end("realtime"),
-    section=realtime,
-    module="scripts.benchmarks.quoted",
-)
+def _quoting(page: str, name: str, section: Callable[[dict[str, Any]], str]) -> Generated:
+    """A page's section quoting the run, its hash file named after it."""
+    return Generated(
+        page=page,
+        json_name=JSON_NAME,
+        manifest=f"bench-{name.replace(' ', '-')}.sha256",
+        begin=_begin(name),
+        end=_end(name),
+        section=section,
+        module="scripts.benchmarks.quoted",
+    )
+
+
+WRITE_UNITS = _quoting("sync.md", "write units", write_units)
+REALTIME = _quoting("realtime.md", "realtime", realtime)
 PAGES = (WRITE_UNITS, REALTIME)
 PAGE_NAMES = tuple(g.page for g in PAGES)
 

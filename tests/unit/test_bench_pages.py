@@ -22,10 +22,18 @@ from typing import Any
 
 import pytest
 
-from scripts import bench_metrics, bench_push, bench_types_paging
+from scripts import bench_hostile, bench_metrics, bench_push, bench_types_paging
 from scripts.bench_cold_start import FLOOR_KIND, FUNCTIONS, report, result
 from scripts.bench_types_paging import WHOLE, Sync
-from scripts.benchmarks import cold_start, metrics_cost, page, push, quoted, types_paging
+from scripts.benchmarks import (
+    cold_start,
+    exports,
+    metrics_cost,
+    page,
+    push,
+    quoted,
+    types_paging,
+)
 
 BUNDLES = ["shipped", "shipped, no bytecode", "274c7c3 (shipped no bytecode)"]
 
@@ -269,3 +277,32 @@ def test_a_run_of_bench_writes_the_figures_sync_md_and_realtime_md_quote_from_it
     sync = (docs / quoted.WRITE_UNITS.page).read_text()
     assert "costs 8.05 write units per update" in sync and "7.90" not in sync
     assert quoted.WRITE_UNITS.stale(docs) == []
+
+
+def test_a_run_of_bench_hostile_exports_writes_its_rows_into_the_contracts_list_item(
+    tmp_path: Path,
+) -> None:
+    docs = tmp_path / "docs"
+    what = "export of 50,000 deletions, after: calls; per call max read units, max write units"
+
+    def run(reads: int) -> dict[str, Any]:
+        return bench_hostile.exports_result([(what, f"52; {reads}, 3, 0.41")], load_at_start=0.5)
+
+    first = run(161)
+    written = exports.PAGE.write(first, docs)
+    text = written.read_text()
+    assert json.loads((docs / page.FOLDER / exports.JSON_NAME).read_text()) == first
+    assert f"  Measured by `scripts/bench-hostile exports` on {first['date'][:10]}" in text
+    # Indented as the list item it sits in, so the item goes on after it.
+    assert f"\n  | {what} | 52; 161, 3, 0.41 |\n" in text
+    section = text.split(exports.BEGIN)[1].split(exports.END)[0]
+    assert all(not line or line.startswith("  ") for line in section.splitlines()[1:])
+    assert exports.PAGE.stale(docs) == []
+    committed = (page.DOCS / exports.PAGE.page).read_text()
+    assert text.split(exports.BEGIN)[0] == committed.split(exports.BEGIN)[0]
+    assert text.split(exports.END)[1] == committed.split(exports.END)[1]
+
+    exports.PAGE.write(run(170), docs)
+    text = written.read_text()
+    assert "| 52; 170, 3, 0.41 |" in text and "161" not in text
+    assert exports.PAGE.stale(docs) == []
