@@ -15,7 +15,9 @@
   figures of the metrics' cost what scripts/bench-metrics makes of
   docs/benchmarks/metrics.json (scripts/benchmarks/metrics_cost.py), and
   docs/contract.md's figures of an export's calls what scripts/bench-hostile exports
-  makes of docs/benchmarks/exports.json (scripts/benchmarks/exports.py).
+  makes of docs/benchmarks/exports.json (scripts/benchmarks/exports.py), and
+  docs/attachments.md's figures of the local S3 engine what scripts/bench-local-s3
+  makes of docs/benchmarks/local-s3.json (scripts/benchmarks/local_s3.py).
 
 By content, not modification times: a clone sets every file's time to the checkout's.
 """
@@ -29,6 +31,7 @@ from pathlib import Path
 from scripts.benchmarks import (
     cold_start,
     exports,
+    local_s3,
     metrics_cost,
     page,
     push,
@@ -45,6 +48,7 @@ PAGES = (
     push.PAGE,
     metrics_cost.PAGE,
     exports.PAGE,
+    local_s3.PAGE,
 )
 
 

@@ -22,12 +22,13 @@ from typing import Any
 
 import pytest
 
-from scripts import bench_hostile, bench_metrics, bench_push, bench_types_paging
+from scripts import bench_hostile, bench_local_s3, bench_metrics, bench_push, bench_types_paging
 from scripts.bench_cold_start import FLOOR_KIND, FUNCTIONS, report, result
 from scripts.bench_types_paging import WHOLE, Sync
 from scripts.benchmarks import (
     cold_start,
     exports,
+    local_s3,
     metrics_cost,
     page,
     push,
@@ -306,3 +307,28 @@ def test_a_run_of_bench_hostile_exports_writes_its_rows_into_the_contracts_list_
     text = written.read_text()
     assert "| 52; 170, 3, 0.41 |" in text and "161" not in text
     assert exports.PAGE.stale(docs) == []
+
+
+def test_a_run_of_bench_local_s3_writes_its_rows_into_attachments_md(tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    args = argparse.Namespace(blobs=30_000, kept=20_000, size=1024, rounds=3, refill=2_000)
+
+    def run(rss: int) -> dict[str, Any]:
+        rows = [("engine started on it (50,000 objects)", f"9 s, {rss} MB")]
+        return bench_local_s3.result(args, rows, load_at_start=0.5)
+
+    first = run(500)
+    written = local_s3.PAGE.write(first, docs)
+    text = written.read_text()
+    assert json.loads((docs / page.FOLDER / local_s3.JSON_NAME).read_text()) == first
+    assert f"`{first['command']}` on {first['date'][:10]}" in text
+    assert "| step (1,024-byte blobs) | result |" in text
+    assert "| engine started on it (50,000 objects) | 9 s, 500 MB |" in text
+    assert local_s3.PAGE.stale(docs) == []
+    committed = (page.DOCS / local_s3.PAGE.page).read_text()
+    assert text.split(local_s3.BEGIN)[0] == committed.split(local_s3.BEGIN)[0]
+
+    local_s3.PAGE.write(run(520), docs)
+    text = written.read_text()
+    assert "| 9 s, 520 MB |" in text and "500 MB" not in text
+    assert local_s3.PAGE.stale(docs) == []
