@@ -7,7 +7,8 @@ API server and the floor server, seeds data, measures (`scripts/benchmarks/`: on
 module per family), prints its tables and saves them as JSON in `.bench-results/`
 (ignored by git; `--out DIR` for a kept folder), then writes the generated section of
 docs/benchmarks.md and its plots from that JSON (`scripts/benchmarks/page.py`; `--page
-DIR` elsewhere). Run with `scripts/bench` (`--fast`, the default; `--full` measures
+DIR` elsewhere), and the figures docs/sync.md and docs/realtime.md quote from it
+(`scripts/benchmarks/quoted.py`). Run with `scripts/bench` (`--fast`, the default; `--full` measures
 longer; `--smoke`, the least that fills every row, is what the test suite runs: its
 figures are not for reading, so its page goes to `--out`, never to docs/).
 
@@ -41,7 +42,7 @@ from api.app import create_app
 from api.auth import make_local_token
 from api.settings import PROJECT_ROOT
 from api.storage import models
-from scripts.benchmarks import raw
+from scripts.benchmarks import quoted, raw
 from scripts.benchmarks.attachments import (
     REFERENCE_TENANTS,
     measure_attachments,
@@ -217,8 +218,10 @@ def main(argv: list[str] | None = None) -> int:
     path.write_text(json.dumps(result, indent=2))
     print(f"\nsaved {path}")
     # A smoke run's figures say that every row runs, not how fast: never the docs'.
-    page = write_page(result, args.page or (args.out if args.smoke else DOCS))
-    print(f"wrote {page} and its plots")
+    docs = args.page or (args.out if args.smoke else DOCS)
+    page = write_page(result, docs)
+    quoted.write(result, docs)  # the figures other pages quote from the run
+    print(f"wrote {page} and its plots, and the figures {', '.join(quoted.PAGE_NAMES)} quote")
     return 0
 
 

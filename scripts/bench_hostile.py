@@ -48,14 +48,18 @@
 Starts its own DynamoDB Local and servers; prints one table. Run with
 scripts/bench-hostile (everything), or one part alone: scripts/bench-hostile
 replay (6), links (7), exports (8; `exports attack`: its last row alone), sweep
-(9) or gate (10).
+(9) or gate (10). `exports` alone also saves its rows as JSON in `.bench-results/`
+and writes docs/contract.md's figures of an export's calls from it
+(scripts/benchmarks/exports.py).
 """
 
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import json
 import logging
+import os
 import random
 import statistics
 import sys
@@ -77,8 +81,10 @@ from api.service import exports as export_rules
 from api.service.exports import TenantExport
 from api.storage import models
 from api.storage.store import DynamoStore
+from scripts.benchmarks import exports
 from scripts.benchmarks.gate import gate_rows
 from scripts.benchmarks.harness import SECRET, local_engine_settings
+from scripts.benchmarks.page import RESULTS, commit, machine
 from scripts.benchmarks.sweep_turns import sweep_rows
 from tests.support.bulk import bulk_deletions_and_reminders, bulk_people
 from tests.support.relay_capture import captured
@@ -561,10 +567,13 @@ def main() -> int:
         _print(replay_rows())
         return 0
     if sys.argv[1:2] == ["exports"]:
+        load_at_start = os.getloadavg()[0]  # the page states it: other work inflates times
         exported: list[tuple[str, str]] = []
         with local_engine_settings() as settings:
             _exports(settings, exported, calls=sys.argv[2:] != ["attack"])
         _print(exported)
+        if sys.argv[2:] == []:  # the whole section: docs/contract.md's figures
+            exports.PAGE.keep(exports_result(exported, load_at_start), RESULTS)
         return 0
     if sys.argv[1:] == ["sweep"]:
         _print(sweep_rows())
@@ -712,6 +721,17 @@ def main() -> int:
     rows += gate_rows()
     _print(rows)
     return 0
+
+
+def exports_result(rows: list[tuple[str, str]], load_at_start: float) -> dict[str, Any]:
+    """The `exports` section's run as it is saved and rendered: its rows as printed."""
+    return {
+        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "command": "scripts/bench-hostile exports",
+        **commit(),
+        "machine": machine(load_at_start),
+        "rows": [list(row) for row in rows],
+    }
 
 
 def _token_of(tenant: str) -> dict[str, str]:

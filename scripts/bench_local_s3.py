@@ -6,13 +6,15 @@ machine), which the API's `deleteTenant` then deletes; then `--rounds` more roun
 `--refill` blobs uploaded over HTTP and the tenant deleted again; then a restart.
 Prints a table: the engine's resident memory after each step, each deletion's calls
 and time (and any call that failed), the store's size, the restart's load time and
-what is left. Issue 36, finding 6: before, each version listing added the whole
-bucket to the engine's memory, and past some 25,000 objects every call failed."""
+what is left; saves the rows as JSON in `.bench-results/` (`--out DIR` elsewhere) and
+writes docs/attachments.md's figures of the engine's memory from it
+(scripts/benchmarks/local_s3.py; `--page DIR` elsewhere)."""
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import datetime as dt
 import hashlib
 import os
 import shutil
@@ -30,6 +32,8 @@ from api.auth import make_local_token
 from api.settings import Settings
 from api.storage.keys import blob_key
 from api.storage.table import ensure_table
+from scripts.benchmarks import local_s3
+from scripts.benchmarks.page import commit, machine
 from scripts.local_engine import LocalEngine, free_port
 from scripts.local_s3 import LocalS3, ensure_bucket
 from scripts.moto_s3 import Store, patch_moto
@@ -120,7 +124,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--size", type=int, default=1024, help="bytes of each blob")
     parser.add_argument("--rounds", type=int, default=3, help="deletions after the first")
     parser.add_argument("--refill", type=int, default=2_000, help="blobs a round uploads")
+    local_s3.PAGE.options(parser)
     args = parser.parse_args(argv)
+    load_at_start = os.getloadavg()[0]  # the page states it: other work inflates times
     directory = Path(tempfile.mkdtemp(prefix="bench-local-s3-"))
     rows: list[tuple[str, str]] = []
 
@@ -205,7 +211,23 @@ def main(argv: list[str] | None = None) -> int:
     print("|---|---|")
     for step, what in rows:
         print(f"| {step} | {what} |")
+    local_s3.PAGE.keep(result(args, rows, load_at_start), args.out, args.page)
     return 0
+
+
+def result(
+    args: argparse.Namespace, rows: list[tuple[str, str]], load_at_start: float
+) -> dict[str, Any]:
+    """The run as it is saved and rendered: its rows as printed."""
+    return {
+        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "command": f"scripts/bench-local-s3 --blobs {args.blobs} --kept {args.kept} "
+        f"--size {args.size} --rounds {args.rounds} --refill {args.refill}",
+        **commit(),
+        "machine": machine(load_at_start),
+        "size": args.size,
+        "rows": [list(row) for row in rows],
+    }
 
 
 if __name__ == "__main__":

@@ -24,12 +24,17 @@ process in instructions, which the load does not change: a child process serving
 requests through `api.lambda_handler` under cachegrind (valgrind), METRICS=emf and
 off, at two K, the difference per request; and a cold start's, a child importing
 the handler and serving one poll. Run with
-`scripts/bench-metrics [--rounds N] [--calls N] [--cold-rounds N] [--instructions]`.
+`scripts/bench-metrics [--rounds N] [--calls N] [--cold-rounds N] [--instructions]`:
+it prints its tables, saves the run as JSON in `.bench-results/` (`--out DIR`
+elsewhere) and writes docs/operations.md's figures of the metrics' cost from it
+(scripts/benchmarks/metrics_cost.py; `--page DIR` elsewhere). The two modes are
+separate runs, kept as two parts of one JSON: each replaces its own.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
 import logging
 import os
@@ -39,6 +44,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -51,6 +57,7 @@ from api.auth import make_local_token
 from api.prometheus_metrics import Prometheus
 from api.settings import PROJECT_ROOT
 from api.worker_threads import persistent_pool
+from scripts.benchmarks import metrics_cost
 from scripts.benchmarks.harness import (
     CHANGES,
     PUSH,
@@ -58,6 +65,7 @@ from scripts.benchmarks.harness import (
     local_engine_settings,
     realistic_person,
 )
+from scripts.benchmarks.page import commit, machine
 
 EVENT = PROJECT_ROOT / "tests" / "deploy" / "events" / "query.json"
 TENANT = "metrics"
@@ -78,9 +86,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--instructions", action="store_true", help="a poll's instructions, EMF and off"
     )
+    metrics_cost.PAGE.options(parser)
     args = parser.parse_args(argv)
     if args.instructions:
-        return _instructions()
+        return _instructions(args.out, args.page)
+    load_at_start = os.getloadavg()[0]  # the page states it: other work inflates times
     devnull = open(os.devnull, "w")  # noqa: SIM115 - for the whole run
     runtime = logging.StreamHandler(devnull)
     runtime.setFormatter(logging.Formatter("[%(levelname)s]\t%(asctime)s\t%(message)s"))
@@ -128,55 +138,103 @@ def main(argv: list[str] | None = None) -> int:
                         cpu.setdefault((op, name), []).append(used[name] * 1000 / args.calls)
         own = {name: sink.own_us() for name, sink in sinks_made.items()}
         cold = _cold_starts(settings, token, args.cold_rounds)
+    saved = result(args, ms, cpu, own, cold, load_at_start)
+    report(saved)
+    metrics_cost.PAGE.keep(saved, args.out, args.page)
+    return 0
+
+
+def result(
+    args: argparse.Namespace,
+    ms: dict[tuple[str, str], list[float]],
+    cpu: dict[tuple[str, str], list[float]],
+    own: dict[str, dict[str, float]],
+    cold: tuple[dict[str, list[float]], dict[str, list[float]]],
+    load_at_start: float,
+) -> dict[str, Any]:
+    """The run's figures as they are saved, printed and rendered: each side's request
+    (medians over rounds; / off: the median of the rounds' ratios) and the cold starts."""
+    rows = []
+    for (op, name), values in ms.items():
+        off_name = name.split(",")[0] + ", off"
+        off = (op, off_name)
+        rows.append(
+            {
+                "operation": op,
+                "where": name,
+                "ms": statistics.median(values),
+                "ms_ratio": statistics.median(a / b for a, b in zip(values, ms[off], strict=True)),
+                "cpu_ms": statistics.median(cpu[(op, name)]),
+                "cpu_ratio": statistics.median(
+                    a / b for a, b in zip(cpu[(op, name)], cpu[off], strict=True)
+                ),
+                "sink_us": own[name][op],
+                "sink_share": (own[name][op] - own[off_name][op])
+                / 1000
+                / statistics.median(cpu[off]),
+            }
+        )
+    walls, cpus = cold
+    return {
+        "part": "requests",
+        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "command": f"scripts/bench-metrics --rounds {args.rounds} --calls {args.calls} "
+        f"--cold-rounds {args.cold_rounds}",
+        **commit(),
+        "machine": machine(load_at_start),
+        "rounds": args.rounds,
+        "calls": args.calls,
+        "cold_rounds": args.cold_rounds,
+        "rows": rows,
+        "cold_start": {
+            kind: {
+                "min_ms": min(values),
+                "median_ms": statistics.median(values),
+                "min_cpu_ms": min(cpus[kind]),
+                "median_cpu_ms": statistics.median(cpus[kind]),
+            }
+            for kind, values in walls.items()
+        },
+    }
+
+
+def report(saved: dict[str, Any]) -> None:
+    """Prints a run's tables (either part's) from its saved JSON alone."""
+    if saved["part"] == "instructions":
+        _report_instructions(saved)
+        return
     print(
-        f"\nmetrics on against off: a request's time, {args.rounds} rounds of {args.calls} "
-        "calls, the sides alternating call by call; ms and CPU ms: medians of the rounds' "
-        "means; / off: the median of the rounds' ratios; sink us: the request's line and "
-        "metrics (`Metrics.request`), median CPU of the thread, and its share beyond off's "
-        "of off's CPU"
+        f"\nmetrics on against off: a request's time, {saved['rounds']} rounds of "
+        f"{saved['calls']} calls, the sides alternating call by call; ms and CPU ms: medians "
+        "of the rounds' means; / off: the median of the rounds' ratios; sink us: the "
+        "request's line and metrics (`Metrics.request`), median CPU of the thread, and its "
+        "share beyond off's of off's CPU"
     )
     print(
         f"{'operation':<14}{'where':<22}{'ms':>8}{'/ off':>8}{'CPU ms':>8}{'/ off':>8}"
         f"{'sink us':>9}{'share':>8}"
     )
-    result: dict[str, Any] = {}
-    for (op, name), values in ms.items():
-        off_name = name.split(",")[0] + ", off"
-        off = (op, off_name)
-        ratio = statistics.median(a / b for a, b in zip(values, ms[off], strict=True))
-        cpu_ratio = statistics.median(a / b for a, b in zip(cpu[(op, name)], cpu[off], strict=True))
-        cpu_ms = statistics.median(cpu[(op, name)])
-        share = (own[name][op] - own[off_name][op]) / 1000 / statistics.median(cpu[off])
-        result[f"{op} | {name}"] = {
-            "ms": round(ratio, 4),
-            "cpu": round(cpu_ratio, 4),
-            "sink share": round(share, 4),
-        }
+    for r in saved["rows"]:
         print(
-            f"{op:<14}{name:<22}{statistics.median(values):>8.3f}{ratio:>8.3f}{cpu_ms:>8.3f}"
-            f"{cpu_ratio:>8.3f}{own[name][op]:>9.1f}{share:>8.1%}"
+            f"{r['operation']:<14}{r['where']:<22}{r['ms']:>8.3f}{r['ms_ratio']:>8.3f}"
+            f"{r['cpu_ms']:>8.3f}{r['cpu_ratio']:>8.3f}{r['sink_us']:>9.1f}{r['sink_share']:>8.1%}"
         )
-    print(f"\ncold start (process start to exit, import and one poll), {args.cold_rounds} rounds")
+    print(
+        f"\ncold start (process start to exit, import and one poll), {saved['cold_rounds']} rounds"
+    )
     print(
         f"{'METRICS':<14}{'min ms':>8}{'median':>8}{'/ off':>8}"
         f"{'CPU min':>8}{'/ off':>8}{'median':>8}{'/ off':>8}"
     )
-    walls, cpus = cold
-    for kind, values in walls.items():
-        low, mid = min(values), statistics.median(values)
-        least, typical = min(cpus[kind]), statistics.median(cpus[kind])
+    cold = saved["cold_start"]
+    off = cold["off"]
+    for kind, c in cold.items():
         print(
-            f"{kind:<14}{low:>8.0f}{mid:>8.0f}{mid / statistics.median(walls['off']):>8.3f}"
-            f"{least:>8.0f}{least / min(cpus['off']):>8.3f}"
-            f"{typical:>8.0f}{typical / statistics.median(cpus['off']):>8.3f}"
+            f"{kind:<14}{c['min_ms']:>8.0f}{c['median_ms']:>8.0f}"
+            f"{c['median_ms'] / off['median_ms']:>8.3f}"
+            f"{c['min_cpu_ms']:>8.0f}{c['min_cpu_ms'] / off['min_cpu_ms']:>8.3f}"
+            f"{c['median_cpu_ms']:>8.0f}{c['median_cpu_ms'] / off['median_cpu_ms']:>8.3f}"
         )
-    result["cold start emf / off"] = {
-        "median ms": round(statistics.median(walls["emf"]) / statistics.median(walls["off"]), 4),
-        "min CPU": round(min(cpus["emf"]) / min(cpus["off"]), 4),
-        "median CPU": round(statistics.median(cpus["emf"]) / statistics.median(cpus["off"]), 4),
-    }
-    print(json.dumps(result))
-    return 0
 
 
 class _Timed(metrics.Metrics):
@@ -307,9 +365,10 @@ POLLS = (
 FEW_MANY = {"poll": (10, 60), "page of 100": (5, 25)}
 
 
-def _instructions() -> int:
+def _instructions(out: Path, page: Path) -> int:
     """Instructions per request (a poll, a page of 100) of the Lambda's process,
     METRICS=emf against off, and a cold start's (the whole child: import and one poll)."""
+    load_at_start = os.getloadavg()[0]  # stated with the counts, which it does not change
     token = make_local_token(SECRET, "bench", [TENANT], 3600)
     per_request: dict[str, dict[str, float]] = {}
     with local_engine_settings() as settings:
@@ -330,15 +389,38 @@ def _instructions() -> int:
         # development environment has, written by the runs above).
         poll = json.dumps({**template, "body": json.dumps(bodies["poll"])})
         cold = {kind: float(_counted(env, kind, poll, 1)) for kind in ("off", "emf")}
+    saved = instructions_result(per_request, cold, load_at_start)
+    report(saved)
+    metrics_cost.PAGE.keep(saved, out, page)
+    return 0
+
+
+def instructions_result(
+    per_request: dict[str, dict[str, float]], cold: dict[str, float], load_at_start: float
+) -> dict[str, Any]:
+    """The counts as they are saved, printed and rendered (the load is stated, though
+    it does not change them)."""
+    return {
+        "part": "instructions",
+        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "command": "scripts/bench-metrics --instructions",
+        **commit(),
+        "machine": machine(load_at_start),
+        "requests": {op: {"few": few, "many": many} for op, (few, many) in FEW_MANY.items()},
+        "per_request": per_request,
+        "cold_start": cold,
+    }
+
+
+def _report_instructions(saved: dict[str, Any]) -> None:
     print("\na request through the Lambda handler, instructions (a child serving many less few)")
-    for op, kinds in per_request.items():
+    for op, kinds in saved["per_request"].items():
         for kind, count in kinds.items():
             print(f"{op:<14}METRICS={kind:<6}{count:>14,.0f}{count / kinds['off']:>8.4f}")
     print("\na cold start, instructions (a child importing the handler and serving one poll)")
+    cold = saved["cold_start"]
     for kind, count in cold.items():
         print(f"{'cold start':<14}METRICS={kind:<6}{count:>14,.0f}{count / cold['off']:>8.4f}")
-    print(json.dumps({"instructions per request": per_request, "cold start": cold}))
-    return 0
 
 
 def _counted(env: dict[str, str], kind: str, event: str, requests: int) -> int:

@@ -4,12 +4,20 @@
   the SHA-256 of both recorded beside it in NAME.png.sha256;
 - docs/benchmarks.md's generated section and its plots must be what scripts/bench
   makes of the committed docs/benchmarks/bench.json (scripts/benchmarks/page.py), and
-  docs/cold-start.md's section and plot what scripts/bench-cold-start makes of
-  docs/benchmarks/cold-start.json (scripts/benchmarks/cold_start.py), and
+  so must the figures docs/sync.md and docs/realtime.md quote from that run
+  (scripts/benchmarks/quoted.py); docs/cold-start.md's section and plot what
+  scripts/bench-cold-start makes of docs/benchmarks/cold-start.json
+  (scripts/benchmarks/cold_start.py), and
   docs/sync.md's figures of a sync of chosen types what scripts/bench-types-paging
   makes of docs/benchmarks/types-paging.json (scripts/benchmarks/types_paging.py),
   and its figures of a push what scripts/bench-push makes of
-  docs/benchmarks/push.json (scripts/benchmarks/push.py).
+  docs/benchmarks/push.json (scripts/benchmarks/push.py), and docs/operations.md's
+  figures of the metrics' cost what scripts/bench-metrics makes of
+  docs/benchmarks/metrics.json (scripts/benchmarks/metrics_cost.py), and
+  docs/contract.md's figures of an export's calls what scripts/bench-hostile exports
+  makes of docs/benchmarks/exports.json (scripts/benchmarks/exports.py), and
+  docs/attachments.md's figures of the local S3 engine what scripts/bench-local-s3
+  makes of docs/benchmarks/local-s3.json (scripts/benchmarks/local_s3.py).
 
 By content, not modification times: a clone sets every file's time to the checkout's.
 """
@@ -20,10 +28,28 @@ import hashlib
 import sys
 from pathlib import Path
 
-from scripts.benchmarks import cold_start, page, push, types_paging
+from scripts.benchmarks import (
+    cold_start,
+    exports,
+    local_s3,
+    metrics_cost,
+    page,
+    push,
+    quoted,
+    types_paging,
+)
 
 # Every page with a section generated from a run's saved JSON.
-PAGES = (page.BENCH, cold_start.PAGE, types_paging.PAGE, push.PAGE)
+PAGES = (
+    page.BENCH,
+    *quoted.PAGES,
+    cold_start.PAGE,
+    types_paging.PAGE,
+    push.PAGE,
+    metrics_cost.PAGE,
+    exports.PAGE,
+    local_s3.PAGE,
+)
 
 
 def stale_pictures(docs: Path = page.DOCS) -> list[str]:

@@ -9,6 +9,8 @@ no longer matches (scripts/check): the section is rendered again from the commit
 JSON and compared; the plots are compared by content hash with `plots.sha256`, which
 records the JSON's hash and each plot's (not modification times: a clone resets them).
 `python -m scripts.benchmarks.page RUN.json` writes the page from a saved run again.
+A command whose modes run separately keeps them as parts of one JSON (`Generated.parts`:
+scripts/benchmarks/metrics_cost.py's), each run replacing its own part.
 """
 
 from __future__ import annotations
@@ -265,12 +267,27 @@ class Generated:
     plots: tuple[str, ...] = ()
     draw: Callable[[dict[str, Any], Path], None] | None = None  # draws `plots` into a folder
     folder: str = FOLDER
+    # A command's modes, run separately, kept in one JSON as {part: its last run}: a run
+    # of one (its "part" says which) replaces that part and keeps the others.
+    parts: tuple[str, ...] = ()
+
+    def combined(self, saved: dict[str, Any], docs: Path = DOCS) -> dict[str, Any]:
+        """The JSON to keep: a run of one part with the other parts' runs kept in
+        `docs` (None where none was); any other JSON as it is."""
+        if not self.parts or "part" not in saved:
+            return saved
+        if saved["part"] not in self.parts:
+            raise ValueError(f"{saved['part']!r} is none of {self.parts}")
+        path = docs / self.folder / self.json_name
+        kept = json.loads(path.read_text()) if path.exists() else {}
+        return {p: saved if p == saved["part"] else kept.get(p) for p in self.parts}
 
     def write(self, saved: dict[str, Any], docs: Path = DOCS) -> Path:
         """The run into `docs`: its JSON, plots, their hashes and the page's section."""
-        # A machine is described by what it is, not by its name (older runs saved it).
-        machine = {k: v for k, v in saved["machine"].items() if k != "node"}
-        saved = {**saved, "machine": machine}
+        saved = self.combined(saved, docs)
+        if "machine" in saved:  # a machine is what it is, not its name (older runs saved it)
+            machine = {k: v for k, v in saved["machine"].items() if k != "node"}
+            saved = {**saved, "machine": machine}
         folder = docs / self.folder
         folder.mkdir(parents=True, exist_ok=True)
         (folder / self.json_name).write_text(json.dumps(saved, indent=2) + "\n")
@@ -324,7 +341,9 @@ class Generated:
     def keep(self, saved: dict[str, Any], out: Path, docs: Path = DOCS) -> None:
         """A bench command's run: its JSON into `out`, dated, then the page from it."""
         out.mkdir(parents=True, exist_ok=True)
-        path = out / f"{saved['date'].replace(':', '').replace('-', '')[:15]}Z-{self.json_name}"
+        part = f"{saved['part']}-" if "part" in saved else ""
+        stamp = saved["date"].replace(":", "").replace("-", "")[:15]
+        path = out / f"{stamp}Z-{part}{self.json_name}"
         path.write_text(json.dumps(saved, indent=2) + "\n")
         print(f"\nsaved {path}")
         print(f"wrote {self.write(saved, docs)} from it")

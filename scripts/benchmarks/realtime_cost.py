@@ -312,7 +312,7 @@ class Parts:
     ) -> None:
         self.kinds, self.gb, self.head_read, self.sync_usd = kinds, gb, head_read, sync_usd
 
-    def _invocations(self, counts: dict[str, float]) -> dict[str, float]:
+    def invocations(self, counts: dict[str, float]) -> dict[str, float]:
         """Dollars of `counts` invocations by kind: Lambda, DynamoDB, CloudWatch Logs."""
         lam = ddb = logs = 0.0
         per_gb_ms = self.gb * LAMBDA_ARM64_GB_SECOND_USD / 1000
@@ -339,7 +339,7 @@ class Parts:
         counts["fan-out, 1 subscriber"] = POKES
         if design.pong_by_lambda:
             counts["ping"] = pings
-        parts = self._invocations(counts)
+        parts = self.invocations(counts)
         parts["dynamodb"] += self.head_read * READ_UNIT_USD
         # In: connection_init, subscribe, the pings; out: connection_ack, the pokes, the pongs.
         messages = 2 + pings + 1 + POKES + pings
@@ -361,7 +361,7 @@ class Parts:
         pokes) and the invocations that set the socket up and take it down (as
         measured); no keepalive (pokes spaced under the idle timeout), no DynamoDB, no
         fan-out's function, no sync."""
-        setup = self._invocations(
+        setup = self.invocations(
             {"$connect": 1.0, "connection_init": 1.0, "subscribe": 1.0, "$disconnect": 1.0}
         )
         minutes = HOUR_MIN * WEBSOCKET_CONNECTION_MINUTE_USD
@@ -371,7 +371,7 @@ class Parts:
         """$ per million writes fanned out to `devices` subscribers of one tenant:
         the fan-out's invocation, its Query and claims, a message each, and (`sync`)
         the sync each device then runs; against AppSync's real-time update each."""
-        parts = self._invocations({f"fan-out, {devices} subscribers": 1.0})
+        parts = self.invocations({f"fan-out, {devices} subscribers": 1.0})
         parts["messages"] = devices * WEBSOCKET_MESSAGE_USD
         parts["sqs"] = 0.0
         parts["sync"] = devices * self.sync_usd if sync else 0.0

@@ -1,6 +1,7 @@
 """`scripts/bench --smoke` (`--fast`'s every row with the fewest calls) runs and produces
 a well-formed table (timings are not asserted), and writes the benchmarks page's
-generated section and its plots from that run's JSON, into its own folder."""
+generated section and its plots, and the figures other pages quote, from that run's
+JSON, into its own folder."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from typing import Any
 from api.service.tenancy import ITEMS_PER_CALL
 from api.settings import PROJECT_ROOT
 from scripts.bench import SMOKE_BULK
-from scripts.benchmarks import page
+from scripts.benchmarks import page, quoted
 from scripts.benchmarks.cost import ROWS as COST_ROWS
 from scripts.benchmarks.cost import shipped_lambda
 from scripts.benchmarks.realtime import BURSTS
@@ -199,6 +200,10 @@ def _the_page_was_written_from(data: dict[str, Any], out: Path) -> None:
     # The committed page keeps its prose around the section.
     committed = (page.DOCS / page.PAGE).read_text()
     assert text.split(page.BEGIN)[0] == committed.split(page.BEGIN)[0]
+    # And the figures other pages quote from the run, rendered from it.
+    for quoting in quoted.PAGES:
+        assert quoting.section(data) in (out / quoting.page).read_text(), quoting.page
+        assert quoting.stale(out) == [], quoting.page
 
 
 def check_realtime_cost(rt: dict[str, Any], out: str) -> None:

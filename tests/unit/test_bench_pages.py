@@ -5,7 +5,8 @@ docs/cold-start.md's come from scripts/bench-cold-start: the command's own resul
 generated section and its plot, in a folder of the test's own; a second run's figure
 replaces the first's in the page and in the plot. docs/sync.md's figures of a sync of
 chosen types come from scripts/bench-types-paging the same way, and of a push from
-scripts/bench-push. (The real commands
+scripts/bench-push, and docs/operations.md's of the metrics' cost from each of
+scripts/bench-metrics' two modes, kept as parts of one JSON. (The real commands
 build bundles or seed tenants for minutes: here their measures are given, all else is
 the commands'.)"""
 
@@ -21,10 +22,19 @@ from typing import Any
 
 import pytest
 
-from scripts import bench_push, bench_types_paging
+from scripts import bench_hostile, bench_local_s3, bench_metrics, bench_push, bench_types_paging
 from scripts.bench_cold_start import FLOOR_KIND, FUNCTIONS, report, result
 from scripts.bench_types_paging import WHOLE, Sync
-from scripts.benchmarks import cold_start, page, push, types_paging
+from scripts.benchmarks import (
+    cold_start,
+    exports,
+    local_s3,
+    metrics_cost,
+    page,
+    push,
+    quoted,
+    types_paging,
+)
 
 BUNDLES = ["shipped", "shipped, no bytecode", "274c7c3 (shipped no bytecode)"]
 
@@ -163,3 +173,164 @@ def test_a_run_writes_the_figures_of_a_push_into_sync_md(tmp_path: Path) -> None
     text = written.read_text()
     assert row.format(35) in text and row.format(40) not in text
     assert push.PAGE.stale(docs) == []
+
+
+def _metrics_requests(emf_ms: float) -> dict[str, Any]:
+    """A run of bench-metrics' requests and cold starts: three rounds a side, EMF's
+    and Prometheus's calls `emf_ms` and 1.05x off's by the clock, 1.02x in CPU."""
+    ms: dict[tuple[str, str], list[float]] = {}
+    cpu: dict[tuple[str, str], list[float]] = {}
+    own: dict[str, dict[str, float]] = {}
+    for where, on in (("Lambda", "Lambda, EMF"), ("server", "server, Prometheus")):
+        for op in ("poll", "page of 100"):
+            ms[op, on] = [emf_ms * f for f in (1.0, 1.1, 0.9)]
+            ms[op, f"{where}, off"] = [emf_ms / 1.05 * f for f in (1.0, 1.1, 0.9)]
+            cpu[op, on] = [2.04, 2.244, 1.836]
+            cpu[op, f"{where}, off"] = [2.0, 2.2, 1.8]
+            own.setdefault(on, {})[op] = 30.0
+            own.setdefault(f"{where}, off", {})[op] = 10.0
+    walls = {"emf": [1010.0, 1000.0, 1030.0], "off": [1000.0, 990.0, 1020.0]}
+    cpus = {"emf": [909.0, 900.0, 920.0], "off": [900.0, 890.0, 910.0]}
+    args = argparse.Namespace(rounds=3, calls=20, cold_rounds=3)
+    return bench_metrics.result(args, ms, cpu, own, (walls, cpus), load_at_start=0.5)
+
+
+def test_each_mode_of_bench_metrics_writes_its_part_of_operations_md_and_keeps_the_other(
+    tmp_path: Path,
+) -> None:
+    docs = tmp_path / "docs"
+    saved_path = docs / page.FOLDER / metrics_cost.JSON_NAME
+
+    def counted(cold_emf: float) -> dict[str, Any]:
+        per_request = {"poll": {"off": 1_000_000.0, "emf": 1_014_000.0}}
+        per_request["page of 100"] = {"off": 8_000_000.0, "emf": 8_040_000.0}
+        cold = {"off": 2.5e9, "emf": cold_emf}
+        return bench_metrics.instructions_result(per_request, cold, load_at_start=0.5)
+
+    # The counts first: the other mode's part says how to run it.
+    first = counted(2.525e9)
+    assert "cold start    METRICS=emf    2,525,000,000  1.0100" in _printed(
+        first, bench_metrics.report
+    )
+    written = metrics_cost.PAGE.write(first, docs)
+    text = written.read_text()
+    assert json.loads(saved_path.read_text()) == {"requests": None, "instructions": first}
+    assert "`scripts/bench-metrics --instructions` on " + first["date"][:10] in text
+    assert "| poll | 1,000,000 | 1,014,000 | 1.0140 |" in text
+    assert "| cold start | 2,500,000,000 | 2,525,000,000 | 1.0100 |" in text
+    assert "Not measured yet: run `scripts/bench-metrics --cold-rounds 21`." in text
+    assert metrics_cost.PAGE.stale(docs) == []
+    committed = (page.DOCS / metrics_cost.PAGE.page).read_text()
+    assert text.split(metrics_cost.BEGIN)[0] == committed.split(metrics_cost.BEGIN)[0]
+    assert text.split(metrics_cost.END)[1] == committed.split(metrics_cost.END)[1]
+
+    # The clock's run: its part written, the counts kept.
+    timed = _metrics_requests(emf_ms=4.2)
+    assert timed["command"] == "scripts/bench-metrics --rounds 3 --calls 20 --cold-rounds 3"
+    row = "poll          Lambda, EMF              4.200   1.050   2.040   1.020     30.0    1.0%"
+    assert row in _printed(timed, bench_metrics.report)
+    metrics_cost.PAGE.write(timed, docs)
+    text = written.read_text()
+    assert json.loads(saved_path.read_text()) == {"requests": timed, "instructions": first}
+    assert "| poll | Lambda, EMF | 4.200 | 1.050 | 2.040 | 1.020 | 30.0 | 1.0% |" in text
+    assert "| poll | Lambda, off | 4.000 | 1.000 | 2.000 | 1.000 | 10.0 | 0.0% |" in text
+    # Cold starts: the medians' ratio by the clock, the minimums' and medians' in CPU.
+    assert "| emf | 1000 | 1010 | 1.010 | 900 | 1.011 | 909 | 1.010 |" in text
+    assert "| cold start | 2,500,000,000 | 2,525,000,000 | 1.0100 |" in text
+    assert "Not measured yet" not in text and metrics_cost.PAGE.stale(docs) == []
+
+    # The next count replaces its part alone.
+    metrics_cost.PAGE.write(counted(2.55e9), docs)
+    text = written.read_text()
+    assert "| cold start | 2,500,000,000 | 2,550,000,000 | 1.0200 |" in text
+    assert "1.0100" not in text and "| poll | Lambda, EMF | 4.200 |" in text
+    assert metrics_cost.PAGE.stale(docs) == []
+
+
+def test_a_run_of_bench_writes_the_figures_sync_md_and_realtime_md_quote_from_it(
+    tmp_path: Path,
+) -> None:
+    docs = tmp_path / "docs"
+    saved = json.loads((page.DOCS / page.FOLDER / page.JSON_NAME).read_text())
+    saved["write_units"]["push of 100 updates"] = {"cold": 812.0, "hot": 790.0}
+    saved["write_units"]["update"] = {"cold": 12.0, "hot": 10.0}
+    rt = saved["realtime_cost"]
+    shipped = next(iter(rt["device_hour"]))
+    rt["device_hour"][shipped]["total"] = 57.6  # twice AppSync's 28.80
+    rt["polling"]["par_interval_min"] = 3.04
+    quoted.write(saved, docs)
+    sync = (docs / quoted.WRITE_UNITS.page).read_text()
+    assert "a push of 100 updates costs 7.90 write units per update" in sync
+    assert "against 10 for one update alone" in sync and "8.12 (" in sync
+    assert f"`scripts/bench --{saved['mode']}` on {saved['date'][:10]}" in sync
+    realtime = (docs / quoted.REALTIME.page).read_text()
+    assert f"| {shipped} | 57.60 | 28.80 | 2.00 |" in realtime
+    assert "one poll every 3.0 minutes" in realtime
+    assert "The shipped socket costs 2.0x AppSync's device-hour" in realtime
+    # The prose around each section is the committed page's.
+    for quoting, text in ((quoted.WRITE_UNITS, sync), (quoted.REALTIME, realtime)):
+        committed = (page.DOCS / quoting.page).read_text()
+        assert text.split(quoting.begin)[0] == committed.split(quoting.begin)[0]
+        assert text.split(quoting.end)[1] == committed.split(quoting.end)[1]
+        assert quoting.stale(docs) == []
+
+    # The next run's figure replaces the first's.
+    saved["write_units"]["push of 100 updates"]["hot"] = 805.0
+    quoted.write(saved, docs)
+    sync = (docs / quoted.WRITE_UNITS.page).read_text()
+    assert "costs 8.05 write units per update" in sync and "7.90" not in sync
+    assert quoted.WRITE_UNITS.stale(docs) == []
+
+
+def test_a_run_of_bench_hostile_exports_writes_its_rows_into_the_contracts_list_item(
+    tmp_path: Path,
+) -> None:
+    docs = tmp_path / "docs"
+    what = "export of 50,000 deletions, after: calls; per call max read units, max write units"
+
+    def run(reads: int) -> dict[str, Any]:
+        return bench_hostile.exports_result([(what, f"52; {reads}, 3, 0.41")], load_at_start=0.5)
+
+    first = run(161)
+    written = exports.PAGE.write(first, docs)
+    text = written.read_text()
+    assert json.loads((docs / page.FOLDER / exports.JSON_NAME).read_text()) == first
+    assert f"  Measured by `scripts/bench-hostile exports` on {first['date'][:10]}" in text
+    # Indented as the list item it sits in, so the item goes on after it.
+    assert f"\n  | {what} | 52; 161, 3, 0.41 |\n" in text
+    section = text.split(exports.BEGIN)[1].split(exports.END)[0]
+    assert all(not line or line.startswith("  ") for line in section.splitlines()[1:])
+    assert exports.PAGE.stale(docs) == []
+    committed = (page.DOCS / exports.PAGE.page).read_text()
+    assert text.split(exports.BEGIN)[0] == committed.split(exports.BEGIN)[0]
+    assert text.split(exports.END)[1] == committed.split(exports.END)[1]
+
+    exports.PAGE.write(run(170), docs)
+    text = written.read_text()
+    assert "| 52; 170, 3, 0.41 |" in text and "161" not in text
+    assert exports.PAGE.stale(docs) == []
+
+
+def test_a_run_of_bench_local_s3_writes_its_rows_into_attachments_md(tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    args = argparse.Namespace(blobs=30_000, kept=20_000, size=1024, rounds=3, refill=2_000)
+
+    def run(rss: int) -> dict[str, Any]:
+        rows = [("engine started on it (50,000 objects)", f"9 s, {rss} MB")]
+        return bench_local_s3.result(args, rows, load_at_start=0.5)
+
+    first = run(500)
+    written = local_s3.PAGE.write(first, docs)
+    text = written.read_text()
+    assert json.loads((docs / page.FOLDER / local_s3.JSON_NAME).read_text()) == first
+    assert f"`{first['command']}` on {first['date'][:10]}" in text
+    assert "| step (1,024-byte blobs) | result |" in text
+    assert "| engine started on it (50,000 objects) | 9 s, 500 MB |" in text
+    assert local_s3.PAGE.stale(docs) == []
+    committed = (page.DOCS / local_s3.PAGE.page).read_text()
+    assert text.split(local_s3.BEGIN)[0] == committed.split(local_s3.BEGIN)[0]
+
+    local_s3.PAGE.write(run(520), docs)
+    text = written.read_text()
+    assert "| 9 s, 520 MB |" in text and "500 MB" not in text
+    assert local_s3.PAGE.stale(docs) == []

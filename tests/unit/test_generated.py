@@ -1,7 +1,7 @@
 """scripts/check's freshness of generated docs (scripts/generated.py): the architecture
 picture against its Graphviz source, and each generated section of a page and its plots
-(docs/benchmarks.md's, docs/cold-start.md's, docs/sync.md's) against its committed run's
-JSON; by content, whatever the files' times."""
+(docs/benchmarks.md's, docs/cold-start.md's, docs/sync.md's, docs/operations.md's)
+against its committed run's JSON; by content, whatever the files' times."""
 
 from __future__ import annotations
 
