@@ -28,13 +28,16 @@ from tests.support.torn import TornEngine
 
 # The files that take longest in scripts/test --all (its JUnit reports), collected
 # first: its workers take files in collection order (--no-loadscope-reorder), and a
-# long one handed out last runs alone at the end (the bench's 3 minutes did).
+# long one handed out last runs alone at the end (the bench's 3 minutes did). The
+# deploy test after three others: its first test needs serverless's npm packages,
+# which scripts/test --all fetches beside the first tests (some 45 s on a fresh
+# clone, that its worker waited for when it came second).
 LONGEST_FIRST = (
     "tests/bench/",
-    "tests/deploy/test_serverless.py",
     "tests/integration/test_concurrency.py",
     "tests/integration/test_torn_sync.py",
     "tests/integration/test_export.py",
+    "tests/deploy/test_serverless.py",
 )
 
 
