@@ -137,8 +137,7 @@ def install(packages: Packages) -> Path:
 
 def main() -> int:
     for packages in ALL:
-        print(f"installing {packages.name}", flush=True)
-        install(packages)
+        print(f"{packages.name}: installed in {install(packages)}", flush=True)
     return 0
 
 
