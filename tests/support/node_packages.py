@@ -19,6 +19,7 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -136,8 +137,10 @@ def install(packages: Packages) -> Path:
 
 
 def main() -> int:
-    for packages in ALL:
-        print(f"{packages.name}: installed in {install(packages)}", flush=True)
+    # All at once: mostly downloads (one after another, some 90 s on a fresh clone).
+    with ThreadPoolExecutor(max_workers=len(ALL)) as pool:
+        for packages, target in zip(ALL, pool.map(install, ALL), strict=True):
+            print(f"{packages.name}: installed in {target}", flush=True)
     return 0
 
 
