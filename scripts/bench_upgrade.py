@@ -16,7 +16,6 @@ reads them). Run with scripts/bench-upgrade.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import random
@@ -35,16 +34,13 @@ from api.app import create_app  # noqa: E402
 from api.auth import make_local_token  # noqa: E402
 from api.domain.records import Record  # noqa: E402
 from api.domain.tokens import next_token, token_time  # noqa: E402
-from api.settings import Settings  # noqa: E402
 from api.storage import models  # noqa: E402
 from api.storage.store import DynamoStore  # noqa: E402
-from api.storage.table import ensure_table  # noqa: E402
 from scripts.benchmarks.harness import SECRET, local_engine_settings, realistic_person  # noqa: E402
 from scripts.benchmarks.upgrade import EDITS, NICKNAMES, NOTES, PEOPLE, print_upgrade  # noqa: E402
 from tests.support import release2  # noqa: E402
 
 TENANT = "upgrade"
-TABLE = "bench-upgrade"
 PUSH = (
     "mutation($i: PushChangesInput!) { pushChanges(input: $i) "
     "{ results { status error { code message } item { id changeToken } } } }"
@@ -181,24 +177,10 @@ def _pages(
             return items, requests
 
 
-@contextmanager
-def _engine(endpoint: str | None) -> Iterator[Settings]:
-    """A DynamoDB Local of its own, or a table of its own in the one at `endpoint`
-    (scripts/bench's: no second engine to start)."""
-    if endpoint is None:
-        with local_engine_settings() as settings:
-            yield settings
-        return
-    settings = dataclasses.replace(
-        Settings.from_env({}), dynamodb_endpoint=endpoint, table_name=TABLE, auth_secret=SECRET
-    )
-    settings.apply_local_credentials()
-    ensure_table(settings.dynamodb_client(), settings.table_name)
-    yield settings
-
-
-def measure(scale: float, endpoint: str | None = None) -> dict[str, Any]:
-    with _engine(endpoint) as settings:
+def measure(scale: float) -> dict[str, Any]:
+    # On a DynamoDB Local of its own: on one holding other tenants, scripts/bench's
+    # smoke seeding took 12 times longer (scripts/benchmarks/upgrade.py).
+    with local_engine_settings() as settings:
         models.bind(settings)
         meter = Meter()
         DynamoStore().on_response(meter.count)
@@ -230,9 +212,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--scale", type=float, default=1.0, help="of the tenant (default 1)")
     parser.add_argument("--json", action="store_true", help="print the rows as JSON")
-    parser.add_argument("--dynamodb-endpoint", help="a running DynamoDB Local to use")
     args = parser.parse_args(argv)
-    result = measure(args.scale, args.dynamodb_endpoint)
+    result = measure(args.scale)
     if args.json:
         print(json.dumps(result))
     else:
