@@ -14,7 +14,8 @@ import pytest
 
 from api.domain import catalog
 from api.domain.item_types import Field, FieldKind, ItemType
-from scripts.evolution_check import ADVICE, Report, run
+from scripts.evolution_check import run
+from scripts.evolution_report import ADVICE, Report
 from scripts.record_release import record_release
 from scripts.release_record import ROOT, SCHEMA_FILE, Record, entry_of
 from tests.support import release2

@@ -11,7 +11,8 @@ from pathlib import Path
 
 from api.domain import catalog
 from api.domain.item_types import ItemType
-from scripts.evolution_check import ADVICE, run
+from scripts.evolution_check import run
+from scripts.evolution_report import ADVICE
 from scripts.release_record import SCHEMA_FILE, Record, entry_of
 
 SDL = SCHEMA_FILE.read_text()
