@@ -15,7 +15,7 @@ from starlette.middleware.cors import CORSMiddleware
 from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette_compress import CompressMiddleware
 
-from api import metrics, request_log
+from api import metric_sinks, metrics, request_log
 from api.domain.cursor import CursorCodec
 from api.domain.retention import Retention
 from api.graphql.view import GraphQLView
@@ -55,7 +55,7 @@ def create_app(
     run_blocking = run_blocking or anyio_pool()
     for warning in settings.check():
         logger.warning(warning)
-    sink = sink or metrics.for_server(settings.metrics)
+    sink = sink or metric_sinks.for_server(settings.metrics)
     settings.apply_local_credentials()
     models.bind(settings)
     store = DynamoStore()
@@ -161,7 +161,7 @@ def create_lambda_app(
         settings,
         sockets=False,
         run_blocking=persistent_pool(),
-        sink=sink or metrics.for_lambda(settings.metrics),
+        sink=sink or metric_sinks.for_lambda(settings.metrics),
     )
 
 

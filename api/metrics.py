@@ -358,23 +358,3 @@ def _event_dimensions(values: list[tuple[Metric, float, dict[str, str]]]) -> set
     """The labels every metric of an event carries: its document's dimensions."""
     label_sets = [set(m.labels) for m, _, _ in values]
     return set.intersection(*label_sets) if label_sets else set()
-
-
-def for_server(kind: str | None) -> Metrics:
-    """A server's metrics: Prometheus's unless METRICS says otherwise."""
-    return _choose(kind or "prometheus")
-
-
-def for_lambda(kind: str | None) -> Metrics:
-    """A Lambda function's metrics: EMF unless METRICS says otherwise."""
-    return _choose(kind or "emf")
-
-
-def _choose(kind: str) -> Metrics:
-    if kind == "emf":
-        return Emf()
-    if kind == "prometheus":
-        from api.prometheus_metrics import Prometheus  # prometheus-client: servers only
-
-        return Prometheus()
-    return Metrics()

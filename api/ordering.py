@@ -31,8 +31,8 @@ from tenacity import (
     wait_random_exponential,
 )
 
-from api.domain.chain import Head
-from api.domain.errors import StaleHead, TransactionConflict, Unavailable, WriteContention
+from api.domain.chain import Head, StaleHead
+from api.domain.errors import TransactionConflict, Unavailable, WriteContention
 from api.domain.retention import Retention
 from api.domain.tokens import next_token, token_ms
 

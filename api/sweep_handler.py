@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from api import metrics
+from api import metric_sinks, metrics
 from api.service.blob_sweep import BlobSweep
 from api.settings import Settings
 from api.storage import keys, models
@@ -49,7 +49,7 @@ _metrics: metrics.Metrics | None = None
 def handler(event: Any, context: Any) -> dict[str, int]:
     global _sweep, _metrics
     if _metrics is None:
-        _metrics = metrics.for_lambda(Settings.from_env().metrics)
+        _metrics = metric_sinks.for_lambda(Settings.from_env().metrics)
     try:
         if _sweep is None:
             _sweep = build()

@@ -43,30 +43,27 @@ from api.auth import make_local_token
 from api.settings import PROJECT_ROOT
 from api.storage import models
 from scripts.benchmarks import quoted, raw
-from scripts.benchmarks.attachments import (
-    REFERENCE_TENANTS,
-    measure_attachments,
-    print_attachments,
-)
-from scripts.benchmarks.bulk import measure_bulk, print_bulk
-from scripts.benchmarks.churn import measure_churn, print_churn
+from scripts.benchmarks.attachments import REFERENCE_TENANTS, measure_attachments
+from scripts.benchmarks.bulk import measure_bulk
+from scripts.benchmarks.churn import measure_churn
 from scripts.benchmarks.cost import TENANT as COST_TENANT
-from scripts.benchmarks.cost import measure_cost, print_cost
+from scripts.benchmarks.cost import measure_cost
 from scripts.benchmarks.floor import FLOOR_APP
-from scripts.benchmarks.harness import SECRET, TABLE, Harness, local_engines, print_rows
+from scripts.benchmarks.harness import SECRET, TABLE, Harness, local_engines
 from scripts.benchmarks.page import DOCS, machine
 from scripts.benchmarks.page import write as write_page
 from scripts.benchmarks.prices import PRICES_AS_OF
 from scripts.benchmarks.reads import measure_reads
-from scripts.benchmarks.realtime import BURST_TENANTS, measure_realtime, print_realtime
+from scripts.benchmarks.realtime import BURST_TENANTS, measure_realtime
 from scripts.benchmarks.realtime_cost import TENANTS as REALTIME_COST_TENANTS
-from scripts.benchmarks.realtime_cost import measure_realtime_cost, print_realtime_cost
-from scripts.benchmarks.scale import measure_scale, measure_sweep, print_scale
-from scripts.benchmarks.tenancy import measure_tenancy, print_tenancy
-from scripts.benchmarks.upgrade import measure_upgrade, print_upgrade
-from scripts.benchmarks.writes import measure_contention, measure_writes, print_write_units
+from scripts.benchmarks.realtime_cost import measure_realtime_cost
+from scripts.benchmarks.report import SMOKE_SPLIT_REQUESTS, SPLIT_REQUESTS, report
+from scripts.benchmarks.scale import measure_scale, measure_sweep
+from scripts.benchmarks.tenancy import measure_tenancy
+from scripts.benchmarks.upgrade import measure_upgrade
+from scripts.benchmarks.writes import measure_contention, measure_writes
 from scripts.local_s3 import LocalS3
-from scripts.profile_request import print_split, profile
+from scripts.profile_request import profile
 from tests.support.servers import api_server
 from tests.support.subscribers import pid_listening
 
@@ -74,8 +71,6 @@ RESULTS = PROJECT_ROOT / ".bench-results"
 TENANTS = ["page", *(f"w{i}" for i in range(8)), "small", "large", "bulk", "hot", "sweep"]
 TENANTS += ["realtime", "wunits", "churn", "churn-min", "attachments", *REFERENCE_TENANTS]
 TENANTS += [COST_TENANT, *BURST_TENANTS, *REALTIME_COST_TENANTS]
-# Requests profiled per operation for the split by layer (--fast, --full).
-SPLIT_REQUESTS = {"fast": 50, "full": 200}
 # --smoke: timed calls per row (60 in --fast) and the large tenant's size (50,000):
 # seeding that tenant and the rows' calls were 4 of the test's 8 minutes in CI; the
 # small and paged tenants' (1,000); the bulk tenant's (10,000), which is also
@@ -86,7 +81,6 @@ SMOKE_ITERATIONS = 12
 SMOKE_SMALL = 300
 SMOKE_LARGE = 1_000
 SMOKE_BULK = 2_000
-SMOKE_SPLIT_REQUESTS = 10
 SMOKE_WARM = 3
 
 
@@ -176,24 +170,6 @@ def _report(result: dict[str, Any], mode: str, load_at_start: float) -> dict[str
     }
     report(saved)
     return saved
-
-
-def report(saved: dict[str, Any]) -> None:
-    """Prints every table of a run from its saved JSON alone (the run, and the page)."""
-    print_rows(saved["rows"])
-    print_cost(saved["cost"])
-    print_realtime_cost(saved["realtime_cost"])
-    print_write_units(saved["write_units"])
-    print_scale(saved["scale"], saved["incremental_sync_units"])
-    print_bulk(saved["bulk_sync"])
-    print_churn(saved["churned_first_sync"], saved["avg_item_bytes"])
-    print_tenancy(saved["tenancy"], saved["bulk_sync"]["items"])
-    print_attachments(saved["attachments"])
-    for label, c in saved["write_throughput"].items():
-        print(f"{label}: {c['writes_per_s']:.0f} creates/s, {c['failed']} failed")
-    print_realtime(saved["realtime"])
-    print_upgrade(saved["upgrade"])
-    print_split(saved["split_ms"], SPLIT_REQUESTS.get(saved["mode"], SMOKE_SPLIT_REQUESTS))
 
 
 def main(argv: list[str] | None = None) -> int:

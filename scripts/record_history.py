@@ -12,12 +12,9 @@ from __future__ import annotations
 import json
 import subprocess
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from scripts.evolution_report import Report
 from scripts.release_record import Record, flatten
-
-if TYPE_CHECKING:
-    from scripts.evolution_check import Report
 
 
 def _git(repo: Path, *args: str) -> str | None:

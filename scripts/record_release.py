@@ -9,7 +9,8 @@ from pathlib import Path
 
 from api.domain import releases
 from api.domain.item_types import ItemType
-from scripts.evolution_check import Report, run
+from scripts.evolution_check import run
+from scripts.evolution_report import Report
 from scripts.release_record import ROOT, SCHEMA_FILE, Record, entry_of
 
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from api.domain.errors import WriteContention
 from api.domain.tokens import tokens_ending_at
 
 
@@ -52,6 +53,18 @@ class Head:
     def entry_tokens(self) -> list[str]:
         """The tokens of the log entries the head's transaction wrote."""
         return tokens_ending_at(self.token, self.entries)
+
+
+class StaleHead(WriteContention):
+    """The tenant's head is not the one the write expected; retry after the real one
+    (None: the tenant has no head yet)."""
+
+    def __init__(self, head: Head | None, fence: str | None = None) -> None:
+        super().__init__(f"head is at {head}" if fence is None else f"fence is at {fence}")
+        self.head = head
+        # With no head: the tenant id's fence, the highest token a deleted life of it
+        # had, which the tenant's first token must exceed (contract 3.8).
+        self.fence = fence
 
 
 @dataclass(frozen=True)

@@ -14,17 +14,18 @@
           +-- Conflict              CONFLICT
           +-- AlreadyExists         ALREADY_EXISTS
 
+The last three are declared in `api.domain.records`, beside the version they carry,
+and `StaleHead` (a write that lost a race on the tenant's head) in `api.domain.chain`,
+beside the head: this module imports nothing of the domain, so that any module may
+raise its errors.
+
 The GraphQL layer turns these into `extensions` in one place
 (`api.graphql.errors`); anything else becomes INTERNAL_SERVER_ERROR.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar
-
-if TYPE_CHECKING:
-    from api.domain.chain import Head
-    from api.domain.records import Record
+from typing import ClassVar
 
 
 class SyncError(Exception):
@@ -100,36 +101,8 @@ class Unavailable(SyncError):
     retryable = True
 
 
-class CurrentVersionError(SyncError):
-    """A write refused because of what the server holds now; carries that version."""
-
-    def __init__(self, message: str, current: Record) -> None:
-        super().__init__(message)
-        self.current = current
-
-
-class Conflict(CurrentVersionError):
-    code = "CONFLICT"
-
-
-class AlreadyExists(CurrentVersionError):
-    code = "ALREADY_EXISTS"
-
-
 class WriteContention(Exception):
     """A write lost a race it may win on a retry; never shown to clients."""
-
-
-class StaleHead(WriteContention):
-    """The tenant's head is not the one the write expected; retry after the real one
-    (None: the tenant has no head yet)."""
-
-    def __init__(self, head: Head | None, fence: str | None = None) -> None:
-        super().__init__(f"head is at {head}" if fence is None else f"fence is at {fence}")
-        self.head = head
-        # With no head: the tenant id's fence, the highest token a deleted life of it
-        # had, which the tenant's first token must exceed (contract 3.8).
-        self.fence = fence
 
 
 class TransactionConflict(WriteContention):

@@ -18,17 +18,10 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from api.domain import catalog
-from api.domain.errors import (
-    AlreadyExists,
-    BadUserInput,
-    Conflict,
-    CurrentVersionError,
-    NotFound,
-    SyncError,
-)
+from api.domain.errors import BadUserInput, NotFound, SyncError
 from api.domain.identifiers import check_identifier
 from api.domain.item_types import ItemType, apply_changes, check_size
-from api.domain.records import Record
+from api.domain.records import AlreadyExists, Conflict, CurrentVersionError, Record
 from api.domain.tokens import check_token, token_time
 
 # "put": a state-based write, for replication protocols that say "I assume the

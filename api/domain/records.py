@@ -1,4 +1,5 @@
-"""A stored version of a synchronized entity, live or deleted."""
+"""A stored version of a synchronized entity, live or deleted, and the errors of a
+write that cannot apply to it (they carry the current version: contract 3.5)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from api.domain.errors import AlreadyExists, Conflict, NotFound, SyncError
+from api.domain.errors import NotFound, SyncError
 from api.domain.item_types import ItemType
 from api.domain.timestamps import format_time
 
@@ -31,6 +32,22 @@ class Record:
     # The `sub` of the caller who wrote this version (None: written before writers
     # were recorded, or by a bulk load).
     written_by: str | None = None
+
+
+class CurrentVersionError(SyncError):
+    """A write refused because of what the server holds now; carries that version."""
+
+    def __init__(self, message: str, current: Record) -> None:
+        super().__init__(message)
+        self.current = current
+
+
+class Conflict(CurrentVersionError):
+    code = "CONFLICT"
+
+
+class AlreadyExists(CurrentVersionError):
+    code = "ALREADY_EXISTS"
 
 
 @dataclass(frozen=True)

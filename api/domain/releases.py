@@ -13,9 +13,16 @@ from __future__ import annotations
 
 import importlib
 import os
+import re
 from collections.abc import Iterable
+from typing import Any
 
+from api.domain.errors import BadUserInput
 from api.domain.item_types import ItemType
+
+# A release as an app writes it in a header: digits, without a sign, a leading
+# zero, spaces or underscores (which Python's int() would all take).
+_DIGITS = re.compile(r"[1-9][0-9]*")
 
 
 def latest(declared: Iterable[ItemType]) -> int:
@@ -46,3 +53,22 @@ def served(declared: Catalog) -> tuple[Catalog, Catalog, int]:
     if not 1 <= release <= newest:
         raise ValueError(f"SYNC_RELEASE must be a recorded release, 1 to {newest}")
     return declared, at(declared, release), release
+
+
+def declared(raw: Any) -> int:
+    """The release an app declares, from the header's text (X-Sync-Release) or
+    connection_init's JSON value (`release`): a whole number from 1, written as one
+    (`2`; over a socket the number 2 too), else BAD_USER_INPUT. Not `+2`, `02`,
+    ` 2 `, `1_0`, `2.0`, `2.5`, `true` or an infinity: one grammar for both
+    transports, so an app's release means the same over each."""
+    if isinstance(raw, str) and _DIGITS.fullmatch(raw):
+        try:
+            return int(raw)
+        except ValueError:  # more digits than int() converts (sys.int_info)
+            pass
+    elif isinstance(raw, int) and not isinstance(raw, bool) and raw >= 1:
+        return raw
+    raise BadUserInput(
+        "the app's release (the X-Sync-Release header, or `release` in connection_init's "
+        "payload) must be a whole number from 1, in digits (2)"
+    )

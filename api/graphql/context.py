@@ -19,7 +19,7 @@ import strawberry
 
 from api import request_log
 from api.auth import Principal
-from api.domain import catalog
+from api.domain import catalog, releases
 from api.domain.errors import BadUserInput, SyncError, Unauthenticated, UpgradeRequired
 from api.graphql.subscription import ChangeFeed
 from api.service import SyncService
@@ -114,29 +114,19 @@ class Context:
         """The catalog release the app declares (None: it does not say; it is sent
         what this server's release serves). UPGRADE_REQUIRED when older than
         `min_release` (an app that does not say counts as release 1 there)."""
-        raw: Any = None
-        if self.connection_params is not None:
-            raw = self.connection_params.get("release")
-        headers = getattr(self.request, "headers", None)
-        if raw is None and headers is not None:
-            raw = headers.get(RELEASE_HEADER)
-        release = None if raw is None else _release_number(raw)
+        params, headers = self.connection_params, getattr(self.request, "headers", None)
+        if params is not None and "release" in params:  # null too: it is not a release
+            release: int | None = releases.declared(params["release"])
+        elif headers is not None and RELEASE_HEADER in headers:
+            release = releases.declared(headers[RELEASE_HEADER])
+        else:
+            release = None
         if (release or 1) < self.min_release:
             raise UpgradeRequired(
                 f"this app's release ({release or 1}) is no longer served: the server "
                 f"serves release {self.min_release} and later ({catalog.RELEASE} is its newest)"
             )
         return release
-
-
-def _release_number(raw: Any) -> int:
-    try:
-        release = int(raw)
-    except (TypeError, ValueError):
-        release = 0
-    if release < 1 or isinstance(raw, bool):
-        raise BadUserInput("the app's release (X-Sync-Release) must be a whole number from 1")
-    return release
 
 
 async def for_tenant(

@@ -15,8 +15,8 @@ from typing import Any
 from graphql import GraphQLError
 
 from api import request_log
-from api.domain.errors import CurrentVersionError, SyncError
-from api.domain.records import record_json
+from api.domain.errors import SyncError
+from api.domain.records import CurrentVersionError, record_json
 
 logger = logging.getLogger("api.errors")
 

@@ -177,6 +177,10 @@ def before_snapshot() -> None:
     HTTP function does (`api.app.freeze_startup_heap`, which this module does not
     import: it would bring the web stack in)."""
     _runtime().build_all()
+    # The modules the messages and the stream's batches run (imported on first use).
+    import api.realtime.aws_messages  # noqa: F401
+    import api.realtime.fanout  # noqa: F401
+
     gc.collect()
     gc.freeze()
 

@@ -2,7 +2,7 @@
 that need JWT verification or GraphQL: `connection_init` and `subscribe`; and
 running one stored operation through the schema (the fan-out's too). Imported on
 the first such message, not by a socket's `$connect` (before the snapshot, with
-SnapStart: `Runtime.build_all`)."""
+SnapStart: `api.realtime.aws.before_snapshot`)."""
 
 from __future__ import annotations
 

@@ -7,7 +7,9 @@ Nothing of GraphQL, JWT, the service or PynamoDB is imported with this module:
 every socket's `$connect` runs in this process and uses none of them (it checks
 the subprotocol); a part's module is imported when the part is first built. With
 SnapStart every part is built before the snapshot (`Runtime.build_all`, called by
-`api.realtime.aws.before_snapshot`), so a restored instance has them all."""
+`api.realtime.aws.before_snapshot`, which imports the modules that use them too), so
+a restored instance has them all. The modules that use the runtime import it, never
+the other way round."""
 
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from api import metrics
+from api import metric_sinks, metrics
 from api.settings import Settings
 
 if TYPE_CHECKING:
@@ -125,12 +127,11 @@ class Runtime:
         return self.settings.dynamodb_client("dynamodbstreams")
 
     def build_all(self) -> None:
-        """Every part, and the modules their first uses import: what a SnapStart
-        snapshot is to hold, so that no restored instance builds or imports any."""
+        """Every part: what a SnapStart snapshot is to hold, so that no restored
+        instance builds any (the hook imports the modules that use them:
+        `api.realtime.aws.before_snapshot`)."""
         for part in ("service", "schema", "authenticator", "connections", "management", "streams"):
             getattr(self, part)
-        import api.realtime.aws_messages  # noqa: F401
-        import api.realtime.fanout  # noqa: F401
 
     def send(self, connection_id: str, message: dict[str, Any]) -> bool:
         """PostToConnection; False when the connection is gone (and forget it)."""
@@ -164,7 +165,7 @@ class Runtime:
 
 def build_runtime(settings: Settings) -> Runtime:
     settings.apply_local_credentials()
-    return Runtime(settings=settings, metrics=metrics.for_lambda(settings.metrics))
+    return Runtime(settings=settings, metrics=metric_sinks.for_lambda(settings.metrics))
 
 
 @functools.cache

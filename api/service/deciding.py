@@ -9,17 +9,10 @@ from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any
 
-from api.domain.errors import (
-    BadUserInput,
-    Conflict,
-    CurrentVersionError,
-    InternalError,
-    SyncError,
-    Unavailable,
-)
+from api.domain.errors import BadUserInput, InternalError, SyncError, Unavailable
 from api.domain.item_types import ItemType, apply_changes, check_size
 from api.domain.mutations import OUTCOME_RETENTION_S, Mutation, State, StoredOutcome, Write
-from api.domain.records import Record, not_found, write_refusal
+from api.domain.records import Conflict, CurrentVersionError, Record, not_found, write_refusal
 from api.domain.retention import Retention
 from api.domain.tokens import new_entity_id, token_time
 from api.service.ports import PushResult, PushStatus, Written

@@ -14,7 +14,6 @@ from api.domain.chain import Head
 from api.domain.errors import (
     AttachmentMissing,
     BadUserInput,
-    CurrentVersionError,
     NotFound,
     OutcomeRecorded,
     SyncError,
@@ -25,7 +24,7 @@ from api.domain.errors import (
 from api.domain.identifiers import check_identifier
 from api.domain.item_types import ItemType
 from api.domain.mutations import Mutation, StoredOutcome, is_stored_error
-from api.domain.records import Record
+from api.domain.records import CurrentVersionError, Record
 from api.domain.retention import Retention
 from api.domain.tokens import check_token, tokens_from
 from api.ordering import Link, TokenOrdering, wall_clock_ms

@@ -13,9 +13,9 @@ from pynamodb.constants import ALL_OLD
 from pynamodb.exceptions import TransactWriteError
 from pynamodb.transactions import TransactWrite
 
+from api.domain.chain import StaleHead
 from api.domain.errors import (
     OutcomeRecorded,
-    StaleHead,
     SyncError,
     TenantDeleted,
     TransactionConflict,

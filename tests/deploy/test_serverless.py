@@ -85,7 +85,14 @@ def _resources(template: dict[str, Any], kind: str) -> dict[str, dict[str, Any]]
     return {k: v for k, v in template["Resources"].items() if v["Type"] == kind}
 
 
-def test_cfn_lint_finds_no_errors(packaged: dict[str, Any]) -> None:
+# The one warning let through: the Serverless Framework's own DependsOn on a function's
+# role and an alias's function, which the GetAtt or Ref beside it already implies.
+FRAMEWORKS_WARNINGS = {"W3005"}
+
+
+def test_cfn_lint_finds_no_errors_or_warnings(packaged: dict[str, Any]) -> None:
+    """A warning is a template that may not do what it says (W8003: a condition that
+    packaging already decided), so it fails too, but the framework's own."""
     result = subprocess.run(
         [str(Path(sys.executable).with_name("cfn-lint")), "--format", "json", packaged["_path"]],
         capture_output=True,
@@ -93,8 +100,13 @@ def test_cfn_lint_finds_no_errors(packaged: dict[str, Any]) -> None:
         timeout=300,
     )
     findings = json.loads(result.stdout or "[]")
-    errors = [f for f in findings if f["Level"] == "Error"]
-    assert errors == [], errors
+    found = [
+        f"{f['Rule']['Id']} {'/'.join(map(str, f['Location']['Path']))}: {f['Message']}"
+        for f in findings
+        if f["Level"] == "Error"
+        or (f["Level"] == "Warning" and f["Rule"]["Id"] not in FRAMEWORKS_WARNINGS)
+    ]
+    assert found == [], found
 
 
 def test_the_table_is_the_one_the_local_scripts_create(packaged: dict[str, Any]) -> None:

@@ -16,9 +16,9 @@ import time
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from api.domain.chain import Head, prove_tail
+from api.domain.chain import Head, StaleHead, prove_tail
 from api.domain.deletion import DeletionEnd, DeletionMark
-from api.domain.errors import OutcomeRecorded, StaleHead, SyncError, WritesRefused
+from api.domain.errors import OutcomeRecorded, SyncError, WritesRefused
 from api.domain.mutations import StoredOutcome, Write
 from api.domain.records import LogTail, Record, write_refusal
 from api.storage import keys

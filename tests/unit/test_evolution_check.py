@@ -1,7 +1,10 @@
 """scripts/check's catalog evolution check (scripts/evolution_check.py,
 docs/evolution.md): each change that would break a client or a server of a recorded
 release is refused with a message naming it and saying what to do instead; additions
-pass once their release is recorded; the product's own record passes."""
+pass once their release is recorded; the product's own record passes. Whatever
+release the product's catalog is at: the tests take it from the catalog and the
+record (releases/), and their own additions build on release 1
+(tests/support/release2.py)."""
 
 from __future__ import annotations
 
@@ -12,22 +15,36 @@ from typing import Any
 
 import pytest
 
-from api.domain import catalog
+from api.domain import catalog, releases
 from api.domain.item_types import Field, FieldKind, ItemType
-from scripts.evolution_check import ADVICE, Report, run
+from scripts.evolution_check import run
+from scripts.evolution_report import ADVICE, Report
 from scripts.record_release import record_release
 from scripts.release_record import ROOT, SCHEMA_FILE, Record, entry_of
 from tests.support import release2
 
 SDL = SCHEMA_FILE.read_text()
+# Release 1's schema as recorded (the record is append-only): what
+# tests/support/release2.py's additions are added to.
+SDL_1 = Record().sdl(1) or ""
 Types = tuple[ItemType, ...]
+NEXT = releases.latest(catalog.DECLARED) + 1  # the product's next release
 
 
 @pytest.fixture
 def record(tmp_path: Path) -> Record:
-    """Release 1 of the product, recorded (as releases/ holds it)."""
-    recorded = Record(tmp_path / "releases")
-    recorded.write(entry_of(catalog.DECLARED, 1), SDL)
+    """Every release of the product, recorded (as releases/ holds them)."""
+    recorded, product = Record(tmp_path / "releases"), Record()
+    for number in product.numbers():
+        recorded.write(product.entry(number), product.sdl(number) or "")
+    return recorded
+
+
+@pytest.fixture
+def first_release(tmp_path: Path) -> Record:
+    """Release 1 of the product alone, recorded: what release2's additions follow."""
+    recorded = Record(tmp_path / "first")
+    recorded.write(Record().entry(1), SDL_1)
     return recorded
 
 
@@ -60,8 +77,9 @@ def _with_field(field_name: str, type_name: str = "Person", **changes: Any) -> T
     return tuple(replace(t, fields=fields(t)) for t in catalog.DECLARED)
 
 
-def test_the_products_record_is_release_1_and_the_repository_passes() -> None:
-    assert Record().entry(1) == entry_of(catalog.DECLARED, 1)
+def test_the_products_record_holds_its_releases_and_the_repository_passes() -> None:
+    assert Record().numbers() == list(range(1, releases.latest(catalog.DECLARED) + 1))
+    assert Record().entry(1) == entry_of(releases.at(catalog.DECLARED, 1), 1)
     # schema.graphql may have grown since (a query outside the catalog), not broken.
     report = run(Record(), catalog.DECLARED, SDL, ROOT)
     assert report.ok, report.text()
@@ -93,9 +111,10 @@ def test_renaming_a_field_is_refused(record: Record) -> None:
 
 
 def test_reusing_or_changing_a_code_is_refused(record: Record) -> None:
-    note = ItemType(name="Note", code="REMINDER", fields=(Field("text"),), since=2)
+    note = ItemType(name="Note", code="REMINDER", fields=(Field("text"),), since=NEXT)
     reminder = replace(catalog.REMINDER, code="TODO")
-    report = _check(record, (catalog.PERSON, reminder, note))
+    declared = tuple(reminder if t is catalog.REMINDER else t for t in catalog.DECLARED)
+    report = _check(record, (*declared, note))
     _refused(
         report,
         "code",
@@ -135,12 +154,13 @@ def test_adding_a_required_argument_is_refused(record: Record) -> None:
 
 
 def test_moving_a_recorded_entry_to_a_later_release_is_refused(record: Record) -> None:
-    report = _check(record, _with_field("occupation", since=2))
+    report = _check(record, _with_field("occupation", since=NEXT))
     _refused(report, "moved", "field Person.occupation, recorded in release 1, is now declared")
 
 
-def test_an_addition_passes_only_once_its_release_is_recorded(record: Record) -> None:
-    sdl = SDL.replace("  OTHER\n", "  OTHER\n  COUSIN\n", 1)
+def test_an_addition_passes_only_once_its_release_is_recorded(first_release: Record) -> None:
+    record = first_release
+    sdl = SDL_1.replace("  OTHER\n", "  OTHER\n  COUSIN\n", 1)
     report = _check(record, release2.DECLARED, sdl)
     _refused(
         report,
@@ -152,7 +172,7 @@ def test_an_addition_passes_only_once_its_release_is_recorded(record: Record) ->
     assert any("VALUE_ADDED_TO_ENUM" in what for _, what in report.problems)
     # Declared into release 1, which shipped without it: refused, and not recordable.
     early = replace(release2.NOTE, since=1)
-    declared = (release2.PERSON, catalog.REMINDER, early)
+    declared = (release2.PERSON, release2.REMINDER, early)
     refused, written = record_release(record, declared, sdl, repo=None)
     assert written == []
     _refused(refused, "moved", "type Note is declared in release 1 (since=1), which was recorded")
@@ -171,11 +191,12 @@ def test_an_addition_passes_only_once_its_release_is_recorded(record: Record) ->
     assert "OPTIONAL_ARG_ADDED: An optional argument Query.person(at:)" in report.text()
 
 
-def test_record_release_refuses_a_breaking_change(record: Record) -> None:
+def test_record_release_refuses_a_breaking_change(first_release: Record) -> None:
+    record = first_release
     declared = tuple(
         replace(t, fields=t.fields[1:]) if t.name == "Person" else t for t in release2.DECLARED
     )
-    report, written = record_release(record, declared, SDL, repo=None)
+    report, written = record_release(record, declared, SDL_1, repo=None)
     assert written == [] and record.numbers() == [1]
     _refused(report, "removed", "field Person.givenName was removed or renamed")
 

@@ -9,9 +9,10 @@ import subprocess
 from dataclasses import replace
 from pathlib import Path
 
-from api.domain import catalog
+from api.domain import catalog, releases
 from api.domain.item_types import ItemType
-from scripts.evolution_check import ADVICE, run
+from scripts.evolution_check import run
+from scripts.evolution_report import ADVICE
 from scripts.release_record import SCHEMA_FILE, Record, entry_of
 
 SDL = SCHEMA_FILE.read_text()
@@ -35,13 +36,19 @@ def _narrowed() -> tuple[ItemType, ...]:
             for f in catalog.PERSON.fields
         ),
     )
-    return (person, catalog.REMINDER)
+    return tuple(person if t is catalog.PERSON else t for t in catalog.DECLARED)
+
+
+def _write(record: Record, declared: tuple[ItemType, ...]) -> None:
+    """Record every release of `declared` (the product's catalog: as many as it has)."""
+    for number in range(1, releases.latest(declared) + 1):
+        record.write(entry_of(declared, number), SDL)
 
 
 def test_a_rewritten_or_removed_recorded_release_is_refused(tmp_path: Path) -> None:
     _git(tmp_path, "init", "-q")
     record = Record(tmp_path / "releases")
-    record.write(entry_of(catalog.DECLARED, 1), SDL)
+    _write(record, catalog.DECLARED)
     _git(tmp_path, "add", "releases")
     _git(tmp_path, "commit", "-q", "-m", "release 1")
     assert run(record, catalog.DECLARED, SDL, tmp_path).ok
@@ -49,7 +56,7 @@ def test_a_rewritten_or_removed_recorded_release_is_refused(tmp_path: Path) -> N
     # The catalog narrowed, and the record regenerated from it: the catalog now
     # agrees with the record, the history does not.
     narrowed = _narrowed()
-    record.write(entry_of(narrowed, 1), SDL)
+    _write(record, narrowed)
     assert run(record, narrowed, SDL, repo=None).ok
     report = run(record, narrowed, SDL, tmp_path)
     text = report.text()
@@ -68,7 +75,7 @@ def test_a_rewritten_or_removed_recorded_release_is_refused(tmp_path: Path) -> N
 
 def test_without_history_the_check_says_so(tmp_path: Path) -> None:
     record = Record(tmp_path / "releases")
-    record.write(entry_of(catalog.DECLARED, 1), SDL)
+    _write(record, catalog.DECLARED)
     report = run(record, catalog.DECLARED, SDL, tmp_path)
     assert report.ok
     assert "not a git checkout: the record's history was not checked" in report.notes
@@ -79,7 +86,7 @@ def test_a_shallow_clone_is_checked_as_far_as_it_goes(tmp_path: Path) -> None:
     origin.mkdir()
     _git(origin, "init", "-q")
     record = Record(origin / "releases")
-    record.write(entry_of(catalog.DECLARED, 1), SDL)
+    _write(record, catalog.DECLARED)
     _git(origin, "add", "releases")
     _git(origin, "commit", "-q", "-m", "release 1")
     (origin / "other").write_text("x")

@@ -8,8 +8,9 @@ import pytest
 
 from api.domain.catalog import PERSON
 from api.domain.cursor import CursorCodec
-from api.domain.errors import Conflict, NotFound, ResyncRequired
+from api.domain.errors import NotFound, ResyncRequired
 from api.domain.mutations import Mutation
+from api.domain.records import Conflict
 from api.domain.retention import Retention
 from api.ordering import wall_clock_ms
 from api.service import SyncService

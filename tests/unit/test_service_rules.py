@@ -13,9 +13,10 @@ import pytest
 
 from api.domain.catalog import PERSON, REMINDER
 from api.domain.cursor import CursorCodec
-from api.domain.errors import AlreadyExists, BadUserInput, Conflict, NotFound, TenantDeleted
+from api.domain.errors import BadUserInput, NotFound, TenantDeleted
 from api.domain.item_types import ItemType
 from api.domain.mutations import Mutation, State
+from api.domain.records import AlreadyExists, Conflict
 from api.domain.tokens import next_token
 from api.ordering import wall_clock_ms
 from api.service import PushStatus, SyncService
