@@ -1,7 +1,8 @@
 """Two `deleteTenant` calls race, and a member writes the tenant again between them
 (contract 3.8): on real servers over DynamoDB Local, the second call's DynamoDB
 calls go through a proxy that holds them as a slower DynamoDB would. The write
-acknowledged meanwhile survives, and the tenant stays usable."""
+acknowledged meanwhile survives, and the tenant stays usable. And a deletion an
+earlier release's call left marked on the blob usage item alone is taken on."""
 
 from __future__ import annotations
 
@@ -15,8 +16,10 @@ import pytest
 
 from api.settings import Settings
 from api.storage import keys
+from api.storage.blob_usage import DELETING
+from api.storage.deletion_usage import MARK_ID
 from tests.integration.test_tenant_deletion import DELETE
-from tests.support.blobs import REQUEST_UPLOAD, reference
+from tests.support.blobs import REQUEST_UPLOAD, reference, upload
 from tests.support.dynamo_proxy import DynamoProxy
 from tests.support.gql import GraphQLClient
 from tests.support.servers import api_server
@@ -50,6 +53,14 @@ def _marks_the_head(tenant: str) -> Any:
         return False
 
     return match
+
+
+def _delete(gql: GraphQLClient, tenant: str) -> bool:
+    """Called until done (True), as an app does."""
+    for _ in range(20):
+        if gql.data(DELETE, {"t": tenant, "c": tenant})["deleteTenant"]["done"]:
+            return True
+    return False
 
 
 @pytest.fixture
@@ -117,3 +128,29 @@ def test_a_racing_deletion_call_never_buries_the_tenant_written_again(
         ref = reference(b"a photo of the tenant written again")
         request = {"t": tenant, "sha": ref["sha256"], "size": ref["size"], "type": "image/jpeg"}
         assert "errors" not in a.execute(REQUEST_UPLOAD, request)
+
+
+def test_a_deletion_marked_only_on_the_blob_usage_item_is_taken_on_and_ended(
+    gql: GraphQLClient, ddb: Any, settings: Settings, tenant: str
+) -> None:
+    """A call of an earlier release marked the usage item first and the head after,
+    in two writes, and died between them: the next call takes that mark on (the
+    usage item's id), ends the deletion, and leaves neither mark behind."""
+    gql.create(tenant, "Person", {"givenName": "before"})
+    upload(gql, tenant, b"a photo before")
+    ddb.update_item(
+        TableName=settings.table_name,
+        Key={"pk": {"S": keys.blobs_pk(tenant)}, "sk": {"S": keys.USAGE_SK}},
+        UpdateExpression="SET #x = :at, #id = :id",
+        ExpressionAttributeNames={"#x": DELETING, "#id": MARK_ID},
+        ExpressionAttributeValues={":at": {"N": "1"}, ":id": {"S": "an-earlier-call"}},
+    )
+    assert _delete(gql, tenant)
+    usage = ddb.get_item(
+        TableName=settings.table_name,
+        Key={"pk": {"S": keys.blobs_pk(tenant)}, "sk": {"S": keys.USAGE_SK}},
+        ConsistentRead=True,
+    ).get("Item", {})
+    assert MARK_ID not in usage and DELETING not in usage, usage
+    assert gql.sync(tenant).items == []
+    upload(gql, tenant, b"a photo after")  # not refused by a mark left behind
