@@ -120,8 +120,9 @@ TENANT_THROTTLED = Metric(
     "TenantThrottled",
     "counter",
     "Count",
-    "Calls a tenant's gate refused with UNAVAILABLE: more of its reads or writes at once "
-    "than it admits (api.tenant_gate; a server's throttling of one tenant).",
+    "Calls a tenant's or a caller's gate refused with UNAVAILABLE: more of its reads or "
+    "writes at once than it admits (api.tenant_gate; a server's throttling of one tenant, "
+    "or of one caller across its tenants).",
     REQUEST_DIMENSIONS,
 )
 PUSH_ENTRIES = Metric(

@@ -44,13 +44,19 @@
    the tenant held 1 s at a proxy: the tenant's calls in flight at most, the
    server's threads, and the calls its log lines counted, with the runner as it
    was ("before", a bench-only app) and as it is; `scripts.benchmarks.gate`.
+11. One caller naming many tenants: a token of 12 tenants sends each 29 `changes`
+   aliases over and over, its Queries held 1.5 s at a proxy; another caller's
+   one-item read p50 / max alone and under it, with each tenant's gate alone
+   ("before", a bench-only app) and with the caller's gate as well ("after"); the
+   hog's calls in flight at most and the server's threads
+   (`scripts.benchmarks.callers`).
 
 Starts its own DynamoDB Local and servers; prints one table. Run with
 scripts/bench-hostile (everything), or one part alone: scripts/bench-hostile
 replay (6), links (7), exports (8; `exports attack`: its last row alone), sweep
-(9) or gate (10). `exports` alone also saves its rows as JSON in `.bench-results/`
-and writes docs/contract.md's figures of an export's calls from it
-(scripts/benchmarks/exports.py).
+(9), gate (10) or callers (11). `exports` alone also saves its rows as JSON in
+`.bench-results/` and writes docs/contract.md's figures of an export's calls from
+it (scripts/benchmarks/exports.py).
 """
 
 from __future__ import annotations
@@ -82,6 +88,7 @@ from api.service.exports import TenantExport
 from api.storage import models
 from api.storage.store import DynamoStore
 from scripts.benchmarks import exports
+from scripts.benchmarks.callers import caller_rows
 from scripts.benchmarks.gate import gate_rows
 from scripts.benchmarks.harness import SECRET, local_engine_settings
 from scripts.benchmarks.page import RESULTS, commit, machine
@@ -581,6 +588,9 @@ def main() -> int:
     if sys.argv[1:] == ["gate"]:
         _print(gate_rows())
         return 0
+    if sys.argv[1:] == ["callers"]:
+        _print(caller_rows())
+        return 0
     if sys.argv[1:] == ["links"]:
         links: list[tuple[str, str]] = []
         _links_rows(links, _token_of("calm"))
@@ -719,6 +729,7 @@ def main() -> int:
         _exports(settings, rows)
     rows += sweep_rows()
     rows += gate_rows()
+    rows += caller_rows()
     _print(rows)
     return 0
 

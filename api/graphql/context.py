@@ -25,7 +25,7 @@ from api.graphql.subscription import ChangeFeed
 from api.service import SyncService
 from api.service.reading import MAX_LIMIT, MAX_SCANNED
 from api.service.writing import MAX_PUSH
-from api.tenant_gate import READERS_PER_TENANT, TenantGate
+from api.tenant_gate import READERS_PER_TENANT, TenantGate, caller_gate
 from api.worker_threads import RunBlocking, anyio_pool
 
 _T = TypeVar("_T")
@@ -84,6 +84,7 @@ class Context:
     request_budget: RequestBudget = field(default_factory=RequestBudget)
     writes: TenantGate = field(default_factory=TenantGate)  # the process's, from the view
     reads: TenantGate = field(default_factory=lambda: TenantGate(READERS_PER_TENANT, what="reads"))
+    callers: TenantGate = field(default_factory=caller_gate)  # the process's, from the view
     feed: ChangeFeed | None = None  # where `changesAvailable` reads (None: not served)
     # Where the service's blocking calls run: the app's choice (`api.worker_threads`).
     run_blocking: RunBlocking = field(default_factory=anyio_pool)
@@ -136,19 +137,23 @@ async def for_tenant(
     role: str | None = None,
 ) -> _T:
     """Run `work` for `tenant_id`, once the caller is known to belong to it (with
-    `role`, to hold that role or a higher one), through the tenant's gate for reads,
-    or for writes when a role is needed (`api.tenant_gate`)."""
+    `role`, to hold that role or a higher one), through the caller's gate, then the
+    tenant's gate for reads, or for writes when a role is needed (`api.tenant_gate`)."""
     context: Context = info.context
+    caller = context.caller()
     if role is not None:
-        context.caller().require_role(tenant_id, role)
+        caller.require_role(tenant_id, role)
     else:
-        context.caller().require_tenant(tenant_id)
+        caller.require_tenant(tenant_id)
     log = request_log.current()
     if log is not None:
         log.tenant = tenant_id
     # The runner returns, even to a cancelled field, only once the call has: the
     # slot is held as long as the call runs (`api.worker_threads`).
-    async with (context.reads if role is None else context.writes).enter(tenant_id):
+    async with (
+        context.callers.enter(caller.sub),
+        (context.reads if role is None else context.writes).enter(tenant_id),
+    ):
         return await context.run_blocking(work, context.service)
 
 
@@ -192,7 +197,10 @@ class TenantBatch(Generic[_K, _T]):
 
     async def _run(self, tenant_id: str, futures: dict[_K, asyncio.Future[_T]]) -> None:
         try:
-            async with self._context.reads.enter(tenant_id):
+            async with (
+                self._context.callers.enter(self._context.caller().sub),
+                self._context.reads.enter(tenant_id),
+            ):
                 # What the fields cancelled meanwhile (another failed) no longer ask.
                 futures = {key: f for key, f in futures.items() if not f.done()}
                 if not futures:

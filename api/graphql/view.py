@@ -48,7 +48,7 @@ from api.http import (
 from api.metrics import Metrics
 from api.service import SyncService
 from api.settings import Settings
-from api.tenant_gate import READERS_PER_TENANT, TenantGate
+from api.tenant_gate import READERS_PER_TENANT, TenantGate, caller_gate
 from api.worker_threads import RunBlocking, anyio_pool
 
 if TYPE_CHECKING:  # imported only where sockets are served (not on the HTTP Lambda)
@@ -86,6 +86,7 @@ class GraphQLView(GraphQL[Context, None]):
         self._authenticator = Authenticator(settings)
         self._writes = TenantGate()
         self._reads = TenantGate(READERS_PER_TENANT, what="reads")
+        self._callers = caller_gate()
         self._realtime = realtime
         self._run_blocking = run_blocking or anyio_pool()
         self._min_release = settings.min_client_release
@@ -127,6 +128,7 @@ class GraphQLView(GraphQL[Context, None]):
             auth_error=error,
             writes=self._writes,
             reads=self._reads,
+            callers=self._callers,
             feed=None if self._realtime is None else self._realtime.feed,
             run_blocking=self._run_blocking,
             min_release=self._min_release,

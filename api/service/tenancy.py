@@ -13,13 +13,17 @@ uploads, its blob usage item reduced to a new generation of its blob keys). A
 tenant written again later starts empty, and tokens from before are refused
 (`api.service.reading`, `api.service.writing`).
 
-The mark is the same id on the blob usage item (marked first: `requestUpload` and
-`attachment` read it instead of the head) and on the head, and each call reads it
-(`DeletionMark`): every removal, in the table and in S3, is made only while the
-head carries it, and the last step (the head, the usage item, the fence) is one
-transaction conditioned on it. A call that runs late (an app's retry, two devices
-of the owner) therefore finds its deletion over and answers `done`, touching
-nothing of the tenant written again, or of a later deletion."""
+The mark is the same id on the blob usage item (`requestUpload` and `attachment`
+read it instead of the head) and on the head, written on both in one transaction,
+and each call reads it (`DeletionMark`): every removal, in the table and in S3, is
+made only while the head carries it, and the last step (the head, the usage item,
+the fence) is one transaction conditioned on it. A call that finds no mark writes
+one only on the life of the tenant it read (the head's first token, or no head),
+so a call that read the tenant as the last deletion left it cannot mark the tenant
+written again meanwhile. A call that runs late (an app's retry, two devices of the
+owner) therefore finds its deletion over and answers `done`, touching nothing of
+the tenant written again, or of a later deletion (docs/ordering.md, "Deleting a
+tenant")."""
 
 from __future__ import annotations
 

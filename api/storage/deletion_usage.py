@@ -1,7 +1,8 @@
 """The blob usage item's part in a tenant's deletion (`api.storage.tenants`): marked
-first, so that `requestUpload` and `attachment` refuse from the first call on (they
-read this item, not the head), and ended last, in the transaction that deletes the
-head, with the deletion's own mark as the condition of every write.
+in the transaction that marks the head, so that `requestUpload` and `attachment`
+refuse from the first call on (they read this item, not the head), and ended last,
+in the transaction that deletes the head, with the deletion's own mark as the
+condition of every write.
 
 Its end gives a tenant that reserved a new generation of blob keys (an upload
 presigned before the deletion lands where the tenant written again never looks,
@@ -28,39 +29,30 @@ from api.storage.blob_usage import (
     REGISTRY_DUE,
     ROOM,
 )
-from api.storage.errors import translated
 from api.storage.models import RecordItem
-from api.storage.reads import TOTAL_CAPACITY, connection
 
 # The deletion's id: on the usage item from its first call, and on the head.
 MARK_ID = "xid"
 
 
-def mark_deleting(tenant_id: str, at_ms: int, candidate: str) -> str:
-    """Mark the tenant's usage item as being deleted (creating it if absent; a repeat
-    keeps the first mark), and return the mark's id: `candidate` if it is new."""
-    with translated():
-        answer = connection().client.update_item(
-            ReturnConsumedCapacity=TOTAL_CAPACITY,
-            TableName=_table(),
-            Key=_usage_key(tenant_id),
-            UpdateExpression="SET #x = if_not_exists(#x, :at), #id = if_not_exists(#id, :id)",
-            ExpressionAttributeNames={"#x": DELETING, "#id": MARK_ID},
-            ExpressionAttributeValues={":at": {"N": str(at_ms)}, ":id": {"S": candidate}},
-            ReturnValues="ALL_NEW",
-        )
-    return str(answer["Attributes"][MARK_ID]["S"])
+def mark_id(usage: dict[str, Any]) -> str | None:
+    """The deletion's id the usage item (as read) carries, if any."""
+    found = usage.get(MARK_ID, {}).get("S")
+    return None if found is None else str(found)
 
 
-def marked_check(tenant_id: str, mark_id: str) -> dict[str, Any]:
-    """A transaction's check that the usage item still carries this mark."""
+def marking(tenant_id: str, at_ms: int, mark_id: str, fresh: bool) -> dict[str, Any]:
+    """A transaction's write of the deletion's mark on the tenant's usage item (made
+    if absent), beside the head's (`api.storage.tenants.mark_deleting`): `fresh`, on
+    an item that carries no mark; else on one that carries this one already."""
     return {
-        "ConditionCheck": {
+        "Update": {
             "TableName": _table(),
             "Key": _usage_key(tenant_id),
-            "ConditionExpression": "#id = :id",
-            "ExpressionAttributeNames": {"#id": MARK_ID},
-            "ExpressionAttributeValues": {":id": {"S": mark_id}},
+            "UpdateExpression": "SET #x = if_not_exists(#x, :at), #id = :id",
+            "ConditionExpression": "attribute_not_exists(#id)" if fresh else "#id = :id",
+            "ExpressionAttributeNames": {"#x": DELETING, "#id": MARK_ID},
+            "ExpressionAttributeValues": {":at": {"N": str(at_ms)}, ":id": {"S": mark_id}},
         }
     }
 

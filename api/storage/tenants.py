@@ -9,7 +9,8 @@ TENANT_DELETED at no extra read or write on the request path. It carries a rando
 id, the same on both items from the first call to the last: each call reads it, and
 conditions every removal and rewrite on it (`DeletionMark`), so a call that runs late
 (an app's retry, two devices of the owner) finds its deletion over and touches
-nothing of the tenant written again, or of a later deletion."""
+nothing of the tenant written again, or of a later deletion. The mark itself is
+written only on the life of the tenant its call read (`mark_deleting`)."""
 
 from __future__ import annotations
 
@@ -43,50 +44,99 @@ _BATCH_WRITE = 25
 _BATCH_WRITE_ROUNDS = 5
 _BY, _AT = HeadItem.deleting_by.attr_name, HeadItem.deleting_at.attr_name
 _REMOVED, _TOKEN = HeadItem.removed_items.attr_name, HeadItem.token.attr_name
+_BORN = HeadItem.born.attr_name
 # The deletion's id, on the head and on the blob usage item.
 _MARK = deletion_usage.MARK_ID
 
 
 def mark_deleting(tenant_id: str, by: str, at_ms: int) -> DeletionMark | None:
-    """Mark the tenant as being deleted (by the first asker; a repeat keeps the mark),
-    first its blob usage item (from then on `requestUpload` and `attachment` refuse),
-    then its head: the mark this call takes part in. None: that deletion was ended by
-    another call between the two (nothing is left to do)."""
+    """Mark the tenant as being deleted (by the first asker; a repeat keeps the mark):
+    its head and its blob usage item (from then on `requestUpload` and `attachment`
+    refuse), in one transaction; the mark this call takes part in. None: the life of
+    the tenant this call found is over (its deletion ended, or it was written again
+    since: nothing is left to do for this call).
+
+    The call deletes the life it reads (the head, consistent): a mark it finds on it,
+    or else a new one, written only on that life. The head's condition pins what was
+    read (no head; or the first token `born`, which every life has its own of, above
+    the last life's tokens), so a call read while the tenant's last deletion ended,
+    whose mark would land after a member wrote the tenant again, is refused by
+    DynamoDB (a condition is evaluated at the transaction's place in the serial
+    order, docs/ordering.md, G1) instead of burying that acknowledged write."""
     client = connection().client
-    mark_id = deletion_usage.mark_deleting(tenant_id, at_ms, uuid.uuid4().hex)
     head = _item(keys.log_pk(tenant_id), keys.HEAD_SK)
-    if head is not None and head.get(_MARK, {}).get("S") == mark_id:
-        return DeletionMark(mark_id, int(head.get(_REMOVED, {"N": "0"})["N"]))
-    # The head's mark only with the usage item's, in one transaction: a head is never
-    # marked by a deletion whose usage mark is gone (ended), nor with another id.
+    found = _mark_of(head)
+    if found is not None:
+        return found
+    usage = _item(keys.blobs_pk(tenant_id), keys.USAGE_SK) or {}
+    # A usage item marked alone: a call of an earlier release, cut between its two
+    # writes (it marked the usage item first); this call takes that mark on.
+    mark_id = deletion_usage.mark_id(usage) or uuid.uuid4().hex
+    life, names, values = _life_of(head)
     try:
         with translated():
             client.transact_write_items(
                 ReturnConsumedCapacity=TOTAL_CAPACITY,
                 TransactItems=[
-                    deletion_usage.marked_check(tenant_id, mark_id),
+                    deletion_usage.marking(
+                        tenant_id, at_ms, mark_id, fresh=deletion_usage.mark_id(usage) is None
+                    ),
                     {
                         "Update": {
                             "TableName": _table(),
                             "Key": _head_key(tenant_id),
                             "UpdateExpression": "SET #by = if_not_exists(#by, :by), "
                             "#at = if_not_exists(#at, :at), #id = :id",
-                            "ConditionExpression": "attribute_not_exists(#id) OR #id = :id",
-                            "ExpressionAttributeNames": {"#by": _BY, "#at": _AT, "#id": _MARK},
+                            "ConditionExpression": f"attribute_not_exists(#id) AND {life}",
+                            "ExpressionAttributeNames": {
+                                "#by": _BY,
+                                "#at": _AT,
+                                "#id": _MARK,
+                                **names,
+                            },
                             "ExpressionAttributeValues": {
                                 ":by": {"S": by},
                                 ":at": {"N": str(at_ms)},
                                 ":id": {"S": mark_id},
+                                **values,
                             },
                         }
                     },
                 ],
             )
     except ClientError as exc:
-        if _refused_by(exc, 0):
+        if not (_refused_by(exc, 0) or _refused_by(exc, 1)):
+            raise _cancelled(exc) from exc
+        # Another call marked the tenant meanwhile, or its life changed: the call
+        # takes part in that mark if it is on the life it read, else it is over.
+        now = _item(keys.log_pk(tenant_id), keys.HEAD_SK)
+        if _life_of(now) != (life, names, values):
             return None
-        raise _cancelled(exc) from exc
+        return _mark_of(now)
     return DeletionMark(mark_id, 0)
+
+
+def _mark_of(head: dict[str, Any] | None) -> DeletionMark | None:
+    if head is None or _MARK not in head:
+        return None
+    return DeletionMark(head[_MARK]["S"], int(head.get(_REMOVED, {"N": "0"})["N"]))
+
+
+def _life_of(head: dict[str, Any] | None) -> tuple[str, dict[str, str], dict[str, Any]]:
+    """The condition that the head is of the life `head` (as read) is of: no head
+    written yet (a head holding only a mark has no token), or the same first token."""
+    if head is None or _TOKEN not in head:
+        return "attribute_not_exists(#tok)", {"#tok": _TOKEN}, {}
+    if _BORN not in head:  # a head written before heads recorded their first token
+        return (
+            "attribute_exists(#tok) AND attribute_not_exists(#b)",
+            {
+                "#tok": _TOKEN,
+                "#b": _BORN,
+            },
+            {},
+        )
+    return "#b = :b", {"#b": _BORN}, {":b": head[_BORN]}
 
 
 def check_mark(tenant_id: str, mark: DeletionMark) -> None:

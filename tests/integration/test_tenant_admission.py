@@ -1,7 +1,7 @@
 """One tenant's reads cannot take the worker pool: two requests of 30 `changes`
-aliases each, all held inside DynamoDB, leave another tenant's read answered at
-once (it waited 98.7 s behind them), and at most READERS_PER_TENANT of them are in
-the pool at a time."""
+aliases each, all held inside DynamoDB, leave another tenant's read (another
+caller's) answered at once (it waited 98.7 s behind them), and at most
+READERS_PER_TENANT of them are in the pool at a time."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from api.tenant_gate import READERS_PER_TENANT
-from tests.support.gql import GraphQLClient
+from tests.support.gql import GraphQLClient, bearer
 
 pytestmark = pytest.mark.serial  # scripts/test --all runs it alone (pyproject.toml)
 
@@ -52,8 +52,13 @@ def test_a_tenants_heavy_reads_leave_other_tenants_a_worker(
         attacks = [pool.submit(gql.execute, query, {"t": heavy}) for _ in range(2)]
         while inside[1] < READERS_PER_TENANT:  # the heavy tenant's reads are held
             threading.Event().wait(0.05)
+        # Another caller's: the heavy one's own calls wait behind its share
+        # (`test_caller_admission`).
         light_read = pool.submit(
-            gql.execute, "query($t: ID!) { changes(tenantID: $t) { changeToken } }", {"t": light}
+            gql.execute,
+            "query($t: ID!) { changes(tenantID: $t) { changeToken } }",
+            {"t": light},
+            bearer([light], sub="light-reader"),
         )
         body = light_read.result(timeout=10)  # answered while the heavy reads are held
         assert "errors" not in body, body
