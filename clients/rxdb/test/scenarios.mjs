@@ -734,6 +734,35 @@ async function upgradeCatchesUp() {
   return result;
 }
 
+// The collection's schema version 1 adds `phoneNumber`, a field of the catalog's
+// first release (the app's release stays 1): values written before come with the
+// first pull after the migration.
+const schemaWithPhone = { ...schema, version: 1, properties: { ...schema.properties, phoneNumber: { type: "string" } } };
+
+async function firstReleaseFieldCatchesUp() {
+  const tenant = `${prefix}-phone`;
+  const people = Array.from({ length: 8 }, (_, i) => ({
+    createPerson: { tenantID: tenant, id: `p${i}`, person: { givenName: `P${i}`, ...(i < 5 ? { phoneNumber: `+1 555 010${i}` } : {}) } },
+  }));
+  await push(tenant, people);
+  const name = `phone-${prefix}`;
+  const old = await createRxDatabase({ name, storage: getRxStorageMemory(), multiInstance: false });
+  await old.addCollections({ people: { schema } });
+  const before = await replicateOnce(old, tenant, 1);
+  const pulled = (await old.people.find().exec()).length;
+  await old.close();
+  const db = await createRxDatabase({ name, storage: getRxStorageMemory(), multiInstance: false });
+  await db.addCollections({ people: { schema: schemaWithPhone, migrationStrategies: { 1: (doc) => doc } } });
+  const { state, errors } = replicateRelease(db, tenant, 1);
+  await state.awaitInitialReplication();
+  const caughtUp = state.caughtUp?.() ?? null;
+  await state.cancel();
+  const docs = await db.people.find().exec();
+  const result = { pulled, people: docs.length, phones: docs.filter((d) => d.get("phoneNumber")).length, caughtUp, errors: [...before, ...errors] };
+  await db.close();
+  return result;
+}
+
 async function upgradeRequired() {
   // A server that retired release 1 (MIN_CLIENT_RELEASE=2): the release 1 app's
   // replication reports UPGRADE_REQUIRED on error$ and keeps its unpushed document;
@@ -863,6 +892,7 @@ const everyday = {
   random1: () => randomRun(1),
   random2: () => randomRun(2),
   upgradeCatchesUp,
+  firstReleaseFieldCatchesUp,
   upgradeRequired,
   rollback,
   rollingDeploy,
