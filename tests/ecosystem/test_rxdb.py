@@ -57,6 +57,7 @@ def report(
             "random-2",
             "upgrade",
             "phone",
+            "undead",
             "retired",
             "rollback",
             "rolling",
@@ -314,6 +315,18 @@ def test_a_schema_version_adding_a_first_release_field_catches_up_on_its_values(
     assert run["pulled"] == 8 and run["people"] == 8, run
     assert run["phones"] == 5, run
     assert run["caughtUp"] == 8, run  # the field's type, read whole: it is release 1's
+    assert run["errors"] == [], run
+
+
+def test_people_deleted_through_a_rollback_stay_deleted_at_the_upgrade(
+    report: dict[str, Any],
+) -> None:
+    """A release 2 app gave p1 and p2 a nickname; through a release 1 server p1 is
+    deleted, p2 edited then deleted, p3 edited: the device updated to release 2 holds
+    p3 with its nickname, and neither deleted person (before: both came back)."""
+    run = report["rollbackDeletionsAtUpgrade"]
+    assert run["before"] == ["p3"], run
+    assert run["after"] == {"p3": "nick3"}, run
     assert run["errors"] == [], run
 
 

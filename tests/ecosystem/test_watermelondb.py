@@ -46,6 +46,7 @@ TENANTS = (
     "resync",
     "upgrade",
     "first",
+    "undead",
     "retired",
     "rollback",
     "rolling",
@@ -277,6 +278,18 @@ def test_a_migration_adding_a_first_release_table_and_column_brings_what_was_wri
     assert run["reminders"] == 11 and run["occupations"] == 6, run
     assert run["caughtUp"] == 20, run  # every reminder and person: the type named whole
     assert run["clean"] and run["errors"] == [], run
+
+
+def test_people_deleted_through_a_rollback_stay_deleted_at_the_upgrade(
+    report: dict[str, Any],
+) -> None:
+    """A release 2 app gave p1 and p2 a nickname; through a release 1 server p1 is
+    deleted, p2 edited then deleted, p3 edited: the device upgraded to release 2
+    holds p3 with its nickname, and neither deleted person (before: both came back)."""
+    run = report["rollbackDeletionsAtUpgrade"]
+    assert run["before"] == ["p3"], run
+    assert run["after"] == {"p3": "nick3"}, run
+    assert run["caughtUp"] == 1 and run["clean"] and run["errors"] == [], run
 
 
 def test_a_retired_release_is_told_to_upgrade_and_keeps_its_unsent_records(

@@ -763,6 +763,42 @@ async function firstReleaseFieldCatchesUp() {
   return result;
 }
 
+async function rollbackDeletionsAtUpgrade() {
+  // A release 2 app gave p1 and p2 a nickname; through a release 1 server (a
+  // rollback) p1 is deleted, p2 edited then deleted, p3 edited. A release 1 device
+  // pulled the deletions; updated to release 2, its catch-up brings p3's nickname and
+  // neither deleted person back.
+  const tenant = `${prefix}-undead`;
+  const old1 = process.env.RX_RELEASE1_URL;
+  await push(tenant, [1, 2, 3].map((i) => ({ createPerson: { tenantID: tenant, id: `p${i}`, person: { givenName: `P${i}`, nickname: `nick${i}` } } })));
+  const name = `undead-${prefix}`;
+  const old = await releaseDevice(name, 1);
+  const before = await replicateOnce(old, tenant, 1);
+  const tokenOf = async (id) => (await gql(`query($t: ID!, $id: ID!) { person(tenantID: $t, id: $id) { changeToken } }`, { t: tenant, id })).person.changeToken;
+  await push(
+    tenant,
+    [
+      { deletePerson: { tenantID: tenant, id: "p1", changeToken: await tokenOf("p1") } },
+      { updatePerson: { tenantID: tenant, id: "p2", changeToken: await tokenOf("p2"), changes: { familyName: "L" } } },
+      { updatePerson: { tenantID: tenant, id: "p3", changeToken: await tokenOf("p3"), changes: { familyName: "L" } } },
+    ],
+    old1,
+  );
+  await push(tenant, [{ deletePerson: { tenantID: tenant, id: "p2", changeToken: await tokenOf("p2") } }], old1);
+  before.push(...(await replicateOnce(old, tenant, 1)));
+  const held = (await old.people.find().exec()).map((d) => d.id).sort();
+  await old.close();
+  const db = await releaseDevice(name, 2);
+  const { state, errors } = replicateRelease(db, tenant, 2);
+  await state.awaitInitialReplication();
+  const caughtUp = state.caughtUp?.() ?? null;
+  await state.cancel();
+  const docs = await db.people.find().exec();
+  const result = { before: held, after: Object.fromEntries(docs.map((d) => [d.id, d.get("nickname") ?? null])), caughtUp, errors: [...before, ...errors] };
+  await db.close();
+  return result;
+}
+
 async function upgradeRequired() {
   // A server that retired release 1 (MIN_CLIENT_RELEASE=2): the release 1 app's
   // replication reports UPGRADE_REQUIRED on error$ and keeps its unpushed document;
@@ -893,6 +929,7 @@ const everyday = {
   random2: () => randomRun(2),
   upgradeCatchesUp,
   firstReleaseFieldCatchesUp,
+  rollbackDeletionsAtUpgrade,
   upgradeRequired,
   rollback,
   rollingDeploy,

@@ -959,6 +959,40 @@ async function firstReleaseCatchesUp() {
   };
 }
 
+async function rollbackDeletionsAtUpgrade() {
+  // A release 2 app gave p1 and p2 a nickname; through a release 1 server (a
+  // rollback) p1 is deleted, p2 edited then deleted, p3 edited. A release 1 device
+  // synced the deletions; upgraded to release 2, its catch-up brings p3's nickname
+  // and neither deleted person back.
+  const tenant = `${prefix}-undead`;
+  const old1 = process.env.WM_RELEASE1_URL;
+  const people = [1, 2, 3].map((i) => ({ createPerson: { tenantID: tenant, id: `p${i}`, person: { givenName: `P${i}`, nickname: `nick${i}` } } }));
+  await serverCreates(tenant, people);
+  const old = await releaseApp(tenant, 1);
+  await old.api.sync();
+  const tokenOf = async (id) => (await gql(`query($t: ID!, $id: ID!) { person(tenantID: $t, id: $id) { changeToken } }`, { t: tenant, id }, old1)).person.changeToken;
+  const through = (mutations) =>
+    gql(`mutation($i: PushChangesInput!) { pushChanges(input: $i) { results { status } } }`, { i: { tenantID: tenant, mutations } }, old1);
+  await through([
+    { deletePerson: { tenantID: tenant, id: "p1", changeToken: await tokenOf("p1") } },
+    { updatePerson: { tenantID: tenant, id: "p2", changeToken: await tokenOf("p2"), changes: { familyName: "L" } } },
+    { updatePerson: { tenantID: tenant, id: "p3", changeToken: await tokenOf("p3"), changes: { familyName: "L" } } },
+  ]);
+  await through([{ deletePerson: { tenantID: tenant, id: "p2", changeToken: await tokenOf("p2") } }]);
+  await old.api.sync();
+  const before = (await old.database.get("people").query().fetch()).map((r) => r.id).sort();
+  const app = await releaseApp(tenant, 2, old.database);
+  const stats = await app.api.sync();
+  const rows = await app.database.get("people").query().fetch();
+  return {
+    before,
+    after: Object.fromEntries(rows.map((r) => [r.id, r._raw.nickname || null])),
+    caughtUp: stats.caughtUp,
+    clean: !(await hasUnsyncedChanges({ database: app.database })),
+    errors: [...old.errors, ...app.errors],
+  };
+}
+
 async function resyncAcrossTheHorizon() {
   // Against a server keeping deletions 2 s (RETENTION_SECONDS=2): B is away 3 s with
   // an edit and a create of its own; it gets RESYNC_REQUIRED, reads the tenant again,
@@ -996,6 +1030,7 @@ const everyday = {
   random2: () => randomRun(2),
   upgradeCatchesUp,
   firstReleaseCatchesUp,
+  rollbackDeletionsAtUpgrade,
   upgradeRequired,
   rollback,
   rollingDeploy,
