@@ -1,11 +1,12 @@
 """An app's upgrade to release 2: what its catch-up reads against a full re-sync of
 the same tenant, in one run (docs/evolution.md).
 
-A tenant of 10,000 people is written by release 1. Release 2 (tests/support/release2.py:
-Person.nickname, RelationshipType.COUSIN, a type Note) then serves it: 500 Notes
-created and 300 nicknames set, interleaved with 5,000 other edits of release 1's
-fields. An app of release 1 has synced to the end; it upgrades. Its catch-up
-(`catchUp` with types [NOTE] and fields [Person.nickname], pages of 100) against the
+A tenant of 10,000 people and 300 reminders is written by release 1. Release 2
+(tests/support/release2.py: Person.nickname, RelationshipType.COUSIN, a type Note) then
+serves it: 500 Notes created and 300 nicknames set, interleaved with 5,000 other edits
+of release 1's fields. An app of release 1 has synced to the end; it upgrades. Its
+catch-up (`catchUp` with types [NOTE] and fields [Person.nickname], pages of 100), and
+that of an app whose release 1 left out reminders (`types: [REMINDER]`), against the
 only other way to get what it skipped, downloading the tenant again
 (`changes(since: null)`, pages of 100 and of 1,000): read units and requests, from
 DynamoDB Local's reported consumed capacity, counted at the client's calls. Prints
@@ -32,12 +33,20 @@ from starlette.testclient import TestClient  # noqa: E402
 
 from api.app import create_app  # noqa: E402
 from api.auth import make_local_token  # noqa: E402
+from api.domain.catalog import REMINDER  # noqa: E402
 from api.domain.records import Record  # noqa: E402
 from api.domain.tokens import next_token, token_time  # noqa: E402
 from api.storage import models  # noqa: E402
 from api.storage.store import DynamoStore  # noqa: E402
 from scripts.benchmarks.harness import SECRET, local_engine_settings, realistic_person  # noqa: E402
-from scripts.benchmarks.upgrade import EDITS, NICKNAMES, NOTES, PEOPLE, print_upgrade  # noqa: E402
+from scripts.benchmarks.upgrade import (  # noqa: E402
+    EDITS,
+    NICKNAMES,
+    NOTES,
+    PEOPLE,
+    REMINDERS,
+    print_upgrade,
+)
 from tests.support import release2  # noqa: E402
 
 TENANT = "upgrade"
@@ -53,6 +62,11 @@ CATCH_UP = (
     "query($t: ID!, $u: ID!, $c: String) { catchUp(tenantID: $t, upTo: $u, "
     'types: [NOTE], fields: ["Person.nickname"], cursor: $c, limit: 100) '
     "{ items { id } cursor changeToken } }"
+)
+# An app whose release 1 left out reminders, declaring them now.
+CATCH_UP_TYPE = (
+    "query($t: ID!, $u: ID!, $c: String) { catchUp(tenantID: $t, upTo: $u, "
+    "types: [REMINDER], cursor: $c, limit: 100) { items { id } cursor changeToken } }"
 )
 
 
@@ -104,8 +118,13 @@ def _seed(client: TestClient, scale: float, rng: random.Random) -> list[str]:
         fields = release2.PERSON.normalize_changes(realistic_person(rng, i))
         at = token_time(token)
         records.append(Record(release2.PERSON, TENANT, f"p{i:06d}", token, at, at, fields=fields))
+    for i in range(int(REMINDERS * scale)):
+        token = next_token(int(time.time() * 1000) - 60_000, token)
+        at = token_time(token)
+        fields = {"title": f"reminder {i}", "personID": f"p{i % people:06d}"}
+        records.append(Record(REMINDER, TENANT, f"r{i:06d}", token, at, at, fields=fields))
     DynamoStore().bulk_load(TENANT, records)
-    tokens = {r.id: r.change_token for r in records}
+    tokens = {r.id: r.change_token for r in records if r.item_type is release2.PERSON}
     writes: list[tuple[str, Any]] = [("note", i) for i in range(int(NOTES * scale))]
     writes += [("nickname", i) for i in range(int(NICKNAMES * scale))]
     writes += [("edit", i) for i in range(int(EDITS * scale))]
@@ -197,14 +216,18 @@ def measure(scale: float) -> dict[str, Any]:
                 ("re-sync, pages of 1,000", SYNC, {"t": TENANT, "l": 1000}, "changes"),
                 ("re-sync, pages of 100", SYNC, {"t": TENANT, "l": 100}, "changes"),
                 ("catch-up, pages of 100", CATCH_UP, {"t": TENANT, "u": head.token}, "catchUp"),
+                (
+                    "release 1's Reminder type",
+                    CATCH_UP_TYPE,
+                    {"t": TENANT, "u": head.token},
+                    "catchUp",
+                ),
             ):
                 with meter.counting() as counted:
                     items, requests = _pages(client, query, variables, field)
                 rows[label] = {**counted, "items": items, "requests": requests}
-    tenant = {
-        name: int(n * scale)
-        for name, n in (("people", PEOPLE), ("notes", NOTES), ("nicknames", NICKNAMES))
-    }
+    counts = (("people", PEOPLE), ("reminders", REMINDERS), ("notes", NOTES))
+    tenant = {name: int(n * scale) for name, n in (*counts, ("nicknames", NICKNAMES))}
     return {"tenant": {**tenant, "edits": int(EDITS * scale)}, "rows": rows}
 
 

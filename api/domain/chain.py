@@ -49,6 +49,10 @@ class Head:
     # sort keys: the next transaction checks them as it checks `removed`.
     later_put: tuple[str, ...] = ()
     later_removed: tuple[str, ...] = ()
+    # Whether every live entity of the tenant has its copy: its first transaction
+    # was written with them (False: a tenant from before they were kept, whose
+    # catch-up reads the log). Not part of a head's identity in the chain.
+    copies: bool = field(default=False, compare=False)
 
     def entry_tokens(self) -> list[str]:
         """The tokens of the log entries the head's transaction wrote."""

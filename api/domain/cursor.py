@@ -82,30 +82,30 @@ class CursorCodec:
         return Position(after, upper, settled, born)
 
 
-# A catch-up's cursor (api.service.upgrades): the later copy's sort key reached,
-# what the catch-up was asked (`upTo`, the release floor) and the tenant's first
-# token; '|' is in no sort key, token or number.
+# A catch-up's cursor (api.service.upgrades): where it reached (a copy's position or
+# a log token), what the catch-up was asked (`upTo`, each type's release floor) and
+# the tenant's first token; '|' is in no position, token or floor.
 _CATCH_UP = "C"
 
 
-def _catch_up_body(last: str, up_to: str, floor: int, born: str | None) -> str:
-    return "|".join((_CATCH_UP, last, up_to, str(floor), born or ""))
+def _catch_up_body(last: str, up_to: str, asked: str, born: str | None) -> str:
+    return "|".join((_CATCH_UP, last, up_to, asked, born or ""))
 
 
 def encode_catch_up(
-    codec: CursorCodec, tenant_id: str, last: str, up_to: str, floor: int, born: str | None
+    codec: CursorCodec, tenant_id: str, last: str, up_to: str, asked: str, born: str | None
 ) -> str:
-    return codec.signed(tenant_id, _catch_up_body(last, up_to, floor, born))
+    return codec.signed(tenant_id, _catch_up_body(last, up_to, asked, born))
 
 
 def decode_catch_up(
-    codec: CursorCodec, tenant_id: str, cursor: str, up_to: str, floor: int
+    codec: CursorCodec, tenant_id: str, cursor: str, up_to: str, asked: str
 ) -> tuple[str, str | None]:
-    """(the sort key reached, the tenant's first token) of a catch-up's cursor made
-    for the same `upTo` and floor; InvalidCursor otherwise."""
+    """(where it reached, the tenant's first token) of a catch-up's cursor made for
+    the same `upTo` and floors (`asked`); InvalidCursor otherwise."""
     parts = codec.body(tenant_id, cursor).split("|")
     if len(parts) != 5 or parts[0] != _CATCH_UP:
         raise InvalidCursor("cursor is not a catch-up's")
-    if parts[2] != up_to or parts[3] != str(floor):
+    if parts[2] != up_to or parts[3] != asked:
         raise InvalidCursor("send the same upTo, types and fields with each cursor")
     return parts[1], parts[4] or None

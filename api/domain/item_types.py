@@ -21,7 +21,8 @@ from api.domain.errors import BadUserInput
 from api.domain.timestamps import format_time, parse_date, parse_time
 
 # The release of content a server's catalog does not declare (a later release's,
-# read by an earlier server): above every release, so every catch-up reads it.
+# read by an earlier server) when the release it was filed under is not known:
+# above every release, so every catch-up reads it.
 UNKNOWN_RELEASE = 9999
 # Keeps every item far below DynamoDB's 400 KB limit, and a 100-item page small.
 MAX_ITEM_BYTES = 16 * 1024
@@ -193,30 +194,41 @@ class ItemType:
         fields = tuple(f for f in (spec.at(release) for spec in self.fields) if f is not None)
         return self if fields == self.fields else replace(self, fields=fields)
 
-    def later_release(self, fields: Mapping[str, Any]) -> int | None:
-        """The newest release whose content a live version holding `fields` carries,
-        when after the first (None: release 1's content only): what an upgrade from
-        an earlier release catches up on (docs/evolution.md). A field or value this
-        type does not declare was written by a release later than this server's,
-        which it cannot name: UNKNOWN_RELEASE, above every catch-up's floor."""
+    def copy_release(self, fields: Mapping[str, Any], stored: int | None = None) -> int:
+        """The release a live version holding `fields` is filed under among the
+        tenant's copies (docs/evolution.md): the newest release whose content it
+        carries, the type's own at least. A field or enum value this type does not
+        declare was written by a later release than this server's, which cannot name
+        it: a write here keeps it as it was (an update is partial), so its release is
+        `stored`, the one the entity's previous version was filed under; UNKNOWN_RELEASE
+        (above every catch-up's floor) when that is not known."""
         releases = [self.since]
+        unknown = False
         by_name = {f.name: f for f in self.fields}
         for name, value in fields.items():
             spec = by_name.get(name)
             if spec is None:
-                releases.append(UNKNOWN_RELEASE)
+                unknown = True
             elif spec.enum is not None and isinstance(value, str):
-                known = value in spec.enum.__members__
-                releases.append(spec.added_in(value) if known else UNKNOWN_RELEASE)
+                if value in spec.enum.__members__:
+                    releases.append(spec.added_in(value))
+                else:
+                    unknown = True
             else:
                 releases.append(spec.since)
-        newest = max(releases)
-        return newest if newest > 1 else None
+        if unknown:
+            releases.append(UNKNOWN_RELEASE if stored is None else stored)
+        return max(releases)
 
     def renders(self, fields: Mapping[str, Any]) -> bool:
         """Whether stored `fields` are all this type declares, with values it knows:
         a record written by a later release may hold more (docs/evolution.md)."""
-        return self.later_release(fields) != UNKNOWN_RELEASE
+        by_name = {f.name: f for f in self.fields}
+        return all(
+            (spec := by_name.get(name)) is not None
+            and (spec.enum is None or not isinstance(value, str) or value in spec.enum.__members__)
+            for name, value in fields.items()
+        )
 
     @property
     def field_names(self) -> tuple[str, ...]:

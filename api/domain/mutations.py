@@ -212,9 +212,9 @@ class Write:
     # (epoch seconds, `api.domain.retention`).
     kept: Record | None = None
     expires_at: int | None = None
-    # The later copy (docs/evolution.md): the release to put the new version under
-    # (None: it holds none of a later release's content), and the release whose
-    # copy of the entity to remove (None: none, or the same key is put again).
+    # The entity's copy (docs/evolution.md): the release to put the new version under
+    # (None: a deletion, which has none), and the release whose copy of the entity
+    # to remove (None: none, or the same key is put again).
     later: int | None = None
     later_removed: int | None = None
 

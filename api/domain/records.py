@@ -32,6 +32,10 @@ class Record:
     # The `sub` of the caller who wrote this version (None: written before writers
     # were recorded, or by a bulk load).
     written_by: str | None = None
+    # The release its entity's copy is filed under (`ItemType.copy_release`,
+    # docs/evolution.md), kept so that the next write, by a server of any release,
+    # removes that copy (None: a deletion, or written before copies were kept).
+    copy_release: int | None = None
 
 
 class CurrentVersionError(SyncError):

@@ -85,12 +85,13 @@ class Plan:
 
     @cached_property
     def later(self) -> tuple[int | None, int | None]:
-        """Its later copy (docs/evolution.md): the release to put the new version
-        under, and the release whose copy of the entity to remove (None: none)."""
-        item_type = self.entry.mutation.item_type
-        new = None if self.state.deleted else item_type.later_release(self.state.fields)
+        """Its copy (docs/evolution.md): the release to put the new version under
+        (None: a deletion, which has none), and the release of the entity's copy to
+        remove, as its previous version recorded it (None: none, or the same key)."""
         old = self.current
-        was = None if old is None or old.deleted else old.item_type.later_release(old.fields)
+        was = None if old is None or old.deleted else old.copy_release
+        item_type = self.entry.mutation.item_type
+        new = None if self.state.deleted else item_type.copy_release(self.state.fields, was)
         return new, (was if was is not None and was != new else None)
 
     @cached_property
@@ -116,10 +117,10 @@ class Plan:
             dict(self.state.fields),
             deleted=self.state.deleted,
         )
-        record = replace(record, written_by=self.entry.by)
+        later, later_removed = self.later
+        record = replace(record, written_by=self.entry.by, copy_release=later)
         outcome = self.outcome
         kept = self.kept
-        later, later_removed = self.later
         return Write(
             record,
             self.expected,

@@ -1,15 +1,20 @@
 """Catching up an upgrade (docs/evolution.md): an app that now declares types,
-fields or enum values a later release added gets every version it skipped that
-holds them, without downloading the tenant again.
+fields or enum values it did not (a later release's, or its own release's that it
+left out) gets the current version of every entity holding them, without
+downloading the tenant again.
 
-While it ran its older release, its syncs moved its token past changes of types it
-did not know (left out) and versions whose new fields it did not select. Every such
-version that is still current is in the tenant's later copies (`api.storage.keys`,
-`T#<tenant>#LATER`, one per entity holding a later release's content, under the
-newest release it holds), so the catch-up reads those alone: its cost follows the
-later content, not the tenant. It returns the versions at or below the app's token
-(`upTo`); newer ones come with its next `changes(since: upTo)`, which now selects
-all it declares. docs/ordering.md ("Catching up an upgrade") proves none is missed.
+While it ran its older declaration, its syncs moved its token past changes of types
+it did not declare (left out) and versions whose fields it did not select. Every
+live entity has one copy of its current version (`api.storage.keys`,
+`T#<tenant>#LATER`), filed by type and by the newest release whose content it holds,
+so the catch-up reads, for each type asked, the copies from the earliest release
+asked of it: its cost follows what it returns, not the tenant. It returns the
+versions at or below the app's token (`upTo`); newer ones come with its next
+`changes(since: upTo)`, which now selects all it declares. docs/ordering.md
+("Catching up an upgrade") proves none is missed.
+
+A tenant written before copies were kept (its head does not say it has them) is
+caught up from its log instead, page by page: every entry at or below `upTo`.
 """
 
 from __future__ import annotations
@@ -17,14 +22,22 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from api.domain import catalog
+from api.domain.chain import Head
 from api.domain.cursor import CursorCodec, decode_catch_up, encode_catch_up
-from api.domain.errors import BadUserInput, TenantDeleted, Unavailable
+from api.domain.errors import BadUserInput, InvalidCursor, TenantDeleted, Unavailable
 from api.domain.identifiers import check_identifier
 from api.domain.item_types import ItemType
 from api.domain.records import Record
 from api.domain.tokens import check_token, token_before
 from api.service.ports import Page, Store
 from api.service.reading import DEFAULT_LIMIT, MAX_LIMIT, ReleaseView
+
+# A copy's place in the tenant's copies: (type code, release, entity id).
+Position = tuple[str, int, str]
+# How much of a field name an error repeats.
+_ECHOED = 64
+# Where a cursor reached: a copy's position, or (a tenant without copies) a log token.
+_COPY, _LOG = "K", "L"
 
 
 class Upgrades:
@@ -42,9 +55,10 @@ class Upgrades:
         limit: int | None = None,
         release: int | None = None,
     ) -> Page:
-        """A page of the current versions, at or below `up_to`, of the tenant's
-        entities holding content of the release that added the earliest of `types`
-        and `fields` ("Type.field") or of any later one; its cursor continues."""
+        """A page of at most `limit` current versions, at or below `up_to`, of the
+        tenant's entities of `types`, and of those holding content of a type's
+        `fields` ("Type.field") or of a later release than the earliest of them; its
+        cursor continues."""
         check_identifier(tenant_id, "tenantID")
         check_token(up_to, "upTo")
         limit = DEFAULT_LIMIT if limit is None else limit
@@ -57,79 +71,158 @@ class Upgrades:
                 f"this server serves release {catalog.RELEASE}: catch up with a server "
                 f"of release {view.release}"
             )
-        floor = _floor(list(types), list(fields))
-        items: list[Record] = []
+        floors = _floors(list(types), list(fields))
+        asked = ",".join(f"{code}:{floor}" for code, floor in floors)
+        head = self._store.head(tenant_id)  # TENANT_DELETED while marked
         if cursor is None:
-            after = None
-            born, items = self._first_reads(tenant_id, up_to, floor)
+            reached = None
+            born = _check_up_to(head, up_to)
         else:
-            after, born = decode_catch_up(self._cursors, tenant_id, cursor, up_to, floor)
-            head = self._store.head(tenant_id)  # TENANT_DELETED while marked
+            reached, born = decode_catch_up(self._cursors, tenant_id, cursor, up_to, asked)
             if head is None or head.born != born:
                 raise TenantDeleted(
                     "this tenant was deleted after this cursor was made: drop your copy "
                     "and sync with since: null"
                 )
-        copies, last = self._store.later_copies(tenant_id, floor, after, limit)
-        # The head's transaction's entries (first) and its copies may name one entity.
-        read = {r.id for r in items}
-        items += [r for r in copies if r.change_token <= up_to and r.id not in read]
-        kept = [r for r in items if view.knows(r.item_type) and not r.deleted]
+        assert head is not None
+        wanted = dict(floors)
+        if head.copies:
+            items, last = self._copies_page(tenant_id, head, up_to, floors, reached, limit)
+        else:
+            items, last = self._log_page(tenant_id, up_to, wanted, reached, limit)
+        kept = [
+            r
+            for r in items
+            if r.change_token <= up_to
+            and not r.deleted
+            and view.knows(r.item_type)
+            and r.item_type.code in wanted
+            and _release(r) >= wanted[r.item_type.code]
+        ]
         next_cursor = (
             None
             if last is None
-            else encode_catch_up(self._cursors, tenant_id, last, up_to, floor, born)
+            else encode_catch_up(self._cursors, tenant_id, last, up_to, asked, born)
         )
         return Page(items=kept, cursor=next_cursor, change_token=up_to)
 
-    def _first_reads(
-        self, tenant_id: str, up_to: str, floor: int
-    ) -> tuple[str | None, list[Record]]:
-        """The head, checked against `up_to` as a sync checks `since`: the tenant's
-        first token, and the versions the head's own transaction wrote at or below
-        `up_to` that hold later content (that transaction's copies may not all be
-        applied yet, its log entries up to `up_to` are: the app's sync read them)."""
-        head = self._store.head(tenant_id)  # TENANT_DELETED while marked
-        if head is None or (head.born is not None and up_to < head.born):
-            raise TenantDeleted(
-                "upTo is from before this tenant was deleted: drop your copy and sync "
-                "with since: null"
-            )
-        if up_to > head.token:
-            raise BadUserInput("upTo is newer than every change of this tenant")
+    def _copies_page(
+        self,
+        tenant_id: str,
+        head: Head,
+        up_to: str,
+        floors: list[tuple[str, int]],
+        reached: str | None,
+        limit: int,
+    ) -> tuple[list[Record], str | None]:
+        """Up to `limit` versions in copy order after `reached`: the copies, and the
+        entries of the head's transaction at or below `up_to` (its copies may not all
+        be applied yet; its log entries up to `up_to` are: the app's sync read them).
+        Every earlier transaction's copies are applied by the head's read (checked by
+        the transaction after it)."""
+        after = None if reached is None else _position(reached)
+        copies, last = self._store.later_copies(tenant_id, floors, after, limit)
+        written = self._head_entries(tenant_id, head, up_to)
+        by_id = {r.id: r for r in written}
+        # A copy of an entity the head's transaction wrote is that version, or one
+        # it replaced whose removal is not applied yet: its entry stands instead.
+        merged = [r for r in copies if by_id.get(r.id, r) == r]
+        held = {r.id for r in merged}
+        merged += [
+            r
+            for r in written
+            if not r.deleted
+            and r.id not in held
+            and r.item_type.code in dict(floors)
+            and (after is None or _at(r) > after)
+            and (last is None or _at(r) <= last)
+        ]
+        merged.sort(key=_at)
+        if len(merged) > limit:
+            merged, last = merged[:limit], _at(merged[limit - 1])
+        return merged, None if last is None else _COPY + ":".join(map(str, last))
+
+    def _head_entries(self, tenant_id: str, head: Head, up_to: str) -> list[Record]:
+        """The versions the head's transaction wrote at or below `up_to`."""
         first = head.entry_tokens()[0]
-        if not head.later_put or first > up_to:
-            return head.born, []
+        if not head.later_put and not head.later_removed or first > up_to:
+            return []
         entries, _ = self._store.changes(
             tenant_id, token_before(first), min(up_to, head.token), head.entries
         )
-        return head.born, [
-            r
-            for r in entries
-            if not r.deleted
-            and r.item_type.known
-            and (r.item_type.later_release(r.fields) or 0) >= floor
-        ]
+        return entries
+
+    def _log_page(
+        self,
+        tenant_id: str,
+        up_to: str,
+        wanted: dict[str, int],
+        reached: str | None,
+        limit: int,
+    ) -> tuple[list[Record], str | None]:
+        """A tenant without copies: the next `limit` log entries at or below `up_to`
+        (each entity's latest version), the caller keeping those asked for."""
+        if reached is not None and not reached.startswith(_LOG):
+            raise InvalidCursor("cursor is not this catch-up's")
+        after = None if reached is None else reached[len(_LOG) :]
+        entries, more = self._store.changes(tenant_id, after, up_to, limit)
+        return entries, _LOG + entries[-1].change_token if more and entries else None
 
 
-def _floor(types: list[ItemType], fields: list[str]) -> int:
-    """The earliest release that added one of `types` or `fields` ("Type.field";
-    an enum field counts from its earliest value after the first release)."""
+def _check_up_to(head: Head | None, up_to: str) -> str | None:
+    """The tenant's first token, once `up_to` is checked against the head as a sync
+    checks `since`."""
+    if head is None or (head.born is not None and up_to < head.born):
+        raise TenantDeleted(
+            "upTo is from before this tenant was deleted: drop your copy and sync with since: null"
+        )
+    if up_to > head.token:
+        raise BadUserInput("upTo is newer than every change of this tenant")
+    return head.born
+
+
+def _release(record: Record) -> int:
+    """The release `record`'s entity's copy is filed under."""
+    return record.item_type.copy_release(record.fields, record.copy_release)
+
+
+def _at(record: Record) -> Position:
+    """Where `record`'s copy is (or would be) among the tenant's copies."""
+    release = _release(record) if record.copy_release is None else record.copy_release
+    return (record.item_type.code, release, record.id)
+
+
+def _position(reached: str) -> Position:
+    if not reached.startswith(_COPY):
+        raise InvalidCursor("cursor is not this catch-up's")
+    code, release, entity_id = reached[len(_COPY) :].split(":", 2)
+    return code, int(release), entity_id
+
+
+def _floors(types: list[ItemType], fields: list[str]) -> list[tuple[str, int]]:
+    """For each type asked, in code order, the earliest release whose content the
+    catch-up returns: a type named, all of it (its own release); a field named
+    ("Type.field"), the release that added it (an enum field of the first release
+    whose values grew: the earliest release that added one)."""
     if not types and not fields:
         raise BadUserInput("name at least one type or field the app newly declares")
-    releases = [t.since for t in types]
+    floors: dict[str, int] = {}
+    for item_type in types:
+        floors[item_type.code] = item_type.since
     by_name = {t.name: t for t in catalog.ITEM_TYPES}
     for name in fields:
         type_name, _, field_name = name.partition(".")
+        named = by_name.get(type_name)
         spec = next(
-            (f for f in getattr(by_name.get(type_name), "fields", ()) if f.name == field_name),
+            (f for f in getattr(named, "fields", ()) if f.name == field_name),
             None,
         )
-        if spec is None:
+        if named is None or spec is None:
+            shown = name if len(name) <= _ECHOED else name[:_ECHOED] + "…"
             raise BadUserInput(
-                f"{name!r} is not a field this server serves (release {catalog.RELEASE})"
+                f"{shown!r} is not a field this server serves (release {catalog.RELEASE})"
             )
         later_values = [r for _, r in spec.enum_since]
-        releases.append(min(later_values) if spec.since == 1 and later_values else spec.since)
-    # Release 1's content has no later copies: what is asked of it is every copy.
-    return max(2, min(releases))
+        since = min(later_values) if spec.since == 1 and later_values else spec.since
+        floors[named.code] = min(floors.get(named.code, since), since)
+    return sorted(floors.items())

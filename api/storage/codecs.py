@@ -27,6 +27,8 @@ _CREATED_MS = RecordItem.created_ms.attr_name
 _DELETED = RecordItem.deleted.attr_name
 _FIELDS = RecordItem.fields.attr_name
 _WRITTEN_BY = RecordItem.written_by.attr_name
+_COPY_RELEASE = RecordItem.copy_release.attr_name
+_COPIES = HeadItem.copies.attr_name
 _ENTRIES = HeadItem.entries.attr_name
 _REMOVED = HeadItem.removed.attr_name
 _BORN = HeadItem.born.attr_name
@@ -62,8 +64,13 @@ def log_item(record: Record, prev: str | None, expires_at: int | None = None) ->
 
 
 def later_item(record: Record, release: int) -> RecordItem:
-    """The later copy of `record` (docs/evolution.md), under `release`."""
-    return _item(keys.later_pk(record.tenant_id), keys.later_sk(release, record.id), record)
+    """The copy of `record` (docs/evolution.md), under `release`."""
+    return _item(keys.later_pk(record.tenant_id), later_sk(record, release), record)
+
+
+def later_sk(record: Record, release: int) -> str:
+    """The sort key of `record`'s entity's copy under `release`."""
+    return keys.later_sk(record.item_type.code, release, record.id)
 
 
 def version_item(record: Record, expires_at: int | None) -> RecordItem:
@@ -86,6 +93,7 @@ def _item(pk: str, sk: str, record: Record) -> RecordItem:
         deleted=True if record.deleted else None,
         fields=dict(record.fields) or None,
         written_by=record.written_by,
+        copy_release=record.copy_release,
     )
 
 
@@ -103,6 +111,7 @@ def head_from_raw(raw: dict[str, Any]) -> Head:
         born=born_of(raw),
         later_put=tuple(sorted(raw.get(_LATER_PUT, {}).get("SS", ()))),
         later_removed=tuple(sorted(raw.get(_LATER_REMOVED, {}).get("SS", ()))),
+        copies=_COPIES in raw,
     )
 
 
@@ -135,6 +144,7 @@ def record_from_raw(tenant_id: str, raw: dict[str, Any]) -> Record:
         deleted=raw.get(_DELETED, {}).get("BOOL", False),
         fields={name: _plain(value) for name, value in fields.items()},
         written_by=raw[_WRITTEN_BY]["S"] if _WRITTEN_BY in raw else None,
+        copy_release=int(raw[_COPY_RELEASE]["N"]) if _COPY_RELEASE in raw else None,
     )
 
 

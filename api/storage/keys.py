@@ -9,8 +9,10 @@ Items (all in one table, `pk` hash key, `sk` range key, both strings):
     item      pk                 sk            attributes
     -------   ----------------   -----------   ----------------------------------------
     entity    T#<tenant>         I#<id>        ty, id, tok, ca, del, f (the record), by
-                                               (the writer's sub); a deleted entity's
-                                               stays: its id is never reused
+                                               (the writer's sub), lr (the release its
+                                               copy is under; absent: deleted, or
+                                               written before copies); a deleted
+                                               entity's stays: its id is never reused
     log       T#<tenant>#LOG     <token>       same record as the entity item, and
                                                pv: the token of the write before it;
                                                a deletion's: exp (TTL, retention)
@@ -21,18 +23,23 @@ Items (all in one table, `pk` hash key, `sk` range key, both strings):
                                                writes replaced (absent: none), b: the
                                                tenant's first token; lc, lx: the later
                                                copies it put and removed (absent: none);
-                                               while the tenant
+                                               cp: set by the tenant's first transaction,
+                                               every live entity has its copy (absent:
+                                               a tenant from before); while the tenant
                                                is deleted: xby, xat (who, when), xn
                                                (items removed so far), xid (the
                                                deletion's id, as on its usage item)
     version   T#<tenant>#HIST    <id>#<token>  an earlier version of entity <id>, the
                                                record as written at <token>; exp (TTL:
                                                retention after it was replaced)
-    later     T#<tenant>#LATER   <release>#<id>  the entity's current version, while it holds
-                                               content a release after the first added
-                                               (<release>: 4 digits, the newest such);
-                                               what an upgrade catches up on
-                                               (docs/evolution.md)
+    copy      T#<tenant>#LATER   <type>#<release>#<id>  a live entity's current version
+                                               (<type>: its type's code; <release>: 4
+                                               digits, the newest release whose content
+                                               it holds, its type's at least; the same
+                                               as the entity's lr); one per live
+                                               entity, none for a deleted one; what an
+                                               upgrade catches up on (docs/evolution.md;
+                                               earlier keys, <release>#<id>, are unread)
     outcome   T#<tenant>         M#<cmid>      fp (fingerprint), out (JSON), exp (TTL)
     export    T#<tenant>#EXP     <export>      an export job: by, at, ph (phase), cur (where
                                                it goes on), np (parts written), ne, nv
@@ -106,8 +113,9 @@ Access patterns:
                            pv = the entry before it, h for the first), with a
                            clientMutationID its outcome (put, if absent or expired);
                            with history on, the version it replaces (put);
-                           while it holds a later release's content, its later
-                           copy (put; the old key's delete when the release moved);
+                           its copy (put, unless a deletion; the delete of the key
+                           its previous version's lr names, when that key moved or
+                           the entity is deleted);
                            then the head (update tok := last, pv := h, n, dx,
                            conditioned on tok = h) and, unless this process wrote the
                            transaction at h, a ConditionCheck that each of its log
@@ -117,10 +125,16 @@ Access patterns:
                            lx is gone; the tenant's first (no head): a
                            ConditionCheck that the fence is absent or below its
                            first token
-    catch up an upgrade    Query pk=T#<tenant>#LATER, sk >= <release>#, consistent:
-                           the versions holding what the releases after the app's
-                           old one added; then Query the log (pv, tok] of the head
-                           read first (docs/ordering.md, "Catching up an upgrade")
+    catch up an upgrade    GetItem head (consistent); per page, for each type asked,
+                           Query pk=T#<tenant>#LATER, sk BETWEEN <type>#<floor># AND
+                           <type>#~ (consistent, from the cursor, Limit what the
+                           page still holds): the entities of that type holding
+                           content of the earliest release asked of it or a later
+                           one (a type asked: all of it); and while the head's
+                           transaction is at or below upTo, Query the log (pv, tok]
+                           of that head (docs/ordering.md, "Catching up an
+                           upgrade"). A head without cp: Query the log, sk <= upTo,
+                           a page at a time
     history                Query pk=T#<tenant>#HIST, begins_with(sk, <id>#),
                            descending, Limit: an entity's earlier versions, newest first
     export a tenant        PutItem job; per step, a `changes` page (live entities) or
@@ -244,10 +258,17 @@ def later_pk(tenant_id: str) -> str:
     return f"{_TENANT_PREFIX}{tenant_id}{_LATER_SUFFIX}"
 
 
-def later_sk(release: int, entity_id: str = "") -> str:
-    """The later copy of `entity_id` under `release`; without an id, where the
-    copies under `release` and later ones begin."""
-    return f"{release:04d}#{entity_id}"
+def later_sk(type_code: str, release: int, entity_id: str = "") -> str:
+    """The copy of entity `entity_id`, of the type stored as `type_code`, under
+    `release`; without an id, where that type's copies under `release` and later
+    ones begin (a type code holds no `#`)."""
+    return f"{type_code}#{release:04d}#{entity_id}"
+
+
+def later_end(type_code: str) -> str:
+    """Past every copy of the type stored as `type_code` (`~` sorts after every
+    character of a release and an entity id)."""
+    return f"{type_code}#~"
 
 
 def history_sk(entity_id: str, token: str = "") -> str:

@@ -50,6 +50,9 @@ class HeadItem(Model):
     # transaction checks them as it checks the log entries (docs/ordering.md).
     later_put = UnicodeSetAttribute(attr_name="lc", null=True)
     later_removed = UnicodeSetAttribute(attr_name="lx", null=True)
+    # Set by the tenant's first transaction: every live entity has its copy (absent:
+    # a tenant written before copies were kept; its catch-ups read the log).
+    copies = NumberAttribute(attr_name="cp", null=True)
     # While the tenant is being deleted (`api.storage.tenants`): who asked, when
     # (epoch ms), how many items are removed so far. No write commits meanwhile.
     deleting_by = UnicodeAttribute(attr_name=DELETING_ATTRIBUTE, null=True)
@@ -87,6 +90,9 @@ class RecordItem(Model):
     prev = UnicodeAttribute(attr_name="pv", null=True)
     # The `sub` of the caller who wrote this version.
     written_by = UnicodeAttribute(attr_name="by", null=True)
+    # The release its entity's copy is filed under (absent: a deletion, or written
+    # before copies were kept), so that any server's next write removes that copy.
+    copy_release = NumberAttribute(attr_name="lr", null=True)
     # A deletion's log entry and an earlier version: when DynamoDB's TTL may delete it.
     expires = NumberAttribute(attr_name=TTL_ATTRIBUTE, null=True)
 

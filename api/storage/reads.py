@@ -5,7 +5,7 @@ log, and many items of one tenant in one BatchGetItem."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from pynamodb.connection import Connection
@@ -196,17 +196,36 @@ def records_page(
 
 
 def later_copies(
-    tenant_id: str, floor: int, after: str | None, limit: int
-) -> tuple[list[Record], str | None]:
-    """Up to `limit` later copies of the tenant under release `floor` or a later one,
-    in key order after the sort key `after` (None: from the first), read
-    consistently; and the sort key to go on from (None: the end)."""
+    tenant_id: str,
+    floors: Sequence[tuple[str, int]],
+    after: tuple[str, int, str] | None,
+    limit: int,
+) -> tuple[list[Record], tuple[str, int, str] | None]:
+    """Up to `limit` copies of the tenant's entities (docs/evolution.md), for each
+    (type code, release) of `floors` in code order those of that type under that
+    release or a later one, in key order, after the copy at `after` (code, release,
+    id; None: from the first), read consistently; and where to go on from (the last
+    copy read; None: the end)."""
     pk = keys.later_pk(tenant_id)
-    start = None if after is None else codecs.raw_key(pk, after)
-    condition = _sk("#sk >= :f", f=keys.later_sk(floor))
-    raw_items, last = _query_page(pk, condition, limit, start_key=start)
-    records = [codecs.record_from_raw(tenant_id, raw) for raw in raw_items]
-    return records, None if last is None else str(last[codecs.SK]["S"])
+    records: list[Record] = []
+    for code, floor in sorted(floors):
+        if after is not None and code < after[0]:
+            continue
+        lo, hi = keys.later_sk(code, floor), keys.later_end(code)
+        condition = _sk("#sk BETWEEN :lo AND :hi", lo=lo, hi=hi)
+        start = None
+        if after is not None and code == after[0]:
+            start = codecs.raw_key(pk, keys.later_sk(*after))
+        while True:
+            raw_items, start = _query_page(pk, condition, limit - len(records), start_key=start)
+            records += [codecs.record_from_raw(tenant_id, raw) for raw in raw_items]
+            if len(records) == limit:
+                last = records[-1]
+                assert last.copy_release is not None
+                return records, (last.item_type.code, last.copy_release, last.id)
+            if start is None:
+                break
+    return records, None
 
 
 # Past every sort key `<id>#<token>` of one entity (ids and tokens hold no `~`, which

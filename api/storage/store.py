@@ -51,9 +51,13 @@ class DynamoStore:
         return reads.version(tenant_id, entity_id, token, gone_before)
 
     def later_copies(
-        self, tenant_id: str, floor: int, after: str | None, limit: int
-    ) -> tuple[list[Record], str | None]:
-        return reads.later_copies(tenant_id, floor, after, limit)
+        self,
+        tenant_id: str,
+        floors: Sequence[tuple[str, int]],
+        after: tuple[str, int, str] | None,
+        limit: int,
+    ) -> tuple[list[Record], tuple[str, int, str] | None]:
+        return reads.later_copies(tenant_id, floors, after, limit)
 
     def versions(
         self,
@@ -107,4 +111,7 @@ class DynamoStore:
         if not records:
             return
         head = reads.head(tenant_id)
-        transactions.bulk_load(tenant_id, None if head is None else head.token, records)
+        if head is None:
+            transactions.bulk_load(tenant_id, None, records)
+        else:
+            transactions.bulk_load(tenant_id, head.token, records, head.copies)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pynamodb.constants import ALL_OLD
@@ -101,12 +101,12 @@ def commit(
                     tx.save(codecs.version_item(write.kept, write.expires_at))
                     puts.append(_Role("version", index))
                 if write.later_removed is not None:
-                    sk = keys.later_sk(write.later_removed, record.id)
+                    sk = codecs.later_sk(record, write.later_removed)
                     removed_later.add(sk)
                     tx.delete(RecordItem(later_pk, sk), condition=_later_condition(sk, check_later))
                     deletes.append(_Role("chain" if sk in check_later else "later", index))
                 if write.later is not None:
-                    sk = keys.later_sk(write.later, record.id)
+                    sk = codecs.later_sk(record, write.later)
                     put_later.add(sk)
                     tx.save(
                         codecs.later_item(record, write.later),
@@ -160,7 +160,11 @@ def commit(
                     if len(writes) == 1
                     else HeadItem.entries.set(len(writes)),
                     HeadItem.removed.set(removed) if removed else HeadItem.removed.remove(),
-                    *([HeadItem.born.set(writes[0].record.change_token)] if head is None else []),
+                    *(
+                        [HeadItem.born.set(writes[0].record.change_token), HeadItem.copies.set(1)]
+                        if head is None
+                        else []
+                    ),
                     HeadItem.later_put.set(put_later) if put_later else HeadItem.later_put.remove(),
                     HeadItem.later_removed.set(removed_later)
                     if removed_later
@@ -204,15 +208,20 @@ def put_outcome(tenant_id: str, outcome: StoredOutcome) -> None:
         raise translate(exc) from exc
 
 
-def bulk_load(tenant_id: str, head: str | None, records: list[Record]) -> None:
+def bulk_load(tenant_id: str, head: str | None, records: list[Record], copies: bool = True) -> None:
     """Load records of one tenant above its head `head` with BatchWriteItem (see
-    `DynamoStore.bulk_load`)."""
+    `DynamoStore.bulk_load`): each live one with its copy. `copies`: whether the
+    tenant's entities have theirs (its head says so; a new tenant's do)."""
     ordered = sorted(records, key=lambda r: r.change_token)
     if head is not None and ordered[0].change_token <= head:
         raise ValueError("bulk_load: every record must be newer than the tenant's head")
     prev = head
     with translated(), RecordItem.batch_write() as batch:
         for record in ordered:
+            if not record.deleted:
+                release = record.item_type.copy_release(record.fields, record.copy_release)
+                record = replace(record, copy_release=release)
+                batch.save(codecs.later_item(record, release))
             batch.save(codecs.entity_item(record))
             batch.save(codecs.log_item(record, prev))
             prev = record.change_token
@@ -222,6 +231,7 @@ def bulk_load(tenant_id: str, head: str | None, records: list[Record]) -> None:
         token=ordered[-1].change_token,
         prev=ordered[-2].change_token if len(ordered) > 1 else head,
         born=ordered[0].change_token if head is None else None,
+        copies=1 if head is None or copies else None,
     )
     with translated():
         new_head.save(condition=_head_is(head))

@@ -10,8 +10,9 @@ from typing import Any
 
 from api.settings import PROJECT_ROOT
 
-# A tenant of PEOPLE written by release 1, then NOTES, NICKNAMES and EDITS by release 2.
-PEOPLE, NOTES, NICKNAMES, EDITS = 10_000, 500, 300, 5_000
+# A tenant of PEOPLE and REMINDERS written by release 1, then NOTES, NICKNAMES and
+# EDITS by release 2.
+PEOPLE, REMINDERS, NOTES, NICKNAMES, EDITS = 10_000, 300, 500, 300, 5_000
 # --smoke: a fiftieth of it (200 people, 10 notes, 6 nicknames, 100 edits).
 SMOKE_SCALE = 0.02
 
@@ -41,7 +42,9 @@ def print_upgrade(result: dict[str, Any]) -> None:
     rows, tenant = result["rows"], result["tenant"]
     baseline = rows["re-sync, pages of 1,000"]["read_units"]
     print(
-        f"\nupgrade to release 2: {tenant['people']} people; release 2 wrote "
+        f"\nupgrade to release 2: {tenant['people']} people"
+        + (f", {tenant['reminders']} reminders" if "reminders" in tenant else "")
+        + "; release 2 wrote "
         f"{tenant['notes']} notes, {tenant['nicknames']} nicknames, {tenant['edits']} other edits"
     )
     print(f"{'':<26}{'items':>7}{'requests':>10}{'read units':>12}{'x re-sync':>11}")

@@ -56,6 +56,8 @@ def report(
             "random-1",
             "random-2",
             "upgrade",
+            "phone",
+            "undead",
             "retired",
             "rollback",
             "rolling",
@@ -300,6 +302,31 @@ def test_a_schema_version_bump_catches_up_on_the_new_field_written_before_it(
     # the checkpoint's token, and comes with the pull instead.
     assert run["caughtUp"] in (6, 7), run
     assert run["server"] == {"occupation": "offline edit", "nickname": "nick0"}, run
+    assert run["errors"] == [], run
+
+
+def test_a_schema_version_adding_a_first_release_field_catches_up_on_its_values(
+    report: dict[str, Any],
+) -> None:
+    """A collection whose schema version 1 adds phoneNumber, a field of the catalog's
+    first release, the app's release unchanged: the first pull after the migration
+    brings the 5 numbers set before it (before: none)."""
+    run = report["firstReleaseFieldCatchesUp"]
+    assert run["pulled"] == 8 and run["people"] == 8, run
+    assert run["phones"] == 5, run
+    assert run["caughtUp"] == 8, run  # the field's type, read whole: it is release 1's
+    assert run["errors"] == [], run
+
+
+def test_people_deleted_through_a_rollback_stay_deleted_at_the_upgrade(
+    report: dict[str, Any],
+) -> None:
+    """A release 2 app gave p1 and p2 a nickname; through a release 1 server p1 is
+    deleted, p2 edited then deleted, p3 edited: the device updated to release 2 holds
+    p3 with its nickname, and neither deleted person (before: both came back)."""
+    run = report["rollbackDeletionsAtUpgrade"]
+    assert run["before"] == ["p3"], run
+    assert run["after"] == {"p3": "nick3"}, run
     assert run["errors"] == [], run
 
 

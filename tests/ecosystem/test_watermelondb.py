@@ -45,6 +45,8 @@ TENANTS = (
     "random-2",
     "resync",
     "upgrade",
+    "first",
+    "undead",
     "retired",
     "rollback",
     "rolling",
@@ -262,6 +264,32 @@ def test_an_upgrade_s_migration_sync_brings_the_new_table_and_column_written_bef
     assert run["nicknames"] == 9, run  # 7 set before the last release 1 pull, 2 after
     assert run["caughtUp"] == 18, run  # 7 people and 11 notes: none of the rest
     assert run["pushed"] == "offline edit" and run["clean"] and run["errors"] == [], run
+
+
+def test_a_migration_adding_a_first_release_table_and_column_brings_what_was_written(
+    report: dict[str, Any],
+) -> None:
+    """An app whose schema version 1 had only the people table, without occupation:
+    its migration adds the reminders table and the occupation column, both of the
+    catalog's first release; the catch-up brings all 11 reminders and 6 occupations
+    (before: none of either)."""
+    run = report["firstReleaseCatchesUp"]
+    assert run["before"] == 9 and run["people"] == 9, run
+    assert run["reminders"] == 11 and run["occupations"] == 6, run
+    assert run["caughtUp"] == 20, run  # every reminder and person: the type named whole
+    assert run["clean"] and run["errors"] == [], run
+
+
+def test_people_deleted_through_a_rollback_stay_deleted_at_the_upgrade(
+    report: dict[str, Any],
+) -> None:
+    """A release 2 app gave p1 and p2 a nickname; through a release 1 server p1 is
+    deleted, p2 edited then deleted, p3 edited: the device upgraded to release 2
+    holds p3 with its nickname, and neither deleted person (before: both came back)."""
+    run = report["rollbackDeletionsAtUpgrade"]
+    assert run["before"] == ["p3"], run
+    assert run["after"] == {"p3": "nick3"}, run
+    assert run["caughtUp"] == 1 and run["clean"] and run["errors"] == [], run
 
 
 def test_a_retired_release_is_told_to_upgrade_and_keeps_its_unsent_records(

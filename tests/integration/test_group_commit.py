@@ -62,10 +62,10 @@ def _people(service: SyncService, tenant: str, n: int) -> list[Any]:
 @pytest.mark.parametrize(
     ("with_ids", "history", "transactions"),
     [
-        (False, False, [99, 100, 100, 7]),
-        (True, False, [99, 97, 97, 97, 17]),
-        (False, True, [99, 97, 97, 97, 17]),
-        (True, True, [98, 96, 96, 96, 96, 26]),
+        (False, False, [97, 97, 97, 97, 21]),
+        (True, False, [100, 96, 96, 96, 96, 26]),
+        (False, True, [100, 96, 96, 96, 96, 26]),
+        (True, True, [95, 97, 97, 97, 97, 97, 31]),
     ],
 )
 def test_a_hundred_updates_take_the_fewest_transactions(
@@ -91,10 +91,11 @@ def test_a_hundred_updates_take_the_fewest_transactions(
     assert {r.status for r in results} == {PushStatus.APPLIED}
     tokens = [r.record.change_token for r in results if r.record]
     assert tokens == sorted(tokens) and len(set(tokens)) == 100
-    # 3 items per update (+1 with an id, +1 with history: the kept version) and the
-    # head: at most 100 a transaction, the fewest that can hold them. The first also
-    # checks the two entries of the transaction before it (creates: nothing replaced),
-    # which this process did not write.
+    # 4 items per update (entity, log entry, the old entry's delete, the copy; +1 with
+    # an id, +1 with history: the kept version) and the head: at most 100 a
+    # transaction, the fewest that can hold them. The first also checks the two
+    # entries and two copies of the transaction before it (creates: nothing
+    # replaced), which this process did not write.
     assert sizes == transactions
 
 
@@ -124,11 +125,12 @@ def test_a_write_refused_at_commit_is_answered_and_the_rest_retried_without_it(
         PushStatus.APPLIED
     ] * 2
     assert results[2].record == raced[0]  # the current version, from the cancellation
-    # The other server's update (4 items with its kept version, head, 4 checks of the
-    # creates' entries), then this push: cancelled by p2's condition (5 updates of 4
-    # items, head); without p2, cancelled by the head the other server moved; then
-    # committed, checking the other server's entry and its removal of p2's old one.
-    assert sizes == [9, 21, 17, 19]
+    # The other server's update (5 items with its kept version and its copy, head, 8
+    # checks of the creates' other entries and copies), then this push: cancelled by
+    # p2's condition (5 updates of 5 items, head); without p2, cancelled by the head
+    # the other server moved; then committed, checking the other server's entry, its
+    # copy and its removal of p2's old entry.
+    assert sizes == [14, 26, 21, 24]
     assert_consistent(tenant_state(ddb, settings.table_name, tenant))
 
 

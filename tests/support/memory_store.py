@@ -21,7 +21,6 @@ from api.domain.deletion import DeletionEnd, DeletionMark
 from api.domain.errors import OutcomeRecorded, SyncError, WritesRefused
 from api.domain.mutations import StoredOutcome, Write
 from api.domain.records import LogTail, Record, write_refusal
-from api.storage import keys
 
 
 @dataclass
@@ -149,20 +148,25 @@ class MemoryStore:
             outcomes[outcome.client_mutation_id] = outcome
 
     def later_copies(
-        self, tenant_id: str, floor: int, after: str | None, limit: int
-    ) -> tuple[list[Record], str | None]:
-        """The entities holding content of release `floor` or later, as the table's
-        later copies list them (api.storage.keys), from the entities themselves."""
+        self,
+        tenant_id: str,
+        floors: Sequence[tuple[str, int]],
+        after: tuple[str, int, str] | None,
+        limit: int,
+    ) -> tuple[list[Record], tuple[str, int, str] | None]:
+        """The copies of the tenant's entities (api.storage.keys), of each type of
+        `floors` from its release up, in key order, from the entities themselves."""
+        wanted = dict(floors)
         copies = sorted(
-            (keys.later_sk(release, r.id), r)
+            ((r.item_type.code, r.copy_release, r.id), r)
             for r in self._tenant(tenant_id).entities.values()
             if not r.deleted
-            and (release := r.item_type.later_release(r.fields)) is not None
-            and release >= floor
+            and r.copy_release is not None
+            and r.copy_release >= wanted.get(r.item_type.code, 10_000)
         )
-        copies = [(sk, r) for sk, r in copies if after is None or sk > after]
+        copies = [(at, r) for at, r in copies if after is None or at > after]
         page = copies[:limit]
-        return [r for _, r in page], page[-1][0] if len(copies) > limit else None
+        return [r for _, r in page], page[-1][0] if len(copies) >= limit else None
 
     def commit(
         self,
@@ -210,5 +214,5 @@ class MemoryStore:
                     tenant.version_exp[(record.id, write.kept.change_token)] = write.expires_at
                 self.writes += 1
             born = writes[0].record.change_token if tenant.head is None else tenant.head.born
-            tenant.head = Head(writes[-1].record.change_token, len(writes), born=born)
+            tenant.head = Head(writes[-1].record.change_token, len(writes), born=born, copies=True)
             tenant.head_prev = head

@@ -32,6 +32,7 @@ class TenantState:
     entities: dict[str, dict[str, Any]]  # id -> raw item
     log: dict[str, dict[str, Any]]  # token -> raw item
     outcomes: dict[str, dict[str, Any]]  # clientMutationID -> raw item
+    copies: dict[str, dict[str, Any]]  # sort key -> raw item (T#<tenant>#LATER)
 
     def tokens(self) -> dict[str, str]:
         """id -> current token of every entity, live or deleted."""
@@ -64,13 +65,15 @@ def tenant_state(ddb: Any, table: str, tenant: str) -> TenantState:
         entities=entities,
         log=log,
         outcomes=outcomes,
+        copies={item["sk"]["S"]: item for item in _query_all(ddb, table, keys.later_pk(tenant))},
     )
 
 
 def assert_consistent(state: TenantState) -> None:
     """Exactly one log entry per entity, at its token, equal to it; head = greatest
     token; every link of the chain points below itself; the head's transaction's
-    entries link down to the head's `prev`."""
+    entries link down to the head's `prev`; one copy per live entity, at the key its
+    `lr` names, equal to it, and none of a deleted one."""
     assert sorted(state.log) == sorted(state.tokens().values()), "log and entities disagree"
     for item in state.entities.values():
         entry = state.log[item["tok"]["S"]]
@@ -89,3 +92,14 @@ def assert_consistent(state: TenantState) -> None:
             assert link is not None and link in state.log, "the head's transaction is cut"
             link = state.log[link].get("pv", {}).get("S")
         assert link == state.head_prev
+    expected = {
+        keys.later_sk(item["ty"]["S"], int(item["lr"]["N"]), i)
+        for i, item in state.entities.items()
+        if "del" not in item
+    }
+    assert set(state.copies) == expected, "copies and live entities disagree"
+    for sk, copy in state.copies.items():
+        entity = state.entities[copy["id"]["S"]]
+        assert {k: v for k, v in copy.items() if k not in ("pk", "sk")} == {
+            k: v for k, v in entity.items() if k not in ("pk", "sk")
+        }, f"copy {sk} is not its entity"

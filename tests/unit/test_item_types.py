@@ -8,6 +8,7 @@ from api.domain.catalog import PERSON, REMINDER, RelationshipType
 from api.domain.errors import BadUserInput
 from api.domain.identifiers import check_identifier
 from api.domain.item_types import MAX_ITEM_BYTES, apply_changes, check_size
+from tests.support import release2
 
 
 def test_valid_person_fields_are_normalized() -> None:
@@ -85,3 +86,19 @@ def test_identifiers_that_could_break_keys_are_rejected(value: str) -> None:
 )
 def test_uuids_and_ulids_are_valid_ids(value: str) -> None:
     assert check_identifier(value, "id") == value
+
+
+def test_a_copy_is_filed_under_the_newest_release_of_its_content() -> None:
+    person, note = release2.PERSON, release2.NOTE
+    assert person.copy_release({"givenName": "Ann"}) == 1
+    assert person.copy_release({"givenName": "Ann", "nickname": "A"}) == 2
+    assert person.copy_release({"relationship": "COUSIN"}) == 2
+    assert note.copy_release({}) == 2
+    # A server of release 1 keeps content it does not know (an update is partial),
+    # so the copy stays under the release its previous version was filed under;
+    # 9999 only when that was not recorded.
+    (old_person,) = [t for t in release2.RELEASE_1 if t.code == "PERSON"]
+    assert old_person.copy_release({"givenName": "Ann", "nickname": "A"}, stored=2) == 2
+    assert old_person.copy_release({"relationship": "COUSIN"}, stored=2) == 2
+    assert old_person.copy_release({"nickname": "A"}) == 9999
+    assert old_person.copy_release({"givenName": "Ann"}, stored=2) == 1

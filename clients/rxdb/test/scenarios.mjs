@@ -734,6 +734,71 @@ async function upgradeCatchesUp() {
   return result;
 }
 
+// The collection's schema version 1 adds `phoneNumber`, a field of the catalog's
+// first release (the app's release stays 1): values written before come with the
+// first pull after the migration.
+const schemaWithPhone = { ...schema, version: 1, properties: { ...schema.properties, phoneNumber: { type: "string" } } };
+
+async function firstReleaseFieldCatchesUp() {
+  const tenant = `${prefix}-phone`;
+  const people = Array.from({ length: 8 }, (_, i) => ({
+    createPerson: { tenantID: tenant, id: `p${i}`, person: { givenName: `P${i}`, ...(i < 5 ? { phoneNumber: `+1 555 010${i}` } : {}) } },
+  }));
+  await push(tenant, people);
+  const name = `phone-${prefix}`;
+  const old = await createRxDatabase({ name, storage: getRxStorageMemory(), multiInstance: false });
+  await old.addCollections({ people: { schema } });
+  const before = await replicateOnce(old, tenant, 1);
+  const pulled = (await old.people.find().exec()).length;
+  await old.close();
+  const db = await createRxDatabase({ name, storage: getRxStorageMemory(), multiInstance: false });
+  await db.addCollections({ people: { schema: schemaWithPhone, migrationStrategies: { 1: (doc) => doc } } });
+  const { state, errors } = replicateRelease(db, tenant, 1);
+  await state.awaitInitialReplication();
+  const caughtUp = state.caughtUp?.() ?? null;
+  await state.cancel();
+  const docs = await db.people.find().exec();
+  const result = { pulled, people: docs.length, phones: docs.filter((d) => d.get("phoneNumber")).length, caughtUp, errors: [...before, ...errors] };
+  await db.close();
+  return result;
+}
+
+async function rollbackDeletionsAtUpgrade() {
+  // A release 2 app gave p1 and p2 a nickname; through a release 1 server (a
+  // rollback) p1 is deleted, p2 edited then deleted, p3 edited. A release 1 device
+  // pulled the deletions; updated to release 2, its catch-up brings p3's nickname and
+  // neither deleted person back.
+  const tenant = `${prefix}-undead`;
+  const old1 = process.env.RX_RELEASE1_URL;
+  await push(tenant, [1, 2, 3].map((i) => ({ createPerson: { tenantID: tenant, id: `p${i}`, person: { givenName: `P${i}`, nickname: `nick${i}` } } })));
+  const name = `undead-${prefix}`;
+  const old = await releaseDevice(name, 1);
+  const before = await replicateOnce(old, tenant, 1);
+  const tokenOf = async (id) => (await gql(`query($t: ID!, $id: ID!) { person(tenantID: $t, id: $id) { changeToken } }`, { t: tenant, id })).person.changeToken;
+  await push(
+    tenant,
+    [
+      { deletePerson: { tenantID: tenant, id: "p1", changeToken: await tokenOf("p1") } },
+      { updatePerson: { tenantID: tenant, id: "p2", changeToken: await tokenOf("p2"), changes: { familyName: "L" } } },
+      { updatePerson: { tenantID: tenant, id: "p3", changeToken: await tokenOf("p3"), changes: { familyName: "L" } } },
+    ],
+    old1,
+  );
+  await push(tenant, [{ deletePerson: { tenantID: tenant, id: "p2", changeToken: await tokenOf("p2") } }], old1);
+  before.push(...(await replicateOnce(old, tenant, 1)));
+  const held = (await old.people.find().exec()).map((d) => d.id).sort();
+  await old.close();
+  const db = await releaseDevice(name, 2);
+  const { state, errors } = replicateRelease(db, tenant, 2);
+  await state.awaitInitialReplication();
+  const caughtUp = state.caughtUp?.() ?? null;
+  await state.cancel();
+  const docs = await db.people.find().exec();
+  const result = { before: held, after: Object.fromEntries(docs.map((d) => [d.id, d.get("nickname") ?? null])), caughtUp, errors: [...before, ...errors] };
+  await db.close();
+  return result;
+}
+
 async function upgradeRequired() {
   // A server that retired release 1 (MIN_CLIENT_RELEASE=2): the release 1 app's
   // replication reports UPGRADE_REQUIRED on error$ and keeps its unpushed document;
@@ -863,6 +928,8 @@ const everyday = {
   random1: () => randomRun(1),
   random2: () => randomRun(2),
   upgradeCatchesUp,
+  firstReleaseFieldCatchesUp,
+  rollbackDeletionsAtUpgrade,
   upgradeRequired,
   rollback,
   rollingDeploy,

@@ -888,6 +888,111 @@ async function upgradeCatchesUp() {
   };
 }
 
+// An app whose first schema left out content of the catalog's first release (the
+// reminders table, the people's occupation column), then declares it by a migration:
+// the release stays 1, the schema version grows.
+const NARROW = { givenName: "given_name", familyName: "family_name" };
+const narrowSchema = appSchema({
+  version: 1,
+  tables: [tableSchema({ name: "people", columns: [...Object.values(NARROW).map(optional), ...syncColumns()] })],
+});
+const widerSchema = appSchema({
+  version: 2,
+  tables: [
+    tableSchema({ name: "people", columns: [...narrowSchema.tables.people.columnArray, optional("occupation")] }),
+    tableSchema({ name: "reminders", columns: schema.tables.reminders.columnArray }),
+  ],
+});
+const widerMigrations = schemaMigrations({
+  migrations: [
+    {
+      toVersion: 2,
+      steps: [
+        addColumns({ table: "people", columns: [optional("occupation")] }),
+        createTable({ name: "reminders", columns: schema.tables.reminders.columnArray }),
+      ],
+    },
+  ],
+});
+
+async function firstReleaseApp(tenant, wider, previous = null) {
+  const options = { schema: wider ? widerSchema : narrowSchema, migrations: wider ? widerMigrations : schemaMigrations({ migrations: [] }) };
+  const adapter = previous
+    ? await previous.adapter.underlyingAdapter.testClone(options)
+    : new LokiJSAdapter({ ...options, useWebWorker: false, useIncrementalIndexedDB: false, dbName: `first-${tenant}` });
+  const database = new Database({ adapter, modelClasses: wider ? [Person, Reminder] : [Person] });
+  const tables = wider
+    ? { people: { type: "PERSON", columns: { ...NARROW, occupation: "occupation" } }, reminders: TABLES.reminders }
+    : { people: { type: "PERSON", columns: NARROW } };
+  const errors = [];
+  const api = createSyncAPI({
+    database, url, tenantID: tenant, getToken: async () => token, tables, release: 1,
+    migrationsEnabledAtVersion: 1, limit: 5, onRejected: (r) => errors.push(r.code),
+  });
+  return { database, api, errors };
+}
+
+async function firstReleaseCatchesUp() {
+  // 9 people (6 with an occupation) and 11 reminders, written before the device's
+  // first sync; its migration sync names the table and the column it added, both of
+  // release 1: the catch-up brings every reminder and every occupation.
+  const tenant = `${prefix}-first`;
+  const people = Array.from({ length: 9 }, (_, i) => ({
+    createPerson: { tenantID: tenant, id: `p${i}`, person: { givenName: `P${i}`, ...(i < 6 ? { occupation: `job${i}` } : {}) } },
+  }));
+  const reminders = Array.from({ length: 11 }, (_, i) => ({ createReminder: { tenantID: tenant, id: `r${i}`, reminder: { title: `R${i}` } } }));
+  await serverCreates(tenant, [...people, ...reminders]);
+  const old = await firstReleaseApp(tenant, false);
+  await old.api.sync();
+  const before = (await old.database.get("people").query().fetch()).length;
+  const app = await firstReleaseApp(tenant, true, old.database);
+  const stats = await app.api.sync();
+  const rows = await app.database.get("people").query().fetch();
+  return {
+    before,
+    people: rows.length,
+    occupations: rows.filter((r) => r._raw.occupation).length,
+    reminders: (await app.database.get("reminders").query().fetch()).length,
+    caughtUp: stats.caughtUp,
+    clean: !(await hasUnsyncedChanges({ database: app.database })),
+    errors: [...old.errors, ...app.errors],
+  };
+}
+
+async function rollbackDeletionsAtUpgrade() {
+  // A release 2 app gave p1 and p2 a nickname; through a release 1 server (a
+  // rollback) p1 is deleted, p2 edited then deleted, p3 edited. A release 1 device
+  // synced the deletions; upgraded to release 2, its catch-up brings p3's nickname
+  // and neither deleted person back.
+  const tenant = `${prefix}-undead`;
+  const old1 = process.env.WM_RELEASE1_URL;
+  const people = [1, 2, 3].map((i) => ({ createPerson: { tenantID: tenant, id: `p${i}`, person: { givenName: `P${i}`, nickname: `nick${i}` } } }));
+  await serverCreates(tenant, people);
+  const old = await releaseApp(tenant, 1);
+  await old.api.sync();
+  const tokenOf = async (id) => (await gql(`query($t: ID!, $id: ID!) { person(tenantID: $t, id: $id) { changeToken } }`, { t: tenant, id }, old1)).person.changeToken;
+  const through = (mutations) =>
+    gql(`mutation($i: PushChangesInput!) { pushChanges(input: $i) { results { status } } }`, { i: { tenantID: tenant, mutations } }, old1);
+  await through([
+    { deletePerson: { tenantID: tenant, id: "p1", changeToken: await tokenOf("p1") } },
+    { updatePerson: { tenantID: tenant, id: "p2", changeToken: await tokenOf("p2"), changes: { familyName: "L" } } },
+    { updatePerson: { tenantID: tenant, id: "p3", changeToken: await tokenOf("p3"), changes: { familyName: "L" } } },
+  ]);
+  await through([{ deletePerson: { tenantID: tenant, id: "p2", changeToken: await tokenOf("p2") } }]);
+  await old.api.sync();
+  const before = (await old.database.get("people").query().fetch()).map((r) => r.id).sort();
+  const app = await releaseApp(tenant, 2, old.database);
+  const stats = await app.api.sync();
+  const rows = await app.database.get("people").query().fetch();
+  return {
+    before,
+    after: Object.fromEntries(rows.map((r) => [r.id, r._raw.nickname || null])),
+    caughtUp: stats.caughtUp,
+    clean: !(await hasUnsyncedChanges({ database: app.database })),
+    errors: [...old.errors, ...app.errors],
+  };
+}
+
 async function resyncAcrossTheHorizon() {
   // Against a server keeping deletions 2 s (RETENTION_SECONDS=2): B is away 3 s with
   // an edit and a create of its own; it gets RESYNC_REQUIRED, reads the tenant again,
@@ -924,6 +1029,8 @@ const everyday = {
   random1: () => randomRun(1),
   random2: () => randomRun(2),
   upgradeCatchesUp,
+  firstReleaseCatchesUp,
+  rollbackDeletionsAtUpgrade,
   upgradeRequired,
   rollback,
   rollingDeploy,
