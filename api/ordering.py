@@ -77,6 +77,9 @@ class Link:
     # (checked gone), by sort key.
     later_check: tuple[str, ...] = ()
     later_gone: tuple[str, ...] = ()
+    # The head says every live entity has its copy (docs/evolution.md): the
+    # transaction carries the mark on.
+    copies: bool = False
 
     @property
     def checked_items(self) -> int:
@@ -101,11 +104,16 @@ class _KnownHead:
         and a transaction is applied long before (docs/ordering.md, "Retention")."""
         if self.head is None:
             return Link(None)
-        if self.wrote_it or outlived(self.head.token):
-            return Link(self.head.token)
         head = self.head
+        if self.wrote_it or outlived(head.token):
+            return Link(head.token, copies=head.copies)
         return Link(
-            head.token, tuple(head.entry_tokens()), head.removed, head.later_put, head.later_removed
+            head.token,
+            tuple(head.entry_tokens()),
+            head.removed,
+            head.later_put,
+            head.later_removed,
+            copies=head.copies,
         )
 
 

@@ -34,6 +34,7 @@ class Store(Protocol):
         gone: Collection[str] = (),
         later_check: Collection[str] = (),
         later_gone: Collection[str] = (),
+        copies: bool = False,
     ) -> None: ...
     def get_outcome(self, tenant_id: str, client_mutation_id: str) -> StoredOutcome | None: ...
     def later_copies(

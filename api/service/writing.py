@@ -275,6 +275,7 @@ class Writing:
         else why each write of `group` was refused (None: not refused, try again)."""
         floor = max((p.expected for p in group if p.expected is not None), default=None)
         sent: list[Record] = []  # the records of the last transaction sent
+        marked = [False]  # whether its head carries the copies' mark on
 
         def attempt(first: str, link: Link) -> list[Record]:
             room = _ITEMS_FOR_WRITES - link.checked_items
@@ -290,6 +291,7 @@ class Writing:
                 for plan, token in zip(fitting, tokens, strict=True)
             ]
             sent[:] = [w.record for w in writes]
+            marked[0] = link.head is None or link.copies
             self._store.commit(
                 tenant_id,
                 writes,
@@ -298,11 +300,12 @@ class Writing:
                 link.gone,
                 later_check=link.later_check,
                 later_gone=link.later_gone,
+                copies=link.copies,
             )
             return [w.record for w in writes]
 
         def head_of(records: list[Record]) -> Head:
-            return Head(records[-1].change_token, len(records))
+            return Head(records[-1].change_token, len(records), copies=marked[0])
 
         try:
             records = self._ordering.write(tenant_id, floor, attempt, head_of)

@@ -111,7 +111,7 @@ def head_from_raw(raw: dict[str, Any]) -> Head:
         born=born_of(raw),
         later_put=tuple(sorted(raw.get(_LATER_PUT, {}).get("SS", ()))),
         later_removed=tuple(sorted(raw.get(_LATER_REMOVED, {}).get("SS", ()))),
-        copies=_COPIES in raw,
+        copies=raw.get(_COPIES, {}).get("S") == raw[_TOKEN]["S"],
     )
 
 

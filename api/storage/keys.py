@@ -23,9 +23,9 @@ Items (all in one table, `pk` hash key, `sk` range key, both strings):
                                                writes replaced (absent: none), b: the
                                                tenant's first token; lc, lx: the later
                                                copies it put and removed (absent: none);
-                                               cp: set by the tenant's first transaction,
-                                               every live entity has its copy (absent:
-                                               a tenant from before); while the tenant
+                                               cp: while it equals tok, every live entity
+                                               has its copy (models.HeadItem; else the
+                                               log is read); while the tenant
                                                is deleted: xby, xat (who, when), xn
                                                (items removed so far), xid (the
                                                deletion's id, as on its usage item)
@@ -133,7 +133,7 @@ Access patterns:
                            one (a type asked: all of it); and while the head's
                            transaction is at or below upTo, Query the log (pv, tok]
                            of that head (docs/ordering.md, "Catching up an
-                           upgrade"). A head without cp: Query the log, sk <= upTo,
+                           upgrade"). A head whose cp is not its tok: Query the log, sk <= upTo,
                            a page at a time
     history                Query pk=T#<tenant>#HIST, begins_with(sk, <id>#),
                            descending, Limit: an entity's earlier versions, newest first

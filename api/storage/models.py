@@ -50,9 +50,12 @@ class HeadItem(Model):
     # transaction checks them as it checks the log entries (docs/ordering.md).
     later_put = UnicodeSetAttribute(attr_name="lc", null=True)
     later_removed = UnicodeSetAttribute(attr_name="lx", null=True)
-    # Set by the tenant's first transaction: every live entity has its copy (absent:
-    # a tenant written before copies were kept; its catch-ups read the log).
-    copies = NumberAttribute(attr_name="cp", null=True)
+    # The token of the latest transaction written with copies, set by each one whose
+    # tenant has them all: equal to `tok` while every transaction since the tenant's
+    # first kept them. A server of an earlier build, which writes none, moves `tok`
+    # and leaves this behind, for good (absent: a tenant from before copies were
+    # kept). Either way its catch-ups read the log (docs/evolution.md).
+    copies = UnicodeAttribute(attr_name="cp", null=True)
     # While the tenant is being deleted (`api.storage.tenants`): who asked, when
     # (epoch ms), how many items are removed so far. No write commits meanwhile.
     deleting_by = UnicodeAttribute(attr_name=DELETING_ATTRIBUTE, null=True)

@@ -98,8 +98,11 @@ class DynamoStore:
         gone: Collection[str] = (),
         later_check: Collection[str] = (),
         later_gone: Collection[str] = (),
+        copies: bool = False,
     ) -> None:
-        transactions.commit(tenant_id, writes, head, check, gone, later_check, later_gone)
+        transactions.commit(
+            tenant_id, writes, head, check, gone, later_check, later_gone, copies=copies
+        )
 
     def bulk_load(self, tenant_id: str, records: list[Record]) -> None:
         """Load records of one tenant (an import, or benchmark data) with BatchWriteItem.

@@ -38,6 +38,7 @@ def commit(
     gone: Collection[str] = (),
     later_check: Collection[str] = (),
     later_gone: Collection[str] = (),
+    copies: bool = False,
 ) -> None:
     """Write versions of distinct entities as one TransactWriteItems, the next link
     of the tenant's chain (docs/ordering.md): each write's entity (conditioned on
@@ -49,6 +50,8 @@ def commit(
     as a ConditionCheck, and that the entries at `gone` (those the previous
     transaction's writes removed) do not; likewise the later copies at
     `later_check` and `later_gone` (docs/ordering.md, "Catching up an upgrade").
+    `copies`: the head read says every live entity has its copy, so this
+    transaction, which keeps them too, carries the mark on (a first one sets it).
     With history, each replaced version is kept (`Write.kept`); each write's later
     copy is put or removed (`Write.later`).
 
@@ -160,9 +163,12 @@ def commit(
                     if len(writes) == 1
                     else HeadItem.entries.set(len(writes)),
                     HeadItem.removed.set(removed) if removed else HeadItem.removed.remove(),
+                    *([HeadItem.born.set(writes[0].record.change_token)] if head is None else []),
+                    # Copies stay marked only along an unbroken run of transactions
+                    # that kept them (a rollback's server keeps none: models.HeadItem).
                     *(
-                        [HeadItem.born.set(writes[0].record.change_token), HeadItem.copies.set(1)]
-                        if head is None
+                        [HeadItem.copies.set(writes[-1].record.change_token)]
+                        if head is None or copies
                         else []
                     ),
                     HeadItem.later_put.set(put_later) if put_later else HeadItem.later_put.remove(),
@@ -231,7 +237,7 @@ def bulk_load(tenant_id: str, head: str | None, records: list[Record], copies: b
         token=ordered[-1].change_token,
         prev=ordered[-2].change_token if len(ordered) > 1 else head,
         born=ordered[0].change_token if head is None else None,
-        copies=1 if head is None or copies else None,
+        copies=ordered[-1].change_token if head is None or copies else None,
     )
     with translated():
         new_head.save(condition=_head_is(head))

@@ -4,14 +4,19 @@ an app left out, a rollback's edits and deletions, its pages and its errors."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import Any
 
 import httpx2
 import pytest
 
+from api.domain.mutations import Write
+from api.domain.records import Record
+from api.domain.tokens import next_token, token_time
 from api.settings import Settings
 from api.storage import keys
+from api.storage.store import DynamoStore
 from tests.support import release2
 from tests.support.gql import bearer
 from tests.support.servers import api_server
@@ -241,3 +246,27 @@ def test_a_tenant_written_before_copies_were_kept_is_caught_up_from_its_log(
     assert pages == 5  # 9 log entries, 2 a page
     caught, _ = _catch_up(new, tenant, up_to, types=["NOTE"])
     assert [i["id"] for i in caught] == ["n1"]
+
+
+def test_a_tenant_written_meanwhile_by_a_server_of_an_earlier_build_is_caught_up_from_its_log(
+    servers: tuple[str, str], tenant: str
+) -> None:
+    # A deployment rolled back to a build from before copies were kept, then forward
+    # again: the earlier build writes the entity, its log entry and the head, with no
+    # copy, no `lr`, and the head's copies mark untouched (it does not know it).
+    _, new = servers
+    _push(new, tenant, [("createReminder", {"id": "r0", "reminder": {"title": "R"}})])
+    store = DynamoStore()
+    head = store.head(tenant)
+    assert head is not None and head.copies
+    at = next_token(int(time.time() * 1000), head.token)
+    when = token_time(at)
+    earlier = Record(release2.REMINDER, tenant, "r1", at, when, when, fields={"title": "old"})
+    store.commit(tenant, [Write(earlier, None)], head.token, head.entry_tokens())
+    assert store.head(tenant).copies is False  # type: ignore[union-attr]
+    # The build of today writes again: the mark does not come back.
+    made = _push(new, tenant, [("createReminder", {"id": "r2", "reminder": {"title": "R"}})])
+    assert store.head(tenant).copies is False  # type: ignore[union-attr]
+
+    caught, _ = _catch_up(new, tenant, made[0]["changeToken"], types=["REMINDER"])
+    assert sorted(i["id"] for i in caught) == ["r0", "r1", "r2"], caught

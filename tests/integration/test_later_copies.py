@@ -37,7 +37,12 @@ def _next_link(store: DynamoStore, tenant: str) -> Link:
     head = store.head(tenant)
     assert head is not None
     return Link(
-        head.token, tuple(head.entry_tokens()), head.removed, head.later_put, head.later_removed
+        head.token,
+        tuple(head.entry_tokens()),
+        head.removed,
+        head.later_put,
+        head.later_removed,
+        copies=head.copies,
     )
 
 
@@ -50,6 +55,7 @@ def _commit(store: DynamoStore, tenant: str, writes: list[Write], link: Link) ->
         link.gone,
         later_check=link.later_check,
         later_gone=link.later_gone,
+        copies=link.copies,
     )
 
 

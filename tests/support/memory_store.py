@@ -177,6 +177,7 @@ class MemoryStore:
         gone: Collection[str] = (),
         later_check: Collection[str] = (),
         later_gone: Collection[str] = (),
+        copies: bool = False,
     ) -> None:
         """One transaction: refused as DynamoStore refuses it (writes, then head)."""
         tenant = self._tenant(tenant_id)
@@ -214,5 +215,8 @@ class MemoryStore:
                     tenant.version_exp[(record.id, write.kept.change_token)] = write.expires_at
                 self.writes += 1
             born = writes[0].record.change_token if tenant.head is None else tenant.head.born
-            tenant.head = Head(writes[-1].record.change_token, len(writes), born=born, copies=True)
+            marked = tenant.head is None or copies
+            tenant.head = Head(
+                writes[-1].record.change_token, len(writes), born=born, copies=marked
+            )
             tenant.head_prev = head
