@@ -135,8 +135,8 @@ def draw(saved: dict[str, Any], folder: Path) -> None:
     ax.invert_yaxis()
     ax.margins(x=0.08)
     ax.set_xlabel(
-        f"ms from the process's start, the minimum of {saved['rounds']} rounds (exit not "
-        "counted; shorter is faster)\nbeside each bar: / its bundle's floor (dashed)"
+        f"ms from the process's start (exit not counted), the minimum of {saved['rounds']} "
+        "rounds\nbeside each bar: / its bundle's floor (dashed); shorter is faster"
     )
     ax.set_title(
         f"Cold starts against their floor, by bundle\n({saved['command']}, {saved['date'][:10]})"
