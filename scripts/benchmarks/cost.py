@@ -288,7 +288,7 @@ def print_cost(cost: dict[str, Any]) -> None:
                 f"DataStore, {name}: {found['mutations']} AppSync request"
                 f"{'s' if found['mutations'] > 1 else ''}, each: "
                 f"{datastore.describe(found)}: {found['write_units']} write units in all, "
-                f"against this API's {c['dynamodb']:.3f} $ of DynamoDB"
+                f"against this API's ${c['dynamodb']:.3f} of DynamoDB"
             )
     for line in datastore.verdicts(ops):
         print(line)
