@@ -3,17 +3,24 @@ machine's x86_64 twin of lambda.zip, built by scripts/package-lambda from the sa
 lock), by the runtime's own Python version (scripts/_setup's lambda_python), a
 fresh interpreter per start that writes no bytecode (-B, PYTHONDONTWRITEBYTECODE;
 the bundle is made read-only, as /var/task is), the bundle its working directory
-and on its path. Each process runs one function's init and its first invocation:
-the HTTP function's import, and its import and first poll (a `changes` query,
-against DynamoDB Local); the realtime function's `$connect`; the fan-out's first
-stream batch (one head change of a tenant nobody subscribes to: one Query); the
-drain's first message (not a batch record: init and a refusal); the sweep's first
-round (no tenant due). Against the stack's import floor (strawberry, pynamodb and
-boto3 imported and a DynamoDB client made) run the same way from the same bundle.
+and on its path. Each process runs one function's init (the handler module's
+import, Lambda's init phase) and its first invocations (each an invoke phase),
+timed from just before the process is made to the import's return and to each
+invocation's return, as Lambda bills and a device waits for them; the interpreter's
+exit, which Lambda never waits for, is not counted (its time is printed apart).
+The functions: HTTP's import, then its first poll (a `changes` query, against
+DynamoDB Local); the realtime function's import, `$connect`, then
+`connection_init`; the fan-out's import and first stream batch (one head change of
+a tenant nobody subscribes to: one Query); the drain's import and first message
+(not a batch record: init and a refusal); the sweep's import and first round (no
+tenant due). Against the stack's import floor (strawberry, pynamodb and boto3
+imported and a DynamoDB client made) run the same way from the same bundle, to the
+point its client is made.
 
-Every kind runs once a round, interleaved, for `--rounds` rounds after one that is
-not counted (it warms the file cache); the minimum (the run least disturbed by other
-work on the machine), the median, and the minimum CPU time (user and system) of each.
+Every function runs once a round, interleaved, for `--rounds` rounds after one that
+is not counted (it warms the file cache); at each point the minimum (the run least
+disturbed by other work on the machine), the median, and the minimum CPU time (user
+and system, the process's own) of each.
 Bundles: `shipped` (with the bytecode it ships), `shipped, no bytecode` (the same
 files without it: what Lambda compiles on each cold start otherwise) and, when
 given, an earlier commit's bundle built by the same script.
@@ -28,14 +35,15 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import datetime as dt
 import json
 import os
-import resource
 import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -58,52 +66,172 @@ _CONTEXT = (
     "context = types.SimpleNamespace(aws_request_id='cold', function_name='cold',"
     " get_remaining_time_in_millis=lambda: 300_000)\n"
 )
-# Each function's init and first invocation, as Lambda's bootstrap runs them.
+# What each child runs first: `_point()` writes the monotonic clock (the same clock
+# as the parent's, system-wide) and the process's CPU time to the pipe the parent
+# reads, at each point measured. `os` is imported by Python's own startup, `time`
+# is built in: nothing here adds to an import.
+_POINT = (
+    "import os as _os, time as _time\n"
+    "def _point(fd=int(_os.environ['COLD_START_FD'])):\n"
+    "    _os.write(fd, b'%d %d\\n' % (_time.monotonic_ns(), _time.process_time_ns()))\n"
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Function:
+    """A Lambda function's init (the handler module's import, Lambda's init phase) and
+    its first invocations, in order (each its own invoke phase)."""
+
+    init: str
+    invocations: tuple[tuple[str, str], ...] = ()
+
+    def points(self, name: str) -> list[str]:
+        """The points measured, each from the process's start: the import returned,
+        then each invocation returned."""
+        if not self.invocations:
+            return [name]
+        labels = [f"{name}: import"]
+        for step, _ in self.invocations:
+            labels.append(f"{labels[-1]} + {step}")
+        return labels
+
+    def code(self) -> str:
+        steps = [self.init, *(code for _, code in self.invocations)]
+        return _POINT + "".join(f"{step}\n_point()\n" for step in steps)
+
+
+def _socket_message(variable: str) -> str:
+    """A WebSocket route's event, on this start's own connection."""
+    return (
+        f"event = json.loads(os.environ['{variable}'])\n"
+        "event['requestContext']['connectionId'] = connection\n"
+        "answer = websocket_handler(event, context)\n"
+        "assert answer['statusCode'] == 200, answer\n"
+    )
+
+
+FLOOR_KIND = "floor: strawberry, pynamodb, boto3 + client"
+MEASURE = (
+    "process start to the handler ready, then to each first invocation's return (exit not counted)"
+)
+# Each function's init and first invocations, as Lambda's bootstrap runs them.
 FUNCTIONS = {
-    "HTTP: import": "import api.lambda_handler",
-    "HTTP: import + first poll": (
-        "import json, os\n" + _CONTEXT + "from api.lambda_handler import handler\n"
-        "answer = handler(json.loads(os.environ['COLD_START_POLL']), context)\n"
-        "assert answer['statusCode'] == 200, answer\n"
-        "assert 'errors' not in json.loads(answer['body']), answer\n"
-    ),
-    "realtime: $connect": (
-        "import json, os\n" + _CONTEXT + "from api.realtime.aws import websocket_handler\n"
-        "answer = websocket_handler(json.loads(os.environ['COLD_START_CONNECT']), context)\n"
-        "assert answer['statusCode'] == 200, answer\n"
+    "HTTP": Function(
+        "from api.lambda_handler import handler",
+        (
+            (
+                "first poll",
+                "import json, os\n" + _CONTEXT + "answer = handler("
+                "json.loads(os.environ['COLD_START_POLL']), context)\n"
+                "assert answer['statusCode'] == 200, answer\n"
+                "assert 'errors' not in json.loads(answer['body']), answer\n",
+            ),
+        ),
     ),
     # What a device waits for before it may subscribe: $connect checks the
     # subprotocol only; connection_init verifies the JWT, writes the connection's
     # item and posts connection_ack (to a stand-in of the Management API).
-    "realtime: $connect + connection_init": (
-        "import json, os\n" + _CONTEXT + "from api.realtime.aws import websocket_handler\n"
-        "connection = os.urandom(8).hex()  # a new socket each start\n"
-        "for name in ('COLD_START_CONNECT', 'COLD_START_INIT'):\n"
-        "    event = json.loads(os.environ[name])\n"
-        "    event['requestContext']['connectionId'] = connection\n"
-        "    answer = websocket_handler(event, context)\n"
-        "    assert answer['statusCode'] == 200, answer\n"
+    "realtime": Function(
+        "from api.realtime.aws import websocket_handler",
+        (
+            (
+                "$connect",
+                "import json, os\n"
+                + _CONTEXT
+                + "connection = os.urandom(8).hex()  # a new socket\n"
+                + _socket_message("COLD_START_CONNECT"),
+            ),
+            ("connection_init", _socket_message("COLD_START_INIT")),
+        ),
     ),
-    "fanout: first batch": (
-        "import json, os\n" + _CONTEXT + "from api.realtime.aws import stream_handler\n"
-        "answer = stream_handler(json.loads(os.environ['COLD_START_STREAM']), context)\n"
-        "assert answer == {'sent': 0}, answer\n"
+    "fanout": Function(
+        "from api.realtime.aws import stream_handler",
+        (
+            (
+                "first batch",
+                "import json, os\n" + _CONTEXT + "answer = stream_handler("
+                "json.loads(os.environ['COLD_START_STREAM']), context)\n"
+                "assert answer == {'sent': 0}, answer\n",
+            ),
+        ),
     ),
-    "drain: first message": (
-        _CONTEXT + "from api.realtime.aws import drain_handler\n"
-        "answer = drain_handler({'Records': [{'messageId': 'm', 'body': '{}'}]}, context)\n"
-        "assert answer == {'batchItemFailures': []}, answer\n"
+    "drain": Function(
+        "from api.realtime.aws import drain_handler",
+        (
+            (
+                "first message",
+                _CONTEXT + "answer = drain_handler("
+                "{'Records': [{'messageId': 'm', 'body': '{}'}]}, context)\n"
+                "assert answer == {'batchItemFailures': []}, answer\n",
+            ),
+        ),
     ),
-    "sweep: first round": (
-        _CONTEXT + "from api.sweep_handler import handler\nanswer = handler({}, context)\n"
+    "sweep": Function(
+        "from api.sweep_handler import handler",
+        (("first round", _CONTEXT + "answer = handler({}, context)\n"),),
     ),
 }
-FLOOR_KIND = "floor: strawberry, pynamodb, boto3 + client"
+FLOOR_FUNCTION = Function(FLOOR)
+
+
+@dataclasses.dataclass(frozen=True)
+class Start:
+    """One fresh interpreter's start, on the monotonic clock (ns): just before the
+    process was made, each point it reported (with its CPU time, user and system,
+    at each), and when its exit was seen, which Lambda never waits for: its time is
+    printed, never counted."""
+
+    started_ns: int
+    points_ns: list[int]
+    cpu_ns: list[int]
+    exited_ns: int
+
+    @property
+    def points_ms(self) -> list[float]:
+        """ms from the start to each point."""
+        return [(at - self.started_ns) / 1e6 for at in self.points_ns]
+
+    @property
+    def cpu_ms(self) -> list[float]:
+        return [cpu / 1e6 for cpu in self.cpu_ns]
+
+    @property
+    def exit_ms(self) -> float:
+        """ms from the last point to the exit: not counted."""
+        return (self.exited_ns - self.points_ns[-1]) / 1e6
+
+
+def start(python: str, code: str, env: dict[str, str], cwd: Path) -> Start:
+    """Runs `code` in a fresh `python -B`, timed from just before the process is
+    made to each point it reports; its exit is waited for but not counted."""
+    read, write = os.pipe()
+    with tempfile.TemporaryFile() as errors:
+        try:
+            started = time.monotonic_ns()
+            child = subprocess.Popen(
+                [python, "-B", "-c", code],
+                env={**env, "COLD_START_FD": str(write)},
+                cwd=cwd,
+                pass_fds=(write,),
+                stdout=subprocess.DEVNULL,
+                stderr=errors,
+            )
+        finally:
+            os.close(write)
+        with os.fdopen(read, "rb") as pipe:
+            reported = pipe.read()  # until the child's exit closes its end
+        child.wait()
+        exited = time.monotonic_ns()
+        if child.returncode != 0:
+            errors.seek(0)
+            raise RuntimeError(f"{code!r} failed:\n{errors.read().decode()[-3000:]}")
+    points = [[int(v) for v in line.split()] for line in reported.splitlines()]
+    return Start(started, [at for at, _ in points], [cpu for _, cpu in points], exited)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--rounds", type=int, default=11)
     parser.add_argument("--python", required=True, help="the runtime's interpreter")
     parser.add_argument("--shipped", type=Path, required=True, help="the bundle, unpacked")
     parser.add_argument("--before", type=Path, help="an earlier commit's bundle, unpacked")
@@ -123,37 +251,25 @@ def main(argv: list[str] | None = None) -> int:
     bundles = {"shipped": args.shipped, "shipped, no bytecode": bare}
     if args.before:
         bundles[f"{args.before_name} (shipped no bytecode)"] = args.before
-    # (bundle, kind) -> code; each bundle's own floor.
-    runs = {
-        (bundle, kind): code
-        for bundle in bundles
-        for kind, code in {FLOOR_KIND: FLOOR, **FUNCTIONS}.items()
-    }
+    functions = {FLOOR_KIND: FLOOR_FUNCTION, **FUNCTIONS}
     with (
         local_engine_settings() as settings,
         ManagementApi().running() as management,
         read_only(*bundles.values()),
     ):
         env = _environment(settings, management.url)
-        times: dict[tuple[str, str], list[float]] = {run: [] for run in runs}
-        cpu: dict[tuple[str, str], list[float]] = {run: [] for run in runs}
+        starts: dict[tuple[str, str], list[Start]] = {
+            (bundle, name): [] for bundle in bundles for name in functions
+        }
         for round_ in range(args.rounds + 1):
             print(f"round {round_} of {args.rounds} (0: not counted)", file=sys.stderr)
-            for (bundle, kind), code in runs.items():
+            for (bundle, name), kept in starts.items():
                 folder = bundles[bundle]
-                used = _children_cpu_s()
-                started = time.perf_counter()
-                subprocess.run(
-                    [args.python, "-B", "-c", code],
-                    env={**env, "PYTHONPATH": str(folder)},
-                    cwd=folder,
-                    check=True,
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL,
+                run = start(
+                    args.python, functions[name].code(), {**env, "PYTHONPATH": str(folder)}, folder
                 )
                 if round_ > 0:  # the first warms the file cache
-                    times[bundle, kind].append((time.perf_counter() - started) * 1000)
-                    cpu[bundle, kind].append((_children_cpu_s() - used) * 1000)
+                    kept.append(run)
         # Every connection_init was acknowledged: none was refused and hung up.
         acks = [m for _, m in management.posts if m == {"type": "connection_ack"}]
         assert len(acks) == len(bundles) * (args.rounds + 1), management.posts[-3:]
@@ -161,7 +277,7 @@ def main(argv: list[str] | None = None) -> int:
         for folder in bundles.values():  # nothing wrote bytecode where none was shipped
             written = next(folder.rglob("__pycache__"), None)
             assert folder == args.shipped or written is None, written
-    saved = result(args, version, list(bundles), times, cpu, load_at_start)
+    saved = result(args, version, list(bundles), starts, load_at_start)
     report(saved)
     cold_start.PAGE.keep(saved, args.out, args.page)
     return 0
@@ -223,14 +339,34 @@ def result(
     args: argparse.Namespace,
     version: str,
     bundles: list[str],
-    times: dict[tuple[str, str], list[float]],
-    cpu: dict[tuple[str, str], list[float]],
+    starts: dict[tuple[str, str], list[Start]],
     load_at_start: float,
 ) -> dict[str, Any]:
     """The run as it is saved, printed and rendered: when, where, by which command and
-    commit; each bundle's kinds, the floor first, each with its minimum time of the
-    rounds, median and minimum CPU time (ms)."""
+    commit; each bundle's points, the floor first, each with its minimum time from
+    the process's start over the rounds, median and minimum CPU time (ms), and the
+    step alone (the import, or the invocation since the point before); each
+    function's exit after its last point (median ms, not counted)."""
     before = f"--before {args.before_name}" if args.before else "--before none"
+    functions = {FLOOR_KIND: FLOOR_FUNCTION, **FUNCTIONS}
+    figures: dict[str, dict[str, dict[str, float]]] = {}
+    exits: dict[str, dict[str, float]] = {}
+    for bundle in bundles:
+        figures[bundle], exits[bundle] = {}, {}
+        for name, function in functions.items():
+            runs = starts[bundle, name]
+            for i, point in enumerate(function.points(name)):
+                at = [r.points_ms[i] for r in runs]
+                step = [r.points_ms[i] - (r.points_ms[i - 1] if i else 0.0) for r in runs]
+                figures[bundle][point] = {
+                    "min_ms": min(at),
+                    "median_ms": statistics.median(at),
+                    "min_cpu_ms": min(r.cpu_ms[i] for r in runs),
+                    "step_min_ms": min(step),
+                    "step_median_ms": statistics.median(step),
+                }
+            short = "floor" if name == FLOOR_KIND else name
+            exits[bundle][short] = statistics.median(r.exit_ms for r in runs)
     return {
         "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "command": f"scripts/bench-cold-start --rounds {args.rounds} {before}",
@@ -239,17 +375,9 @@ def result(
         "python": version,
         "rounds": args.rounds,
         "floor": FLOOR_KIND,
-        "bundles": {
-            bundle: {
-                kind: {
-                    "min_ms": min(times[bundle, kind]),
-                    "median_ms": statistics.median(times[bundle, kind]),
-                    "min_cpu_ms": min(cpu[bundle, kind]),
-                }
-                for kind in (FLOOR_KIND, *FUNCTIONS)
-            }
-            for bundle in bundles
-        },
+        "measure": MEASURE,
+        "bundles": figures,
+        "exit_ms": exits,
     }
 
 
@@ -257,20 +385,24 @@ def report(saved: dict[str, Any]) -> None:
     """Prints a run's tables from its saved JSON alone."""
     bundles, floor = saved["bundles"], saved["floor"]
     print(
-        f"\ncold start from the bundle, Python {saved['python']}, process start to exit, "
+        f"\ncold start from the bundle, Python {saved['python']}, {saved['measure']}, "
         f"{saved['rounds']} interleaved rounds; / floor: the same bundle's floor"
     )
     header = f"{'':<52}{'min ms':>8}{'/ floor':>9}{'median':>8}{'/ floor':>9}"
-    header += f"{'CPU ms':>8}{'/ floor':>9}"
+    header += f"{'CPU ms':>8}{'/ floor':>9}{'step min':>10}{'median':>8}"
     for bundle, kinds in bundles.items():
         print(f"\n{bundle}\n{header}")
+        base = kinds[floor]
         for kind, f in kinds.items():
             low, mid, used = f["min_ms"], f["median_ms"], f["min_cpu_ms"]
             print(
-                f"{kind:<52}{low:>8.0f}{low / kinds[floor]['min_ms']:>9.2f}"
-                f"{mid:>8.0f}{mid / kinds[floor]['median_ms']:>9.2f}"
-                f"{used:>8.0f}{used / kinds[floor]['min_cpu_ms']:>9.2f}"
+                f"{kind:<52}{low:>8.0f}{low / base['min_ms']:>9.2f}"
+                f"{mid:>8.0f}{mid / base['median_ms']:>9.2f}"
+                f"{used:>8.0f}{used / base['min_cpu_ms']:>9.2f}"
+                f"{f['step_min_ms']:>10.0f}{f['step_median_ms']:>8.0f}"
             )
+        exits = ", ".join(f"{n} {ms:.0f}" for n, ms in saved["exit_ms"][bundle].items())
+        print(f"exit after the last point, not counted (median ms): {exits}")
     shipped = bundles["shipped"]
     others = [b for b in bundles if b != "shipped"]
     print(f"\neach bundle's cold start / the shipped one's (min time; median)\n{'':<52}", end="")
@@ -284,12 +416,6 @@ def report(saved: dict[str, Any]) -> None:
             for b in others
         ]
         print(f"{kind:<52}{''.join(cells)}")
-
-
-def _children_cpu_s() -> float:
-    """CPU seconds (user and system) of the children that have exited so far."""
-    used = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return used.ru_utime + used.ru_stime
 
 
 if __name__ == "__main__":

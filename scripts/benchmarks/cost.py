@@ -14,7 +14,9 @@ checked to be still unmade); CloudWatch: the request's log line, which is the
 operators' metrics' EMF document (`api.metrics`), ingested and kept by CloudWatch
 Logs, its bytes measured here; the metrics' fixed monthly cost (custom metrics,
 alarm metrics, the dashboard) is printed below the table. AppSync: its price per
-query or mutation plus the same DynamoDB work, billed apart.
+query or mutation plus the same DynamoDB work, billed apart; and, for each row that
+writes, AppSync with the DynamoDB writes Amplify DataStore's own resolvers make
+(`scripts/benchmarks/datastore.py`): what an app leaving AppSync would compare with.
 
 Where the two cross: the handler time (at the configured memory) above which
 AppSync is cheaper, and the same behind a Lambda function URL, which has no
@@ -36,7 +38,8 @@ from mangum import Mangum
 from api import metrics
 from api.app import create_lambda_app
 from api.settings import PROJECT_ROOT
-from scripts.benchmarks.harness import CHANGES, PUSH, UPDATE, Harness, realistic_person
+from scripts.benchmarks import datastore
+from scripts.benchmarks.harness import CHANGES, CREATE, PUSH, UPDATE, Harness, realistic_person
 from scripts.benchmarks.prices import (
     APPSYNC_OPERATION_USD,
     CLOUDWATCH_ALARM_METRIC_MONTH_USD,
@@ -56,6 +59,7 @@ from scripts.benchmarks.prices import (
     PRICES_AS_OF,
     per_million_ops,
 )
+from scripts.benchmarks.writes import units_person
 
 EVENT = PROJECT_ROOT / "tests" / "deploy" / "events" / "query.json"
 TENANT = "cost"
@@ -65,6 +69,7 @@ ROWS = {
     "poll, no changes": "changes: poll, no changes",
     "incremental sync of 10": "changes: incremental, 10 changes",
     "page of 100": "changes: page of 100 Person",
+    "create": "createPerson",
     "update": "updatePerson",
     "push of 100 updates": "pushChanges: 100 updates",
 }
@@ -101,6 +106,7 @@ def measure_cost(h: Harness) -> dict[str, Any]:
         return body["data"]
 
     people = _seed(call)
+    person = realistic_person(random.Random(3), 0)
     # The last ten created after `since`: an incremental sync of 10 (the reads are
     # measured before the writes below add changes).
     since, head = people[-11]["changeToken"], people[-1]["changeToken"]
@@ -121,6 +127,7 @@ def measure_cost(h: Harness) -> dict[str, Any]:
             "incremental sync of 10", CHANGES, {"t": TENANT, "s": since}
         ),
         "page of 100": lambda i: call("page of 100", CHANGES, {"t": TENANT, "l": 100}),
+        "create": lambda i: call("create", CREATE, {"i": {"tenantID": TENANT, "person": person}}),
         "update": update,
         "push of 100 updates": push,
     }
@@ -150,6 +157,9 @@ def measure_cost(h: Harness) -> dict[str, Any]:
             max(1, math.ceil(sizes[name] / HTTP_API_METERED_BYTES)),
             log_bytes=emf.bytes / count,
         )
+        # The row's DynamoDB units are of this person's writes (writes.py): so are
+        # DataStore's.
+        out[name]["appsync_datastore"] = datastore.comparator(name, units_person())
     assert not app.state.s3.made, "an operation priced here made an S3 request"
     return {
         "memory_mb": memory_mb,
@@ -245,22 +255,25 @@ def print_cost(cost: dict[str, Any]) -> None:
     print(
         f"\nall in, $ per million operations: HTTP API + Lambda ({memory} MB, "
         f"{cost['architecture']}) + DynamoDB + S3 + CloudWatch Logs (the request's EMF "
-        "line), against AppSync + the same DynamoDB"
+        "line), against AppSync + the same DynamoDB, and (writes) AppSync + DataStore's "
+        "own DynamoDB writes"
     )
     header = (
         f"{'operation':<26}{'billed ms':>10}{'HTTP API':>9}{'Lambda':>7}{'GB-s':>8}"
         f"{'DynamoDB':>9}{'S3':>5}{'CW logs':>8}{'total':>8}{'AppSync':>9}{'AppSync/':>9}"
-        f"{'equal at':>10}"
+        f"{'equal at':>10}{'DataStore':>10}{'DS/':>6}"
     )
     print(header)
     print("-" * len(header))
     for name, c in ops.items():
+        found = c.get("appsync_datastore")
+        compared = f"{found['total']:>10.2f}{found['total'] / c['total']:>6.2f}" if found else ""
         print(
             f"{name:<26}{c['billed_ms']:>10.1f}{c['http_api']:>9.2f}{c['lambda_requests']:>7.2f}"
             f"{c['lambda_duration']:>8.2f}{c['dynamodb']:>9.2f}{c['s3']:>5.1f}"
             f"{c['cloudwatch']:>8.2f}{c['total']:>8.2f}"
             f"{c['appsync']:>9.2f}{c['appsync'] / c['total']:>9.2f}"
-            f"{c['crossover_ms']:>8.0f}ms"
+            f"{c['crossover_ms']:>8.0f}ms{compared}"
         )
     first = next(iter(ops.values()))
     print(
@@ -268,6 +281,17 @@ def print_cost(cost: dict[str, Any]) -> None:
         f"{first['crossover_ms_function_url']:.0f} ms behind a function URL. "
         f"{COMPUTE_PRICES_AS_OF}; {PRICES_AS_OF})"
     )
+    for name, c in ops.items():
+        found = c.get("appsync_datastore")
+        if found:
+            print(
+                f"DataStore, {name}: {found['mutations']} AppSync request"
+                f"{'s' if found['mutations'] > 1 else ''}, each: "
+                f"{datastore.describe(found)}: {found['write_units']} write units in all, "
+                f"against this API's ${c['dynamodb']:.3f} of DynamoDB"
+            )
+    for line in datastore.verdicts(ops):
+        print(line)
     month = cost["cloudwatch_month"]
     print(
         f"the metrics' fixed cost a month: {month['custom_metrics']} custom metrics this "

@@ -20,10 +20,16 @@ from scripts.benchmarks import raw
 from scripts.benchmarks.harness import CREATE, PUSH, TABLE, UPDATE, Harness, realistic_person, units
 
 
+def units_person() -> dict[str, Any]:
+    """The person whose writes the write units are of (and the all-in rows'
+    comparators, scripts/benchmarks/datastore.py)."""
+    return realistic_person(random.Random(1), 0)
+
+
 def measure_writes(h: Harness, avg_item: float) -> dict[str, dict[str, float]]:
     """The write rows; returns the write units per mutation, cold and hot."""
     clients = h.clients
-    write_units = _write_units(h, realistic_person(random.Random(1), 0), avg_item)
+    write_units = _write_units(h, units_person(), avg_item)
 
     # 4. createPerson, each client on its own tenant (no contention).
     counter = iter(range(10**9))

@@ -15,13 +15,14 @@ from typing import Any
 from api.service.tenancy import ITEMS_PER_CALL
 from api.settings import PROJECT_ROOT
 from scripts.bench import SMOKE_BULK
-from scripts.benchmarks import page, quoted
+from scripts.benchmarks import datastore, page, quoted
 from scripts.benchmarks.cost import ROWS as COST_ROWS
 from scripts.benchmarks.cost import shipped_lambda
 from scripts.benchmarks.realtime import BURSTS
 from scripts.benchmarks.realtime import SIZES as REALTIME_SIZES
 from scripts.benchmarks.realtime_cost import DESIGNS
 from scripts.benchmarks.realtime_cost import SIZES as REALTIME_COST_SIZES
+from scripts.benchmarks.writes import units_person
 
 # Not marked serial: no figure is asserted, so it runs beside another worker in
 # scripts/test --all (alone, it was 272 s of the serial part).
@@ -180,6 +181,12 @@ def test_bench_smoke_prints_and_saves_a_complete_table(tmp_path: Path) -> None:
         parts = ("http_api", "lambda_requests", "lambda_duration", "dynamodb", "s3", "cloudwatch")
         assert c["cloudwatch"] > 0, name  # its EMF line's bytes
         assert math.isclose(c["total"], sum(c[p] for p in parts)), name
+        # Each write beside AppSync with DataStore's own writes, of the record whose
+        # writes the row's units are; a read beside today's bar alone.
+        assert c["appsync_datastore"] == datastore.comparator(name, units_person()), name
+        assert (c["appsync_datastore"] is None) == COST_ROWS[name].startswith("changes:"), name
+    for line in datastore.verdicts(cost["operations"]):
+        assert line in out
     check_realtime_cost(data["realtime_cost"], out)
 
 

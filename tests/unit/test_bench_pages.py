@@ -17,13 +17,24 @@ import contextlib
 import copy
 import io
 import json
+import os
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from scripts import bench_hostile, bench_local_s3, bench_metrics, bench_push, bench_types_paging
-from scripts.bench_cold_start import FLOOR_KIND, FUNCTIONS, report, result
+from scripts.bench_cold_start import (
+    FLOOR_FUNCTION,
+    FLOOR_KIND,
+    FUNCTIONS,
+    Function,
+    Start,
+    report,
+    result,
+    start,
+)
 from scripts.bench_types_paging import WHOLE, Sync
 from scripts.benchmarks import (
     cold_start,
@@ -40,17 +51,23 @@ BUNDLES = ["shipped", "shipped, no bytecode", "274c7c3 (shipped no bytecode)"]
 
 
 def _run(scale: float) -> dict[str, Any]:
-    """A run's result from its timings: each kind slower than the floor by its place,
-    each bundle slower than the shipped one by its place; `scale` sets the figures."""
-    times: dict[tuple[str, str], list[float]] = {}
-    cpu: dict[tuple[str, str], list[float]] = {}
+    """A run's result from its starts: each function slower than the floor by its
+    place, each bundle slower than the shipped one by its place, each point after
+    the import 1.2x the one before; `scale` sets the figures. Every exit takes 50 ms
+    after the last point (the rounds' spread: 1.0-1.5x), never counted."""
+    starts: dict[tuple[str, str], list[Start]] = {}
+    functions = {FLOOR_KIND: FLOOR_FUNCTION, **FUNCTIONS}
     for b, bundle in enumerate(BUNDLES):
-        for k, kind in enumerate((FLOOR_KIND, *FUNCTIONS)):
+        for k, (name, function) in enumerate(functions.items()):
             base = scale * (1 + 0.7 * b) * (1 + 0.1 * k)
-            times[bundle, kind] = [base * 1.2, base, base * 1.1, base * 1.5]
-            cpu[bundle, kind] = [base * 0.9, base * 0.8, base * 0.85, base]
+            runs = []
+            for f in (1.2, 1.0, 1.1, 1.5):
+                at = [round(base * f * 1.2**i * 1e6) for i in range(len(function.points(name)))]
+                cpu = [round(ns * 0.8) for ns in at]
+                runs.append(Start(0, at, cpu, at[-1] + round(50e6 * f)))
+            starts[bundle, name] = runs
     args = argparse.Namespace(rounds=4, before=Path("before"), before_name="274c7c3")
-    return result(args, "3.13.5", BUNDLES, times, cpu, load_at_start=0.5)
+    return result(args, "3.13.5", BUNDLES, starts, load_at_start=0.5)
 
 
 def _printed(saved: dict[str, Any], printer: Any = report) -> str:
@@ -69,10 +86,21 @@ def test_a_run_writes_the_cold_start_page_and_its_plot_and_the_next_replaces_the
     assert list(first["bundles"]) == BUNDLES and first["machine"]["cpus"]
     shipped = first["bundles"]["shipped"]
     assert shipped[FLOOR_KIND] == pytest.approx(
-        {"min_ms": 700, "median_ms": 805, "min_cpu_ms": 560}
+        {"min_ms": 700, "median_ms": 805, "min_cpu_ms": 560, "step_min_ms": 700}
+        | {"step_median_ms": 805}
     )
+    # Each point from the process's start; the step alone since the point before.
+    assert shipped["HTTP: import + first poll"] == pytest.approx(
+        {"min_ms": 924, "median_ms": 1062.6, "min_cpu_ms": 739.2, "step_min_ms": 154}
+        | {"step_median_ms": 177.1}
+    )
+    # The exit after the last point is kept apart, never in a point's figure.
+    assert first["exit_ms"]["shipped"]["HTTP"] == pytest.approx(57.5)
+    assert "exit not counted" in first["measure"]
     # What the command prints: the same figures, from the saved JSON alone.
-    assert f"{FLOOR_KIND:<52}{700:>8.0f}{1:>9.2f}{805:>8.0f}" in _printed(first)
+    printed = _printed(first)
+    assert f"{FLOOR_KIND:<52}{700:>8.0f}{1:>9.2f}{805:>8.0f}" in printed
+    assert "exit after the last point, not counted (median ms): floor" in printed
 
     written = cold_start.PAGE.write(first, docs)
     text = written.read_text()
@@ -81,12 +109,21 @@ def test_a_run_writes_the_cold_start_page_and_its_plot_and_the_next_replaces_the
     assert f"`{first['command']}` on {first['date'][:10]}" in text
     assert f"at commit {first['commit']}" in text and "Python 3.13.5" in text
     # Each bundle's rows: min, its ratio to the floor, median, ratio, CPU, ratio.
+    assert "process start to the handler ready, then to each first invocation's return" in text
     assert "| floor: strawberry, pynamodb, boto3 + client | 700 | 1.00 | 805 | 1.00 | 560 |" in text
-    assert "| HTTP: import | 770 | 1.10 | 886 | 1.10 | 616 | 1.10 |" in text
+    assert "| HTTP: import | 770 | 1.10 | 886 | 1.10 | 616 | 1.10 | 770 | 886 |" in text
+    assert (
+        "| HTTP: import + first poll | 924 | 1.32 | 1,063 | 1.32 | 739 | 1.32 | 154 | 177 |" in text
+    )
+    assert (
+        "Not counted, each process's exit after its last point (median ms): floor 58, HTTP 58"
+        in text
+    )
     # The earlier commit's bundle against the shipped one: 2.40x, min and median alike.
     assert "| HTTP: import | 1.70; 1.70 | 2.40; 2.40 |" in text
     assert "- HTTP: import against its floor (shipped): 1.10, within 1.3x." in text
-    sweep = "- sweep: first round, without SnapStart: 2.40x faster than 274c7c3's bundle"
+    assert "- realtime: import + `$connect` against its floor (shipped): 1.44, not within" in text
+    sweep = "- sweep: import + first round, without SnapStart: 2.40x faster than 274c7c3's bundle"
     assert f"{sweep}, at least 2x." in text
     plot = (folder / cold_start.PLOT).read_bytes()
     assert plot.startswith(b"\x89PNG")
@@ -105,6 +142,37 @@ def test_a_run_writes_the_cold_start_page_and_its_plot_and_the_next_replaces_the
     assert "- HTTP: import against its floor (shipped): 1.76, not within 1.3x." in text
     assert (folder / cold_start.PLOT).read_bytes() != plot, "the plot was not redrawn"
     assert cold_start.PAGE.stale(docs) == []
+
+
+def test_a_cold_start_is_timed_to_the_handler_ready_and_its_invocations_not_to_its_exit(
+    tmp_path: Path,
+) -> None:
+    """Lambda bills and a device waits for the init (the handler's import) and the
+    first invocation, never for the interpreter's exit: a start's points end where
+    the process said each was reached, and an exit that takes a second (an atexit
+    hook that sleeps, after writing when it began) is waited for but in no point."""
+    began = tmp_path / "exit-began"
+    function = Function(
+        "import json",
+        (("first call", "json.dumps({'answer': 42})"), ("second call", "json.loads('[1]')")),
+    )
+    code = function.code() + (
+        "import atexit, time\n"
+        "def _teardown():\n"
+        f"    open({str(began)!r}, 'w').write(str(time.monotonic_ns()))\n"
+        "    time.sleep(1.0)\n"
+        "atexit.register(_teardown)\n"
+    )
+    run = start(sys.executable, code, dict(os.environ), tmp_path)
+    exit_began = int(began.read_text())
+    assert len(run.points_ns) == len(function.points("f")) == 3
+    assert run.started_ns < run.points_ns[0] <= run.points_ns[1] <= run.points_ns[2] < exit_began
+    assert run.cpu_ns == sorted(run.cpu_ns) and run.cpu_ns[0] > 0
+    # Every figure ends at its point, before the exit began; the exit (its second
+    # included) is the exit's figure alone.
+    assert run.points_ms[-1] == (run.points_ns[-1] - run.started_ns) / 1e6
+    assert run.points_ms[-1] < (exit_began - run.started_ns) / 1e6
+    assert run.exited_ns - exit_began >= 1e9 and run.exit_ms >= 1000
 
 
 def _paging(read_units: float) -> dict[str, Any]:
