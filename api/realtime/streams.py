@@ -101,6 +101,7 @@ class StreamFollower:
         self._stopped = threading.Event()
         self._thread: threading.Thread | None = None
         self.reads = 0  # GetRecords calls, for the benchmark's cost figures
+        self.failures = 0  # in a row: said once, then less and less often (`_failed`)
         # When (time.monotonic) it was started or last completed a poll of its shards:
         # a lease holder whose reading stands still steps down (api.realtime.lease).
         self.progressed_at = time.monotonic()
@@ -120,11 +121,25 @@ class StreamFollower:
         while not self._stopped.is_set():
             try:
                 self._follow()
-            except Exception:  # a failing stream must not end the process's pokes
-                logger.exception(
-                    "reading the table's stream failed; restarting in %s s", self._retry_wait_s
-                )
+            except Exception as exc:  # a failing stream must not end the process's pokes
+                self._failed(exc)
                 self._stopped.wait(self._retry_wait_s)
+
+    def _failed(self, exc: Exception) -> None:
+        """Say so once with the traceback, then at the 2nd, 4th, 8th... failure in a
+        row in a line: an engine that is down for an hour is said 11 times, not 720."""
+        self.failures += 1
+        if self.failures == 1:
+            logger.exception(
+                "reading the table's stream failed; restarting every %s s", self._retry_wait_s
+            )
+        elif self.failures & (self.failures - 1) == 0:
+            logger.error(
+                "reading the table's stream still fails (%d times in a row): %s: %s",
+                self.failures,
+                type(exc).__name__,
+                exc,
+            )
 
     def _follow(self) -> None:
         described = self._dynamodb.describe_table(TableName=self._table_name)["Table"]
@@ -170,6 +185,9 @@ class StreamFollower:
                 for tenant_id, token in changes.items():
                     self._publish(tenant_id, token)
             self.progressed_at = time.monotonic()
+            if self.failures:
+                logger.info("reading the table's stream again after %d failures", self.failures)
+                self.failures = 0
             self._stopped.wait(self._poll_interval_s)
 
     def _catch_up(self) -> None:
