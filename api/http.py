@@ -9,6 +9,7 @@ import json
 import re
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from starlette.requests import Request
@@ -27,11 +28,50 @@ BODY_TIMEOUT_S = 30.0
 _SAFE_REQUEST_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
 
 
+class InFlight:
+    """The requests a server is answering, so that a stopping server answers those
+    still unanswered `UNAVAILABLE` (503, retryable) instead of holding them: a call
+    to an engine that does not answer would keep one for minutes (scripts/serve)."""
+
+    def __init__(self) -> None:
+        self._unanswered: dict[object, Callable[[], Awaitable[None]]] = {}
+        self._answering: set[asyncio.Task[None]] = set()
+        self.stopping = False
+
+    def hold(self, key: object, answer_unavailable: Callable[[], Awaitable[None]]) -> None:
+        if self.stopping:
+            self._answer(answer_unavailable)
+        else:
+            self._unanswered[key] = answer_unavailable
+
+    def answered(self, key: object) -> None:
+        self._unanswered.pop(key, None)
+
+    def stop(self) -> None:
+        """On the event loop: answer every request not answered yet (each once)."""
+        self.stopping = True
+        for answer in list(self._unanswered.values()):
+            self._answer(answer)
+        self._unanswered.clear()
+
+    def _answer(self, answer: Callable[[], Awaitable[None]]) -> None:
+        task = asyncio.ensure_future(answer())  # beside the request's own task, held
+        self._answering.add(task)
+        task.add_done_callback(self._answering.discard)
+
+
 class RequestMiddleware:
-    def __init__(self, app: ASGIApp, max_body_bytes: int, metrics: Metrics | None = None) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        max_body_bytes: int,
+        metrics: Metrics | None = None,
+        in_flight: InFlight | None = None,
+    ) -> None:
         self.app = app
         self.max_body_bytes = max_body_bytes
         self.metrics = metrics or Metrics()
+        self.in_flight = in_flight or InFlight()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -43,10 +83,13 @@ class RequestMiddleware:
         log, reset = request_log.start(request_id)
         started = time.perf_counter()
         status = 500
+        responding = False  # the answer has begun: the app's, or the stopping server's
+        superseded = False  # the stopping server answered: what the app sends goes nowhere
 
-        async def send_with_id(message: Message) -> None:
+        async def stamped(message: Message) -> None:
             nonlocal status
             if message["type"] == "http.response.start":
+                self.in_flight.answered(key)
                 status = message["status"]
                 message["headers"] = [
                     *message.get("headers", []),
@@ -54,6 +97,23 @@ class RequestMiddleware:
                 ]
             await send(message)
 
+        async def send_with_id(message: Message) -> None:
+            nonlocal responding
+            if superseded:
+                return
+            responding = True
+            await stamped(message)
+
+        async def unavailable() -> None:
+            nonlocal responding, superseded
+            if responding:
+                return
+            responding = superseded = True
+            log.codes.append("UNAVAILABLE")
+            await _send_error(stamped, 503, "the server is stopping: try again", "UNAVAILABLE")
+
+        key = object()
+        self.in_flight.hold(key, unavailable)
         try:
             try:
                 # In this task: wait_for would run the read in a task of its own, one
@@ -74,6 +134,7 @@ class RequestMiddleware:
                 return
             await self.app(scope, _replay(body, receive), send_with_id)
         finally:
+            self.in_flight.answered(key)
             await settle(log)  # the calls of fields cancelled midway: counted, then logged
             duration_ms = (time.perf_counter() - started) * 1000
             self.metrics.request(log, status, duration_ms)  # and its log line
@@ -114,13 +175,13 @@ def _replay(body: bytes, receive: Receive) -> Receive:
     return replay
 
 
-def bad_request_body(message: str) -> dict[str, Any]:
+def bad_request_body(message: str, code: str = "BAD_USER_INPUT") -> dict[str, Any]:
     """A GraphQL-shaped error for a request refused before GraphQL could run."""
-    return {"errors": [{"message": message, "extensions": {"code": "BAD_USER_INPUT"}}]}
+    return {"errors": [{"message": message, "extensions": {"code": code}}]}
 
 
-async def _send_error(send: Send, status: int, message: str) -> None:
-    body = json.dumps(bad_request_body(message)).encode()
+async def _send_error(send: Send, status: int, message: str, code: str = "BAD_USER_INPUT") -> None:
+    body = json.dumps(bad_request_body(message, code)).encode()
     await send(
         {
             "type": "http.response.start",
