@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any
 
+from api.realtime.failures import RepeatedFailures
 from api.realtime.signals import DELETING, deleting
 from api.storage import keys
 
@@ -101,7 +102,7 @@ class StreamFollower:
         self._stopped = threading.Event()
         self._thread: threading.Thread | None = None
         self.reads = 0  # GetRecords calls, for the benchmark's cost figures
-        self.failures = 0  # in a row: said once, then less and less often (`_failed`)
+        self.failures = RepeatedFailures(logger, "reading the table's stream")
         # When (time.monotonic) it was started or last completed a poll of its shards:
         # a lease holder whose reading stands still steps down (api.realtime.lease).
         self.progressed_at = time.monotonic()
@@ -122,24 +123,8 @@ class StreamFollower:
             try:
                 self._follow()
             except Exception as exc:  # a failing stream must not end the process's pokes
-                self._failed(exc)
+                self.failures.failed(exc, f"; restarting every {self._retry_wait_s} s")
                 self._stopped.wait(self._retry_wait_s)
-
-    def _failed(self, exc: Exception) -> None:
-        """Say so once with the traceback, then at the 2nd, 4th, 8th... failure in a
-        row in a line: an engine that is down for an hour is said 11 times, not 720."""
-        self.failures += 1
-        if self.failures == 1:
-            logger.exception(
-                "reading the table's stream failed; restarting every %s s", self._retry_wait_s
-            )
-        elif self.failures & (self.failures - 1) == 0:
-            logger.error(
-                "reading the table's stream still fails (%d times in a row): %s: %s",
-                self.failures,
-                type(exc).__name__,
-                exc,
-            )
 
     def _follow(self) -> None:
         described = self._dynamodb.describe_table(TableName=self._table_name)["Table"]
@@ -185,9 +170,7 @@ class StreamFollower:
                 for tenant_id, token in changes.items():
                     self._publish(tenant_id, token)
             self.progressed_at = time.monotonic()
-            if self.failures:
-                logger.info("reading the table's stream again after %d failures", self.failures)
-                self.failures = 0
+            self.failures.worked()
             self._stopped.wait(self._poll_interval_s)
 
     def _catch_up(self) -> None:
