@@ -115,30 +115,45 @@ class RequestMiddleware:
         key = object()
         self.in_flight.hold(key, unavailable)
         try:
-            try:
-                # In this task: wait_for would run the read in a task of its own, one
-                # more task and loop step for every request.
-                async with asyncio.timeout(BODY_TIMEOUT_S):
-                    body = await self._read_body(headers, receive)
-            except TimeoutError:
-                log.codes.append("BAD_USER_INPUT")
-                await _send_error(
-                    send_with_id, 408, f"request body not received in {BODY_TIMEOUT_S:.0f} s"
-                )
-                return
-            if body is None:
-                log.codes.append("BAD_USER_INPUT")
-                await _send_error(
-                    send_with_id, 413, f"request body is larger than {self.max_body_bytes} bytes"
-                )
-                return
-            await self.app(scope, _replay(body, receive), send_with_id)
+            await self._answer(scope, receive, headers, log, send_with_id)
+        except asyncio.CancelledError:
+            if not superseded:
+                raise
+            # Answered UNAVAILABLE by the stopping server, then cancelled by it (uvicorn's
+            # graceful timeout): nothing left to say, not a traceback per request.
         finally:
             self.in_flight.answered(key)
             await settle(log)  # the calls of fields cancelled midway: counted, then logged
             duration_ms = (time.perf_counter() - started) * 1000
             self.metrics.request(log, status, duration_ms)  # and its log line
             request_log.finish(reset)
+
+    async def _answer(
+        self,
+        scope: Scope,
+        receive: Receive,
+        headers: dict[str, str],
+        log: request_log.RequestLog,
+        send_with_id: Send,
+    ) -> None:
+        try:
+            # In this task: wait_for would run the read in a task of its own, one
+            # more task and loop step for every request.
+            async with asyncio.timeout(BODY_TIMEOUT_S):
+                body = await self._read_body(headers, receive)
+        except TimeoutError:
+            log.codes.append("BAD_USER_INPUT")
+            await _send_error(
+                send_with_id, 408, f"request body not received in {BODY_TIMEOUT_S:.0f} s"
+            )
+            return
+        if body is None:
+            log.codes.append("BAD_USER_INPUT")
+            await _send_error(
+                send_with_id, 413, f"request body is larger than {self.max_body_bytes} bytes"
+            )
+            return
+        await self.app(scope, _replay(body, receive), send_with_id)
 
     async def _read_body(self, headers: dict[str, str], receive: Receive) -> bytes | None:
         """The whole body, or None when it is larger than allowed (read no further)."""

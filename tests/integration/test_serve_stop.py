@@ -29,7 +29,7 @@ from websockets.sync.client import connect
 
 from api.settings import PROJECT_ROOT, Settings
 from scripts.local_engine import LocalEngine, free_port
-from tests.support.gql import GraphQLClient, bearer
+from tests.support.gql import TEST_AUTH_SECRET, GraphQLClient, bearer
 from tests.support.servers import started
 from tests.support.sockets import PROTOCOL, ws_url
 
@@ -164,6 +164,84 @@ def test_a_stopped_server_exits_answering_what_it_holds(
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
+
+
+def _children(pid: int) -> list[int]:
+    return [
+        int(child)
+        for task in Path(f"/proc/{pid}/task").iterdir()
+        for child in (task / "children").read_text().split()
+    ]
+
+
+def test_a_server_whose_own_engine_is_frozen_stops_with_it(tmp_path: Path) -> None:
+    """scripts/serve with its own engines, its DynamoDB Local frozen under requests,
+    then its group's SIGTERM (a frozen engine gets the SIGTERM only once it runs
+    again: 15-20 s): it exits, the requests answered UNAVAILABLE, no engine left
+    behind, and no traceback for the requests it answered and cancelled."""
+    env = {k: v for k, v in os.environ.items() if k not in ("DYNAMODB_ENDPOINT", "S3_ENDPOINT")}
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    env |= {
+        "PORT": str(port),
+        "DYNAMODB_LOCAL_PORT": str(free_port()),
+        "S3_LOCAL_PORT": str(free_port()),
+        "DATA_DIR": str(tmp_path / "data"),
+        "SYNC_AUTH_SECRET": TEST_AUTH_SECRET,
+    }
+    log = tmp_path / "serve.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "scripts.serve"],
+            cwd=PROJECT_ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    engines: list[int] = []
+    try:
+        assert started(process, url, timeout_s=180, every_s=0.3), log.read_text()
+        engines = _children(process.pid)
+        java = [p for p in engines if b"DynamoDBLocal" in Path(f"/proc/{p}/cmdline").read_bytes()]
+        assert len(java) == 1 and len(engines) == 2, engines
+        os.kill(java[0], signal.SIGSTOP)
+        tenant = "frozen-own"
+        answers: list[Any] = []
+        sent = threading.Semaphore(0)
+        clients = [
+            threading.Thread(target=_held, args=(url, tenant, sent, answers), daemon=True)
+            for _ in range(8)
+        ]
+        for client in clients:
+            client.start()
+        for _ in clients:
+            assert sent.acquire(timeout=60)
+        deadline = time.monotonic() + 60
+        while _read_connections(process.pid, port) < len(clients):
+            assert time.monotonic() < deadline, _read_connections(process.pid, port)
+            time.sleep(0.1)
+
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=EXIT_WITHIN_S)
+        except subprocess.TimeoutExpired:
+            tail = log.read_text()[-3000:]
+            pytest.fail(f"still running {EXIT_WITHIN_S} s after SIGTERM:\n{tail}")
+        for client in clients:
+            client.join(timeout=10)
+        assert [a if isinstance(a, Exception) else a[0] for a in answers] == [503] * 8, answers
+        deadline = time.monotonic() + 10
+        while [p for p in engines if Path(f"/proc/{p}").exists()]:
+            assert time.monotonic() < deadline, f"engines left behind: {engines}"
+            time.sleep(0.1)
+        text = log.read_text()
+        assert "Traceback" not in text, text[text.find("Traceback") - 300 :][:3000]
+    finally:
+        for pid in [process.pid, *engines]:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        process.wait()
 
 
 def test_a_port_in_use_is_refused_at_once_naming_its_setting(tmp_path: Path) -> None:
