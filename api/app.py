@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import gc
 import logging
+import threading
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
@@ -20,7 +22,7 @@ from api.domain.cursor import CursorCodec
 from api.domain.retention import Retention
 from api.graphql.view import GraphQLView
 from api.health import health_check, metrics_endpoint
-from api.http import RequestMiddleware
+from api.http import InFlight, RequestMiddleware
 from api.ordering import wall_clock_ms
 from api.prometheus_metrics import Prometheus
 from api.service import SyncService
@@ -123,8 +125,14 @@ def create_app(
         from api import graphiql
 
         routes.append(Route("/graphiql/assets/{name}", graphiql.asset, methods=["GET"]))
+    in_flight = InFlight()  # a stopping server answers its unanswered requests (scripts/serve)
     middleware = [
-        Middleware(RequestMiddleware, max_body_bytes=settings.max_body_bytes, metrics=sink),
+        Middleware(
+            RequestMiddleware,
+            max_body_bytes=settings.max_body_bytes,
+            metrics=sink,
+            in_flight=in_flight,
+        ),
         Middleware(CompressMiddleware, minimum_size=settings.compress_min_bytes),
     ]
     if settings.cors_origins:
@@ -143,9 +151,18 @@ def create_app(
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         yield
         if realtime is not None:
-            realtime.close()
+            # Off the event loop and waited for a moment only: its threads' calls to
+            # an engine that does not answer would hold a stopping server (they are
+            # daemon threads: the process ends without them).
+            closing = threading.Thread(target=realtime.close, name="realtime-close", daemon=True)
+            closing.start()
+            for _ in range(40):
+                if not closing.is_alive():
+                    break
+                await asyncio.sleep(0.05)
 
     app = Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
+    app.state.in_flight = in_flight
     app.state.s3 = s3  # made on first use; api.lambda_handler makes it before a snapshot
     return app
 

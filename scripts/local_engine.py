@@ -8,6 +8,7 @@ orphan is left behind.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import shutil
 import signal
@@ -114,13 +115,20 @@ class EngineProcess:
         self._log.seek(0)
         return self._log.read().decode(errors="replace")[-2000:]
 
-    def stop(self) -> None:
+    def stop(self, timeout: float = 10) -> None:
+        """SIGTERM, then SIGKILL if it has not exited within `timeout` seconds."""
         process, self._process = self._process, None
         if process is not None:
-            stop_process(process)
+            stop_process(process, timeout)
         if self._log is not None:
             self._log.close()
             self._log = None
+
+    def kill(self) -> None:
+        """SIGKILL, from any thread (a process that must end now)."""
+        process = self._process
+        if process is not None and process.poll() is None:
+            process.kill()
 
     def __enter__(self) -> Self:
         self.start()
@@ -176,6 +184,8 @@ def stop_process(process: subprocess.Popen[Any], timeout: float = 10) -> None:
     if process.poll() is not None:
         return
     process.terminate()
+    with contextlib.suppress(ProcessLookupError):  # a stopped (SIGSTOP) one gets it too
+        process.send_signal(signal.SIGCONT)
     try:
         process.wait(timeout=timeout)
     except subprocess.TimeoutExpired:

@@ -52,6 +52,7 @@ from typing import Any, Protocol
 
 from botocore.exceptions import ClientError
 
+from api.realtime.failures import RepeatedFailures
 from api.storage import keys
 
 logger = logging.getLogger("api.realtime")
@@ -226,6 +227,7 @@ class StreamReaderLease:
         self._lease_seen: tuple[str | None, int, float] | None = None  # holder, n, since
         self._servers_seen: dict[str, tuple[int, float]] = {}  # id -> counter, since
         self._lock = threading.Lock()  # the heartbeat against stop()
+        self.failures = RepeatedFailures(logger, "the stream reader's heartbeat")
         self._stopped = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -254,8 +256,9 @@ class StreamReaderLease:
                     return
                 try:
                     self._beat()
-                except Exception:
-                    logger.exception("stream reader heartbeat failed")
+                    self.failures.worked()
+                except Exception as exc:
+                    self.failures.failed(exc)
                     # Stop reading before the others can see the lease stand still.
                     if self._clock() - self._renewed_at > self._lease_s - self._heartbeat_s:
                         self._step_down()

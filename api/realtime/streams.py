@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any
 
+from api.realtime.failures import RepeatedFailures
 from api.realtime.signals import DELETING, deleting
 from api.storage import keys
 
@@ -101,6 +102,7 @@ class StreamFollower:
         self._stopped = threading.Event()
         self._thread: threading.Thread | None = None
         self.reads = 0  # GetRecords calls, for the benchmark's cost figures
+        self.failures = RepeatedFailures(logger, "reading the table's stream")
         # When (time.monotonic) it was started or last completed a poll of its shards:
         # a lease holder whose reading stands still steps down (api.realtime.lease).
         self.progressed_at = time.monotonic()
@@ -120,10 +122,8 @@ class StreamFollower:
         while not self._stopped.is_set():
             try:
                 self._follow()
-            except Exception:  # a failing stream must not end the process's pokes
-                logger.exception(
-                    "reading the table's stream failed; restarting in %s s", self._retry_wait_s
-                )
+            except Exception as exc:  # a failing stream must not end the process's pokes
+                self.failures.failed(exc, f"; restarting every {self._retry_wait_s} s")
                 self._stopped.wait(self._retry_wait_s)
 
     def _follow(self) -> None:
@@ -170,6 +170,7 @@ class StreamFollower:
                 for tenant_id, token in changes.items():
                     self._publish(tenant_id, token)
             self.progressed_at = time.monotonic()
+            self.failures.worked()
             self._stopped.wait(self._poll_interval_s)
 
     def _catch_up(self) -> None:

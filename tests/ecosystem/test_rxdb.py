@@ -238,6 +238,26 @@ def test_the_readme_shows_the_photo_example_that_the_tests_run() -> None:
     assert f"```js\n{example}```" in (rxdb.MODULE / "README.md").read_text()
 
 
+def test_the_readme_s_device_in_node_runs_as_written(
+    module_dir: Path, settings: Settings, tenant: str
+) -> None:
+    """examples/node.mjs, shown whole in the README, run as it says against a server."""
+    script = (rxdb.MODULE / "examples" / "node.mjs").read_text()
+    assert f"```js\n{script}```" in (rxdb.MODULE / "README.md").read_text()
+    token = bearer([tenant], secret=TEST_AUTH_SECRET)["Authorization"].split()[1]
+    with api_server(settings) as url:
+        result = subprocess.run(
+            [rxdb.NODE, "examples/node.mjs", f"{url}/graphql", tenant, token],
+            cwd=module_dir,
+            env=rxdb.node_env(),
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.splitlines() == ["ann Ann Lee"], (result.stdout, result.stderr)
+
+
 def test_the_readme_s_dexie_storage_in_node_runs_on_fake_indexeddb(module_dir: Path) -> None:
     """The README's snippet (Dexie storage in Node, with fake-indexeddb), run as written."""
     script = (rxdb.MODULE / "test" / "dexie_node.mjs").read_text()

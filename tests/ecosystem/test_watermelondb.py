@@ -350,3 +350,27 @@ def test_a_release_2_app_served_by_a_release_1_server_syncs_what_it_knows_and_lo
     }, run
     assert run["device"] == run["server"] and run["note"] == {"text": "kept"}, run
     assert run["notes"] == [["rn", "kept"], ["sn", "from release 2"]], run
+
+
+def test_the_readme_s_complete_example_runs_as_written(
+    module_dir: Path, settings: Settings, tenant: str
+) -> None:
+    """example.mjs (schema, model, adapter, Database, sync), shown whole in the README,
+    run as it says against a server: the person it saves comes back synced."""
+    example = (MODULE / "example.mjs").read_text()
+    assert f"```js\n{example}```" in (MODULE / "README.md").read_text()
+    shutil.copy(MODULE / "example.mjs", module_dir / "example.mjs")
+    token = bearer([tenant], secret=TEST_AUTH_SECRET)["Authorization"].split()[1]
+    node = shutil.which("node")
+    assert node
+    with api_server(settings) as url:
+        result = subprocess.run(
+            [node, "example.mjs", f"{url}/graphql", tenant, token],
+            cwd=module_dir,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = result.stdout.splitlines()
+    assert len(lines) == 1 and lines[0].endswith(" Ann Lee"), (result.stdout, result.stderr)

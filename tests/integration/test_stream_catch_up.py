@@ -8,11 +8,13 @@ reads DynamoDB Local's own stream of the table.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from typing import Any
 
 import pytest
+from botocore.config import Config
 
 from api.domain.catalog import PERSON
 from api.domain.cursor import CursorCodec
@@ -20,7 +22,7 @@ from api.realtime.streams import StreamFollower
 from api.service import SyncService
 from api.settings import Settings
 from api.storage.store import DynamoStore
-from tests.support.faults import Fault, dynamodb_error, hooks_on
+from tests.support.faults import Fault, connection_refused, dynamodb_error, hooks_on
 
 # A capability beyond the sync core: scripts/test --all (pyproject's `slow`).
 pytestmark = [pytest.mark.slow, pytest.mark.serial]
@@ -116,3 +118,46 @@ def _when(written: list[str]) -> str:
         time.sleep(0.05)
     assert written, "GetShardIterator was never called"
     return written[0]
+
+
+def test_a_down_engine_is_logged_once_then_less_and_less_often(
+    settings: Settings, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A follower whose engine is down logged a traceback at every restart (every 5 s:
+    465 of them while a stopped server lingered); now once, then at the 2nd, 4th,
+    8th... failure in a row in a line, and once when it reads again."""
+    once = Config(retries={"total_max_attempts": 1})
+    dynamodb = settings.dynamodb_client(config=once)
+    follower = StreamFollower(
+        dynamodb,
+        settings.dynamodb_client("dynamodbstreams", config=once),
+        settings.table_name,
+        lambda tenant_id, token: None,
+        poll_interval_s=0.05,
+        retry_wait_s=0.01,
+    )
+    down = Fault(connection_refused())
+    caplog.set_level(logging.INFO, logger="api.realtime")
+    with hooks_on(dynamodb.meta.events) as register:
+        register("before-send.dynamodb.DescribeTable", down)
+        follower.start()
+        try:
+            deadline = time.monotonic() + 60
+            while follower.failures.count < 64 and time.monotonic() < deadline:
+                time.sleep(0.02)
+            failures = follower.failures.count
+            said = [r for r in caplog.records if "stream" in r.getMessage()]
+            down.stop()  # the engine is back
+            deadline = time.monotonic() + 30
+            while follower.failures.count and time.monotonic() < deadline:
+                time.sleep(0.02)
+            back = [r.getMessage() for r in caplog.records if "works again" in r.getMessage()]
+        finally:
+            follower.stop()
+    assert failures >= 64, failures
+    assert said[0].exc_info is not None, "the first failure's traceback"
+    assert all(r.exc_info is None for r in said[1:]), "later failures: a line each"
+    # 1, 2, 4, 8, 16, 32, 64 (and 128 on a machine that slow): not one a failure.
+    assert len(said) <= 8, [r.getMessage() for r in said]
+    assert "still fails (64 times in a row)" in said[6].getMessage()
+    assert back and back[0].startswith("reading the table's stream works again after"), back

@@ -22,6 +22,7 @@ import time
 from typing import Any
 
 import pytest
+from botocore.config import Config
 from starlette.applications import Starlette
 from starlette.routing import Route
 from starlette.testclient import TestClient
@@ -40,6 +41,7 @@ from api.realtime.relay import (
 from api.settings import Settings
 from api.storage.store import DynamoStore
 from api.storage.table import ensure_table
+from tests.support.faults import Fault, connection_refused, hooks_on
 from tests.support.gql import bearer, post_data
 from tests.support.relay_faults import faults
 from tests.support.servers import api_server, crash, one_stream_reader, stream_readers
@@ -151,6 +153,48 @@ def test_a_reader_that_makes_no_progress_steps_down(ddb: Any) -> None:
     assert not lease.reading  # it leaves the lease to the others for two leases
     lease.stop()
     assert items.holder()[0] is None  # nobody holds it; its counter stays
+
+
+def test_a_heartbeat_on_a_down_engine_is_logged_once_then_less_and_less_often(
+    settings: Settings, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Each heartbeat (every 5 s) logged a traceback while the engine was down; now
+    the first, then the 2nd, 4th, 8th... in a row in a line, and once when it beats
+    again."""
+    dynamodb = settings.dynamodb_client(config=Config(retries={"total_max_attempts": 1}))
+    table = f"lease-{time.monotonic_ns()}"
+    ensure_table(dynamodb, table)
+    lease = StreamReaderLease(
+        LeaseItems(dynamodb, table),
+        "a",
+        "http://a",
+        reader=_Reader,
+        follow=lambda _: None,
+        lease_s=0.03,  # a heartbeat every 10 ms
+    )
+    down = Fault(connection_refused())
+    caplog.set_level(logging.INFO, logger="api.realtime")
+    with hooks_on(dynamodb.meta.events) as register:
+        register("before-send.dynamodb", down)
+        lease.start()
+        try:
+            deadline = time.monotonic() + 60
+            while lease.failures.count < 32 and time.monotonic() < deadline:
+                time.sleep(0.02)
+            failures = lease.failures.count
+            said = [r for r in caplog.records if "heartbeat" in r.getMessage()]
+            down.stop()  # the engine is back
+            deadline = time.monotonic() + 30
+            while lease.failures.count and time.monotonic() < deadline:
+                time.sleep(0.02)
+        finally:
+            lease.stop()
+    assert failures >= 32, failures
+    assert said[0].exc_info is not None, "the first failure's traceback"
+    assert all(r.exc_info is None for r in said[1:]), "later failures: a line each"
+    assert len(said) <= 7, [r.getMessage() for r in said]  # 1, 2, 4, 8, 16, 32 (64)
+    assert "still fails (32 times in a row)" in said[5].getMessage()
+    assert any("heartbeat works again" in r.getMessage() for r in caplog.records)
 
 
 def test_the_relay_endpoint_takes_only_signed_new_well_formed_posts() -> None:
