@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import http.client
 import json
 import logging
 import re
@@ -31,10 +30,8 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import httpx2
 from starlette.concurrency import run_in_threadpool
@@ -44,7 +41,7 @@ from api.auth import make_local_token
 from api.settings import Settings
 from api.tenant_gate import READERS_PER_TENANT, WRITERS_PER_TENANT
 from scripts.benchmarks.harness import SECRET, local_engine_settings
-from scripts.local_engine import free_port
+from tests.support.dynamo_proxy import ForwardingProxy
 from tests.support.servers import api_server
 from tests.support.subscribers import pid_listening, ws_url
 
@@ -83,19 +80,16 @@ def create_app_after() -> Any:
     return create_app()
 
 
-class LatencyProxy:
+class LatencyProxy(ForwardingProxy):
     """Between the server and DynamoDB Local: the calls whose body names `tenant`
     held `latency_s` and counted while in flight (most at once, all)."""
 
     def __init__(self, target: str, tenant: str, latency_s: float) -> None:
-        self._target = urlsplit(target).netloc
         self._tenant = tenant.encode()
         self._latency_s = latency_s
         self._lock = threading.Lock()
         self.now = self.most = self.calls = 0
-        self._server = _QuietServer(("127.0.0.1", free_port()), self._handler())
-        self._server.daemon_threads = True
-        self.endpoint = f"http://127.0.0.1:{self._server.server_port}"
+        super().__init__(target)
 
     def reset(self) -> None:
         with self._lock:
@@ -122,56 +116,11 @@ class LatencyProxy:
         try:
             if counted:
                 time.sleep(self._latency_s)
-            connection = http.client.HTTPConnection(self._target, timeout=60)
-            try:
-                connection.request("POST", path, body, headers)
-                answer = connection.getresponse()
-                return answer.status, answer.getheaders(), answer.read()
-            finally:
-                connection.close()
+            return self._send(path, headers, body)
         finally:
             if counted:
                 with self._lock:
                     self.now -= 1
-
-    def _handler(self) -> type[BaseHTTPRequestHandler]:
-        proxy = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"  # botocore keeps its connections alive
-
-            def do_POST(self) -> None:  # noqa: N802 - http.server's naming
-                body = self.rfile.read(int(self.headers.get("content-length", 0)))
-                headers = {k: v for k, v in self.headers.items() if k.lower() != "host"}
-                status, answer_headers, answer = proxy._forward(self.path, headers, body)
-                self.send_response(status)
-                for name, value in answer_headers:
-                    if name.lower() not in ("connection", "transfer-encoding", "content-length"):
-                        self.send_header(name, value)
-                self.send_header("content-length", str(len(answer)))
-                self.end_headers()
-                self.wfile.write(answer)
-
-            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
-                pass
-
-        return Handler
-
-    def __enter__(self) -> LatencyProxy:
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-
-
-class _QuietServer(ThreadingHTTPServer):
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        # botocore gave up on a call (its 5 s read timeout, under the "before"
-        # load) and retries it: the answer has nobody to go to.
-        if not isinstance(sys.exc_info()[1], ConnectionError):
-            super().handle_error(request, client_address)
 
 
 @dataclasses.dataclass

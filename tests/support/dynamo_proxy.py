@@ -14,7 +14,7 @@ import sys
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Self
 from urllib.parse import urlsplit
 
 from scripts.local_engine import free_port
@@ -56,32 +56,22 @@ class Hold:
                 self.now -= 1
 
 
-class DynamoProxy:
-    """Use as a context manager; `endpoint` replaces DynamoDB Local's for a server."""
+class ForwardingProxy:
+    """An HTTP proxy in front of DynamoDB Local that forwards every call unchanged;
+    a subclass's `_forward` decides what happens on the way (hold it, delay it, count
+    it) and sends it with `_send`. Use as a context manager; `endpoint` replaces
+    DynamoDB Local's for a server."""
 
     def __init__(self, target: str) -> None:
         self._target = urlsplit(target).netloc
-        self._holds: list[Hold] = []
         self._server = _QuietServer(("127.0.0.1", free_port()), self._handler())
         self._server.daemon_threads = True
         self.endpoint = f"http://127.0.0.1:{self._server.server_port}"
 
-    def hold(self, match: Match, once: bool = True, limit_s: float = 60.0) -> Hold:
-        """From now on, hold the calls `match` picks (each waits at most `limit_s`)."""
-        hold = Hold(match, once, limit_s)
-        self._holds.append(hold)
-        return hold
-
     def _forward(self, path: str, headers: dict[str, str], body: bytes) -> tuple[int, Any, bytes]:
-        operation = headers.get("X-Amz-Target", headers.get("x-amz-target", "")).split(".")[-1]
-        try:
-            parsed = json.loads(body) if body else {}
-        except ValueError:
-            parsed = {}
-        for hold in list(self._holds):
-            if hold.picks(operation, parsed):
-                hold.wait()
-                break
+        return self._send(path, headers, body)
+
+    def _send(self, path: str, headers: dict[str, str], body: bytes) -> tuple[int, Any, bytes]:
         connection = http.client.HTTPConnection(self._target, timeout=60)
         try:
             connection.request("POST", path, body, headers)
@@ -113,15 +103,44 @@ class DynamoProxy:
 
         return Handler
 
-    def __enter__(self) -> DynamoProxy:
+    def __enter__(self) -> Self:
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        for hold in self._holds:
-            hold.go.set()  # never leave a server's call waiting
         self._server.shutdown()
         self._server.server_close()
+
+
+class DynamoProxy(ForwardingProxy):
+    """Forwards every call, holding those a `Hold` picks (`hold`) until let go."""
+
+    def __init__(self, target: str) -> None:
+        self._holds: list[Hold] = []
+        super().__init__(target)
+
+    def hold(self, match: Match, once: bool = True, limit_s: float = 60.0) -> Hold:
+        """From now on, hold the calls `match` picks (each waits at most `limit_s`)."""
+        hold = Hold(match, once, limit_s)
+        self._holds.append(hold)
+        return hold
+
+    def _forward(self, path: str, headers: dict[str, str], body: bytes) -> tuple[int, Any, bytes]:
+        operation = headers.get("X-Amz-Target", headers.get("x-amz-target", "")).split(".")[-1]
+        try:
+            parsed = json.loads(body) if body else {}
+        except ValueError:
+            parsed = {}
+        for hold in list(self._holds):
+            if hold.picks(operation, parsed):
+                hold.wait()
+                break
+        return self._send(path, headers, body)
+
+    def __exit__(self, *exc: object) -> None:
+        for hold in self._holds:
+            hold.go.set()  # never leave a server's call waiting
+        super().__exit__(*exc)
 
 
 class _QuietServer(ThreadingHTTPServer):
