@@ -54,7 +54,8 @@ from scripts.benchmarks.page import DOCS, machine
 from scripts.benchmarks.page import write as write_page
 from scripts.benchmarks.prices import PRICES_AS_OF
 from scripts.benchmarks.reads import measure_reads
-from scripts.benchmarks.realtime import BURST_TENANTS, measure_realtime
+from scripts.benchmarks.realtime import measure_realtime
+from scripts.benchmarks.realtime_burst import BURST_TENANTS
 from scripts.benchmarks.realtime_cost import TENANTS as REALTIME_COST_TENANTS
 from scripts.benchmarks.realtime_cost import measure_realtime_cost
 from scripts.benchmarks.report import SMOKE_SPLIT_REQUESTS, SPLIT_REQUESTS, report

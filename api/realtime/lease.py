@@ -26,6 +26,11 @@ within a lease, measured on the observer's monotonic clock (as the KCL does), so
 a server whose wall clock is off by minutes neither steals the lease nor drops
 out of the reader's list.
 
+The holder posts to the servers its heartbeat read found live, and to each server
+whose item it sees put in the table's stream as it reads it (`announced`): a server
+that joins is posted to within a stream poll, not at the holder's next heartbeat,
+until which its subscribers heard of no other server's write (up to 5 s late).
+
 The holder reads the stream while it holds the lease and its reading makes
 progress: a reader that has not completed a stream poll for a lease (no
 permission on the stream, the streams endpoint unreachable) steps down and
@@ -228,6 +233,12 @@ class StreamReaderLease:
         self._servers_seen: dict[str, tuple[int, float]] = {}  # id -> counter, since
         self._lock = threading.Lock()  # the heartbeat against stop()
         self.failures = RepeatedFailures(logger, "the stream reader's heartbeat")
+        # While reading: the servers posted to (None: not reading), and those the stream
+        # showed putting their items (id -> URL, when), against a heartbeat's read of the
+        # servers that began before the put and would drop them.
+        self._following: dict[str, str] | None = None
+        self._announced: dict[str, tuple[str, float]] = {}
+        self._following_lock = threading.Lock()
         self._stopped = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -281,11 +292,48 @@ class StreamReaderLease:
             if now < self._hold_off_until or not self._may_take(now):
                 return
         self._renewed_at = now
-        self._follow(self._live_servers(now))
+        read_at = self._clock()
+        live = self._live_servers(now)
+        with self._following_lock:
+            # A server the stream showed since this read began is live, whatever it says.
+            announced = {s: (u, at) for s, (u, at) in self._announced.items() if at >= read_at}
+            self._announced = announced
+            live.update({server_id: url for server_id, (url, _) in announced.items()})
+            self._following = dict(live)
+            self._follow(live)
         if self._reader is None:
             logger.info("server %s reads the table's stream", self.server_id)
             self._reader = self._new_reader()
             self._reader.start()
+
+    def announced(self, server_id: str, url: str) -> None:
+        """The stream this server reads shows `server_id` putting its item (a heartbeat,
+        the first when it joins): while reading, post to it from now on."""
+        if server_id == self.server_id:
+            return
+        with self._following_lock:
+            if self._following is None:
+                return
+            self._announced[server_id] = (url, self._clock())
+            if self._following.get(server_id) != url:
+                self._following[server_id] = url
+                self._follow(dict(self._following))
+
+    def caught_up(self) -> None:
+        """The reader has taken its iterators (at each (re)start of its reading): a server
+        that put its item since the heartbeat's read, before then, is in neither. So the
+        servers are read once more (1 read unit a restart) and those whose counter moved
+        since the heartbeat saw them are posted to, as if the stream had shown them."""
+        try:
+            servers = self._items.servers()
+        except Exception:  # the next heartbeat reads them
+            logger.exception("reading the servers after the stream reader's start failed")
+            return
+        seen = self._servers_seen
+        for server_id, (url, n) in servers.items():
+            before = seen.get(server_id)
+            if before is None or before[0] != n:
+                self.announced(server_id, url)
 
     def _may_take(self, now: float) -> bool:
         """Whether this server took the lease: nobody ever held it, or its counter has
@@ -327,4 +375,7 @@ class StreamReaderLease:
             logger.info("server %s stops reading the table's stream", self.server_id)
             self._reader.stop()
             self._reader = None
-        self._follow({})
+        with self._following_lock:
+            self._following = None
+            self._announced = {}
+            self._follow({})

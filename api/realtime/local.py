@@ -232,6 +232,10 @@ class LocalRealtime:
             self.publish(tenant_id, token)
             relay.offer(tenant_id, token)
 
+        def caught_up() -> None:  # the reader's iterators taken, its own heads read
+            relay.catch_up()
+            lease.caught_up()
+
         # Each lease call gives up within a heartbeat (2 attempts of at most 2 s), so a
         # hung call cannot keep a reader reading after the others took over.
         quick = Config(
@@ -241,7 +245,9 @@ class LocalRealtime:
             LeaseItems(settings.dynamodb_client(config=quick), settings.table_name),
             self.server_id,
             url,
-            reader=lambda: self._stream_follower(publish_and_relay, relay.catch_up),
+            reader=lambda: self._stream_follower(
+                publish_and_relay, caught_up, announced=lease.announced
+            ),
             follow=relay.follow,
             lease_s=settings.realtime_lease_s,
             on_take=lambda: self._metrics.add(metrics.LEASE_TAKEOVERS),
@@ -249,7 +255,10 @@ class LocalRealtime:
         self.lease.start()
 
     def _stream_follower(
-        self, publish: Callable[[str, str], None], caught_up: Callable[[], None]
+        self,
+        publish: Callable[[str, str], None],
+        caught_up: Callable[[], None],
+        announced: Callable[[str, str], None] | None = None,
     ) -> StreamFollower:
         settings = self._settings
         return StreamFollower(
@@ -259,6 +268,7 @@ class LocalRealtime:
             publish,
             subscribed=self.signals.tenants,
             caught_up=caught_up,
+            announced=announced,
         )
 
     def _catch_up(self) -> None:

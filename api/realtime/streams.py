@@ -9,7 +9,9 @@ write is applied, and a sync started afterwards includes it.
 `head_changes` reads records as both consumers get them (`GetRecords` locally,
 the Lambda event on AWS). `StreamFollower` is the local consumer: a thread that
 reads the stream of the table and publishes each head change, so a write on
-another server process wakes this one's subscribers.
+another server process wakes this one's subscribers. The stream also carries the
+servers' own items (`api.realtime.lease`): the reader learns from them of a
+server that joins (`announced_servers`) within a poll, not at its next heartbeat.
 """
 
 from __future__ import annotations
@@ -66,6 +68,24 @@ def head_changes(
     return newest
 
 
+def announced_servers(records: Iterable[Mapping[str, Any]]) -> dict[str, str]:
+    """Server -> its URL, for each server item put among `records` (a heartbeat of a
+    server in the stream reader's lease, `api.realtime.lease`)."""
+    found: dict[str, str] = {}
+    for record in records:
+        if record.get("eventName") not in ("INSERT", "MODIFY"):
+            continue
+        change = record.get("dynamodb", {})
+        item_keys = change.get("Keys", {})
+        if item_keys.get("pk", {}).get("S") != keys.READERS_PK:
+            continue
+        server_id = keys.server_of(item_keys.get("sk", {}).get("S", ""))
+        url = change.get("NewImage", {}).get("url", {}).get("S")
+        if server_id is not None and isinstance(url, str):
+            found[server_id] = url
+    return found
+
+
 class StreamFollower:
     """Reads the table's stream from now on and calls `publish(tenant, token)` for
     every head change, until `stop()`. Shards present at the start are read from
@@ -78,7 +98,9 @@ class StreamFollower:
     the stream. Without it such a write was announced by nobody until the tenant's
     next write. Cost: one consistent read unit per subscribed tenant per restart
     (BatchGetItem, 100 heads a call). `caught_up()` is called after each, so that
-    the servers this one hands its pokes to catch up too (`api.realtime.relay`)."""
+    the servers this one hands its pokes to catch up too (`api.realtime.relay`).
+    `announced(server, url)` is called for each server item put (the lease's
+    heartbeats), so that a reader posts to a server that joins at once."""
 
     def __init__(
         self,
@@ -90,6 +112,7 @@ class StreamFollower:
         subscribed: Callable[[], Collection[str]] = frozenset,
         retry_wait_s: float = RETRY_WAIT_S,
         caught_up: Callable[[], None] = lambda: None,
+        announced: Callable[[str, str], None] | None = None,
     ) -> None:
         self._dynamodb = dynamodb
         self._streams = streams
@@ -99,6 +122,7 @@ class StreamFollower:
         self._subscribed = subscribed
         self._retry_wait_s = retry_wait_s
         self._caught_up = caught_up  # after each (re)start's catch-up: the relay's cue
+        self._announced = announced  # servers' heartbeats: the lease's (a reader's) cue
         self._stopped = threading.Event()
         self._thread: threading.Thread | None = None
         self.reads = 0  # GetRecords calls, for the benchmark's cost figures
@@ -166,9 +190,13 @@ class StreamFollower:
                 page = self._streams.get_records(ShardIterator=iterator, Limit=1000)
                 self.reads += 1
                 iterators[shard_id] = page.get("NextShardIterator")
-                changes = head_changes(page.get("Records", []), named_deletions=True)
+                records = page.get("Records", [])
+                changes = head_changes(records, named_deletions=True)
                 for tenant_id, token in changes.items():
                     self._publish(tenant_id, token)
+                if self._announced is not None:
+                    for server_id, url in announced_servers(records).items():
+                        self._announced(server_id, url)
             self.progressed_at = time.monotonic()
             self.failures.worked()
             self._stopped.wait(self._poll_interval_s)

@@ -4,6 +4,7 @@
   server (its own commit wakes it), of another server (which reads the table's
   stream itself) and of a third server among three (the one stream reader posts
   to it: `REALTIME_PEER_URL`), against the mutation's own latency in the same run;
+- the same under a burst of writes on six servers (`scripts.benchmarks.realtime_burst`);
 - how many events per second one process delivers to many subscribers;
 - memory per connection (server RSS growth over N subscribers);
 - DynamoDB reads: what a subscribe costs, per write, and per idle subscriber.
@@ -23,6 +24,8 @@ from api.realtime.streams import POLL_INTERVAL_S
 from api.settings import Settings
 from api.storage import keys
 from scripts.benchmarks.prices import STREAM_READ_USD
+from scripts.benchmarks.realtime_burst import WRITES as BURST_WRITES
+from scripts.benchmarks.realtime_burst import measure_burst, print_burst
 from tests.support.servers import api_server, one_stream_reader
 from tests.support.subscribers import (
     ONE_USER_FLEET,
@@ -39,17 +42,12 @@ CREATE = "mutation($i: CreatePersonInput!) { createPerson(input: $i) { person { 
 # By mode: latency rounds, subscribers fanned out to, and fan-out writes. The smoke's
 # least still fills every figure (a quantile needs 2 latencies).
 SIZES = {"smoke": (5, 50, 2), "fast": (30, 300, 3), "full": (200, 1000, 10)}
-# The burst (issue 48, finding 10): servers with one stream reader, tenants, their
-# subscribers spread over the servers, and by mode the bursts of writes (each a write
-# to every tenant through every server at once: 20 writes).
-BURST_SERVERS = 4
-BURST_TENANTS = [f"burst{i}" for i in range(5)]
-BURST_SUBSCRIBERS = 12
-BURSTS = {"smoke": 2, "fast": 5, "full": 10}
+# Servers with one stream reader for the relayed row (the reader posts to the others).
+RELAY_SERVERS = 4
 
 
 def measure_realtime(settings: Settings, ddb: Any, authorization: str, mode: str) -> dict[str, Any]:
-    return asyncio.run(_measure(settings, ddb, authorization, *SIZES[mode], BURSTS[mode]))
+    return asyncio.run(_measure(settings, ddb, authorization, *SIZES[mode], BURST_WRITES[mode]))
 
 
 async def _measure(
@@ -59,7 +57,7 @@ async def _measure(
     rounds: int,
     fan: int,
     writes: int,
-    bursts: int,
+    burst_writes: int,
 ) -> dict[str, Any]:
     tenant = "realtime"
     headers = {"Authorization": authorization}
@@ -90,7 +88,8 @@ async def _measure(
                     rates.append(fan / (time.monotonic() - started))
             finally:
                 await close_all(subscribers, tasks)
-    relayed, burst = await _relayed_latencies(settings, authorization, tenant, rounds, bursts)
+    relayed = await _relayed_latencies(settings, authorization, tenant, rounds)
+    burst = await measure_burst(settings, authorization, burst_writes)
     subscribe_units = subscribe_read_units(ddb, settings.table_name, tenant)
     polls_per_hour = 3600 / POLL_INTERVAL_S
     return {
@@ -147,15 +146,14 @@ async def _latencies(
 
 
 async def _relayed_latencies(
-    settings: Settings, authorization: str, tenant: str, rounds: int, bursts: int
-) -> tuple[dict[str, float], dict[str, Any]]:
-    """BURST_SERVERS servers with one stream reader: writes on the reader, the event
-    on a server that neither writes nor reads the stream (the reader posts to it);
-    then `bursts` bursts of writes on every server (`_burst_latencies`)."""
+    settings: Settings, authorization: str, tenant: str, rounds: int
+) -> dict[str, float]:
+    """RELAY_SERVERS servers with one stream reader: writes on the reader, the event
+    on a server that neither writes nor reads the stream (the reader posts to it)."""
     with contextlib.ExitStack() as stack:
         bases = [
             stack.enter_context(api_server(settings, extra_env=ONE_USER_FLEET, relayed=True))
-            for _ in range(BURST_SERVERS)
+            for _ in range(RELAY_SERVERS)
         ]
         # A server joins the lease at its first subscription.
         joined = [
@@ -172,102 +170,11 @@ async def _relayed_latencies(
                 ((warm,), _) = joined[index]
                 await _until(lambda: warm.got(written) is not None, 30)
                 relayed = await _latencies(http, ws_url(follower), authorization, tenant, rounds)
-            burst = await _burst_latencies(bases, reader, authorization, bursts)
         finally:
             for subscribers, tasks in joined:
                 await close_all(subscribers, tasks)
     relayed.pop("mutation_ms")
-    return relayed, burst
-
-
-async def _burst_latencies(
-    bases: list[str], reader: str, authorization: str, bursts: int
-) -> dict[str, Any]:
-    """Writes in bursts across the servers at `bases` (`reader` reads the stream and
-    posts to the others) and BURST_TENANTS tenants, BURST_SUBSCRIBERS subscribers
-    spread over them: for each write, the time from its response to the first event
-    carrying its token (or a newer one) on each subscriber of its tenant on another
-    server, split by whether that server is the stream's reader (its own
-    subscribers) or is posted to by it (relayed)."""
-    placed = [
-        (bases[i % len(bases)], BURST_TENANTS[i % len(BURST_TENANTS)])
-        for i in range(BURST_SUBSCRIBERS)
-    ]
-    heads: dict[str, str] = {}
-    async with contextlib.AsyncExitStack() as clients:
-        https = {
-            base: await clients.enter_async_context(
-                httpx2.AsyncClient(
-                    base_url=base, headers={"Authorization": authorization}, timeout=30
-                )
-            )
-            for base in bases
-        }
-        for tenant in BURST_TENANTS:
-            heads[tenant] = await _create(https[bases[0]], tenant, "burst")
-        joined = [
-            await subscribe_many(ws_url(base), authorization, tenant, heads[tenant], 1)
-            for base, tenant in placed
-        ]
-        try:
-            # A write per tenant reaches every subscriber first.
-            warm = {t: await _create(https[reader], t, "burst") for t in BURST_TENANTS}
-            subscribers = [s for (subs, _) in joined for s in subs]
-            await _until(
-                lambda: all(
-                    s.got(warm[t]) is not None
-                    for s, (_, t) in zip(subscribers, placed, strict=True)
-                ),
-                60,
-            )
-            written: list[tuple[str, str, str, float]] = []  # server, tenant, token, at
-
-            async def write(base: str, tenant: str) -> None:
-                token = await _create(https[base], tenant, "burst")
-                written.append((base, tenant, token, time.monotonic()))
-
-            for _ in range(bursts):
-                await asyncio.gather(
-                    *(write(base, tenant) for base in bases for tenant in BURST_TENANTS)
-                )
-                await asyncio.sleep(0.3)
-            pending = [
-                (s, token)
-                for base, tenant, token, _ in written
-                for s, (at, t) in zip(subscribers, placed, strict=True)
-                if t == tenant and at != base
-            ]
-            await _until(lambda: all(s.got(token) is not None for s, token in pending), 60)
-            own: list[float] = []
-            relayed: list[float] = []
-            for base, tenant, token, answered in written:
-                for s, (at, t) in zip(subscribers, placed, strict=True):
-                    if t != tenant or at == base:
-                        continue  # another tenant's, or woken by its own server's commit
-                    got = s.got(token)
-                    assert got is not None
-                    (own if at == reader else relayed).append(max(0.0, got - answered) * 1000)
-        finally:
-            for subs, tasks in joined:
-                await close_all(subs, tasks)
-    return {
-        "writes": len(written),
-        "servers": len(bases),
-        "tenants": len(BURST_TENANTS),
-        "subscribers": len(placed),
-        "own": _quantiles(own),
-        "relayed": _quantiles(relayed),
-    }
-
-
-def _quantiles(values: list[float]) -> dict[str, float]:
-    cuts = statistics.quantiles(values, n=100, method="inclusive")  # within the values
-    return {
-        "n": len(values),
-        "p50_ms": statistics.median(values),
-        "p99_ms": cuts[98],
-        "max_ms": max(values),
-    }
+    return relayed
 
 
 def subscribe_read_units(ddb: Any, table: str, tenant: str) -> float:
@@ -324,18 +231,10 @@ def print_realtime(r: dict[str, Any]) -> None:
         f"({cross['from_send_p50_ms'] / base:.2f}x), relayed "
         f"{relayed['from_send_p50_ms']:.2f} ms ({relayed['from_send_p50_ms'] / base:.2f}x)"
     )
-    burst, own = r["burst"], r["burst"]["own"]
-    brelayed = burst["relayed"]
-    print(
-        f"realtime under a burst ({burst['writes']} writes, bursts of 20 across "
-        f"{burst['servers']} servers and {burst['tenants']} tenants, {burst['subscribers']} "
-        f"subscribers; the event after the write's response on the other servers): the "
-        f"stream reader's own subscribers p50 {own['p50_ms']:.0f} / p99 {own['p99_ms']:.0f} / "
-        f"max {own['max_ms']:.0f} ms, relayed p50 {brelayed['p50_ms']:.0f} / p99 "
-        f"{brelayed['p99_ms']:.0f} / max {brelayed['max_ms']:.0f} ms "
-        f"({brelayed['p50_ms'] / max(own['p50_ms'], 1.0):.2f}x the reader's own at p50, "
-        f"{brelayed['p50_ms'] - own['p50_ms']:+.0f} ms)"
-    )
+    if "groups" in r["burst"]:
+        print_burst(r["burst"])
+    else:  # a run saved before the burst had six servers (docs/benchmarks/bench.json)
+        _print_burst_of_four(r["burst"])
     print(
         f"realtime: {r['events_per_s']:.0f} events/s to {r['fan_out_subscribers']} subscribers "
         f"of one process, {r['memory_per_connection_kb']:.0f} KB per connection"
@@ -346,4 +245,19 @@ def print_realtime(r: dict[str, Any]) -> None:
         f"{r['read_units_per_idle_subscriber_hour']:g} per idle subscriber-hour; the stream: "
         f"{r['stream_reads_per_process_hour']:.0f} GetRecords per process-hour "
         f"(${r['stream_cost_per_process_month_usd']:.2f} per process-month)"
+    )
+
+
+def _print_burst_of_four(burst: dict[str, Any]) -> None:
+    own = burst["own"]
+    brelayed = burst["relayed"]
+    print(
+        f"realtime under a burst ({burst['writes']} writes, bursts of 20 across "
+        f"{burst['servers']} servers and {burst['tenants']} tenants, {burst['subscribers']} "
+        f"subscribers; the event after the write's response on the other servers): the "
+        f"stream reader's own subscribers p50 {own['p50_ms']:.0f} / p99 {own['p99_ms']:.0f} / "
+        f"max {own['max_ms']:.0f} ms, relayed p50 {brelayed['p50_ms']:.0f} / p99 "
+        f"{brelayed['p99_ms']:.0f} / max {brelayed['max_ms']:.0f} ms "
+        f"({brelayed['p50_ms'] / max(own['p50_ms'], 1.0):.2f}x the reader's own at p50, "
+        f"{brelayed['p50_ms'] - own['p50_ms']:+.0f} ms)"
     )
