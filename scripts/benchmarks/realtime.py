@@ -231,10 +231,7 @@ def print_realtime(r: dict[str, Any]) -> None:
         f"({cross['from_send_p50_ms'] / base:.2f}x), relayed "
         f"{relayed['from_send_p50_ms']:.2f} ms ({relayed['from_send_p50_ms'] / base:.2f}x)"
     )
-    if "groups" in r["burst"]:
-        print_burst(r["burst"])
-    else:  # a run saved before the burst had six servers (docs/benchmarks/bench.json)
-        _print_burst_of_four(r["burst"])
+    print_burst(r["burst"])
     print(
         f"realtime: {r['events_per_s']:.0f} events/s to {r['fan_out_subscribers']} subscribers "
         f"of one process, {r['memory_per_connection_kb']:.0f} KB per connection"
@@ -245,19 +242,4 @@ def print_realtime(r: dict[str, Any]) -> None:
         f"{r['read_units_per_idle_subscriber_hour']:g} per idle subscriber-hour; the stream: "
         f"{r['stream_reads_per_process_hour']:.0f} GetRecords per process-hour "
         f"(${r['stream_cost_per_process_month_usd']:.2f} per process-month)"
-    )
-
-
-def _print_burst_of_four(burst: dict[str, Any]) -> None:
-    own = burst["own"]
-    brelayed = burst["relayed"]
-    print(
-        f"realtime under a burst ({burst['writes']} writes, bursts of 20 across "
-        f"{burst['servers']} servers and {burst['tenants']} tenants, {burst['subscribers']} "
-        f"subscribers; the event after the write's response on the other servers): the "
-        f"stream reader's own subscribers p50 {own['p50_ms']:.0f} / p99 {own['p99_ms']:.0f} / "
-        f"max {own['max_ms']:.0f} ms, relayed p50 {brelayed['p50_ms']:.0f} / p99 "
-        f"{brelayed['p99_ms']:.0f} / max {brelayed['max_ms']:.0f} ms "
-        f"({brelayed['p50_ms'] / max(own['p50_ms'], 1.0):.2f}x the reader's own at p50, "
-        f"{brelayed['p50_ms'] - own['p50_ms']:+.0f} ms)"
     )
