@@ -127,13 +127,17 @@ class Upgrades:
         # A copy of an entity the head's transaction wrote is that version, or one
         # it replaced whose removal is not applied yet: its entry stands instead.
         merged = [r for r in copies if by_id.get(r.id, r) == r]
-        held = {r.id for r in merged}
+        held, floor_of = {r.id for r in merged}, dict(floors)
+        # Only entries within the Query's range: one below its type's floor would sort
+        # before every copy asked and end a page on a key the next page's Query cannot
+        # start from (ExclusiveStartKey outside its key condition: ValidationException).
         merged += [
             r
             for r in written
             if not r.deleted
             and r.id not in held
-            and r.item_type.code in dict(floors)
+            and r.item_type.code in floor_of
+            and _at(r)[1] >= floor_of[r.item_type.code]
             and (after is None or _at(r) > after)
             and (last is None or _at(r) <= last)
         ]

@@ -189,6 +189,21 @@ def test_a_catch_up_s_pages_hold_at_most_its_limit(servers: tuple[str, str], ten
     assert sum(len(page["items"]) for page in data.values()) == 30
 
 
+def test_a_page_never_ends_below_the_floor_of_what_it_reads(
+    servers: tuple[str, str], tenant: str
+) -> None:
+    # The head's transaction wrote a person without the field asked for: its entry
+    # sorts below every copy asked and must not end a page (the next page's Query
+    # could not start from it).
+    _, new = servers
+    _push(
+        new, tenant, [("createPerson", {"id": "p1", "person": {"givenName": "A", "nickname": "N"}})]
+    )
+    _push(new, tenant, [("createPerson", {"id": "p2", "person": {"givenName": "B"}})])
+    caught, _ = _catch_up(new, tenant, _head(new, tenant), limit=1, fields=["Person.nickname"])
+    assert [(i["id"], i["nickname"]) for i in caught] == [("p1", "N")], caught
+
+
 def test_a_field_name_is_not_echoed_whole(servers: tuple[str, str], tenant: str) -> None:
     _, new = servers
     _push(new, tenant, [("createPerson", {"id": "p1", "person": {"givenName": "Ann"}})])
