@@ -166,9 +166,12 @@ class Upgrades:
     ) -> tuple[list[Record], str | None]:
         """A tenant without copies: the next `limit` log entries at or below `up_to`
         (each entity's latest version), the caller keeping those asked for."""
-        if reached is not None and not reached.startswith(_LOG):
+        if reached is not None and not reached.startswith((_LOG, _COPY)):
             raise InvalidCursor("cursor is not this catch-up's")
-        after = None if reached is None else reached[len(_LOG) :]
+        # A copies cursor (signed: this catch-up's) whose tenant lost the copies'
+        # mark since its page (a server of a build without copies wrote): the log from
+        # its start, the pages before sent again (an app keeps a version it holds).
+        after = None if reached is None or reached.startswith(_COPY) else reached[len(_LOG) :]
         entries, more = self._store.changes(tenant_id, after, up_to, limit)
         return entries, _LOG + entries[-1].change_token if more and entries else None
 

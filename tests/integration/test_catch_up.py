@@ -285,3 +285,34 @@ def test_a_tenant_written_meanwhile_by_a_server_of_an_earlier_build_is_caught_up
 
     caught, _ = _catch_up(new, tenant, made[0]["changeToken"], types=["REMINDER"])
     assert sorted(i["id"] for i in caught) == ["r0", "r1", "r2"], caught
+
+
+def test_a_catch_up_whose_tenant_loses_its_copies_between_pages_goes_on_from_its_log(
+    servers: tuple[str, str], tenant: str
+) -> None:
+    _, new = servers
+    reminders: Entries = [
+        ("createReminder", {"id": f"r{n}", "reminder": {"title": "R"}}) for n in range(3)
+    ]
+    _push(new, tenant, reminders)
+    up_to = _head(new, tenant)
+    first = _data(new, tenant, _CATCH_UP, {"t": tenant, "u": up_to, "l": 1, "ty": ["REMINDER"]})[
+        "catchUp"
+    ]
+    assert first["cursor"] is not None
+    # A server of a build without copies writes: the copies' mark is behind for good.
+    store = DynamoStore()
+    head = store.head(tenant)
+    assert head is not None
+    at = next_token(int(time.time() * 1000), head.token)
+    when = token_time(at)
+    late = Record(release2.REMINDER, tenant, "r9", at, when, when, fields={"title": "late"})
+    store.commit(tenant, [Write(late, None)], head.token, head.entry_tokens())
+
+    items, cursor = list(first["items"]), first["cursor"]
+    while cursor is not None:
+        variables = {"t": tenant, "u": up_to, "l": 1, "ty": ["REMINDER"], "c": cursor}
+        page = _data(new, tenant, _CATCH_UP, variables)["catchUp"]
+        items += page["items"]
+        cursor = page["cursor"]
+    assert sorted({i["id"] for i in items}) == ["r0", "r1", "r2"], items
