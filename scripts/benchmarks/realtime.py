@@ -25,7 +25,7 @@ from api.settings import Settings
 from api.storage import keys
 from scripts.benchmarks.prices import STREAM_READ_USD
 from scripts.benchmarks.realtime_burst import WRITES as BURST_WRITES
-from scripts.benchmarks.realtime_burst import measure_burst, print_burst
+from scripts.benchmarks.realtime_burst import create_person, measure_burst, print_burst, until
 from tests.support.servers import api_server, one_stream_reader
 from tests.support.subscribers import (
     ONE_USER_FLEET,
@@ -35,9 +35,6 @@ from tests.support.subscribers import (
     subscribe_many,
     ws_url,
 )
-
-CREATE = "mutation($i: CreatePersonInput!) { createPerson(input: $i) { person { changeToken } } }"
-
 
 # By mode: latency rounds, subscribers fanned out to, and fan-out writes. The smoke's
 # least still fills every figure (a quantile needs 2 latencies).
@@ -68,7 +65,7 @@ async def _measure(
         async with (
             httpx2.AsyncClient(base_url=a, headers=headers, timeout=30) as http_a,
         ):
-            await _create(http_a, tenant)
+            await create_person(http_a, tenant)
             same = await _latencies(http_a, ws_url(a), authorization, tenant, rounds)
             cross = await _latencies(http_a, ws_url(b), authorization, tenant, rounds)
             mutation = same.pop("mutation_ms")
@@ -78,13 +75,13 @@ async def _measure(
             before = rss_kb(pid)
             subscribers, tasks = await subscribe_many(ws_url(b), authorization, tenant, None, fan)
             try:
-                await _until(lambda: all(s.events for s in subscribers), 60)
+                await until(lambda: all(s.events for s in subscribers), 60)
                 per_connection_kb = (rss_kb(pid) - before) / fan
                 rates = []
                 for _ in range(writes):
-                    written = await _create(http_a, tenant)
+                    written = await create_person(http_a, tenant)
                     started = time.monotonic()
-                    await _until(lambda w=written: all(s.got(w) for s in subscribers), 60)
+                    await until(lambda w=written: all(s.got(w) for s in subscribers), 60)
                     rates.append(fan / (time.monotonic() - started))
             finally:
                 await close_all(subscribers, tasks)
@@ -113,7 +110,7 @@ async def _latencies(
     http: httpx2.AsyncClient, ws: str, authorization: str, tenant: str, rounds: int
 ) -> dict[str, float]:
     """Event time after the mutation's response, for one subscriber at `ws`."""
-    head = await _create(http, tenant)
+    head = await create_person(http, tenant)
     subscribers, tasks = await subscribe_many(ws, authorization, tenant, head, 1)
     (subscriber,) = subscribers
     after_response: list[float] = []
@@ -123,10 +120,10 @@ async def _latencies(
         await asyncio.sleep(0.5)  # registered
         for _ in range(rounds):
             sent = time.monotonic()
-            written = await _create(http, tenant)
+            written = await create_person(http, tenant)
             answered = time.monotonic()
             mutation.append((answered - sent) * 1000)
-            await _until(lambda w=written: subscriber.got(w) is not None, 10)
+            await until(lambda w=written: subscriber.got(w) is not None, 10)
             got = subscriber.got(written)
             assert got is not None
             # The same server's own commit can poke before the response is out: 0.
@@ -166,9 +163,9 @@ async def _relayed_latencies(
                 base_url=reader, headers={"Authorization": authorization}, timeout=30
             ) as http:
                 # The reader posts to a server once its next heartbeat has seen it join.
-                written = await _create(http, tenant)
+                written = await create_person(http, tenant)
                 ((warm,), _) = joined[index]
-                await _until(lambda: warm.got(written) is not None, 30)
+                await until(lambda: warm.got(written) is not None, 30)
                 relayed = await _latencies(http, ws_url(follower), authorization, tenant, rounds)
         finally:
             for subscribers, tasks in joined:
@@ -190,29 +187,6 @@ def subscribe_read_units(ddb: Any, table: str, tenant: str) -> float:
         ReturnConsumedCapacity="TOTAL",
     )
     return float(response["ConsumedCapacity"]["CapacityUnits"])
-
-
-async def _create(http: httpx2.AsyncClient, tenant: str, name: str | None = None) -> str:
-    person = {} if name is None else {"givenName": name}
-    for attempt in range(5):  # a loaded engine may answer UNAVAILABLE: retryable
-        response = await http.post(
-            "/graphql",
-            json={"query": CREATE, "variables": {"i": {"tenantID": tenant, "person": person}}},
-        )
-        data = response.json().get("data")
-        if (data and data.get("createPerson")) or attempt == 4:
-            break
-        await asyncio.sleep(0.5)
-    token: str = data["createPerson"]["person"]["changeToken"]
-    return token
-
-
-async def _until(condition: Any, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise TimeoutError("realtime benchmark: an event did not arrive")
-        await asyncio.sleep(0.002)
 
 
 def print_realtime(r: dict[str, Any]) -> None:

@@ -80,7 +80,7 @@ async def _burst(
             )
             for name, base in bases.items()
         }
-        heads = {t: await _create(https["A"], t) for t in BURST_TENANTS}
+        heads = {t: await create_person(https["A"], t) for t in BURST_TENANTS}
 
         async def subscribe(name: str, tenant: str) -> tuple[list[Subscriber], Any]:
             return await subscribe_many(
@@ -108,7 +108,7 @@ async def _burst(
                 targets = [*SHARED, *(OWN[other] for other in SERVERS if other != name)]
                 for _ in range(writes):
                     tenant = chooser.choice(targets)
-                    token = await _create(https[name], tenant)
+                    token = await create_person(https[name], tenant)
                     written.append((name, tenant, token, time.monotonic()))
                     await asyncio.sleep(chooser.uniform(*GAP_S))
 
@@ -121,7 +121,7 @@ async def _burst(
                 for s, (at, t) in zip(subscribers, placed, strict=True)
                 if t == tenant and at != name
             ]
-            await _until(lambda: all(s.got(token) is not None for s, token in pending), 60)
+            await until(lambda: all(s.got(token) is not None for s, token in pending), 60)
             m_reads = await asyncio.to_thread(stream_readers, [bases["M"]])
         finally:
             for subs, tasks in joined:
@@ -175,7 +175,8 @@ def _quantiles(values: list[float]) -> dict[str, float]:
     }
 
 
-async def _create(http: httpx2.AsyncClient, tenant: str) -> str:
+async def create_person(http: httpx2.AsyncClient, tenant: str) -> str:
+    """An empty person created in `tenant`: its change token (the realtime rows' writes)."""
     for attempt in range(5):  # a loaded engine may answer UNAVAILABLE: retryable
         response = await http.post(
             "/graphql",
@@ -189,11 +190,11 @@ async def _create(http: httpx2.AsyncClient, tenant: str) -> str:
     return token
 
 
-async def _until(condition: Any, timeout: float) -> None:
+async def until(condition: Any, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
         if time.monotonic() > deadline:
-            raise TimeoutError("realtime burst: an event did not arrive")
+            raise TimeoutError("realtime benchmark: an event did not arrive")
         await asyncio.sleep(0.002)
 
 
