@@ -81,6 +81,21 @@ class Link:
     # transaction carries the mark on.
     copies: bool = False
 
+    @classmethod
+    def after(cls, head: Head, checked: bool = True) -> Link:
+        """The link after `head`, checking its transaction's entries and copies
+        (`checked`: this process has not seen it applied)."""
+        if not checked:
+            return cls(head.token, copies=head.copies)
+        return cls(
+            head.token,
+            tuple(head.entry_tokens()),
+            head.removed,
+            head.later_put,
+            head.later_removed,
+            copies=head.copies,
+        )
+
     @property
     def checked_items(self) -> int:
         """The transaction's items its checks may take: the chain's (log entries and
@@ -104,17 +119,7 @@ class _KnownHead:
         and a transaction is applied long before (docs/ordering.md, "Retention")."""
         if self.head is None:
             return Link(None)
-        head = self.head
-        if self.wrote_it or outlived(head.token):
-            return Link(head.token, copies=head.copies)
-        return Link(
-            head.token,
-            tuple(head.entry_tokens()),
-            head.removed,
-            head.later_put,
-            head.later_removed,
-            copies=head.copies,
-        )
+        return Link.after(self.head, checked=not (self.wrote_it or outlived(self.head.token)))
 
 
 def wall_clock_ms() -> int:

@@ -36,14 +36,7 @@ def _next_link(store: DynamoStore, tenant: str) -> Link:
     """What a process that did not write the head's transaction checks (api.ordering)."""
     head = store.head(tenant)
     assert head is not None
-    return Link(
-        head.token,
-        tuple(head.entry_tokens()),
-        head.removed,
-        head.later_put,
-        head.later_removed,
-        copies=head.copies,
-    )
+    return Link.after(head)
 
 
 def _commit(store: DynamoStore, tenant: str, writes: list[Write], link: Link) -> None:
