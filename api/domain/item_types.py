@@ -202,33 +202,31 @@ class ItemType:
         it: a write here keeps it as it was (an update is partial), so its release is
         `stored`, the one the entity's previous version was filed under; UNKNOWN_RELEASE
         (above every catch-up's floor) when that is not known."""
-        releases = [self.since]
-        unknown = False
-        by_name = {f.name: f for f in self.fields}
-        for name, value in fields.items():
-            spec = by_name.get(name)
-            if spec is None:
-                unknown = True
-            elif spec.enum is not None and isinstance(value, str):
-                if value in spec.enum.__members__:
-                    releases.append(spec.added_in(value))
-                else:
-                    unknown = True
-            else:
-                releases.append(spec.since)
-        if unknown:
+        releases = self._content_releases(fields)
+        if None in releases:
             releases.append(UNKNOWN_RELEASE if stored is None else stored)
-        return max(releases)
+        return max(r for r in releases if r is not None)
 
     def renders(self, fields: Mapping[str, Any]) -> bool:
         """Whether stored `fields` are all this type declares, with values it knows:
         a record written by a later release may hold more (docs/evolution.md)."""
+        return None not in self._content_releases(fields)
+
+    def _content_releases(self, fields: Mapping[str, Any]) -> list[int | None]:
+        """The type's release, and that of each field or enum value `fields` hold
+        (None: one this type does not declare, a later release's)."""
+        releases: list[int | None] = [self.since]
         by_name = {f.name: f for f in self.fields}
-        return all(
-            (spec := by_name.get(name)) is not None
-            and (spec.enum is None or not isinstance(value, str) or value in spec.enum.__members__)
-            for name, value in fields.items()
-        )
+        for name, value in fields.items():
+            spec = by_name.get(name)
+            if spec is None:
+                releases.append(None)
+            elif spec.enum is not None and isinstance(value, str):
+                known = value in spec.enum.__members__
+                releases.append(spec.added_in(value) if known else None)
+            else:
+                releases.append(spec.since)
+        return releases
 
     @property
     def field_names(self) -> tuple[str, ...]:
