@@ -93,8 +93,12 @@ async function save(fields) {
 $("#edit").addEventListener("submit", async (event) => {
   event.preventDefault();
   const form = event.target;
-  await save(Object.fromEntries(new FormData(form)));
+  // Read and cleared before the first await: a save still writing when the next
+  // person is typed in must not clear that person's fields (seen on a busy machine:
+  // the second person saved with an empty form, never created).
+  const fields = Object.fromEntries(new FormData(form));
   form.reset();
+  await save(fields);
 });
 
 // For scripts driving the page (clients/rxdb/test/browser.mjs) and the console.
