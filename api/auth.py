@@ -24,7 +24,7 @@ import jwt
 from jwt.types import Options
 from jwt.warnings import InsecureKeyLengthWarning
 
-from api.domain.errors import Forbidden, Unauthenticated, Unavailable
+from api.domain.errors import NotAMember, RoleForbidden, Unauthenticated, Unavailable
 from api.settings import Settings
 
 # The spec's default development secret is shorter than RFC 7518 asks for HS256;
@@ -61,7 +61,7 @@ class Principal:
     def require_tenant(self, tenant_id: str) -> None:
         # The message names neither the caller's tenants nor whether the tenant exists.
         if tenant_id not in self.tenants:
-            raise Forbidden("you do not have access to this tenant")
+            raise NotAMember("you do not have access to this tenant")
 
     def role(self, tenant_id: str) -> str:
         self.require_tenant(tenant_id)
@@ -71,7 +71,7 @@ class Principal:
         """FORBIDDEN unless the caller's role in the tenant is `needed` or above."""
         role = self.role(tenant_id)
         if _ROLES.index(role) > _ROLES.index(needed):
-            raise Forbidden(f"your role in this tenant is {role}; this needs {needed}")
+            raise RoleForbidden(f"your role in this tenant is {role}; this needs {needed}")
 
 
 def connection_authorization(params: object) -> str | None:

@@ -30,6 +30,8 @@ from typing import ClassVar
 
 class SyncError(Exception):
     code: ClassVar[str] = "INTERNAL_SERVER_ERROR"
+    # Why, when one code covers refusals a client must tell apart (`extensions.reason`).
+    reason: ClassVar[str | None] = None
     retryable: ClassVar[bool] = False
     # True when this is the stored first outcome of a retried clientMutationID.
     replayed: bool = False
@@ -41,6 +43,17 @@ class Unauthenticated(SyncError):
 
 class Forbidden(SyncError):
     code = "FORBIDDEN"
+
+
+class NotAMember(Forbidden):
+    """The caller is not a member of the tenant: a device lets go of its copy of it
+    (docs/clients.md), where a refusal for its role (RoleForbidden) keeps everything."""
+
+    reason = "NOT_A_MEMBER"
+
+
+class RoleForbidden(Forbidden):
+    reason = "ROLE"
 
 
 class BadUserInput(SyncError):

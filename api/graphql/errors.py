@@ -23,6 +23,8 @@ logger = logging.getLogger("api.errors")
 
 def error_extensions(error: SyncError) -> dict[str, Any]:
     extensions: dict[str, Any] = {"code": error.code}
+    if error.reason is not None:
+        extensions["reason"] = error.reason
     if isinstance(error, CurrentVersionError):
         extensions["currentChangeToken"] = error.current.change_token
         extensions["current"] = record_json(error.current)

@@ -12,7 +12,7 @@ import strawberry
 
 from api import request_log
 from api.auth import READER, WRITER
-from api.domain.errors import Forbidden
+from api.domain.errors import RoleForbidden
 from api.domain.mutations import Mutation, Verb
 from api.graphql.context import for_tenant
 from api.graphql.directives import authenticated
@@ -67,6 +67,10 @@ class PushChangesInput:
 class PushError:
     code: str
     message: str
+    reason: str | None = strawberry.field(
+        default=None,
+        description="With FORBIDDEN: NOT_A_MEMBER (the device lets go of the tenant) or ROLE.",
+    )
 
 
 @strawberry.type
@@ -104,7 +108,9 @@ def to_result(result: DomainPushResult) -> PushResult:
         clientMutationID=result.mutation.client_mutation_id,
         status=result.status,
         item=None if result.record is None else to_synchronized_item(result.record),
-        error=None if error is None else PushError(code=error.code, message=str(error)),
+        error=None
+        if error is None
+        else PushError(code=error.code, message=str(error), reason=error.reason),
         replayed=result.replayed,
     )
 
@@ -117,7 +123,7 @@ async def push_changes(info: strawberry.Info, input: PushChangesInput) -> PushCh
     by = caller.sub
     if caller.role(input.tenantID) == READER:
         # Each entry is refused alone, with its code, so that an outbox drains.
-        refusal = Forbidden("your role in this tenant is reader; writes need writer")
+        refusal = RoleForbidden("your role in this tenant is reader; writes need writer")
         refused = [DomainPushResult(m, DomainPushStatus.REJECTED, error=refusal) for m in mutations]
         _count(refused)
         return PushChangesPayload(results=[to_result(r) for r in refused])

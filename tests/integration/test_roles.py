@@ -12,7 +12,7 @@ from tests.support.store_state import tenant_state
 
 PUSH = (
     "mutation($i: PushChangesInput!) { pushChanges(input: $i) "
-    "{ results { status error { code message } } } }"
+    "{ results { status error { code message reason } } } }"
 )
 
 
@@ -41,6 +41,8 @@ def test_a_reader_syncs_but_every_write_is_forbidden_and_nothing_is_written(
         {"i": {"tenantID": tenant, "person": {"givenName": "Bob"}}},
     )
     assert create["errors"][0]["extensions"]["code"] == "FORBIDDEN"
+    # A role refusal: the device keeps its copy (NOT_A_MEMBER would have it let go).
+    assert create["errors"][0]["extensions"]["reason"] == "ROLE"
     entries = [
         {"createPerson": {"tenantID": tenant, "person": {"givenName": "Bob"}}},
         {
@@ -54,7 +56,9 @@ def test_a_reader_syncs_but_every_write_is_forbidden_and_nothing_is_written(
     ]
     pushed = _as(gql, reader, PUSH, {"i": {"tenantID": tenant, "mutations": entries}})
     results = pushed["data"]["pushChanges"]["results"]
-    assert [(r["status"], r["error"]["code"]) for r in results] == [("REJECTED", "FORBIDDEN")] * 2
+    assert [(r["status"], r["error"]["code"], r["error"]["reason"]) for r in results] == [
+        ("REJECTED", "FORBIDDEN", "ROLE")
+    ] * 2
     restore = _as(
         gql,
         reader,
@@ -97,3 +101,4 @@ def test_a_tenant_id_with_a_colon_keeps_full_access(gql: GraphQLClient, tenant: 
         headers=bearer([f"{tenant}:admin"]),  # not a role: the tenant "<id>:admin"
     )
     assert denied["errors"][0]["extensions"]["code"] == "FORBIDDEN"
+    assert denied["errors"][0]["extensions"]["reason"] == "NOT_A_MEMBER"
