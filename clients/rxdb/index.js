@@ -45,6 +45,22 @@
 // written, not even its creates), answered the same way. A new replication on
 // the emptied collection starts from `since: null` and writes the tenant again.
 //
+// NOT_A_MEMBER (FORBIDDEN with `extensions.reason` NOT_A_MEMBER, contract 3.5: the
+// user was removed from the tenant, or the token no longer lists it), from a pull, a
+// push, an entry of a push or the subscription: the device lets go of the tenant.
+// No request goes after it; the rows not pushed yet are read (the documents that
+// differ from the state the replication last knew the server held), the
+// replication stops (cancel), and the collection is removed with its storage (the
+// documents, deleted ones too, and the replication's checkpoint), and so is each
+// collection of `tenantCollections` (the tenant's other local data: the bytes of
+// photos attached offline). Each of those rows goes to `onRejected(row, error)`
+// with `error.reason` NOT_A_MEMBER, then `onNotAMember({ refused, error })`: the
+// app adds the collection again if it needs it. `removeOnNotAMember: false` leaves
+// the removal to the app. A FORBIDDEN for the role (`reason` ROLE: a reader's
+// write) is a REJECTED row as any other; an unreachable server is retried: neither
+// lets go of anything. `forgetTenant(state)` does the same without a request (the
+// app signs out), each row refused with code SIGNED_OUT.
+//
 // Releases (docs/evolution.md): `release` (the catalog release the app's schemas
 // follow) goes with every request (X-Sync-Release) and in the socket's
 // connection_init. The checkpoint keeps what the replication declared (`declared`:
@@ -73,7 +89,14 @@
 // answered with the server's state. `attachmentBytes(ref, doc)` (an option) gives
 // the bytes of a reference set offline: the push uploads them first.
 import { createClient } from "graphql-ws/client";
-import { defaultConflictHandler, deepEqual, newRxError } from "rxdb";
+import {
+  defaultConflictHandler,
+  deepEqual,
+  getAssumedMasterState,
+  getChangedDocumentsSince,
+  newRxError,
+  writeDocToDocState,
+} from "rxdb";
 import { replicateGraphQL } from "rxdb/plugins/replication-graphql";
 import { Subject } from "rxjs";
 
@@ -100,6 +123,9 @@ export function replicateSyncAPI({
   onRejected,
   onResync,
   onTenantDeleted,
+  onNotAMember,
+  tenantCollections = [],
+  removeOnNotAMember = true,
   attachmentBytes,
   pull = {},
   push = {},
@@ -138,6 +164,59 @@ export function replicateSyncAPI({
     state.cancel();
     onTenantDeleted?.();
   };
+  // NOT_A_MEMBER: once; requests stop at once (`fetch`), the rest runs beside the
+  // replication's handler that met it (which cancel() waits for).
+  let lost = null;
+  const letGo = (error) => {
+    if (!lost) {
+      lost = forget(error);
+      lost.catch(() => {}); // the handlers that meet it do not wait; forgetTenant does
+    }
+    return lost;
+  };
+  const forget = async (error) => {
+    let refused = null;
+    let failure = null;
+    try {
+      refused = await unpushedRows();
+    } catch (e) {
+      failure = e;
+    }
+    await state.cancel();
+    if (failure) {
+      // Rows that cannot be read cannot be reported: nothing is removed, the app is told.
+      onNotAMember?.({ refused: null, error, failure });
+      throw failure;
+    }
+    if (removeOnNotAMember) {
+      for (const c of [collection, ...tenantCollections]) if (!c.closed) await c.remove();
+    }
+    for (const row of refused) onRejected?.(row, error);
+    onNotAMember?.({ refused, error });
+    return refused;
+  };
+  // The rows the replication would push (as RxDB's upstream finds them): each
+  // document, deleted ones too, that differs from the state last known to be the
+  // server's; a document created and deleted here is none.
+  const unpushedRows = async () => {
+    const internal = state.internalReplicationState;
+    if (!internal) return [];
+    const { forkInstance, conflictHandler, keepMeta } = internal.input;
+    const rows = [];
+    for (let checkpoint; ; ) {
+      const { documents, checkpoint: next } = await getChangedDocumentsSince(forkInstance, 500, checkpoint);
+      if (documents.length === 0) return rows;
+      checkpoint = next;
+      const assumed = await getAssumedMasterState(internal, documents.map((d) => d[primary]));
+      for (const full of documents) {
+        const doc = writeDocToDocState(full, internal.hasAttachments, Boolean(keepMeta));
+        const master = assumed[full[primary]];
+        if (master && master.metaDocument.isResolvedConflict !== full._rev && conflictHandler.isEqual(master.docData, doc, "upstream-check-if-equal")) continue;
+        if (!master && doc[DELETED]) continue;
+        rows.push({ newDocumentState: doc, assumedMasterState: master?.docData });
+      }
+    }
+  };
 
   // `fill`: a document whose values stand for the fields the item did not select
   // (a push's answer from a server of an earlier release, which holds them unseen).
@@ -167,7 +246,7 @@ export function replicateSyncAPI({
       selection,
       // A push's answers carry the version's token too: a deletion may go again with it.
       pushMutation: `mutation($i: PushChangesInput!) { pushChanges(input: $i) { results {
-            clientMutationID status replayed error { code message } item {
+            clientMutationID status replayed error { code message reason } item {
             __typename id ... on ${name} { changeToken ${selected.map(leaf).join(" ")} } } } } }`,
       pullQuery: `query($t: ID!, $since: ID, $cursor: String, $limit: Int, $types: [DeletedItemType!]) {
           changes(tenantID: $t, since: $since, cursor: $cursor, limit: $limit, types: $types) {
@@ -365,6 +444,7 @@ export function replicateSyncAPI({
     live,
     // Headers may change (token refresh): asked for on every request.
     fetch: async (request) => {
+      if (lost) throw new Error("this device let go of the tenant (NOT_A_MEMBER): nothing more is asked");
       const merged = new Headers(request.headers);
       for (const [k, v] of Object.entries(await headersNow())) merged.set(k, v);
       return fetch(new Request(request, { headers: merged }));
@@ -455,6 +535,13 @@ export function replicateSyncAPI({
           if (row) conflictsOf.set(row, [...(conflictsOf.get(row) ?? []), doc]);
         };
         for (let round = 0; answered.length; round++) {
+          const notAMember = answered.find(({ result }) => isNotAMember(result.error));
+          if (notAMember) {
+            // Failed, so RxDB does not take its rows as pushed: they are reported
+            // refused with the others the device lets go of.
+            letGo(notAMember.result.error);
+            throw newRxError("RC_PUSH", { pushRows: rows, errors: [notAMember.result.error] });
+          }
           if (answered.some(({ result }) => result.error?.code === "TENANT_DELETED")) {
             tenantDeleted(); // nothing was written: the app drops the copy and its rows
             return [];
@@ -587,6 +674,8 @@ export function replicateSyncAPI({
     }
     const code = body.errors?.[0]?.extensions?.code;
     if (code === "TENANT_DELETED") tenantDeleted();
+    const refusal = body.errors?.find((e) => isNotAMember(e.extensions));
+    if (refusal) letGo({ code: "FORBIDDEN", reason: "NOT_A_MEMBER", message: refusal.message });
     if (params.query !== pullQuery || code !== "RESYNC_REQUIRED") {
       return body;
     }
@@ -594,8 +683,9 @@ export function replicateSyncAPI({
     startResync();
     return state.graphQLRequest({ ...params, variables: { ...params.variables, since: null, cursor: null } });
   };
-  if (socketUrl) attachSocket(state, socketUrl, tenantID, headersNow, pokes$, pull.wsOptions, release);
+  if (socketUrl) attachSocket(state, socketUrl, tenantID, headersNow, pokes$, pull.wsOptions, release, letGo);
   state.caughtUp = () => caughtUp;
+  forgetters.set(state, letGo);
   return state;
 }
 
@@ -603,7 +693,7 @@ export function replicateSyncAPI({
 // subscription into `pull.stream$`: opened by start(), closed by pause() and cancel().
 // RxDB starts a replication asynchronously (after leadership), so the methods are
 // replaced before its first start.
-function attachSocket(state, socketUrl, tenantID, headersNow, pokes$, wsOptions = {}, release = null) {
+function attachSocket(state, socketUrl, tenantID, headersNow, pokes$, wsOptions = {}, release = null, letGo = null) {
   let socket = null;
   const openSocket = async () => {
     if (socket) return;
@@ -630,7 +720,11 @@ function attachSocket(state, socketUrl, tenantID, headersNow, pokes$, wsOptions 
       },
       {
         next: () => pokes$.next("RESYNC"),
-        error: (error) => state.subjects.error.next(error),
+        error: (error) => {
+          const refusal = Array.isArray(error) ? error.find((e) => isNotAMember(e.extensions)) : null;
+          if (refusal) letGo?.({ code: "FORBIDDEN", reason: "NOT_A_MEMBER", message: refusal.message });
+          state.subjects.error.next(error);
+        },
         complete: () => {},
       },
     );
@@ -659,6 +753,24 @@ function attachSocket(state, socketUrl, tenantID, headersNow, pokes$, wsOptions 
     await closeSocket();
     return cancel();
   };
+}
+
+// FORBIDDEN because the caller has no access to the tenant (contract 3.5), not for
+// its role: the one refusal a device lets go of the tenant for. `error`: a GraphQL
+// error's extensions, or a push entry's error.
+export function isNotAMember(error) {
+  return error?.code === "FORBIDDEN" && error?.reason === "NOT_A_MEMBER";
+}
+
+const forgetters = new WeakMap(); // replication state -> its letGo
+
+// The app signs out: the device lets go of the tenant of this replication as on
+// NOT_A_MEMBER, without a request; each row not pushed yet is refused (onRejected,
+// onNotAMember, and the answer) with code SIGNED_OUT.
+export function forgetTenant(state) {
+  const letGo = forgetters.get(state);
+  if (!letGo) throw new Error("forgetTenant takes a replication state of replicateSyncAPI");
+  return letGo({ code: "SIGNED_OUT", message: "the app let go of the tenant before this edit was pushed" });
 }
 
 // A conflict handler for `addCollections({ name: { schema, conflictHandler } })`:

@@ -60,6 +60,22 @@
 // SyncAPIError with code TENANT_DELETED. `resetOnTenantDeleted: false` leaves the
 // reset to the app.
 //
+// NOT_A_MEMBER (FORBIDDEN with `extensions.reason` NOT_A_MEMBER, contract 3.5: the
+// user was removed from the tenant, or the token no longer lists it), from a pull, a
+// push or an entry of a push: the device lets go of the tenant. The synced tables'
+// unsynced changes (WatermelonDB's own list of what a push would send) are read, the
+// database is reset (`unsafeResetDatabase()`: the records, the unsent changes, the
+// position in local storage and any local table, such as the bytes of photos
+// attached offline), each unsynced change goes to `onRejected` with `reason`
+// NOT_A_MEMBER, then `onNotAMember({ refused, error })`, and the call throws a
+// SyncAPIError (code FORBIDDEN, `reason` NOT_A_MEMBER, `refused`). From then on this
+// client asks nothing: `sync()` throws that error at once and `live()`'s sockets are
+// closed. `resetOnNotAMember: false` leaves the reset to the app. `forgetTenant()`
+// does the same without a request (the app signs out), each change refused with
+// code SIGNED_OUT. A FORBIDDEN for the role (`reason` ROLE: a reader's write) is a
+// REJECTED record as any other, and a network error or UNAVAILABLE fails the call:
+// neither lets go of anything.
+//
 // Releases (docs/evolution.md): `release` (the catalog release the app's tables
 // follow) goes with every request (X-Sync-Release) and in live()'s connection_init.
 // With `migrationsEnabledAtVersion`, WatermelonDB passes pull a `migration` after a
@@ -82,6 +98,7 @@
 // event (coalesced: one sync at a time, one more after it when events came meanwhile).
 import * as Q from "@nozbe/watermelondb/QueryDescription/index.js";
 import { synchronize } from "@nozbe/watermelondb/sync/index.js";
+import { fetchLocalChanges } from "@nozbe/watermelondb/sync/impl/index.js";
 
 const POSITION_KEY = "sync_api_position";
 const REFERENCE = ["sha256", "size", "contentType"];
@@ -117,6 +134,8 @@ export function createSyncAPI(options) {
     pagesPerPull = 10,
     maxRounds = 10,
     resetOnTenantDeleted = true,
+    resetOnNotAMember = true,
+    onNotAMember,
     onRejected,
     onResync,
     onTenantDeleted,
@@ -181,7 +200,7 @@ export function createSyncAPI(options) {
     catchUp(tenantID: $t, upTo: $upTo, types: $types, fields: $fields, cursor: $cursor, limit: $limit) {
       items { ${selection} } cursor } }`,
       push: `mutation($i: PushChangesInput!) { pushChanges(input: $i) { results {
-            clientMutationID status replayed error { code message } item { ${selection} } } } }`,
+            clientMutationID status replayed error { code message reason } item { ${selection} } } } }`,
     };
     documentsAt.set(served, docs);
     return docs;
@@ -258,6 +277,7 @@ export function createSyncAPI(options) {
 
   // --- transport -----------------------------------------------------------------
   async function request(query, variables) {
+    if (lost) throw lost; // this device let go of the tenant: nothing more is asked
     for (let attempt = 0; ; attempt++) {
       const token = getToken ? await getToken({ refresh: attempt > 0 }) : null;
       stats.requests++;
@@ -272,6 +292,7 @@ export function createSyncAPI(options) {
       if ((code === "UNAUTHENTICATED" || response.status === 401) && attempt === 0 && getToken) continue;
       if (code) {
         if (code === "TENANT_DELETED") await tenantDeleted();
+        if (isNotAMember(error?.extensions)) throw await letGo({ code, reason: "NOT_A_MEMBER", message: error.message });
         // A server of an earlier release than the app's could not validate the
         // document (a rollback): it says which release it serves (`servedRelease`).
         const served = body.extensions?.release;
@@ -283,6 +304,41 @@ export function createSyncAPI(options) {
       answeredRelease = body.extensions?.release;
       return body.data;
     }
+  }
+
+  // NOT_A_MEMBER (or the app signing out: `error.code` SIGNED_OUT): once; the error
+  // every later call throws.
+  let lost = null;
+  let letting = null;
+  const liveStops = new Set();
+  function letGo(error) {
+    letting ??= forget(error);
+    return letting;
+  }
+  async function forget(error) {
+    const refused = [];
+    const { changes } = await fetchLocalChanges(database);
+    for (const [table, { created, updated, deleted }] of Object.entries(changes)) {
+      if (!tables[table]) continue;
+      for (const raw of created) refused.push({ table, id: raw.id, kind: "create", raw, ...error });
+      for (const raw of updated) refused.push({ table, id: raw.id, kind: "update", raw, ...error });
+      for (const id of deleted) refused.push({ table, id, kind: "delete", ...error });
+    }
+    lost = new SyncAPIError(error.code, error.message, { reason: error.reason ?? null, refused });
+    for (const stop of liveStops) await stop();
+    if (resetOnNotAMember) {
+      await database.write(() => database.unsafeResetDatabase(), "sync-api-not-a-member");
+    }
+    for (const change of refused) onRejected?.(change);
+    await onNotAMember?.({ refused, error: lost });
+    return lost;
+  }
+  // The app signs out: as on NOT_A_MEMBER, once the sync under way has ended, and
+  // without a request. Answers the refused changes.
+  async function forgetTenant() {
+    await running?.catch(() => {});
+    const error = await letGo({ code: "SIGNED_OUT", message: "the app let go of the tenant before this change was pushed" });
+    return error.refused;
   }
 
   async function tenantDeleted() {
@@ -515,6 +571,7 @@ export function createSyncAPI(options) {
     let conflict = null;
     let retryable = null;
     let gone = null;
+    let notAMember = null; // an entry refused NOT_A_MEMBER: the device lets go
     const refusedDeletions = new Set(); // "table/id"
     let pending = hold(entries);
     for (let round = 0; pending.length && round < 5; round++) {
@@ -561,7 +618,9 @@ export function createSyncAPI(options) {
             conflict ??= new SyncAPIError("CONFLICT", `${e.t.table} ${e.id}: the server holds a newer version`, { table: e.t.table, id: e.id });
           } else {
             const code = result.error?.code;
-            if (code === "TENANT_DELETED") {
+            if (isNotAMember(result.error)) {
+              notAMember ??= result.error;
+            } else if (code === "TENANT_DELETED") {
               gone ??= new SyncAPIError(code, result.error.message);
             } else if (code === "UNAVAILABLE") {
               retryable ??= new SyncAPIError("UNAVAILABLE", result.error.message, { retryable: true });
@@ -574,13 +633,14 @@ export function createSyncAPI(options) {
               stats.rejected++;
               (e.kind === "delete" ? refusedDeletions : revert).add(key);
               known.set(key, { lookup: true });
-              onRejected?.({ table: e.t.table, id: e.id, code, message: result.error?.message, kind: e.kind, raw: e.raw });
+              onRejected?.({ table: e.t.table, id: e.id, code, reason: result.error?.reason ?? null, message: result.error?.message, kind: e.kind, raw: e.raw });
             }
           }
         });
       }
       pending = again;
     }
+    if (notAMember) throw await letGo({ code: "FORBIDDEN", reason: "NOT_A_MEMBER", message: notAMember.message });
     if (gone) {
       await tenantDeleted();
       throw gone;
@@ -687,6 +747,7 @@ export function createSyncAPI(options) {
       try {
         await synchronize(synchronizeArgs());
       } catch (error) {
+        if (lost) throw lost;
         if (error.code === "TENANT_DELETED" || /database was reset/.test(error.message ?? "")) {
           if (!resetDone) await tenantDeleted();
           throw error.code === "TENANT_DELETED" ? error : new SyncAPIError("TENANT_DELETED", "the tenant was deleted");
@@ -710,6 +771,7 @@ export function createSyncAPI(options) {
   let running = null;
   let queued = null;
   function sync() {
+    if (lost) return Promise.reject(lost);
     if (queued) return queued;
     if (running) {
       queued = running.catch(() => {}).then(() => {
@@ -759,24 +821,34 @@ export function createSyncAPI(options) {
         },
       );
     })();
-    return async () => {
+    const stop = async () => {
       stopped = true;
+      liveStops.delete(stop);
       await started;
       unsubscribe?.();
       await client?.dispose();
     };
+    liveStops.add(stop);
+    return stop;
   }
 
   // For an app calling synchronize() itself: true while another call is due (more
   // pages, a read that ended at a bound from before this process, a push that wrote,
   // server states learned from a push).
   const pending = () => morePages || behind || pushedSomething || known.size > 0;
-  return { sync, live, pullChanges, pushChanges, conflictResolver, synchronizeArgs, pending, stats };
+  return { sync, live, forgetTenant, pullChanges, pushChanges, conflictResolver, synchronizeArgs, pending, stats };
 }
 
 // One sync of `database`: synchronize() as many times as it takes (see createSyncAPI).
 export function syncWithAPI(options) {
   return createSyncAPI(options).sync();
+}
+
+// FORBIDDEN because the caller has no access to the tenant (contract 3.5), not for
+// its role: the one refusal a device lets go of the tenant for. `error`: a GraphQL
+// error's extensions, or a push entry's error.
+export function isNotAMember(error) {
+  return error?.code === "FORBIDDEN" && error?.reason === "NOT_A_MEMBER";
 }
 
 // The headers of every request: the bearer token, and the app's catalog release.

@@ -58,7 +58,15 @@ def test_apollo_client_creates_conflicts_deletes_and_syncs(
     node = shutil.which("node")
     assert node
     out = _run(
-        [node, "apollo_sync.mjs", f"{server_url}/graphql", _token(tenant), tenant], node_deps
+        [
+            node,
+            "apollo_sync.mjs",
+            f"{server_url}/graphql",
+            _token(tenant),
+            tenant,
+            _token(f"{tenant}-other"),
+        ],
+        node_deps,
     )
     report: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
     assert report["conflictCode"] == "CONFLICT"
@@ -71,6 +79,10 @@ def test_apollo_client_creates_conflicts_deletes_and_syncs(
     assert sorted(i["__typename"] for i in sync["items"]) == ["DeletedItem", "Person", "Person"]
     tokens = [i["changeToken"] for i in sync["items"]]
     assert tokens == sorted(tokens) and sync["changeToken"] == tokens[-1]
+    # docs/clients.md's recipe: refused NOT_A_MEMBER, the cache lets go of the tenant
+    # (two people and a deletion held before).
+    assert report["cachedBefore"] == 3 and report["refusedReason"] == "NOT_A_MEMBER"
+    assert report["cachedAfter"] == 0 and report["pagesAfter"] == 0
 
 
 def test_codegen_validates_the_schema_and_generates_typescript(node_deps: Path) -> None:

@@ -61,11 +61,25 @@ def report(
             "retired",
             "rollback",
             "rolling",
+            "member",
+            "signout",
+            "role",
+            "unreachable",
         )
     ]
     token = bearer(tenants, secret=TEST_AUTH_SECRET)["Authorization"].split()[1]
     with api_server(settings, extra_env=release2.SERVER_ENV) as url:
-        yield _run(module_dir, url, token, prefix, servers=release_servers)
+        yield _run(module_dir, url, token, prefix, servers=release_servers, tokens=_tokens(prefix))
+
+
+def _tokens(prefix: str) -> dict[str, str]:
+    """The membership scenarios' other tokens: one that does not list their tenants
+    (the user was removed from them), one that lists `<prefix>-role` as a reader."""
+    made = {"other": [f"{prefix}-elsewhere"], "reader": [f"{prefix}-role:reader"]}
+    return {
+        name: bearer(tenants, secret=TEST_AUTH_SECRET)["Authorization"].split()[1]
+        for name, tenants in made.items()
+    }
 
 
 def _run(
@@ -75,6 +89,7 @@ def _run(
     prefix: str,
     *only: str,
     servers: dict[str, str] | None = None,
+    tokens: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     result = subprocess.run(
         [
@@ -89,6 +104,7 @@ def _run(
         env={
             **rxdb.node_env(),
             **{f"RX_{name.upper()}_URL": at for name, at in (servers or {}).items()},
+            "RX_TOKENS": json.dumps(tokens or {}),
         },
         capture_output=True,
         text=True,
@@ -406,3 +422,66 @@ def test_a_release_2_app_on_a_release_1_server_syncs_what_it_knows_and_loses_not
         "made2": {"givenName": "Made after it"},
     }, run
     assert run["device"] == run["server"], run
+
+
+def test_a_device_removed_from_a_tenant_lets_go_of_it_and_reports_its_queued_edits(
+    report: dict[str, Any],
+) -> None:
+    """Its token no longer lists the tenant: the next request is refused NOT_A_MEMBER,
+    the replication stops and asks nothing more, the collection (documents and
+    checkpoint) and the tenant's other local collection are removed, and both queued
+    edits are reported, none written."""
+    found = report["notAMember"]
+    assert found["told"]["lost"] == [
+        {"refused": ["queued", "x"], "code": "FORBIDDEN", "reason": "NOT_A_MEMBER"}
+    ], found
+    assert sorted(found["told"]["rejected"]) == [
+        ["queued", "FORBIDDEN", "NOT_A_MEMBER"],
+        ["x", "FORBIDDEN", "NOT_A_MEMBER"],
+    ]
+    assert found["stopped"] and found["removed"] == {"people": True, "uploads": True}
+    assert found["after"] == 0  # not a request after it
+    unchanged = {"x": {"givenName": "Ann"}, "y": {"givenName": "Bob"}}
+    assert found["server"] == unchanged
+    # The same replication again, with access: it reads from the start (no checkpoint kept).
+    assert found["again"] == unchanged
+
+
+def test_signing_out_lets_go_of_the_tenant_without_a_request(report: dict[str, Any]) -> None:
+    found = report["signOut"]
+    assert [lost["refused"] for lost in found["told"]["lost"]] == [["queued", "x"]], found
+    assert sorted(found["told"]["rejected"]) == [
+        ["queued", "SIGNED_OUT", None],
+        ["x", "SIGNED_OUT", None],
+    ]
+    assert found["removed"] == {"people": True, "uploads": True} and found["after"] == 0
+    unchanged = {"x": {"givenName": "Ann"}, "y": {"givenName": "Bob"}}
+    assert found["server"] == unchanged and found["again"] == unchanged
+
+
+def test_a_refusal_for_the_role_lets_go_of_nothing(report: dict[str, Any]) -> None:
+    """A reader's writes: each row refused (ROLE) and put back as the server holds it;
+    the replication runs on, the collections stay."""
+    found = report["roleRefusalKeepsAll"]
+    assert found["told"]["lost"] == [], found
+    assert sorted(found["told"]["rejected"]) == [
+        ["queued", "FORBIDDEN", "ROLE"],
+        ["x", "FORBIDDEN", "ROLE"],
+    ]
+    assert not found["stopped"] and found["removed"] == {"people": False, "uploads": False}
+    assert found["device"] == {"x": {"givenName": "Ann"}, "y": {"givenName": "Bob"}}
+    assert found["uploads"] == 1
+
+
+def test_an_unreachable_server_lets_go_of_nothing(report: dict[str, Any]) -> None:
+    found = report["unreachableKeepsAll"]
+    during = found["during"]
+    assert found["tried"] > 0 and found["told"] == {"rejected": [], "lost": []}, found
+    assert not during["stopped"] and during["removed"] == {"people": False, "uploads": False}
+    assert during["uploads"] == 1 and "queued" in during["device"]
+    # Back online, the queued edits go.
+    assert found["server"] == {
+        "x": {"givenName": "Ann", "familyName": "edited offline"},
+        "y": {"givenName": "Bob"},
+        "queued": {"givenName": "created offline"},
+    }

@@ -50,6 +50,10 @@ TENANTS = (
     "retired",
     "rollback",
     "rolling",
+    "member",
+    "signout",
+    "role",
+    "unreachable",
 )
 
 
@@ -91,8 +95,13 @@ def _run(
 ) -> dict[str, Any]:
     node = shutil.which("node")
     assert node
-    # A reader of the tenant `reader` (contract 6, roles: its writes are FORBIDDEN).
-    reader = bearer([f"{prefix}-reader:reader"], secret=TEST_AUTH_SECRET)["Authorization"]
+    # A reader of the tenants `reader` and `role` (contract 6, roles: its writes are
+    # FORBIDDEN), and a token that lists none of the scenarios' tenants (a user
+    # removed from them).
+    reader = bearer([f"{prefix}-reader:reader", f"{prefix}-role:reader"], secret=TEST_AUTH_SECRET)[
+        "Authorization"
+    ]
+    other = bearer([f"{prefix}-elsewhere"], secret=TEST_AUTH_SECRET)["Authorization"]
     result = subprocess.run(
         [
             node,
@@ -106,6 +115,7 @@ def _run(
         env={
             **os.environ,
             "WM_READER_TOKEN": reader.split()[1],
+            "WM_OTHER_TOKEN": other.split()[1],
             **{f"WM_{name.upper()}_URL": at for name, at in (servers or {}).items()},
         },
         capture_output=True,
@@ -374,3 +384,56 @@ def test_the_readme_s_complete_example_runs_as_written(
     assert result.returncode == 0, result.stderr[-3000:]
     lines = result.stdout.splitlines()
     assert len(lines) == 1 and lines[0].endswith(" Ann Lee"), (result.stdout, result.stderr)
+
+
+def test_a_device_removed_from_a_tenant_lets_go_of_it_and_reports_its_unsynced_changes(
+    report: dict[str, Any],
+) -> None:
+    """Its token no longer lists the tenant: the pull is refused NOT_A_MEMBER, the
+    database is reset (records, position, a local blob), each unsynced change (a
+    create, an update, a deletion) is reported, and the client asks nothing more."""
+    found = report["notAMember"]
+    assert (found["code"], found["reason"]) == ("FORBIDDEN", "NOT_A_MEMBER"), found
+    refused = [["create", "m3"], ["delete", "m2"], ["update", "m1"]]
+    assert found["refused"] == refused and found["told"] == [refused]
+    assert found["rejected"] == [[k, i, "FORBIDDEN", "NOT_A_MEMBER"] for k, i in refused]
+    assert found["local"] == {"people": 0, "position": None, "bytes": None, "unsynced": False}
+    assert found["again"] == {"code": "FORBIDDEN", "requests": 0}  # no request after it
+    assert found["server"] == {"m1": {"givenName": "One"}, "m2": {"givenName": "Two"}}
+
+
+def test_signing_out_lets_go_of_the_tenant_without_a_request(report: dict[str, Any]) -> None:
+    found = report["signOut"]
+    assert found["refused"] == [
+        ["create", "m3", "SIGNED_OUT"],
+        ["delete", "m2", "SIGNED_OUT"],
+        ["update", "m1", "SIGNED_OUT"],
+    ], found
+    assert found["requests"] == 0 and found["told"] == 1
+    assert found["local"] == {"people": 0, "position": None, "bytes": None, "unsynced": False}
+    assert found["server"] == {"m1": {"givenName": "One"}, "m2": {"givenName": "Two"}}
+
+
+def test_a_refusal_for_the_role_lets_go_of_nothing(report: dict[str, Any]) -> None:
+    """A reader's changes are refused for the role (FORBIDDEN, ROLE): each reported,
+    put back as the server holds them; the database is not reset."""
+    found = report["roleRefusalKeepsAll"]
+    assert found["told"] == 0, found
+    assert found["rejected"] == [
+        ["create", "m3", "FORBIDDEN", "ROLE"],
+        ["delete", "m2", "FORBIDDEN", "ROLE"],
+        ["update", "m1", "FORBIDDEN", "ROLE"],
+    ]
+    assert found["device"] == {"m1": {"givenName": "One"}, "m2": {"givenName": "Two"}}
+    assert found["position"] and found["bytes"] == "kept"
+
+
+def test_an_unreachable_server_lets_go_of_nothing(report: dict[str, Any]) -> None:
+    found = report["unreachableKeepsAll"]
+    assert found["error"] == "TypeError" and found["told"] == 0, found
+    assert found["during"] == {"people": 2, "unsynced": True, "position": True, "bytes": "kept"}
+    # Back online, the unsynced changes go.
+    assert found["server"] == {
+        "m1": {"givenName": "One", "occupation": "edited offline"},
+        "m3": {"givenName": "Three"},
+    }

@@ -55,6 +55,10 @@ class SyncReport:
     pages: int = 0
     resyncs: int = 0  # RESYNC_REQUIRED answered by a full download
     tenant_deleted: bool = False  # TENANT_DELETED: the local copy was dropped
+    # FORBIDDEN with reason NOT_A_MEMBER: the device no longer has access to the tenant
+    # (removed from it, or a token that does not list it); the local copy was let go,
+    # each queued edit in `rejected` with that error.
+    not_a_member: bool = False
     uploaded: int = 0  # blobs PUT to the blob store
     already_present: int = 0  # blobs requestUpload said the server already held
     reuploads: int = 0  # entries answered ATTACHMENT_MISSING, uploaded again and resent
@@ -216,8 +220,49 @@ class SyncClient:
     # --- sync --------------------------------------------------------------------
 
     def sync(self) -> SyncReport:
-        """Push the outbox (until it is empty or blocked), then pull to the end."""
+        """Push the outbox (until it is empty or blocked), then pull to the end.
+
+        Refused with FORBIDDEN and reason NOT_A_MEMBER (from any request of the sync:
+        the device no longer has access to the tenant), it stops there and lets go of
+        the tenant (`forget_tenant`): `not_a_member`, and each queued edit in
+        `rejected` with that error. A FORBIDDEN for the role (a reader's write) is a
+        rejected entry like any other; an unreachable server raises TransportError;
+        neither drops anything."""
         report = SyncReport()
+        try:
+            self._sync(report)
+        except SyncFailed as exc:
+            refusal = _not_a_member(exc)
+            if refusal is None:
+                raise
+            report.rejected.extend(self.forget_tenant(refusal))
+            report.not_a_member = True
+        return report
+
+    def forget_tenant(self, error: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+        """Let go of the tenant on this device: its versions, the sync position, the
+        attachments' bytes (cached or not uploaded yet) and the outbox, in one local
+        transaction, then the file compacted so that none of it stays in free pages.
+        Answers each queued edit, never sent or not known to be applied, as refused:
+        `{"entry", "error"}`, also given to `on_push_result` as REJECTED. `error` says
+        why (the server's NOT_A_MEMBER refusal, from `sync()`); by default the app
+        signed out (code SIGNED_OUT). No request is made. A later `sync()` starts
+        from nothing, as a new device would."""
+        error = error or {
+            "code": "SIGNED_OUT",
+            "message": "the app let go of the tenant before this edit was applied",
+        }
+        with self.store.transaction():
+            entries = self.store.entries()
+            self.store.clear()
+        self.store.compact()
+        refused = [{"entry": entry, "error": dict(error)} for entry in entries]
+        if self.on_push_result is not None:
+            for entry in entries:
+                self.on_push_result(PushOutcome(entry, "REJECTED", False, None, dict(error)))
+        return refused
+
+    def _sync(self, report: SyncReport) -> None:
         # Each sync asks with the app's own release first: its server may be back.
         self._asked = self.schema
         self._missing_retried.clear()
@@ -239,7 +284,6 @@ class SyncClient:
                     break
             self.pull(report)
         self._trim_blobs()
-        return report
 
     def push(self, report: SyncReport | None = None) -> bool:
         """Upload the blobs its entries reference, then push one batch; False when
@@ -278,6 +322,12 @@ class SyncClient:
             # Deleted, or being deleted: nothing was written; drop the copy and outbox.
             self._drop(report)
             return False
+        for result in results:
+            if _is_not_a_member(result["error"]):
+                # No access to the tenant any more: the whole copy goes (sync()).
+                raise SyncFailed(
+                    [{"message": result["error"]["message"], "extensions": result["error"]}]
+                )
         for entry, result in zip(batch, results, strict=True):
             with self.store.transaction():
                 self._apply_result(entry, result, report)
@@ -627,6 +677,28 @@ class SyncClient:
             self.store.save(replace(fresh, verb="update", changes=changes))
         else:
             self.store.remove(entry.seq)
+
+
+def _is_not_a_member(error: dict[str, Any] | None) -> bool:
+    """FORBIDDEN because the caller has no access to the tenant (contract 3.5), not
+    for its role: the one refusal a device lets go of the tenant for."""
+    if error is None:
+        return False
+    return error.get("code") == "FORBIDDEN" and error.get("reason") == "NOT_A_MEMBER"
+
+
+def _not_a_member(exc: SyncFailed) -> dict[str, Any] | None:
+    """The refusal as a push entry's error (`code`, `reason`, `message`) when the
+    request was refused NOT_A_MEMBER; else None."""
+    for error in exc.errors:
+        extensions = error.get("extensions") or {}
+        if _is_not_a_member(extensions):
+            return {
+                "code": "FORBIDDEN",
+                "reason": "NOT_A_MEMBER",
+                "message": error.get("message", "you do not have access to this tenant"),
+            }
+    return None
 
 
 def _code(exc: SyncFailed) -> str | None:

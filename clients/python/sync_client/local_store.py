@@ -147,9 +147,16 @@ class LocalStore:
         self._db.execute("DELETE FROM outbox WHERE seq = ?", (seq,))
 
     def clear(self) -> None:
-        """Forget the tenant: server versions, outbox and position (it was deleted)."""
+        """Forget the tenant: server versions, outbox, position and blobs (it was deleted,
+        or the device let go of it)."""
         for table in ("base", "outbox", "meta", "blobs"):
             self._db.execute(f"DELETE FROM {table}")  # noqa: S608 (fixed table names)
+
+    def compact(self) -> None:
+        """Rewrite the file without its free pages (what `clear` deleted stays in them
+        otherwise) and empty the write-ahead log. Outside a transaction."""
+        self._db.execute("VACUUM")
+        self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
     # --- attachment bytes ---------------------------------------------------
 

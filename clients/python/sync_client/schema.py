@@ -91,7 +91,7 @@ class ClientSchema:
     def push(self) -> str:
         return (
             "mutation Push($input: PushChangesInput!) { pushChanges(input: $input) { results {"
-            f" clientMutationID status replayed error {{ code message }}"
+            f" clientMutationID status replayed error {{ code message reason }}"
             f" item {{ {self.selection} }} }} }} }}"
         )
 

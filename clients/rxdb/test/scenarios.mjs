@@ -5,7 +5,7 @@
 import { addRxPlugin, createRxDatabase } from "rxdb";
 import { RxDBMigrationSchemaPlugin } from "rxdb/plugins/migration-schema";
 import { getRxStorageMemory } from "rxdb/plugins/storage-memory";
-import { fieldLevelConflictHandler, replicateSyncAPI } from "../index.js";
+import { fieldLevelConflictHandler, forgetTenant, replicateSyncAPI } from "../index.js";
 import { attachmentURL, hashAttachment, uploadAttachment } from "../index.js";
 import { addCollections, attachPhoto, photoURL, replicatePeople } from "../example.mjs";
 
@@ -97,13 +97,16 @@ class Device {
       url,
       tenantID: this.tenant,
       type: "PERSON",
-      headers: async () => auth, // a function: refreshed on every request
+      headers: this.options.headers ?? (async () => auth), // a function: refreshed on every request
       batchSize: this.options.batchSize ?? 50,
       waitForLeadership: false,
       retryTime: 200,
       replicationIdentifier: `${this.name}-${this.tenant}`,
       onResync: this.options.onResync,
       onTenantDeleted: this.options.onTenantDeleted,
+      onRejected: this.options.onRejected,
+      onNotAMember: this.options.onNotAMember,
+      tenantCollections: this.options.tenantCollections?.(this.db) ?? [],
     });
     this.state.error$.subscribe((e) => this.errors.push(e.parameters?.errors?.[0]?.code ?? e.code));
     return this.state;
@@ -487,6 +490,153 @@ async function tenantDeletedOutbox() {
   await a.people.remove();
   await a.db.close();
   return { told, stopped, errors, server: await serverPeople(tenant) };
+}
+
+// Tokens the test gives (env RX_TOKENS): `other` does not list the tenants of the
+// membership scenarios, `reader` lists `<prefix>-role` as a reader.
+const tokens = JSON.parse(process.env.RX_TOKENS ?? "{}");
+const uploadsSchema = {
+  version: 0,
+  primaryKey: "sha256",
+  type: "object",
+  properties: { sha256: { type: "string", maxLength: 64 } },
+  required: ["sha256"],
+};
+
+// A device holding x and y of `tenant` (synced), with a local collection of the
+// tenant's own (`uploads`, as the README's photos), then offline with two edits
+// queued (a create, an update); its requests counted, its token `bearer.now`.
+async function memberDevice(tenant, told) {
+  const bearer = { now: token, requests: 0 };
+  const a = await new Device(tenant, {
+    headers: async () => {
+      bearer.requests++;
+      return { Authorization: `Bearer ${bearer.now}` };
+    },
+    onRejected: (row, error) => told.rejected.push([row?.newDocumentState.id, error?.code, error?.reason ?? null]),
+    onNotAMember: ({ refused, error }) => told.lost.push({ refused: refused.map((r) => r.newDocumentState.id).sort(), reason: error.reason ?? null, code: error.code }),
+    tenantCollections: (db) => [db.uploads],
+  }).open();
+  await a.db.addCollections({ uploads: { schema: uploadsSchema } });
+  await a.db.uploads.insert({ sha256: "ab".repeat(32) });
+  await a.people.insert({ id: "x", givenName: "Ann" });
+  await a.people.insert({ id: "y", givenName: "Bob" });
+  await a.sync();
+  await a.offline();
+  await a.people.insert({ id: "queued", givenName: "created offline" });
+  await a.edit("x", { familyName: "edited offline" });
+  return { a, bearer };
+}
+
+// What a new replication of the same identifier on the collection added again
+// pulls (with the owner's token): everything, if the checkpoint went with the copy.
+async function pulledAgain(a) {
+  if (a.people.closed) await a.db.addCollections({ people: { schema } });
+  a.people = a.db.people;
+  a.options = {};
+  a.state = null;
+  await a.sync();
+  const docs = await a.docs();
+  await a.close();
+  return docs;
+}
+
+async function notAMember() {
+  // The device's token no longer lists the tenant (the user was removed): its next
+  // push is refused NOT_A_MEMBER, and it lets go of the tenant at once.
+  const tenant = `${prefix}-member`;
+  const told = { rejected: [], lost: [] };
+  const { a, bearer } = await memberDevice(tenant, told);
+  bearer.now = tokens.other;
+  a.online();
+  for (let i = 0; i < 100 && told.lost.length === 0; i++) await sleep(100);
+  const stopped = a.state.isStopped();
+  const removed = { people: a.people.closed, uploads: a.db.uploads?.closed ?? true };
+  const requests = bearer.requests;
+  await sleep(1000); // RxDB retries every 200 ms: none goes
+  const after = bearer.requests - requests;
+  bearer.now = token;
+  return { told, stopped, removed, after, server: await serverPeople(tenant), again: await pulledAgain(a) };
+}
+
+// While `run` runs, the server cannot be reached over HTTP (fetch fails); answers
+// how many requests were tried.
+async function unreachable(run) {
+  const real = globalThis.fetch;
+  let tried = 0;
+  globalThis.fetch = async () => {
+    tried++;
+    throw new TypeError("fetch failed");
+  };
+  try {
+    await run(() => tried);
+  } finally {
+    globalThis.fetch = real;
+  }
+  return tried;
+}
+
+async function signOut() {
+  // The app signs out while offline (its edits not pushed): the device lets go of
+  // the tenant as on NOT_A_MEMBER, without a request; each queued edit SIGNED_OUT.
+  const tenant = `${prefix}-signout`;
+  const told = { rejected: [], lost: [] };
+  const { a } = await memberDevice(tenant, told);
+  let after = null;
+  let removed = null;
+  await unreachable(async (tried) => {
+    a.online();
+    await sleep(500); // started: its pushes fail, retried
+    const before = tried();
+    await forgetTenant(a.state);
+    removed = { people: a.people.closed, uploads: a.db.uploads?.closed ?? true };
+    await sleep(500);
+    after = tried() - before;
+  });
+  return { told, removed, after, server: await serverPeople(tenant), again: await pulledAgain(a) };
+}
+
+async function roleRefusalKeepsAll() {
+  // A reader's writes are refused for its role (FORBIDDEN, ROLE): those rows are
+  // rejected (reverted to the server's state), and nothing else goes.
+  const tenant = `${prefix}-role`;
+  const told = { rejected: [], lost: [] };
+  const { a, bearer } = await memberDevice(tenant, told);
+  bearer.now = tokens.reader;
+  await a.sync();
+  await sleep(500);
+  const result = {
+    told,
+    stopped: a.state.isStopped(),
+    removed: { people: a.people.closed, uploads: a.db.uploads.closed },
+    device: await a.docs(),
+    uploads: (await a.db.uploads.find().exec()).length,
+  };
+  await a.close();
+  return result;
+}
+
+async function unreachableKeepsAll() {
+  // The server cannot be reached while the device comes back online: RxDB retries,
+  // nothing goes; once it answers, the queued edits are pushed.
+  const tenant = `${prefix}-unreachable`;
+  const told = { rejected: [], lost: [] };
+  const { a } = await memberDevice(tenant, told);
+  let during = null;
+  const tried = await unreachable(async () => {
+    a.online();
+    await sleep(1000);
+    during = {
+      stopped: a.state.isStopped(),
+      removed: { people: a.people.closed, uploads: a.db.uploads.closed },
+      device: await a.docs(),
+      uploads: (await a.db.uploads.find().exec()).length,
+    };
+  });
+  await a.sync();
+  const result = { told, during, tried, server: await serverPeople(tenant) };
+  await a.close();
+  return result;
 }
 
 async function randomRun(seed) {
@@ -924,6 +1074,10 @@ const everyday = {
   rejectedRow,
   tenantDeleted,
   tenantDeletedOutbox,
+  notAMember,
+  signOut,
+  roleRefusalKeepsAll,
+  unreachableKeepsAll,
   photoAttachments,
   random1: () => randomRun(1),
   random2: () => randomRun(2),

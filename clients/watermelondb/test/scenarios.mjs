@@ -142,6 +142,7 @@ class Device {
       onRejected: (r) => this.rejected.push(r),
       onResync: () => this.resyncs++,
       onTenantDeleted: () => this.tenantDeleted++,
+      onNotAMember: options.onNotAMember,
       // The device's network: cut when offline; every request recorded.
       fetch: async (target, init) => {
         if (this.offline) throw new TypeError("fetch failed: offline");
@@ -548,6 +549,98 @@ async function tenantDeleted() {
     };
   }
   return out;
+}
+
+// A device holding m1 and m2 of `tenant` (synced) and a blob's bytes kept locally
+// (the photo recipe's keepBytes), then with three unsynced changes: an update, a
+// deletion, a create. `tokens.now` is its token; `told` what onNotAMember heard.
+const otherToken = process.env.WM_OTHER_TOKEN; // lists none of the scenarios' tenants
+async function memberDevice(tenant) {
+  const tokens = { now: token };
+  const told = [];
+  const a = new Device(tenant, {
+    getToken: async () => tokens.now,
+    onNotAMember: ({ refused }) => told.push(refused.map((r) => [r.kind, r.id]).sort()),
+  });
+  await a.create("m1", { givenName: "One" });
+  await a.create("m2", { givenName: "Two" });
+  await a.sync();
+  await a.database.adapter.setLocal("bytes:ab", "a photo's bytes");
+  await a.edit("m1", { occupation: "edited offline" });
+  await a.remove("m2");
+  await a.create("m3", { givenName: "Three" });
+  return { a, tokens, told };
+}
+const localState = async (a) => ({
+  people: await a.people.query().fetchCount(),
+  position: await a.database.adapter.getLocal("sync_api_position"),
+  bytes: await a.database.adapter.getLocal("bytes:ab"),
+  unsynced: !(await a.clean()),
+});
+const byKind = (list) => list.sort((x, y) => (x[0] + x[1] < y[0] + y[1] ? -1 : 1));
+
+async function notAMember() {
+  // The device's token no longer lists the tenant (the user was removed).
+  const { a, tokens, told } = await memberDevice(`${prefix}-member`);
+  tokens.now = otherToken;
+  const error = await a.trySync();
+  const requests = a.requests.length;
+  const again = await a.trySync(); // asks nothing: throws the same at once
+  tokens.now = token;
+  return {
+    code: error?.code ?? null,
+    reason: error?.reason ?? null,
+    refused: byKind((error?.refused ?? []).map((r) => [r.kind, r.id])),
+    told,
+    rejected: byKind(a.rejected.map((r) => [r.kind, r.id, r.code, r.reason ?? null])),
+    local: await localState(a),
+    again: { code: again?.code ?? null, requests: a.requests.length - requests },
+    server: await serverPeople(`${prefix}-member`),
+  };
+}
+
+async function signOut() {
+  const { a, told } = await memberDevice(`${prefix}-signout`);
+  const requests = a.requests.length;
+  const refused = await a.api.forgetTenant();
+  return {
+    refused: byKind(refused.map((r) => [r.kind, r.id, r.code])),
+    requests: a.requests.length - requests,
+    told: told.length,
+    local: await localState(a),
+    server: await serverPeople(`${prefix}-signout`),
+  };
+}
+
+async function roleRefusalKeepsAll() {
+  // The token lists the tenant for a reader: its changes are refused for the role.
+  const { a, tokens, told } = await memberDevice(`${prefix}-role`);
+  tokens.now = readerToken;
+  await a.trySync();
+  await a.trySync();
+  const local = await localState(a);
+  return {
+    told: told.length,
+    rejected: byKind(a.rejected.map((r) => [r.kind, r.id, r.code, r.reason ?? null])),
+    device: await a.docs(),
+    position: Boolean(local.position),
+    bytes: local.bytes ? "kept" : null,
+  };
+}
+
+async function unreachableKeepsAll() {
+  const { a, told } = await memberDevice(`${prefix}-unreachable`);
+  a.offline = true;
+  const error = await a.trySync();
+  const local = await localState(a);
+  a.offline = false;
+  await a.sync();
+  return {
+    error: error?.name ?? null,
+    told: told.length,
+    during: { people: local.people, unsynced: local.unsynced, position: Boolean(local.position), bytes: local.bytes ? "kept" : null },
+    server: await serverPeople(`${prefix}-unreachable`),
+  };
 }
 
 async function realtime() {
@@ -1024,6 +1117,10 @@ const everyday = {
   readerDeletion,
   tokenRefresh,
   tenantDeleted,
+  notAMember,
+  signOut,
+  roleRefusalKeepsAll,
+  unreachableKeepsAll,
   realtime,
   photoRecipe,
   random1: () => randomRun(1),
