@@ -265,11 +265,12 @@ def test_bad_values_in_an_update_and_in_a_put_are_refused_too(
     assert error["extensions"]["code"] == "BAD_USER_INPUT"
     assert error["message"] == "Task.counts: item 1: must be at least 0"
     # The state's and the assumed state's values are checked alike.
-    for assumed, state in [
+    puts: list[tuple[dict[str, Any], dict[str, Any]]] = [
         ({"priority": 2}, {"priority": 9}),
         ({"priority": 9}, {"priority": 3}),
         ({"priority": 2}, {"address": {"floor": 999}}),
-    ]:
+    ]
+    for assumed, state in puts:
         (result,) = _push(gql, tenant, _put(tenant, task["id"], assumed, state, False))
         assert result["status"] == "REJECTED", result
         assert result["error"]["code"] == "BAD_USER_INPUT"
