@@ -164,7 +164,7 @@ def test_a_sub_field_added_to_a_recorded_object_is_refused(record: Record) -> No
 
 
 def test_a_wider_bound_passes_with_a_note(record: Record) -> None:
-    latitude = {"minimum": -91, "maximum": None}
+    latitude: dict[str, Any] = {"minimum": -91, "maximum": None}
     widened: dict[str, dict[str, Any]] = {
         "priority": {"minimum": 0, "maximum": 10},
         "ratio": {"minimum": None},
