@@ -5,8 +5,6 @@ and, for inputs, `<Type><Field>Input`, their sub-fields all nullable (an absent 
 null sub-field is not set). docs/contract.md, "Field kinds".
 """
 
-from __future__ import annotations
-
 import enum
 import functools
 from typing import Any

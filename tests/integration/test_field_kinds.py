@@ -133,6 +133,14 @@ def test_every_kind_round_trips_through_create_update_get_and_sync(
     (synced,) = _items(gql, tenant)
     assert _exact(_fields(synced)) == _exact(expected)
 
+    # A stale token: CONFLICT, its `current` carrying every kind as JSON, exactly.
+    stale = {"tenantID": tenant, "id": created["id"], "changeToken": created["changeToken"]}
+    body = gql.execute(UPDATE, {"i": {**stale, "changes": {"title": "late"}}})
+    (error,) = body["errors"]
+    assert error["extensions"]["code"] == "CONFLICT"
+    current = error["extensions"]["current"]
+    assert _exact({k: v for k, v in current.items() if k in expected}) == _exact(expected)
+
 
 def _put(
     tenant: str, id: str, assumed: dict[str, Any] | None, state: dict[str, Any], merge: bool
