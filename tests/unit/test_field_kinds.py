@@ -207,3 +207,19 @@ def test_doubles_are_stored_as_text_that_reads_back_the_same_double() -> None:
     assert math.copysign(1, back["score"]) == -1 and back["address"]["latitude"] == 1e-300
     # A field this type does not declare (a later release's) stays as stored.
     assert revived(TASK, {"later": "0.5"}) == {"later": "0.5"}
+
+
+def test_a_list_of_enums_is_filed_under_the_release_of_its_newest_value() -> None:
+    """A copy's release (docs/evolution.md) counts each item of a list of enums, as it
+    counts an enum field's value: a value a later release added, or one this server
+    does not know (a later release's), moves the copy up."""
+    stages = Field(
+        "stages", FieldKind.LIST, of=FieldKind.ENUM, enum=Stage, enum_since=(("DONE", 3),)
+    )
+    task = ItemType("Task", "TASK", (stages,))
+    assert task.copy_release({"stages": ["TODO", "DOING"]}) == 1
+    assert task.copy_release({"stages": ["TODO", "DONE"]}) == 3
+    assert task.copy_release({"stages": ["TODO", "LATER"]}, stored=4) == 4
+    assert not task.renders({"stages": ["LATER"]})
+    second = task.at(2)
+    assert second is not None and second.fields[0].enum_values() == ("TODO", "DOING")
