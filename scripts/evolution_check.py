@@ -148,6 +148,9 @@ def _compare(
 def _compare_field(
     report: Report, number: int, key: str, was: dict[str, Any], now: dict[str, Any]
 ) -> None:
+    """A recorded field (or an object's sub-field, `key` naming it) against the code:
+    a changed kind, item kind or enum, a narrower bound, a sub-field removed or added
+    are refused; a wider bound is noted (docs/evolution.md)."""
     if was["kind"] != now["kind"]:
         narrowed = was["kind"] in ("String", "ID") and now["kind"] in _NARROWER
         report.add(
@@ -156,23 +159,61 @@ def _compare_field(
             f"{now['kind']}" + (" (a narrower constraint)" if narrowed else " (kind changed)"),
             number,
         )
+    elif was.get("of") != now.get("of"):
+        report.add(
+            "kind", f"{key}: a List of {was.get('of')} became a List of {now.get('of')}", number
+        )
     elif was.get("enum") != now.get("enum"):
         report.add(
             "kind", f"{key}: its enum changed from {was.get('enum')} to {now.get('enum')}", number
         )
-    elif (was.get("maxLength") or 0) > (now.get("maxLength") or 0):
+    else:
+        for bound, wider in _BOUNDS.items():
+            _compare_bound(report, number, key, bound, was.get(bound), now.get(bound), wider)
+        _compare_subfields(report, number, key, was.get("fields", []), now.get("fields", []))
+
+
+# A bound -> whether a value is wider than another (None: no bound, the widest).
+_BOUNDS = {
+    "maxLength": lambda new, old: (new or 0) > (old or 0),
+    "maxItems": lambda new, old: new > old,
+    "maximum": lambda new, old: new is None or (old is not None and new > old),
+    "minimum": lambda new, old: new is None or (old is not None and new < old),
+}
+
+
+def _compare_bound(
+    report: Report, number: int, key: str, bound: str, was: Any, now: Any, wider: Any
+) -> None:
+    if was == now:
+        return
+    if not wider(now, was):
+        report.add("narrowed", f"{key}: {bound} narrowed from {was} to {now}", number)
+        return
+    note = f"{key}: {bound} widened from {was} to {now} (allowed; recorded with the next release)"
+    if note not in report.notes:
+        report.notes.append(note)
+
+
+def _compare_subfields(
+    report: Report, number: int, key: str, was: list[Any], now: list[Any]
+) -> None:
+    """An object's sub-fields: each recorded one kept, with its kind and bounds, and
+    none added (an app of the recorded release writes the whole object without it)."""
+    code = {sub["name"]: sub for sub in now}
+    recorded = {sub["name"] for sub in was}
+    for sub in was:
+        if sub["name"] not in code:
+            report.add("removed", f"{key}.{sub['name']} was removed or renamed", number)
+        else:
+            _compare_field(report, number, f"{key}.{sub['name']}", sub, code[sub["name"]])
+    for name in [n for n in code if n not in recorded]:
         report.add(
-            "narrowed",
-            f"{key}: maxLength narrowed from {was.get('maxLength')} to {now.get('maxLength')}",
+            "kind",
+            f"{key}: sub-field {name} was added (an app of release {number} replaces the "
+            "whole object without it)",
             number,
         )
-    elif was.get("maxLength") != now.get("maxLength"):
-        note = (
-            f"{key}: maxLength widened from {was.get('maxLength')} to {now.get('maxLength')} "
-            f"(allowed; recorded with the next release)"
-        )
-        if note not in report.notes:
-            report.notes.append(note)
 
 
 def _renamed(key: str, code: dict[str, Any], recorded: dict[str, Any]) -> str:

@@ -3,10 +3,12 @@ release that shipped declared, so that scripts/check can refuse a change that wo
 break a client or a server of that release.
 
 releases/N.json is release N's catalog: its types (name, code, since), each type's
-fields (name, kind, maxLength where the kind has one, the enum it takes, since) and
-the enums with their values (since). releases/N.graphql is the schema a server of
-release N served. Both are written once, by scripts/record-release, and never
-rewritten (scripts/evolution_check.py compares them with every committed version).
+fields (name, kind, maxLength where the kind has one, the enum it takes, since; a
+LIST's item kind `of` and maxItems, an INT's or a FLOAT's minimum and maximum where
+declared, an OBJECT's sub-fields `fields`) and the enums with their values (since).
+releases/N.graphql is the schema a server of release N served. Both are written
+once, by scripts/record-release, and never rewritten (scripts/evolution_check.py
+compares them with every committed version).
 They are dev and CI files: the Lambda bundle ships api/ alone.
 """
 
@@ -17,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from api.domain.item_types import FieldKind, ItemType
+from api.domain.item_types import Field, FieldKind, ItemType
 
 ROOT = Path(__file__).resolve().parents[1]
 RECORD_DIR = ROOT / "releases"
@@ -41,17 +43,7 @@ def entry_of(declared: Iterable[ItemType], release: int) -> Entry:
         for spec in item_type.fields:
             if spec.at(release) is None:
                 continue
-            field: Entry = {"name": spec.name, "kind": spec.kind.value}
-            if spec.kind in _BOUNDED:
-                field["maxLength"] = spec.max_length
-            if spec.enum is not None:
-                field["enum"] = spec.enum.__name__
-                values = enums.setdefault(spec.enum.__name__, {})
-                for value in spec.enum_values(release):
-                    since = spec.added_in(value)
-                    values[value] = min(values.get(value, since), since)
-            field["since"] = spec.since
-            fields.append(field)
+            fields.append(_field_entry(spec, release, enums) | {"since": spec.since})
         types.append(
             {"name": item_type.name, "code": item_type.code, "since": item_type.since}
             | {"fields": fields}
@@ -64,6 +56,31 @@ def entry_of(declared: Iterable[ItemType], release: int) -> Entry:
             for name, values in enums.items()
         ],
     }
+
+
+def _field_entry(spec: Field, release: int, enums: dict[str, dict[str, int]]) -> Entry:
+    """A field's attributes as recorded (a sub-field's too, without its since): the
+    attributes of the new kinds only where they are set, so that a record written
+    before them (releases/1.json) reads the same."""
+    field: Entry = {"name": spec.name, "kind": spec.kind.value}
+    item = spec.item if spec.kind is FieldKind.LIST else spec
+    if spec.kind is FieldKind.LIST:
+        field["of"] = item.kind.value
+        field["maxItems"] = spec.max_items
+    if item.kind in _BOUNDED:
+        field["maxLength"] = spec.max_length
+    for bound in ("minimum", "maximum"):
+        if getattr(spec, bound) is not None:
+            field[bound] = getattr(spec, bound)
+    if spec.enum is not None:
+        field["enum"] = spec.enum.__name__
+        values = enums.setdefault(spec.enum.__name__, {})
+        for value in spec.enum_values(release):
+            since = spec.added_in(value)
+            values[value] = min(values.get(value, since), since)
+    if spec.fields:
+        field["fields"] = [_field_entry(sub, release, enums) for sub in spec.fields]
+    return field
 
 
 def flatten(entry: Mapping[str, Any]) -> dict[str, dict[str, Any]]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import enum
 import functools
+import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -18,6 +19,8 @@ from typing import Any
 
 from api.domain.attachments import reference
 from api.domain.errors import BadUserInput
+from api.domain.field_kinds import DEFAULT_MAX_ITEMS, check_declaration, double, whole_number
+from api.domain.field_kinds import FieldKind as FieldKind
 from api.domain.timestamps import format_time, parse_date, parse_time
 
 # The release of content a server's catalog does not declare (a later release's,
@@ -30,19 +33,6 @@ _HEX_COLOR_RE = re.compile(r"^#[0-9A-Fa-f]{6}$")
 # C0 controls except tab, newline and carriage return, and DEL: never meaningful in
 # a name, a title or a note, and a source of broken displays and logs.
 _CONTROL_RE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
-
-
-class FieldKind(enum.Enum):
-    STRING = "String"
-    ID = "ID"
-    BOOLEAN = "Boolean"
-    DATE = "Date"
-    TIME = "Time"
-    ENUM = "Enum"
-    COLOR = "Color"  # a String holding #RRGGBB, marked @hexColor in the schema
-    # A reference to a blob of the tenant (contract 3.10): {sha256, size,
-    # contentType}, checked against the blob store before a write touches the table.
-    ATTACHMENT = "Attachment"
 
 
 @dataclass(frozen=True)
@@ -59,6 +49,18 @@ class Field:
     # Why the field is deprecated and what replaces it (GraphQL's @deprecated): a field a
     # recorded release holds is deprecated, never removed (docs/evolution.md).
     deprecated: str | None = None
+    # INT and FLOAT (and a LIST of them): the smallest and largest value (None: any).
+    minimum: float | None = None
+    maximum: float | None = None
+    # LIST: the kind of its items (each checked as a field of that kind, with this
+    # field's max_length, bounds and enum), and how many it holds at most.
+    of: FieldKind | None = None
+    max_items: int = DEFAULT_MAX_ITEMS
+    # OBJECT (or a LIST of OBJECT): its sub-fields, scalars or lists of scalars.
+    fields: tuple[Field, ...] = ()
+
+    def __post_init__(self) -> None:
+        check_declaration(self)
 
     def added_in(self, value: str) -> int:
         """The release that added enum value `value` (the field's own, unless later)."""
@@ -79,12 +81,19 @@ class Field:
             return self
         return replace(self, enum=_enum_at(self.enum, self.enum_values(release)), enum_since=())
 
-    def normalize(self, value: Any) -> Any:
-        """The stored form of a client value; BadUserInput when it is not valid."""
+    def normalize(self, value: Any, owner: str = "") -> Any:
+        """The stored form of a client value; BadUserInput naming `owner`.field when
+        it is not valid."""
         try:
             return _NORMALIZERS[self.kind](self, value)
         except (ValueError, TypeError) as exc:
-            raise BadUserInput(f"{self.name}: {exc}") from None
+            raise BadUserInput(f"{owner}{self.name}: {exc}") from None
+
+    @property
+    def item(self) -> Field:
+        """A LIST's item: this field with the item's kind (its bounds, enum, sub-fields)."""
+        assert self.of is not None
+        return replace(self, kind=self.of, of=None, since=1, enum_since=(), deprecated=None)
 
 
 def _string(spec: Field, value: Any) -> str:
@@ -154,6 +163,50 @@ def _attachment(spec: Field, value: Any) -> dict[str, Any]:
         raise ValueError(str(exc)) from None
 
 
+def _int(spec: Field, value: Any) -> int:
+    return whole_number(value, spec.minimum, spec.maximum)
+
+
+def _float(spec: Field, value: Any) -> float:
+    return double(value, spec.minimum, spec.maximum)
+
+
+def _list(spec: Field, value: Any) -> list[Any]:
+    if not isinstance(value, list | tuple):
+        raise TypeError("must be a list")
+    if len(value) > spec.max_items:
+        raise ValueError(f"must hold at most {spec.max_items} items")
+    item = spec.item
+    for index, element in enumerate(value):
+        if element is None:
+            raise ValueError(f"item {index} is null")
+    return [_item_of(item, index, element) for index, element in enumerate(value)]
+
+
+def _item_of(item: Field, index: int, value: Any) -> Any:
+    try:
+        return _NORMALIZERS[item.kind](item, value)
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"item {index}: {exc}") from None
+
+
+def _object(spec: Field, value: Any) -> dict[str, Any]:
+    if not isinstance(value, Mapping):
+        raise TypeError("must be an object")
+    by_name = {sub.name: sub for sub in spec.fields}
+    normalized: dict[str, Any] = {}
+    for name, sub_value in value.items():
+        sub = by_name.get(name)
+        if sub is None:
+            raise ValueError(f"has no sub-field {name!r}")
+        if sub_value is not None:  # null: the sub-field is not set
+            try:
+                normalized[name] = _NORMALIZERS[sub.kind](sub, sub_value)
+            except (ValueError, TypeError) as exc:
+                raise ValueError(f"{name}: {exc}") from None
+    return normalized
+
+
 _NORMALIZERS = {
     FieldKind.STRING: _string,
     FieldKind.ID: _string,
@@ -163,6 +216,10 @@ _NORMALIZERS = {
     FieldKind.ENUM: _enum,
     FieldKind.COLOR: _color,
     FieldKind.ATTACHMENT: _attachment,
+    FieldKind.INT: _int,
+    FieldKind.FLOAT: _float,
+    FieldKind.LIST: _list,
+    FieldKind.OBJECT: _object,
 }
 
 
@@ -221,9 +278,10 @@ class ItemType:
             spec = by_name.get(name)
             if spec is None:
                 releases.append(None)
-            elif spec.enum is not None and isinstance(value, str):
-                known = value in spec.enum.__members__
-                releases.append(spec.added_in(value) if known else None)
+            elif spec.enum is not None and isinstance(value, str | list):
+                for item in value if isinstance(value, list) else [value]:
+                    known = item in spec.enum.__members__
+                    releases.append(spec.added_in(item) if known else None)
             else:
                 releases.append(spec.since)
         return releases
@@ -231,6 +289,11 @@ class ItemType:
     @property
     def field_names(self) -> tuple[str, ...]:
         return tuple(f.name for f in self.fields)
+
+    @functools.cached_property
+    def has_floats(self) -> bool:
+        """Whether a field of this type holds a FLOAT (alone, in a list or an object)."""
+        return any(FieldKind.FLOAT in _kinds(f) for f in self.fields)
 
     @property
     def attachment_fields(self) -> tuple[str, ...]:
@@ -244,7 +307,7 @@ class ItemType:
             spec = by_name.get(name)
             if spec is None:
                 raise BadUserInput(f"{self.name} has no field {name!r}")
-            normalized[name] = None if value is None else spec.normalize(value)
+            normalized[name] = None if value is None else spec.normalize(value, f"{self.name}.")
         return normalized
 
 
@@ -260,10 +323,24 @@ def apply_changes(fields: Mapping[str, Any], changes: Mapping[str, Any]) -> dict
 
 
 def check_size(fields: Mapping[str, Any]) -> None:
-    # Values were normalized (check_text), so encoding cannot fail here.
-    size = sum(len(k) + len(str(v).encode()) for k, v in fields.items())
+    """BadUserInput when `fields` take more than MAX_ITEM_BYTES: a string its UTF-8
+    bytes, any other value (a number, a list, an object) its JSON's, as a client gets
+    it. Values were normalized (check_text), so encoding cannot fail here."""
+    size = sum(len(k) + _size(v) for k, v in fields.items())
     if size > MAX_ITEM_BYTES:
         raise BadUserInput(f"item is too large: {size} bytes of fields, at most {MAX_ITEM_BYTES}")
+
+
+def _kinds(spec: Field) -> set[FieldKind]:
+    """The kinds a value of `spec` holds: its own, its items', its sub-fields'."""
+    kinds = {spec.kind} | ({spec.of} if spec.of is not None else set())
+    return kinds.union(*(_kinds(sub) for sub in spec.fields))
+
+
+def _size(value: Any) -> int:
+    if isinstance(value, str):
+        return len(value.encode())
+    return len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode())
 
 
 @functools.cache

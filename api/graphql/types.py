@@ -13,12 +13,12 @@ import strawberry
 
 from api.domain import catalog
 from api.domain.errors import NotFound
-from api.domain.item_types import Field, FieldKind, ItemType
+from api.domain.item_types import FieldKind, ItemType
 from api.domain.mutations import OUTCOME_RETENTION_S, Mutation, State, Verb
 from api.domain.records import Record
-from api.graphql.attachments import Attachment, AttachmentInput, attachment_of, reference_of
 from api.graphql.directives import HexColorDirective
-from api.graphql.scalars import Date, Time
+from api.graphql.field_types import from_graphql_value, graphql_type, to_graphql_value
+from api.graphql.scalars import Time
 
 _DeletedItemTypeEnum: Any = enum.Enum(  # type: ignore[misc]  # members come from the catalog
     "DeletedItemType", {t.code: t.code for t in catalog.ITEM_TYPES}
@@ -62,28 +62,6 @@ class SynchronizedItemList:
     )
 
 
-_SCALARS: dict[FieldKind, Any] = {
-    FieldKind.STRING: str,
-    FieldKind.ID: strawberry.ID,
-    FieldKind.BOOLEAN: bool,
-    FieldKind.DATE: Date,
-    FieldKind.TIME: Time,
-    FieldKind.COLOR: str,
-}
-# One GraphQL enum per enum the served catalog's fields use (an earlier release's
-# view of a grown enum is a class of its own, `Field.at`).
-_ENUMS: dict[type[enum.Enum], Any] = {}
-
-
-def _graphql_type(spec: Field, input: bool = False) -> Any:
-    if spec.kind is FieldKind.ATTACHMENT:
-        return AttachmentInput if input else Attachment
-    if spec.kind is FieldKind.ENUM:
-        assert spec.enum is not None
-        return _ENUMS.setdefault(spec.enum, strawberry.enum(spec.enum))
-    return _SCALARS[spec.kind]
-
-
 def _lower_first(name: str) -> str:
     return name[0].lower() + name[1:]
 
@@ -121,7 +99,9 @@ class ItemTypeSchema:
 
     def to_object(self, record: Record) -> Any:
         values = {
-            spec.name: _to_graphql_value(spec, record.tenant_id, record.fields.get(spec.name))
+            spec.name: to_graphql_value(
+                self.item_type.name, spec, record.tenant_id, record.fields.get(spec.name)
+            )
             for spec in self.item_type.fields
         }
         return self.object_type(**_common(record), **values)
@@ -171,7 +151,7 @@ class ItemTypeSchema:
     def changes_of(self, partial: Any) -> dict[str, Any]:
         """The fields a client sent: absent ones stay out, explicit nulls stay in as None."""
         return {
-            spec.name: _from_graphql_value(getattr(partial, spec.name))
+            spec.name: from_graphql_value(getattr(partial, spec.name))
             for spec in self.item_type.fields
             if getattr(partial, spec.name) is not strawberry.UNSET
         }
@@ -183,7 +163,7 @@ def build_item_type_schema(item_type: ItemType) -> ItemTypeSchema:
     object_type = strawberry.type(
         build(
             name,
-            {f.name: _graphql_type(f) | None for f in item_type.fields},
+            {f.name: graphql_type(name, f) | None for f in item_type.fields},
             {
                 f.name: strawberry.field(
                     default=None, description=f.description, deprecation_reason=f.deprecated
@@ -197,7 +177,7 @@ def build_item_type_schema(item_type: ItemType) -> ItemTypeSchema:
     partial = strawberry.input(
         build(
             f"Update{name}Partial",
-            {f.name: _graphql_type(f, input=True) | None for f in item_type.fields},
+            {f.name: graphql_type(name, f, input=True) | None for f in item_type.fields},
             {
                 f.name: strawberry.field(
                     default=strawberry.UNSET,
@@ -375,20 +355,3 @@ def _common(record: Record) -> dict[str, Any]:
         "updatedAt": record.updated_at,
         "writtenBy": record.written_by,
     }
-
-
-def _to_graphql_value(spec: Field, tenant_id: str, value: Any) -> Any:
-    if value is None:
-        return None
-    if spec.kind is FieldKind.ATTACHMENT:
-        return attachment_of(tenant_id, value)
-    if spec.kind is FieldKind.ENUM:
-        assert spec.enum is not None
-        # A value a later release added (written by its server) is not one of this
-        # schema's: null here; a client of that release gets it from its server.
-        return spec.enum.__members__.get(value)
-    return value
-
-
-def _from_graphql_value(value: Any) -> Any:
-    return reference_of(value) if isinstance(value, AttachmentInput) else value

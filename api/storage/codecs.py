@@ -14,6 +14,7 @@ from api.domain.mutations import StoredOutcome
 from api.domain.records import Record
 from api.domain.tokens import token_time
 from api.storage import keys
+from api.storage.field_values import revived, stored
 from api.storage.models import HeadItem, OutcomeItem, RecordItem
 
 # Attribute names as stored, from the models.
@@ -91,7 +92,7 @@ def _item(pk: str, sk: str, record: Record) -> RecordItem:
         token=record.change_token,
         created_ms=int(record.created_at.timestamp() * 1000),
         deleted=True if record.deleted else None,
-        fields=dict(record.fields) or None,
+        fields=stored(record.fields) or None,
         written_by=record.written_by,
         copy_release=record.copy_release,
     )
@@ -134,23 +135,24 @@ def record_from_raw(tenant_id: str, raw: dict[str, Any]) -> Record:
     """A record from DynamoDB's JSON (a GetItem, a Query page, a cancellation reason)."""
     token = raw[_TOKEN]["S"]
     fields = raw.get(_FIELDS, {}).get("M", {})
+    item_type = catalog.of_code(raw[_TYPE]["S"])
     return Record(
-        item_type=catalog.of_code(raw[_TYPE]["S"]),
+        item_type=item_type,
         tenant_id=tenant_id,
         id=raw[_ID]["S"],
         change_token=token,
         created_at=datetime.fromtimestamp(int(raw[_CREATED_MS]["N"]) / 1000, tz=UTC),
         updated_at=token_time(token),
         deleted=raw.get(_DELETED, {}).get("BOOL", False),
-        fields={name: _plain(value) for name, value in fields.items()},
+        fields=revived(item_type, {name: _plain(value) for name, value in fields.items()}),
         written_by=raw[_WRITTEN_BY]["S"] if _WRITTEN_BY in raw else None,
         copy_release=int(raw[_COPY_RELEASE]["N"]) if _COPY_RELEASE in raw else None,
     )
 
 
 def _plain(value: dict[str, Any]) -> Any:
-    # Field values are strings, booleans, or an attachment's map of a string, a
-    # number and a string (see api.domain.item_types).
+    # Field values are strings (a FLOAT's too: api.storage.field_values), booleans,
+    # whole numbers, lists, or maps (an object's, an attachment's).
     ((kind, inner),) = value.items()
     if kind in ("S", "BOOL"):
         return inner
@@ -158,6 +160,8 @@ def _plain(value: dict[str, Any]) -> Any:
         return int(inner)
     if kind == "M":
         return {name: _plain(nested) for name, nested in inner.items()}
+    if kind == "L":
+        return [_plain(nested) for nested in inner]
     return None
 
 

@@ -79,7 +79,7 @@ def test_unstorable_text_is_bad_input_naming_the_field(
     )
     (error,) = body["errors"]
     assert error["extensions"]["code"] == "BAD_USER_INPUT"
-    assert error["message"].startswith("familyName:") and why in error["message"]
+    assert error["message"].startswith("Person.familyName:") and why in error["message"]
     assert gql.sync(tenant).items == []  # nothing written
 
 
