@@ -59,6 +59,9 @@ class Field:
     # Why the field is deprecated and what replaces it (GraphQL's @deprecated): a field a
     # recorded release holds is deprecated, never removed (docs/evolution.md).
     deprecated: str | None = None
+    # A value is required: a create (or a put's state) must set it, and no write may
+    # clear it (BAD_USER_INPUT naming the field).
+    required: bool = False
 
     def added_in(self, value: str) -> int:
         """The release that added enum value `value` (the field's own, unless later)."""
@@ -186,6 +189,11 @@ class ItemType:
     # False only for the stand-in of a type this server's release does not declare
     # (`unknown_type`): its records are stored but cannot be rendered here.
     known: bool = True
+    # The role a caller needs to write records of this type (None: writer, as for
+    # every type); the catalog's Member type needs owner (contract 6).
+    write_role: str | None = None
+    # A create names the record's id (Member: the member's sub); else one is made.
+    named_ids: bool = False
 
     def at(self, release: int) -> ItemType | None:
         """The type as release `release` declares it (None: added later)."""
@@ -246,6 +254,13 @@ class ItemType:
                 raise BadUserInput(f"{self.name} has no field {name!r}")
             normalized[name] = None if value is None else spec.normalize(value)
         return normalized
+
+    def check_required(self, changes: Mapping[str, Any], whole: bool) -> None:
+        """BadUserInput naming a required field that `changes` clear or, when they are
+        a whole record (`whole`: a create, a put's state), leave out."""
+        for spec in self.fields:
+            if spec.required and (spec.name in changes or whole) and changes.get(spec.name) is None:
+                raise BadUserInput(f"{self.name}.{spec.name} is required (it cannot be null)")
 
 
 def apply_changes(fields: Mapping[str, Any], changes: Mapping[str, Any]) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from typing import Any, Protocol
 
 import strawberry
 
+from api.auth import Principal
 from api.domain.errors import Unavailable
 from api.domain.identifiers import check_identifier
 from api.domain.tokens import check_token
@@ -45,18 +46,26 @@ async def changes_available(
     context = info.context
     check_identifier(tenantID, "tenantID")
     caller = context.caller()
-    caller.require_tenant(tenantID)
+    access = await context.run_blocking(lambda s: s.access(tenantID, caller.sub), context.service)
+    access.role_of(lambda: caller.role(tenantID))  # NotAMember unless it may read
     after = None if since is None or since is strawberry.UNSET else check_token(since, "since")
     feed: ChangeFeed | None = getattr(context, "feed", None)
     if feed is None:
         raise Unavailable("subscriptions are not served on this endpoint")
-    return _events(feed, tenantID, after, caller.sub)
+    return _events(context, feed, tenantID, after, caller)
 
 
 async def _events(
-    feed: ChangeFeed, tenant_id: str, after: str | None, user: str
+    context: Any, feed: ChangeFeed, tenant_id: str, after: str | None, caller: Principal
 ) -> AsyncIterator[ChangesAvailable]:
-    async for token in feed.changes(tenant_id, after, user):
+    async for token in feed.changes(tenant_id, after, caller.sub):
+        # A member removed since it subscribed is told at the next event it would get
+        # (NOT_A_MEMBER), which ends the subscription: the tenant's roster read once
+        # per change and process, whatever its subscribers (contract 6).
+        roster = await context.run_blocking(
+            lambda s, token=token: s.roster_at(tenant_id, token), context.service
+        )
+        roster.access(caller.sub).role_of(lambda: caller.role(tenant_id))
         yield ChangesAvailable(tenantID=strawberry.ID(tenant_id), changeToken=token)
 
 

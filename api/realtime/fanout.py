@@ -67,9 +67,17 @@ async def _fan_out_tenant(
 ) -> int | BaseException:
     try:
         subscriptions = await asyncio.to_thread(_subscriptions_of, rt, tenant_id)
+        # Who is still a member (contract 6): one Query of the tenant's roster per
+        # change and instance, whatever its subscribers (docs/realtime.md).
+        roster = (
+            await asyncio.to_thread(rt.service.roster_at, tenant_id, token)
+            if subscriptions
+            else None
+        )
     except SyncError as exc:
         return exc
     now = time.time()
+    removed: list[Subscription] = []
     # Subscribers mostly send the same document: execute each distinct one once.
     payloads: dict[str, dict[str, Any] | None] = {}
     messages: list[tuple[Subscription, dict[str, Any]]] = []
@@ -80,6 +88,9 @@ async def _fan_out_tenant(
             continue
         if subscription.last is not None and token <= subscription.last:
             continue  # it was sent this token, or a newer one
+        if roster is not None and roster.moved and roster.access(subscription.sub).role is None:
+            removed.append(subscription)  # told alone (NOT_A_MEMBER), then let go
+            continue
         key = subscription.operation.key()
         if key not in payloads:
             payloads[key] = await _event(rt, subscription, token)
@@ -88,6 +99,8 @@ async def _fan_out_tenant(
             messages.append((subscription, {**message, "id": subscription.subscription_id}))
     for connection_id in expired:
         await asyncio.to_thread(rt.hang_up, connection_id, "token expired")
+    for subscription in removed:
+        await _let_go(rt, subscription, token)
 
     async def deliver(subscription: Subscription, message: dict[str, Any]) -> bool:
         async with gate:
@@ -125,6 +138,18 @@ async def _event(rt: Runtime, subscription: Subscription, token: str) -> dict[st
                 return None
             return next_message(subscription.subscription_id, result)
     return None
+
+
+async def _let_go(rt: Runtime, subscription: Subscription, token: str) -> None:
+    """A removed member's subscription: its operation run for it alone, whose resolver
+    refuses it (NOT_A_MEMBER, as a local server's: a `next` carrying the error),
+    then `complete`, and the subscription removed."""
+    message = await _event(rt, subscription, token)
+    connection_id, subscription_id = subscription.connection_id, subscription.subscription_id
+    if message is not None:
+        await asyncio.to_thread(rt.send, connection_id, {**message, "id": subscription_id})
+    await asyncio.to_thread(rt.send, connection_id, {"id": subscription_id, "type": "complete"})
+    await asyncio.to_thread(rt.connections.unsubscribe, connection_id, subscription_id)
 
 
 async def drain(rt: Runtime, record: dict[str, Any]) -> int:
