@@ -16,6 +16,7 @@ from strawberry.utils.aio import aclosing
 from api import metrics
 from api.auth import Principal
 from api.domain.errors import SyncError
+from api.graphql.errors import with_codes
 from api.realtime.aws_messages import execute, next_message
 from api.realtime.aws_runtime import FanOutIncomplete, Runtime
 from api.realtime.connections import Subscription
@@ -142,12 +143,18 @@ async def _event(rt: Runtime, subscription: Subscription, token: str) -> dict[st
 
 async def _let_go(rt: Runtime, subscription: Subscription, token: str) -> None:
     """A removed member's subscription: its operation run for it alone, whose resolver
-    refuses it (NOT_A_MEMBER, as a local server's: a `next` carrying the error),
-    then `complete`, and the subscription removed."""
-    message = await _event(rt, subscription, token)
+    refuses it (NOT_A_MEMBER), sent as a local server sends an open subscription's
+    error (a `next` carrying it), then `complete`; and the subscription removed."""
+    principal = Principal(subscription.sub, frozenset({subscription.tenant_id}), subscription.until)
     connection_id, subscription_id = subscription.connection_id, subscription.subscription_id
-    if message is not None:
-        await asyncio.to_thread(rt.send, connection_id, {**message, "id": subscription_id})
+    source = await execute(rt, subscription.operation, principal, _OneEvent(token))
+    async with aclosing(source):
+        async for result in source:
+            errors = [e.formatted for e in with_codes(list(result.errors or []))]
+            payload = {"data": getattr(result, "data", None), "errors": errors}
+            message = {"id": subscription_id, "type": "next", "payload": payload}
+            await asyncio.to_thread(rt.send, connection_id, message)
+            break
     await asyncio.to_thread(rt.send, connection_id, {"id": subscription_id, "type": "complete"})
     await asyncio.to_thread(rt.connections.unsubscribe, connection_id, subscription_id)
 

@@ -553,3 +553,51 @@ def test_a_batch_the_fan_out_gave_up_on_is_drained_from_the_failure_destination(
     assert drain.pop("PokeDelay") >= 0  # a delay for each tenant poked
     assert drain == {"DrainFailures": 1, "FanoutFailures": 2, "DrainedBatches": 2, "PokesSent": 2}
     assert emitted["realtime"]["WebsocketMessages"] > 0
+
+
+def test_a_removed_members_subscription_is_told_not_a_member_and_removed(
+    management: ManagementApi, settings: Settings, gql: GraphQLClient, tenant: str
+) -> None:
+    """Membership as data (contract 6): the fan-out reads the tenant's roster once
+    and refuses a subscriber without a live Member record, as a local server does."""
+    member = (
+        "mutation($i: CreateMemberInput!) { createMember(input: $i) { member { changeToken } } }"
+    )
+    olga = bearer([tenant], sub="olga")
+    for sub, role in (("olga", "OWNER"), ("bob", "READER")):
+        body = gql.execute(
+            member, {"i": {"tenantID": tenant, "id": sub, "member": {"role": role}}}, olga
+        )
+        assert "errors" not in body, body
+    bob_token = body["data"]["createMember"]["member"]["changeToken"]
+    bob, owner = Device(management), Device(management)
+    bob.init([tenant], bearer([tenant], sub="bob")["Authorization"])
+    owner.init([], olga["Authorization"])  # a member: its token need not list the tenant
+    bob.subscribe("b", tenant, since=bob_token)
+    owner.subscribe("o", tenant, since=bob_token)
+    assert bob.received() == owner.received() == [{"type": "connection_ack"}]
+
+    stream = TableStream(settings)
+    removal = (
+        "mutation($i: DeleteMemberInput!) "
+        "{ deleteMember(input: $i) { deletedItem { changeToken } } }"
+    )
+    removed = gql.execute(
+        removal, {"i": {"tenantID": tenant, "id": "bob", "changeToken": bob_token}}, olga
+    )
+    token = removed["data"]["deleteMember"]["deletedItem"]["changeToken"]
+    records = stream.records_until_head_of(tenant)
+    assert aws.stream_handler({"Records": _head_filter(records)}) == {"sent": 1}
+    assert _token(owner.received()[-1]) == token
+    refused, completed = bob.received()[-2:]
+    assert refused["id"] == "b" and refused["type"] == "next"
+    extensions = refused["payload"]["errors"][0]["extensions"]
+    assert (extensions["code"], extensions["reason"]) == ("FORBIDDEN", "NOT_A_MEMBER")
+    assert completed == {"id": "b", "type": "complete"}
+    left = settings.dynamodb_client().query(
+        TableName=settings.table_name,
+        KeyConditionExpression="pk = :pk",
+        ExpressionAttributeValues={":pk": {"S": keys.subscriptions_pk(tenant)}},
+        ConsistentRead=True,
+    )["Items"]
+    assert [i["sk"]["S"] for i in left] == [keys.subscription_sk(owner.id, "o")]

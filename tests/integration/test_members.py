@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from starlette.testclient import TestClient
 
 from api.domain import catalog
 from api.domain.cursor import CursorCodec
@@ -17,6 +18,7 @@ from api.settings import Settings
 from api.storage import capacity, keys
 from api.storage.store import DynamoStore
 from tests.integration.test_export import EXPORT
+from tests.integration.test_realtime import _connect, _init, _receive, _subscribe
 from tests.support.faults import LoseResponse
 from tests.support.gql import GraphQLClient, bearer
 from tests.support.store_state import tenant_state
@@ -342,3 +344,51 @@ def test_the_check_is_one_query_of_one_read_unit_per_tenant_and_request(
     # A consistent read of one small item is 1 unit (rounded up to 4 KB); a Query that
     # finds nothing is counted 0 by DynamoDB Local (at most 1 on DynamoDB).
     assert units == [1.0, 1.0, 0.0], units
+
+
+def test_an_open_subscription_of_a_removed_member_ends_with_not_a_member(
+    app_client: TestClient, gql: GraphQLClient, tenant: str
+) -> None:
+    olga, _ = _moved(gql, tenant)
+    added = olga.data(
+        CREATE, {"i": {"tenantID": tenant, "id": "bob", "member": {"role": "READER"}}}
+    )
+    bob_record = added["createMember"]["member"]
+    with _connect(app_client) as ws:
+        _init(ws, bearer([tenant], sub="bob")["Authorization"])
+        assert _receive(ws) == {"type": "connection_ack"}
+        _subscribe(ws, "s", tenant, since=bob_record["changeToken"])
+        person = olga.data(CREATE_PERSON, {"i": {"tenantID": tenant, "person": {}}})
+        event = _receive(ws)  # still a member: the event as ever
+        token = person["createPerson"]["person"]["changeToken"]
+        assert event["payload"]["data"]["changesAvailable"]["changeToken"] == token
+        removal = {"tenantID": tenant, "id": "bob", "changeToken": bob_record["changeToken"]}
+        olga.data(DELETE, {"i": removal})
+        refused = _receive(ws)
+        assert refused["id"] == "s" and refused["type"] == "next"
+        extensions = refused["payload"]["errors"][0]["extensions"]
+        assert (extensions["code"], extensions["reason"]) == ("FORBIDDEN", "NOT_A_MEMBER")
+        assert _receive(ws) == {"id": "s", "type": "complete"}
+        # Its next subscribe, on the same socket and token, is refused at once.
+        _subscribe(ws, "s2", tenant)
+        again = _receive(ws)
+        assert again["type"] == "error"
+        assert again["payload"][0]["extensions"]["reason"] == "NOT_A_MEMBER"
+
+
+def test_a_push_of_many_member_writes_fits_dynamodbs_100_actions_a_transaction(
+    gql: GraphQLClient, tenant: str, ddb: Any, settings: Settings
+) -> None:
+    """Each Member write takes one more action (its access item) and each transaction
+    one more (the marker, or the check of the writer's access): group commit counts
+    them, or DynamoDB refuses a transaction of more than 100 actions."""
+    olga = Caller(gql, "olga", [tenant])
+    entries = [{"createMember": {"tenantID": tenant, "id": "olga", "member": {"role": "OWNER"}}}]
+    entries += [
+        {"createMember": {"tenantID": tenant, "id": f"m{n}", "member": {"role": "READER"}}}
+        for n in range(99)
+    ]
+    results = olga.data(PUSH, {"i": {"tenantID": tenant, "mutations": entries}})
+    assert {r["status"] for r in results["pushChanges"]["results"]} == {"APPLIED"}
+    members = _members_partition(ddb, settings, tenant)
+    assert len(members) == 101 and members["U#olga"] == "owner" and "V" in members
