@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from botocore.exceptions import ReadTimeoutError
 from starlette.testclient import TestClient
 
 from api.domain import catalog
@@ -19,7 +20,7 @@ from api.storage import capacity, keys
 from api.storage.store import DynamoStore
 from tests.integration.test_export import EXPORT
 from tests.integration.test_realtime import _connect, _init, _receive, _subscribe
-from tests.support.faults import LoseResponse
+from tests.support.faults import LoseResponse, dynamodb_error
 from tests.support.gql import GraphQLClient, bearer
 from tests.support.store_state import tenant_state
 
@@ -285,6 +286,32 @@ def test_the_move_whose_answer_is_lost_then_resent_replays_once(
     items = olga.data(CHANGES, {"t": tenant})["changes"]["items"]
     assert items == [{"__typename": "Member", "id": "olga", "role": "OWNER"}]
     assert _members_partition(ddb, settings, tenant) == {"U#olga": "owner", "V": None}
+
+    # Adding a member: its answer lost once DynamoDB applied it, and the server cannot
+    # see whether it applied (its read fails too): UNAVAILABLE; the resend replays it.
+    unsure = {"on": True, "lost": 0}
+
+    def lose_applied(parsed: Any = None, **_: Any) -> None:
+        if unsure["on"] and "Error" not in (parsed or {}):
+            unsure["lost"] += 1
+            raise ReadTimeoutError(endpoint_url="http://injected")
+
+    def failing_read(request: Any = None, **_: Any) -> Any:
+        return dynamodb_error("InternalServerError") if unsure["lost"] else None
+
+    inject("after-call.dynamodb.TransactWriteItems", lose_applied)
+    inject("before-send.dynamodb.BatchGetItem", failing_read)
+    add = {"tenantID": tenant, "id": "bob", "member": {"role": "READER"}, "clientMutationID": "m2"}
+    first = olga.run(CREATE_REPLAYED, {"i": add})
+    assert _refusal(first) == ("UNAVAILABLE", None)
+    assert unsure["lost"] == 1
+    unsure["on"], unsure["lost"] = False, 0
+    resent = olga.data(CREATE_REPLAYED, {"i": add})["createMember"]
+    assert resent["replayed"] is True and resent["member"]["role"] == "READER"
+    assert olga.data(CREATE_REPLAYED, {"i": add})["createMember"]["replayed"] is True
+    items = olga.data(CHANGES, {"t": tenant})["changes"]["items"]
+    assert [i["id"] for i in items] == ["olga", "bob"]
+    assert _members_partition(ddb, settings, tenant)["U#bob"] == "reader"
 
 
 def test_two_owners_removing_each_other_at_once_leave_one_owner(
