@@ -3,6 +3,8 @@ from its first Member write on, at each request, whatever the token's claim says
 
 from __future__ import annotations
 
+import json
+import logging
 from typing import Any
 
 import pytest
@@ -419,3 +421,35 @@ def test_a_push_of_many_member_writes_fits_dynamodbs_100_actions_a_transaction(
     assert {r["status"] for r in results["pushChanges"]["results"]} == {"APPLIED"}
     members = _members_partition(ddb, settings, tenant)
     assert len(members) == 101 and members["U#olga"] == "owner" and "V" in members
+
+
+def test_what_the_check_adds_to_a_requests_capacity(
+    gql: GraphQLClient, tenant: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The request log's capacity of one sync and of four aliases: a claim tenant's
+    check finds nothing, a member's reads its access item (1 unit), once a request."""
+    claim = Caller(gql, "olga", [tenant])
+    claim.person(tenant)
+    moved = tenant + "-m"
+    olga = Caller(gql, "olga", [moved])
+    _moved(gql, moved)
+    olga.person(moved)
+    aliases = " ".join(f"a{n}: changes(tenantID: $t) {{ changeToken }}" for n in range(4))
+
+    def units(caller: Caller, query: str, t: str) -> float:
+        caplog.set_level(logging.INFO)
+        caplog.clear()
+        caller.data(query, {"t": t})
+        (line,) = [json.loads(r.getMessage()) for r in caplog.records if r.name == "api.request"]
+        return float(line["capacityUnits"])
+
+    one = "query($t: ID!) { changes(tenantID: $t) { changeToken } }"
+    four = f"query($t: ID!) {{ {aliases} }}"
+    figures = {
+        (kind, shape): units(caller, query, t)
+        for kind, caller, t in (("claim", claim, tenant), ("member", olga, moved))
+        for shape, query in (("one", one), ("four", four))
+    }
+    print(figures)  # the report's figures (pytest -s)
+    assert figures["member", "one"] == figures["claim", "one"] + 1.0, figures
+    assert figures["member", "four"] == figures["claim", "four"] + 1.0, figures
