@@ -154,7 +154,8 @@ async def as_member(
     role: str | None = None,
 ) -> _T:
     """`for_tenant`, with `work` told the caller's role and whether the tenant is one
-    of membership as data (`checked_role`)."""
+    of membership as data (`checked_role`, inside the caller's and the tenant's gates:
+    the check reads the tenant's access items)."""
     context: Context = info.context
     caller = context.caller()
     log = request_log.current()
@@ -162,12 +163,15 @@ async def as_member(
         log.tenant = tenant_id
     # The runner returns, even to a cancelled field, only once the call has: the
     # slot is held as long as the call runs (`api.worker_threads`).
-    async with context.callers.enter(caller.sub):
+    # The check is a call on the tenant like the work: inside both gates.
+    async with (
+        context.callers.enter(caller.sub),
+        (context.reads if role is None else context.writes).enter(tenant_id),
+    ):
         held, moved = await checked_role(context, tenant_id)
         if role is not None:
             require(held, role)
-        async with (context.reads if role is None else context.writes).enter(tenant_id):
-            return await context.run_blocking(lambda s: work(s, held, moved), context.service)
+        return await context.run_blocking(lambda s: work(s, held, moved), context.service)
 
 
 async def checked_role(context: Context, tenant_id: str) -> tuple[str, bool]:
@@ -188,7 +192,13 @@ async def checked_role(context: Context, tenant_id: str) -> tuple[str, bool]:
         log = request_log.current()
         if log is not None:
             log.track(future)
-    access = await asyncio.shield(future)
+    try:
+        access = await asyncio.shield(future)
+    except asyncio.CancelledError:
+        # Its gate slots are held until the read returns (`api.worker_threads`); the
+        # read goes on for the request's other fields.
+        await asyncio.wait({future})
+        raise
     return access.role_of(lambda: caller.role(tenant_id)), access.moved
 
 
@@ -232,17 +242,19 @@ class TenantBatch(Generic[_K, _T]):
 
     async def _run(self, tenant_id: str, futures: dict[_K, asyncio.Future[_T]]) -> None:
         try:
-            async with self._context.callers.enter(self._context.caller().sub):
+            async with (
+                self._context.callers.enter(self._context.caller().sub),
+                self._context.reads.enter(tenant_id),
+            ):
                 await checked_role(self._context, tenant_id)  # asked once a request
-                async with self._context.reads.enter(tenant_id):
-                    # What the fields cancelled meanwhile (another failed) no longer ask.
-                    futures = {key: f for key, f in futures.items() if not f.done()}
-                    if not futures:
-                        return
-                    self.calls += 1
-                    done = await self._context.run_blocking(
-                        self._work, self._context.service, tenant_id, list(futures)
-                    )
+                # What the fields cancelled meanwhile (another failed) no longer ask.
+                futures = {key: f for key, f in futures.items() if not f.done()}
+                if not futures:
+                    return
+                self.calls += 1
+                done = await self._context.run_blocking(
+                    self._work, self._context.service, tenant_id, list(futures)
+                )
         except Exception as exc:  # each field that asked reports it
             for future in futures.values():
                 if not future.done():
