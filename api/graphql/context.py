@@ -102,6 +102,9 @@ class Context:
     batches: dict[str, TenantBatch[Any, Any]] = field(default_factory=dict)
     # Apps declaring an older release are refused (MIN_CLIENT_RELEASE).
     min_release: int = 1
+    # What the caller's access is known to be, read already (the AWS fan-out's roster):
+    # `changesAvailable` does not read it again. None: read it.
+    known_access: Access | None = None
 
     @property
     def budget(self) -> RequestBudget:

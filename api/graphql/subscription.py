@@ -7,6 +7,7 @@ server (`api.realtime.signals.LiveFeed`), a table-backed registration or a
 single fanned-out event on AWS Lambda (`api.realtime.aws`).
 """
 
+import asyncio
 from collections.abc import AsyncIterator
 from typing import Any, Protocol
 
@@ -15,6 +16,7 @@ import strawberry
 from api.auth import Principal
 from api.domain.errors import Unavailable
 from api.domain.identifiers import check_identifier
+from api.domain.membership import Access
 from api.domain.tokens import check_token
 from api.graphql.directives import authenticated
 
@@ -46,9 +48,16 @@ async def changes_available(
     context = info.context
     check_identifier(tenantID, "tenantID")
     caller = context.caller()
-    access = await context.run_blocking(lambda s: s.access(tenantID, caller.sub), context.service)
-    access.role_of(lambda: caller.role(tenantID))  # NotAMember unless it may read
     after = None if since is None or since is strawberry.UNSET else check_token(since, "since")
+    access: Access | None = getattr(context, "known_access", None)  # the fan-out's roster
+    if access is None:
+        # One read of the tenant's access items, in the app's runner but, like the
+        # subscription's first read (`api.app`), not through the tenant's gates: a
+        # tenant's devices reconnecting at once would find them full, refused for good.
+        access = await context.run_blocking(
+            lambda s: s.access(tenantID, caller.sub), context.service
+        )
+    access.role_of(lambda: caller.role(tenantID))  # NotAMember unless it may read
     feed: ChangeFeed | None = getattr(context, "feed", None)
     if feed is None:
         raise Unavailable("subscriptions are not served on this endpoint")
@@ -62,9 +71,17 @@ async def _events(
         # A member removed since it subscribed is told at the next event it would get
         # (NOT_A_MEMBER), which ends the subscription: the tenant's roster read once
         # per change and process, whatever its subscribers (contract 6).
-        roster = await context.run_blocking(
-            lambda s, token=token: s.roster_at(tenant_id, token), context.service
-        )
+        future, mine = context.service.membership.roster_of(tenant_id, token)
+        if mine:
+            try:
+                await context.run_blocking(
+                    lambda s, f=future: s.membership.read_roster(tenant_id, f), context.service
+                )
+            finally:
+                if not future.done():  # cancelled before its thread ran
+                    why = Unavailable("the tenant's members were not read; resubscribe")
+                    context.service.membership.abandon(tenant_id, future, why)
+        roster = await asyncio.wrap_future(future)  # the others wait without a thread
         roster.access(caller.sub).role_of(lambda: caller.role(tenant_id))
         yield ChangesAvailable(tenantID=strawberry.ID(tenant_id), changeToken=token)
 

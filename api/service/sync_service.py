@@ -45,7 +45,7 @@ class SyncService:
         self.reading = Reading(store, cursors, clock_ms, retention)
         self.membership = Membership(store)
         self.access = self.membership.access
-        self.roster_at = self.membership.roster_at
+        self.roster_at = self.membership.roster_at  # blocking: the AWS fan-out
         self.upgrades = Upgrades(store, cursors)
         # on_commit is called with (tenant, token) after each committed transaction.
         self.writing = Writing(store, clock_ms, on_commit, retention, history, self.attachments)

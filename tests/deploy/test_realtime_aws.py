@@ -18,7 +18,7 @@ import pytest
 from api.auth import make_local_token
 from api.realtime import aws
 from api.settings import Settings
-from api.storage import keys
+from api.storage import keys, models
 from tests.support.faults import dynamodb_error, hooks_on
 from tests.support.gql import TEST_AUTH_SECRET, GraphQLClient, bearer
 from tests.support.management_api import ManagementApi
@@ -578,6 +578,8 @@ def test_a_removed_members_subscription_is_told_not_a_member_and_removed(
     assert bob.received() == owner.received() == [{"type": "connection_ack"}]
 
     stream = TableStream(settings)
+    read: list[dict[str, Any]] = []
+    members = keys.members_pk(tenant)
     removal = (
         "mutation($i: DeleteMemberInput!) "
         "{ deleteMember(input: $i) { deletedItem { changeToken } } }"
@@ -587,7 +589,13 @@ def test_a_removed_members_subscription_is_told_not_a_member_and_removed(
     )
     token = removed["data"]["deleteMember"]["deletedItem"]["changeToken"]
     records = stream.records_until_head_of(tenant)
-    assert aws.stream_handler({"Records": _head_filter(records)}) == {"sent": 1}
+    with hooks_on(models.RecordItem._get_connection().connection.client.meta.events) as hook:
+        hook("before-parameter-build.dynamodb.Query", lambda params, **_: read.append(params))
+        assert aws.stream_handler({"Records": _head_filter(records)}) == {"sent": 1}
+    # One read of the tenant's roster decides for every subscriber: none of their
+    # operations, run for the event, reads the caller's access again.
+    rosters = [p for p in read if p["ExpressionAttributeValues"][":pk"]["S"] == members]
+    assert len(rosters) == 1, rosters
     assert _token(owner.received()[-1]) == token
     refused, completed = bob.received()[-2:]
     assert refused["id"] == "b" and refused["type"] == "next"
