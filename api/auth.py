@@ -24,7 +24,8 @@ import jwt
 from jwt.types import Options
 from jwt.warnings import InsecureKeyLengthWarning
 
-from api.domain.errors import NotAMember, RoleForbidden, Unauthenticated, Unavailable
+from api.domain.errors import NotAMember, Unauthenticated, Unavailable
+from api.domain.membership import OWNER, READER, ROLES, WRITER, require
 from api.settings import Settings
 
 # The spec's default development secret is shorter than RFC 7518 asks for HS256;
@@ -41,9 +42,7 @@ LOCAL_ALGORITHMS = ["HS256"]
 JWKS_ALGORITHMS = ["RS256", "ES256"]
 
 
-# A member's role in a tenant (contract 6): each may do what the one after it may.
-OWNER, WRITER, READER = "owner", "writer", "reader"
-_ROLES = (OWNER, WRITER, READER)
+__all__ = ["OWNER", "READER", "WRITER", "Authenticator", "Principal"]
 
 
 @dataclass(frozen=True)
@@ -69,9 +68,7 @@ class Principal:
 
     def require_role(self, tenant_id: str, needed: str) -> None:
         """FORBIDDEN unless the caller's role in the tenant is `needed` or above."""
-        role = self.role(tenant_id)
-        if _ROLES.index(role) > _ROLES.index(needed):
-            raise RoleForbidden(f"your role in this tenant is {role}; this needs {needed}")
+        require(self.role(tenant_id), needed)
 
 
 def connection_authorization(params: object) -> str | None:
@@ -240,10 +237,10 @@ def _memberships(entries: frozenset[str]) -> dict[str, str]:
     memberships: dict[str, str] = {}
     for entry in entries:
         tenant, _, role = entry.rpartition(":")
-        if not tenant or role not in _ROLES:
+        if not tenant or role not in ROLES:
             tenant, role = entry, OWNER
         held = memberships.get(tenant)
-        if held is None or _ROLES.index(role) < _ROLES.index(held):
+        if held is None or ROLES.index(role) < ROLES.index(held):
             memberships[tenant] = role
     return memberships
 

@@ -12,6 +12,7 @@ import enum
 
 from api.domain import releases
 from api.domain.item_types import Field, FieldKind, ItemType, unknown_type
+from api.domain.membership import OWNER
 
 
 class RelationshipType(enum.Enum):
@@ -26,6 +27,12 @@ class RelationshipType(enum.Enum):
     FRIEND = "FRIEND"
     COLLEAGUE = "COLLEAGUE"
     OTHER = "OTHER"
+
+
+class MemberRole(enum.Enum):
+    OWNER = "OWNER"
+    WRITER = "WRITER"
+    READER = "READER"
 
 
 PERSON = ItemType(
@@ -59,8 +66,32 @@ REMINDER = ItemType(
     ),
 )
 
+# Membership as data (contract 6): its id is the member's `sub`; only an owner
+# writes one, and the first moves the tenant from its token claims to these records.
+MEMBER = ItemType(
+    name="Member",
+    code="MEMBER",
+    description="A member of the tenant and its role; the id is the member's `sub` "
+    "(contract 6, membership as data).",
+    fields=(
+        Field(
+            "role",
+            FieldKind.ENUM,
+            enum=MemberRole,
+            since=2,
+            required=True,
+            description="Required. OWNER: everything, Member records and the tenant's "
+            "deletion and export too; WRITER: writes records; READER: reads.",
+        ),
+        Field("displayName", max_length=200, since=2, description="How apps show the member."),
+    ),
+    since=2,
+    write_role=OWNER,
+    named_ids=True,
+)
+
 # Every release's types, as declared.
-DECLARED: tuple[ItemType, ...] = (PERSON, REMINDER)
+DECLARED: tuple[ItemType, ...] = (PERSON, REMINDER, MEMBER)
 
 # What this process serves: the latest release of the declaration, unless a test
 # picks an earlier one or a catalog of its own (api.domain.releases).

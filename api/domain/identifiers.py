@@ -18,3 +18,7 @@ def check_identifier(value: str, what: str) -> str:
             f"{what} must be 1-64 characters of letters, digits, '_', '.', ':' or '-'"
         )
     return value
+
+
+def is_identifier(value: object) -> bool:
+    return isinstance(value, str) and _IDENTIFIER_RE.fullmatch(value) is not None

@@ -58,6 +58,9 @@ class Field:
     max_items: int = DEFAULT_MAX_ITEMS
     # OBJECT (or a LIST of OBJECT): its sub-fields, scalars or lists of scalars.
     fields: tuple[Field, ...] = ()
+    # A value is required: a create (or a put's state) must set it, and no write may
+    # clear it (BAD_USER_INPUT naming the field).
+    required: bool = False
 
     def __post_init__(self) -> None:
         check_declaration(self)
@@ -243,6 +246,11 @@ class ItemType:
     # False only for the stand-in of a type this server's release does not declare
     # (`unknown_type`): its records are stored but cannot be rendered here.
     known: bool = True
+    # The role a caller needs to write records of this type (None: writer, as for
+    # every type); the catalog's Member type needs owner (contract 6).
+    write_role: str | None = None
+    # A create names the record's id (Member: the member's sub); else one is made.
+    named_ids: bool = False
 
     def at(self, release: int) -> ItemType | None:
         """The type as release `release` declares it (None: added later)."""
@@ -309,6 +317,13 @@ class ItemType:
                 raise BadUserInput(f"{self.name} has no field {name!r}")
             normalized[name] = None if value is None else spec.normalize(value, f"{self.name}.")
         return normalized
+
+    def check_required(self, changes: Mapping[str, Any], whole: bool) -> None:
+        """BadUserInput naming a required field that `changes` clear or, when they are
+        a whole record (`whole`: a create, a put's state), leave out."""
+        for spec in self.fields:
+            if spec.required and (spec.name in changes or whole) and changes.get(spec.name) is None:
+                raise BadUserInput(f"{self.name}.{spec.name} is required (it cannot be null)")
 
 
 def apply_changes(fields: Mapping[str, Any], changes: Mapping[str, Any]) -> dict[str, Any]:

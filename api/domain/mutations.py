@@ -106,10 +106,14 @@ class Mutation:
             return self._validated_put()
         if self.verb != "create" and (self.entity_id is None or self.expected_token is None):
             raise BadUserInput(f"{self.verb} needs an id and a changeToken")
+        if self.entity_id is None and self.item_type.named_ids:
+            raise BadUserInput(f"{self.item_type.name}.id is required")
         if self.entity_id is not None:
             check_identifier(self.entity_id, "id")
         if self.expected_token is not None:
             check_token(self.expected_token, "changeToken")
+        if self.verb != "delete":
+            self.item_type.check_required(self.changes, whole=self.verb == "create")
         return replace(self, changes=self.item_type.normalize_changes(self.changes))
 
     def _validated_put(self) -> Mutation:
@@ -117,6 +121,8 @@ class Mutation:
             raise BadUserInput("put needs an id and a state, and takes no changeToken")
         check_identifier(self.entity_id, "id")
         state = self.state.normalized(self.item_type)
+        if not state.deleted:
+            self.item_type.check_required(state.fields, whole=True)
         check_size(state.fields)
         assumed = None if self.assumed is None else self.assumed.normalized(self.item_type)
         return replace(self, assumed=assumed, state=state)
@@ -217,6 +223,9 @@ class Write:
     # to remove (None: none, or the same key is put again).
     later: int | None = None
     later_removed: int | None = None
+    # A Member record's access item (contract 6): its sub and the role it now gives
+    # (None: the record is deleted, and so is the item).
+    member: tuple[str, str | None] | None = None
 
 
 def _record_to_json(record: Record) -> dict[str, Any]:

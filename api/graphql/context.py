@@ -21,6 +21,8 @@ from api import request_log
 from api.auth import Principal
 from api.domain import catalog, releases
 from api.domain.errors import BadUserInput, SyncError, Unauthenticated, UpgradeRequired
+from api.domain.identifiers import is_identifier
+from api.domain.membership import Access, require
 from api.graphql.subscription import ChangeFeed
 from api.service import SyncService
 from api.service.reading import MAX_LIMIT, MAX_SCANNED
@@ -46,6 +48,9 @@ class RequestBudget:
     # Log entries that filling pages of chosen types may read beyond their first
     # pages (`api.service.reading.MAX_SCANNED`): one allowance for all fields.
     scans: int = MAX_SCANNED
+    # What each tenant's access items said of the caller (contract 6): read once per
+    # tenant and request (aliases share it), by the first field that asks.
+    access: dict[str, asyncio.Future[Access]] = field(default_factory=dict)
 
     def spend_writes(self, count: int) -> None:
         if count > self.writes:
@@ -97,6 +102,9 @@ class Context:
     batches: dict[str, TenantBatch[Any, Any]] = field(default_factory=dict)
     # Apps declaring an older release are refused (MIN_CLIENT_RELEASE).
     min_release: int = 1
+    # What the caller's access is known to be, read already (the AWS fan-out's roster):
+    # `changesAvailable` does not read it again. None: read it.
+    known_access: Access | None = None
 
     @property
     def budget(self) -> RequestBudget:
@@ -139,22 +147,62 @@ async def for_tenant(
     """Run `work` for `tenant_id`, once the caller is known to belong to it (with
     `role`, to hold that role or a higher one), through the caller's gate, then the
     tenant's gate for reads, or for writes when a role is needed (`api.tenant_gate`)."""
+    return await as_member(info, tenant_id, lambda service, _held, _moved: work(service), role)
+
+
+async def as_member(
+    info: strawberry.Info,
+    tenant_id: str,
+    work: Callable[[SyncService, str, bool], _T],
+    role: str | None = None,
+) -> _T:
+    """`for_tenant`, with `work` told the caller's role and whether the tenant is one
+    of membership as data (`checked_role`, inside the caller's and the tenant's gates:
+    the check reads the tenant's access items)."""
     context: Context = info.context
     caller = context.caller()
-    if role is not None:
-        caller.require_role(tenant_id, role)
-    else:
-        caller.require_tenant(tenant_id)
     log = request_log.current()
     if log is not None:
         log.tenant = tenant_id
     # The runner returns, even to a cancelled field, only once the call has: the
     # slot is held as long as the call runs (`api.worker_threads`).
+    # The check is a call on the tenant like the work: inside both gates.
     async with (
         context.callers.enter(caller.sub),
         (context.reads if role is None else context.writes).enter(tenant_id),
     ):
-        return await context.run_blocking(work, context.service)
+        held, moved = await checked_role(context, tenant_id)
+        if role is not None:
+            require(held, role)
+        return await context.run_blocking(lambda s: work(s, held, moved), context.service)
+
+
+async def checked_role(context: Context, tenant_id: str) -> tuple[str, bool]:
+    """The caller's role in `tenant_id`, and whether the tenant is one of membership
+    as data (contract 6): its live Member record's role there (NotAMember without
+    one), else the token's claim's. One Query per tenant and request, at the first
+    field that asks; the others await it."""
+    caller = context.caller()
+    memo = context.budget.access
+    future = memo.get(tenant_id)
+    if not is_identifier(tenant_id):  # no tenant's: the claim refuses it, or the service
+        future = asyncio.get_running_loop().create_future()
+        future.set_result(Access())
+    elif future is None:
+        future = memo[tenant_id] = asyncio.ensure_future(
+            context.run_blocking(lambda s: s.access(tenant_id, caller.sub), context.service)
+        )
+        log = request_log.current()
+        if log is not None:
+            log.track(future)
+    try:
+        access = await asyncio.shield(future)
+    except asyncio.CancelledError:
+        # Its gate slots are held until the read returns (`api.worker_threads`); the
+        # read goes on for the request's other fields.
+        await asyncio.wait({future})
+        raise
+    return access.role_of(lambda: caller.role(tenant_id)), access.moved
 
 
 class TenantBatch(Generic[_K, _T]):
@@ -201,6 +249,7 @@ class TenantBatch(Generic[_K, _T]):
                 self._context.callers.enter(self._context.caller().sub),
                 self._context.reads.enter(tenant_id),
             ):
+                await checked_role(self._context, tenant_id)  # asked once a request
                 # What the fields cancelled meanwhile (another failed) no longer ask.
                 futures = {key: f for key, f in futures.items() if not f.done()}
                 if not futures:

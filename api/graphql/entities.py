@@ -8,7 +8,7 @@ import strawberry
 
 from api.auth import WRITER
 from api.domain.mutations import Verb
-from api.graphql.context import for_tenant
+from api.graphql.context import as_member, for_tenant
 from api.graphql.directives import authenticated
 from api.graphql.types import ITEM_TYPE_SCHEMAS, ItemTypeSchema, to_deleted_item
 from api.service import Written
@@ -35,8 +35,11 @@ def _mutation_fields(s: ItemTypeSchema) -> dict[str, Any]:
         info.context.budget.spend_writes(1)
         mutation = s.mutation(verb, input)
         by = info.context.caller().sub
-        return await for_tenant(
-            info, mutation.tenant_id, lambda svc: svc.apply(mutation, by), role=WRITER
+        return await as_member(
+            info,
+            mutation.tenant_id,
+            lambda svc, role, moved: svc.apply(mutation, by, role, moved),
+            role=WRITER,
         )
 
     async def create(info: strawberry.Info, input: Any) -> Any:

@@ -6,7 +6,7 @@ from typing import Any
 import strawberry
 
 from api.auth import WRITER
-from api.graphql.context import for_tenant, given
+from api.graphql.context import as_member, for_tenant, given
 from api.graphql.directives import authenticated
 from api.graphql.types import SynchronizedItem, to_synchronized_item
 from api.service.history import DEFAULT_VERSIONS, MAX_VERSIONS
@@ -63,16 +63,18 @@ async def history(
 async def restore_version(info: strawberry.Info, input: RestoreVersionInput) -> RestorePayload:
     info.context.budget.spend_writes(1)
     by = info.context.caller().sub
-    written = await for_tenant(
+    written = await as_member(
         info,
         input.tenantID,
-        lambda s: s.restore(
+        lambda s, role, moved: s.restore(
             input.tenantID,
             input.id,
             input.changeToken,
             input.version,
             given(input.clientMutationID),
             by,
+            role,
+            moved,
         ),
         role=WRITER,
     )

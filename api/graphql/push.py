@@ -11,10 +11,10 @@ from typing import Any
 import strawberry
 
 from api import request_log
-from api.auth import READER, WRITER
+from api.auth import READER
 from api.domain.errors import RoleForbidden
 from api.domain.mutations import Mutation, Verb
-from api.graphql.context import for_tenant
+from api.graphql.context import as_member
 from api.graphql.directives import authenticated
 from api.graphql.types import (
     ITEM_TYPE_SCHEMAS,
@@ -25,6 +25,7 @@ from api.graphql.types import (
 )
 from api.service import PushResult as DomainPushResult
 from api.service import PushStatus as DomainPushStatus
+from api.service import SyncService
 from api.service.writing import MAX_PUSH
 
 PushStatus = strawberry.enum(DomainPushStatus, description="What became of one pushed mutation.")
@@ -119,20 +120,19 @@ async def push_changes(info: strawberry.Info, input: PushChangesInput) -> PushCh
     if len(input.mutations) <= MAX_PUSH:  # else the service says why
         info.context.budget.spend_writes(len(input.mutations))
     mutations = to_mutations(input)
-    caller = info.context.caller()
-    by = caller.sub
-    if caller.role(input.tenantID) == READER:
-        # Each entry is refused alone, with its code, so that an outbox drains.
-        refusal = RoleForbidden("your role in this tenant is reader; writes need writer")
-        refused = [DomainPushResult(m, DomainPushStatus.REJECTED, error=refusal) for m in mutations]
-        _count(refused)
-        return PushChangesPayload(results=[to_result(r) for r in refused])
-    results = await for_tenant(
-        info,
-        input.tenantID,
-        lambda s: s.push(input.tenantID, mutations, by, since=input.since),
-        role=WRITER,
-    )
+    by = info.context.caller().sub
+
+    def push(s: SyncService, role: str, moved: bool) -> list[DomainPushResult]:
+        if role == READER:
+            # Each entry is refused alone, with its code, so that an outbox drains.
+            refusal = RoleForbidden("your role in this tenant is reader; writes need writer")
+            return [
+                DomainPushResult(m, DomainPushStatus.REJECTED, error=refusal) for m in mutations
+            ]
+        return s.push(input.tenantID, mutations, by, input.since, role, moved)
+
+    # Any member may push (a reader's entries are refused one by one), in the writes' gate.
+    results = await as_member(info, input.tenantID, push, role=READER)
     _count(results)
     return PushChangesPayload(results=[to_result(r) for r in results])
 

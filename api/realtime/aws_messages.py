@@ -18,6 +18,7 @@ from strawberry.utils.aio import aclosing
 
 from api.auth import Principal, connection_authorization
 from api.domain.errors import SyncError
+from api.domain.membership import Access
 from api.graphql.context import Context
 from api.graphql.documents import too_long
 from api.graphql.errors import with_codes
@@ -202,9 +203,18 @@ class _Refused(SyncError):
     code = "BAD_USER_INPUT"
 
 
-async def execute(rt: Runtime, operation: Operation, principal: Principal, feed: Any) -> Any:
-    """The results of `operation` for `principal`, whose tokens come from `feed`."""
-    context = Context(request=None, service=rt.service, principal=principal, feed=feed)
+async def execute(
+    rt: Runtime,
+    operation: Operation,
+    principal: Principal,
+    feed: Any,
+    access: Access | None = None,
+) -> Any:
+    """The results of `operation` for `principal`, whose tokens come from `feed`;
+    `access`: the caller's, when known (the fan-out's roster; None: read it)."""
+    context = Context(
+        request=None, service=rt.service, principal=principal, feed=feed, known_access=access
+    )
     return await rt.schema.subscribe(
         operation.query,
         variable_values=operation.variables,

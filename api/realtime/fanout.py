@@ -16,6 +16,8 @@ from strawberry.utils.aio import aclosing
 from api import metrics
 from api.auth import Principal
 from api.domain.errors import SyncError
+from api.domain.membership import Access, Roster
+from api.graphql.errors import with_codes
 from api.realtime.aws_messages import execute, next_message
 from api.realtime.aws_runtime import FanOutIncomplete, Runtime
 from api.realtime.connections import Subscription
@@ -67,9 +69,17 @@ async def _fan_out_tenant(
 ) -> int | BaseException:
     try:
         subscriptions = await asyncio.to_thread(_subscriptions_of, rt, tenant_id)
+        # Who is still a member (contract 6): one Query of the tenant's roster per
+        # change and instance, whatever its subscribers (docs/realtime.md).
+        roster = (
+            await asyncio.to_thread(rt.service.roster_at, tenant_id, token)
+            if subscriptions
+            else None
+        )
     except SyncError as exc:
         return exc
     now = time.time()
+    removed: list[Subscription] = []
     # Subscribers mostly send the same document: execute each distinct one once.
     payloads: dict[str, dict[str, Any] | None] = {}
     messages: list[tuple[Subscription, dict[str, Any]]] = []
@@ -80,14 +90,21 @@ async def _fan_out_tenant(
             continue
         if subscription.last is not None and token <= subscription.last:
             continue  # it was sent this token, or a newer one
+        if roster is not None and roster.moved and roster.access(subscription.sub).role is None:
+            removed.append(subscription)  # told alone (NOT_A_MEMBER), then let go
+            continue
         key = subscription.operation.key()
         if key not in payloads:
-            payloads[key] = await _event(rt, subscription, token)
+            access = None if roster is None else roster.access(subscription.sub)
+            payloads[key] = await _event(rt, subscription, token, access)
         message = payloads[key]
         if message is not None:
             messages.append((subscription, {**message, "id": subscription.subscription_id}))
     for connection_id in expired:
         await asyncio.to_thread(rt.hang_up, connection_id, "token expired")
+    for subscription in removed:
+        assert roster is not None
+        await _let_go(rt, subscription, token, roster)
 
     async def deliver(subscription: Subscription, message: dict[str, Any]) -> bool:
         async with gate:
@@ -115,16 +132,38 @@ def _subscriptions_of(rt: Runtime, tenant_id: str) -> list[Subscription]:
     return list(rt.connections.subscriptions(tenant_id))
 
 
-async def _event(rt: Runtime, subscription: Subscription, token: str) -> dict[str, Any] | None:
-    """The `next` message of one subscription for `token` (None: not newer than its since)."""
+async def _event(
+    rt: Runtime, subscription: Subscription, token: str, access: Access | None
+) -> dict[str, Any] | None:
+    """The `next` message of one subscription for `token` (None: not newer than its
+    since); `access`: its caller's, from the roster (not read again)."""
     principal = Principal(subscription.sub, frozenset({subscription.tenant_id}), subscription.until)
-    source = await execute(rt, subscription.operation, principal, _OneEvent(token))
+    source = await execute(rt, subscription.operation, principal, _OneEvent(token), access)
     async with aclosing(source):
         async for result in source:
             if isinstance(result, PreExecutionError):
                 return None
             return next_message(subscription.subscription_id, result)
     return None
+
+
+async def _let_go(rt: Runtime, subscription: Subscription, token: str, roster: Roster) -> None:
+    """A removed member's subscription: its operation run for it alone, whose resolver
+    refuses it (NOT_A_MEMBER), sent as a local server sends an open subscription's
+    error (a `next` carrying it), then `complete`; and the subscription removed."""
+    principal = Principal(subscription.sub, frozenset({subscription.tenant_id}), subscription.until)
+    connection_id, subscription_id = subscription.connection_id, subscription.subscription_id
+    access = roster.access(subscription.sub)
+    source = await execute(rt, subscription.operation, principal, _OneEvent(token), access)
+    async with aclosing(source):
+        async for result in source:
+            errors = [e.formatted for e in with_codes(list(result.errors or []))]
+            payload = {"data": getattr(result, "data", None), "errors": errors}
+            message = {"id": subscription_id, "type": "next", "payload": payload}
+            await asyncio.to_thread(rt.send, connection_id, message)
+            break
+    await asyncio.to_thread(rt.send, connection_id, {"id": subscription_id, "type": "complete"})
+    await asyncio.to_thread(rt.connections.unsubscribe, connection_id, subscription_id)
 
 
 async def drain(rt: Runtime, record: dict[str, Any]) -> int:

@@ -9,12 +9,23 @@ from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any
 
-from api.domain.errors import BadUserInput, InternalError, SyncError, Unavailable
+from api.domain.attachments import Blob, referenced_blob
+from api.domain.catalog import MEMBER
+from api.domain.errors import (
+    AttachmentMissing,
+    BadUserInput,
+    InternalError,
+    RoleForbidden,
+    SyncError,
+    Unavailable,
+)
 from api.domain.item_types import ItemType, apply_changes, check_size
+from api.domain.membership import Caller, at_least, member_role, member_write_refusal
 from api.domain.mutations import OUTCOME_RETENTION_S, Mutation, State, StoredOutcome, Write
 from api.domain.records import Conflict, CurrentVersionError, Record, not_found, write_refusal
 from api.domain.retention import Retention
 from api.domain.tokens import new_entity_id, token_time
+from api.service.attachments import Attachments, references
 from api.service.ports import PushResult, PushStatus, Written
 
 # A state-based write that loses a race compares again with the winner this often.
@@ -29,6 +40,7 @@ class Entry:
     mutation: Mutation
     losses: int = 0
     by: str | None = None  # the caller's sub, recorded on what it writes
+    role: str | None = None  # the caller's role in the tenant (None: not known)
 
     @property
     def client_mutation_id(self) -> str | None:
@@ -51,6 +63,9 @@ class Known:
 
     records: dict[str, Record]
     outcomes: dict[str, StoredOutcome]
+    # The tenant is one of membership as data (contract 6), as the request found it
+    # or as a Member write of this push made it.
+    moved: bool = False
 
 
 @dataclass(frozen=True)
@@ -63,6 +78,8 @@ class Plan:
     current: Record | None  # the version it replaces (for createdAt and history)
     state: State
     history: bool = False  # keep the version it replaces
+    # A Member write to a claim tenant: the move (its transaction puts the marker).
+    moving: bool = False
 
     @property
     def kept(self) -> Record | None:
@@ -72,10 +89,11 @@ class Plan:
     @property
     def items(self) -> int:
         """The transaction items it takes: entity and log entry, the old entry's
-        delete, the kept version, the outcome."""
+        delete, the kept version, the outcome, the copies, a member's access item."""
         later, later_removed = self.later
         return (
             2
+            + (self.member is not None)
             + (self.expected is not None)
             + (self.kept is not None)
             + (self.outcome is not None)
@@ -93,6 +111,14 @@ class Plan:
         item_type = self.entry.mutation.item_type
         new = None if self.state.deleted else item_type.copy_release(self.state.fields, was)
         return new, (was if was is not None and was != new else None)
+
+    @property
+    def member(self) -> tuple[str, str | None] | None:
+        """A Member record's access item as this write leaves it: (sub, role; None:
+        removed); None for a record of another type."""
+        if self.entry.mutation.item_type.code != MEMBER.code:
+            return None
+        return self.entity_id, None if self.state.deleted else member_role(self.state.fields)
 
     @cached_property
     def outcome(self) -> StoredOutcome | None:
@@ -129,15 +155,35 @@ class Plan:
             expires_at=retention.expires_at(token) if kept or record.deleted else None,
             later=later,
             later_removed=later_removed,
+            member=self.member,
         )
 
 
 def decide(entry: Entry, known: Known, history: bool = False) -> Plan | Written | SyncError:
     """What one mutation does, given what the push knows of the server: a write
     to commit (keeping the version it replaces with `history`), or an answer without
-    writing (a replay, a refusal, a no-op)."""
+    writing (a replay, a refusal, a no-op). A type with a write role of its own
+    (Member: owner) refuses a caller below it, and a Member write follows
+    `member_write_refusal` (contract 6)."""
+    mutation = entry.mutation
+    needed = mutation.item_type.write_role
+    replaying = mutation.client_mutation_id in known.outcomes
+    if needed is not None and not replaying and not at_least(entry.role or "reader", needed):
+        return RoleForbidden(
+            f"only an {needed} may write {mutation.item_type.name} records; "
+            f"your role is {entry.role or 'not known'}"
+        )
     decision = _decide(entry, known)
-    return replace(decision, history=True) if history and isinstance(decision, Plan) else decision
+    if not isinstance(decision, Plan):
+        return decision
+    if decision.member is not None:
+        sub, role = decision.member
+        caller = None if entry.by is None or entry.role is None else Caller(entry.by, entry.role)
+        refusal = member_write_refusal(caller, known.moved, sub, role, decision.current is not None)
+        if refusal is not None:
+            return refusal
+        decision = replace(decision, moving=not known.moved)
+    return replace(decision, history=True) if history else decision
 
 
 def _decide(entry: Entry, known: Known) -> Plan | Written | SyncError:
@@ -258,3 +304,48 @@ def _version(
         return Record(item_type, tenant_id, entity_id, token, at, at, deleted=True)
     created = at if current is None else current.created_at
     return Record(item_type, tenant_id, entity_id, token, created, at, fields=fields)
+
+
+def with_attachments(
+    attachments: Attachments | None,
+    todo: list[Entry],
+    known: Known,
+    results: dict[int, PushResult],
+) -> list[Entry]:
+    """The entries whose new references name blobs the tenant holds; each other one
+    is answered alone (ATTACHMENT_MISSING, or UNAVAILABLE when the blob store did
+    not answer). Asked after the push's one read and before any transaction: a
+    reference the entity already holds was checked when written, and a retry with
+    a stored outcome is a replay, so neither costs a HeadObject. `attachments`:
+    None when there is no blob store, and a write that references one is refused."""
+    wanted = {e.position: _new_references(e, known) for e in todo}
+    if not any(wanted.values()):
+        return todo
+    blobs = [b for refs in wanted.values() for b in refs]
+    if attachments is None:
+        refused: dict[Blob, SyncError] = {
+            b: AttachmentMissing("attachments are not served here") for b in blobs
+        }
+    else:
+        refused = attachments.missing(blobs)
+    kept: list[Entry] = []
+    for entry in todo:
+        error = next((refused[b] for b in wanted[entry.position] if b in refused), None)
+        if error is None:
+            kept.append(entry)
+        else:
+            results[entry.position] = answer(entry.mutation, error)
+    return kept
+
+
+def _new_references(entry: Entry, known: Known) -> list[Blob]:
+    cmid = entry.client_mutation_id
+    if cmid is not None and cmid in known.outcomes:
+        return []  # answered by its stored outcome, whatever it references
+    current = known.records.get(entry.mutation.entity_id or "")
+    held = {} if current is None or current.deleted else current.fields
+    return [
+        b
+        for name, b in references(entry.mutation)
+        if name not in held or referenced_blob(b.tenant_id, held[name]) != b
+    ]

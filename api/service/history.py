@@ -78,6 +78,8 @@ class History:
         version: str,
         client_mutation_id: str | None = None,
         by: str | None = None,
+        role: str | None = None,
+        moved: bool = False,
     ) -> Written:
         """Write the fields of an earlier version as the entity's next version, if its
         current version is still `change_token` (else CONFLICT, as any update)."""
@@ -104,4 +106,4 @@ class History:
             changes,
             client_mutation_id=client_mutation_id,
         )
-        return self._writing.apply(mutation, by)
+        return self._writing.apply(mutation, by, role, moved)

@@ -11,6 +11,7 @@ from typing import Protocol
 from api.domain.chain import Head
 from api.domain.deletion import DeletionEnd, DeletionMark
 from api.domain.errors import SyncError
+from api.domain.membership import Access, MemberGuard, Roster
 from api.domain.mutations import Mutation, StoredOutcome, Write
 from api.domain.records import LogTail, Record
 
@@ -35,7 +36,10 @@ class Store(Protocol):
         later_check: Collection[str] = (),
         later_gone: Collection[str] = (),
         copies: bool = False,
+        guard: MemberGuard | None = None,
     ) -> None: ...
+    def access(self, tenant_id: str, sub: str) -> Access: ...
+    def roster(self, tenant_id: str) -> Roster: ...
     def get_outcome(self, tenant_id: str, client_mutation_id: str) -> StoredOutcome | None: ...
     def later_copies(
         self,

@@ -11,6 +11,7 @@ from api.ordering import wall_clock_ms
 from api.service.attachments import DEFAULT_QUOTA_BYTES, Attachments, BlobStore, Quota
 from api.service.exports import ExportFiles, ExportJobs, TenantExport
 from api.service.history import History
+from api.service.membership import Membership
 from api.service.ports import Store
 from api.service.reading import Reading
 from api.service.tenancy import TenantDeletion
@@ -42,6 +43,9 @@ class SyncService:
         # quota: the tenants' room for blobs (requestUpload); None keeps none.
         self.attachments = None if blobs is None else Attachments(blobs, quota, quota_bytes)
         self.reading = Reading(store, cursors, clock_ms, retention)
+        self.membership = Membership(store)
+        self.access = self.membership.access
+        self.roster_at = self.membership.roster_at  # blocking: the AWS fan-out
         self.upgrades = Upgrades(store, cursors)
         # on_commit is called with (tenant, token) after each committed transaction.
         self.writing = Writing(store, clock_ms, on_commit, retention, history, self.attachments)

@@ -9,10 +9,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from api.domain.attachments import Blob, referenced_blob
 from api.domain.chain import Head
 from api.domain.errors import (
-    AttachmentMissing,
     BadUserInput,
     NotFound,
     OutcomeRecorded,
@@ -23,14 +21,23 @@ from api.domain.errors import (
 )
 from api.domain.identifiers import check_identifier
 from api.domain.item_types import ItemType
+from api.domain.membership import MemberGuard
 from api.domain.mutations import Mutation, StoredOutcome, is_stored_error
 from api.domain.records import CurrentVersionError, Record
 from api.domain.retention import Retention
 from api.domain.tokens import check_token, tokens_from
 from api.ordering import Link, TokenOrdering, wall_clock_ms
 from api.service import deciding
-from api.service.attachments import Attachments, references
-from api.service.deciding import Entry, Known, Plan, answer, expiry, internal_error
+from api.service.attachments import Attachments
+from api.service.deciding import (
+    Entry,
+    Known,
+    Plan,
+    answer,
+    expiry,
+    internal_error,
+    with_attachments,
+)
 from api.service.ports import PushResult, PushStatus, Store, Written
 from api.service.tenant_check import TenantCheck
 
@@ -38,11 +45,9 @@ logger = logging.getLogger(__name__)
 
 MAX_PUSH = 100
 # DynamoDB's limits on one TransactWriteItems: 100 items, one action per item, 4 MB.
-# Writes take at most 99 items (one is the head's), fewer by the chain's checks of
-# the previous transaction's entries (none after this process's own transaction),
-# or in the tenant's first transaction by the check of its fence;
-# 99 items of at most 17 KB (16 KB of fields, MAX_ITEM_BYTES, and their names and
-# keys) stay far below 4 MB.
+# Writes take at most 99 items (one is the head's), fewer by the chain's checks, the
+# fence's (a tenant's first), a Member writer's guard; 99 items of at most 17 KB
+# (16 KB of fields, MAX_ITEM_BYTES, names and keys) stay far below 4 MB.
 _MAX_TRANSACTION_ITEMS = 100
 _ITEMS_FOR_WRITES = _MAX_TRANSACTION_ITEMS - 1
 
@@ -67,10 +72,17 @@ class Writing:
         self._history = history  # keep each replaced version (contract 3.7)
         self._ordering = TokenOrdering(store.head, clock_ms, self._retention)
 
-    def apply(self, mutation: Mutation, by: str | None = None) -> Written:
+    def apply(
+        self,
+        mutation: Mutation,
+        by: str | None = None,
+        role: str | None = None,
+        moved: bool = False,
+    ) -> Written:
         """Apply one mutation, at most once per clientMutationID; `by` is the caller's
-        sub, recorded on the version it writes."""
-        (result,) = self._apply_in_order(mutation.tenant_id, [mutation], by)
+        sub, recorded on the version it writes, `role` its role in the tenant and
+        `moved` whether the tenant is one of membership as data (contract 6)."""
+        (result,) = self._apply_in_order(mutation.tenant_id, [mutation], by, None, role, moved)
         if result.error is not None:
             raise result.error
         assert result.record is not None
@@ -82,6 +94,8 @@ class Writing:
         mutations: list[Mutation],
         by: str | None = None,
         since: str | None = None,
+        role: str | None = None,
+        moved: bool = False,
     ) -> list[PushResult]:
         """Apply mutations with the results and final state of applying them one by one
         in order, each atomically on its own; one result per mutation. `since`: the
@@ -92,7 +106,7 @@ class Writing:
             raise BadUserInput(f"at most {MAX_PUSH} mutations per push, got {len(mutations)}")
         if since is not None:
             check_token(since, "since")
-        return self._apply_in_order(tenant_id, mutations, by, since)
+        return self._apply_in_order(tenant_id, mutations, by, since, role, moved)
 
     def create(
         self,
@@ -126,6 +140,8 @@ class Writing:
         mutations: list[Mutation],
         by: str | None = None,
         since: str | None = None,
+        role: str | None = None,
+        moved: bool = False,
     ) -> list[PushResult]:
         """Group commit: the writes go in as few transactions as DynamoDB allows, each
         holding the next mutations in order (docs/ordering.md, "Group commit")."""
@@ -138,7 +154,7 @@ class Writing:
                 results[position] = answer(mutation, error)
                 continue
             try:
-                todo.append(Entry(position, mutation.validated(), by=by))
+                todo.append(Entry(position, mutation.validated(), by=by, role=role))
             except SyncError as exc:
                 results[position] = answer(mutation, exc)
         refusal = tenant.of_push()
@@ -152,52 +168,13 @@ class Writing:
                     tenant_id,
                     (e.mutation.entity_id for e in todo if e.mutation.entity_id is not None),
                     (e.client_mutation_id for e in todo if e.client_mutation_id is not None),
-                )
+                ),
+                moved=moved,
             )
-            todo = self._with_attachments(todo, known, results)
+            todo = with_attachments(self._attachments, todo, known, results)
             while todo:
                 todo = self._next_transaction(tenant_id, todo, known, results, tenant)
         return [results[position] for position in range(len(mutations))]
-
-    def _with_attachments(
-        self, todo: list[Entry], known: Known, results: dict[int, PushResult]
-    ) -> list[Entry]:
-        """The entries whose new references name blobs the tenant holds; each other one
-        is answered alone (ATTACHMENT_MISSING, or UNAVAILABLE when the blob store did
-        not answer). Asked after the push's one read and before any transaction: a
-        reference the entity already holds was checked when written, and a retry with
-        a stored outcome is a replay, so neither costs a HeadObject."""
-        wanted = {e.position: self._new_references(e, known) for e in todo}
-        if not any(wanted.values()):
-            return todo
-        blobs = [b for refs in wanted.values() for b in refs]
-        if self._attachments is None:
-            refused: dict[Blob, SyncError] = {
-                b: AttachmentMissing("attachments are not served here") for b in blobs
-            }
-        else:
-            refused = self._attachments.missing(blobs)
-        kept: list[Entry] = []
-        for entry in todo:
-            error = next((refused[b] for b in wanted[entry.position] if b in refused), None)
-            if error is None:
-                kept.append(entry)
-            else:
-                results[entry.position] = answer(entry.mutation, error)
-        return kept
-
-    @staticmethod
-    def _new_references(entry: Entry, known: Known) -> list[Blob]:
-        cmid = entry.client_mutation_id
-        if cmid is not None and cmid in known.outcomes:
-            return []  # answered by its stored outcome, whatever it references
-        current = known.records.get(entry.mutation.entity_id or "")
-        held = {} if current is None or current.deleted else current.fields
-        return [
-            b
-            for name, b in references(entry.mutation)
-            if name not in held or referenced_blob(b.tenant_id, held[name]) != b
-        ]
 
     def _next_transaction(
         self,
@@ -225,11 +202,16 @@ class Writing:
                 logger.exception("push entry failed (%s)", entry.mutation.verb)
                 decision = internal_error()
             if isinstance(decision, Plan):
-                if items + decision.items > _ITEMS_FOR_WRITES:
+                # A transaction of Member writes also checks the writer's access, once.
+                guard = decision.member is not None and not any(p.member for p in group)
+                if items + decision.items + guard > _ITEMS_FOR_WRITES:
                     break
-                items += decision.items
+                items += decision.items + guard
                 group.append(decision)
                 taken |= claims
+                if decision.moving:  # the move ends its transaction: the next see it done
+                    scanned += 1
+                    break
             else:
                 results[entry.position] = self._conclude(tenant, entry, decision, known)
             scanned += 1
@@ -242,6 +224,7 @@ class Writing:
                 plan.entry.mutation, PushStatus.APPLIED, record=record
             )
             known.records[record.id] = record
+            known.moved |= plan.member is not None
             if plan.outcome is not None:
                 known.outcomes[plan.outcome.client_mutation_id] = replace(
                     plan.outcome, record=record
@@ -277,8 +260,12 @@ class Writing:
         sent: list[Record] = []  # the records of the last transaction sent
         marked = [False]  # whether its head carries the copies' mark on
 
+        members = [p for p in group if p.member is not None]
+        by = members[0].entry.by if members else None
+        guard = MemberGuard(by, any(p.moving for p in members)) if by is not None else None
+
         def attempt(first: str, link: Link) -> list[Record]:
-            room = _ITEMS_FOR_WRITES - link.checked_items
+            room = _ITEMS_FOR_WRITES - link.checked_items - (guard is not None)
             fitting: list[Plan] = []
             for plan in group:
                 room -= plan.items
@@ -301,6 +288,7 @@ class Writing:
                 later_check=link.later_check,
                 later_gone=link.later_gone,
                 copies=link.copies,
+                guard=guard if any(w.member for w in writes) else None,
             )
             return [w.record for w in writes]
 

@@ -1,9 +1,5 @@
 """The key design of the single table. Persisted contract: never change a prefix.
 
-(Changed once, before the first release: the head moved from T#<tenant>/HEAD to
-the top of the log partition. A local data directory written before that has
-no head where it is now looked for; delete it and sync again.)
-
 Items (all in one table, `pk` hash key, `sk` range key, both strings):
 
     item      pk                 sk            attributes
@@ -41,6 +37,9 @@ Items (all in one table, `pk` hash key, `sk` range key, both strings):
                                                upgrade catches up on (docs/evolution.md;
                                                earlier keys, <release>#<id>, are unread)
     outcome   T#<tenant>         M#<cmid>      fp (fingerprint), out (JSON), exp (TTL)
+    member    T#<tenant>#MEM     U#<sub>       role, tok: a live Member record's access
+                                               (contract 6), written with the record
+    marker    T#<tenant>#MEM     V             the tenant moved to membership as data
     export    T#<tenant>#EXP     <export>      an export job: by, at, ph (phase), cur (where
                                                it goes on), np (parts written), ne, nv
                                                (entities, versions), nb (bytes), tok
@@ -89,9 +88,9 @@ Items (all in one table, `pk` hash key, `sk` range key, both strings):
     server    RT#STREAM          S#<server>    a server that takes pokes: url, exp (when it
                                                lapses unless renewed; TTL)
 
-(Log entries and the head gained `pv` before the first release; a local data
-directory written before that has log entries without it: delete it. The head's
-`n` came with group commit; a head without it wrote one entry, as before.)
+(Before the first release the head moved here from T#<tenant>/HEAD and log entries
+and the head gained `pv`: delete a local data directory written before that. A head
+without `n`, from before group commit, wrote one entry.)
 
 Access patterns:
 
@@ -155,14 +154,21 @@ Access patterns:
                            a GetItem head (xid) before each DeleteObjects; then Query
                            (keys only, consistent) each
                            of T#<tenant>, T#<tenant>#HIST, T#<tenant>#LATER, T#<tenant>#SUB,
-                           T#<tenant>#EXP,
-                           T#<tenant>#BLOB, T#<tenant>#LOG
+                           T#<tenant>#EXP, T#<tenant>#MEM, T#<tenant>#BLOB, T#<tenant>#LOG
                            and per page GetItem head (xid), BatchWriteItem deletes,
                            UpdateItem head (xn, conditioned on xid), 5,000 items a call;
                            last: GetItem head and usage (consistent), TransactWriteItems:
                            DeleteItem head, UpdateItem (or DeleteItem) usage, both
                            conditioned on xid, UpdateItem fence (tok), PutItem registry
                            (due) when old links may still upload
+    check a caller         Query pk=T#<tenant>#MEM, sk >= U#<sub>, Limit 1 (consistent),
+                           once per tenant and request: U#<sub>, a member and its
+                           role; another item (V sorts after every U#), a moved
+                           tenant's non-member; none, a claim tenant; realtime:
+                           the whole partition, once per tenant and change
+    write a Member         with its record: put (delete) U#<sub>; the first, put V
+                           (conditioned absent), else a ConditionCheck of the
+                           writer's U# (role owner; on its put when it writes it)
     replay a mutation      GetItem outcome (consistent)
     attachments            blobs are S3 objects (`blob_key` below), one HeadObject
                            per requestUpload or attachment; requestUpload of an absent
@@ -192,22 +198,16 @@ Access patterns:
                            servers it hands head changes to (api.realtime.lease)
 
 The transactions of a tenant form a chain: each commits only as the link after
-the head it expects, and only once every log entry of that head's transaction
-is applied. Amazon DynamoDB
-applies a transaction's items one by one and a Query may see one half applied,
-so a sync bounds itself by what its first read proves (`api.domain.chain`).
-docs/ordering.md proves from DynamoDB's documented guarantees that commit order
-equals token order and that no change is missed.
-
-Why the head sorts above the log, in the log's partition: a descending Query
-returns it first, so one Query gives the head and the newest entries, all from
-one partition. A poll or a small sync costs one Query, with no separate read of
-the head.
+the head it expects, once every log entry of that head's transaction is applied; a
+sync bounds itself by what its first read proves (`api.domain.chain`, proved in
+docs/ordering.md). The head sorts above the log, in its partition: a descending
+Query returns the head and the newest entries at once (a poll costs one Query).
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 
 # Above every change token (ULIDs use 0-9 and A-Z): the top of the log partition.
 HEAD_SK = "~HEAD"
@@ -235,12 +235,14 @@ TTL_ATTRIBUTE = "exp"
 DELETING_ATTRIBUTE = "xby"
 
 
-def tenant_pk(tenant_id: str) -> str:
-    return f"{_TENANT_PREFIX}{tenant_id}"
+def _partition(suffix: str) -> Callable[[str], str]:
+    """The key of a tenant's partition: T#<tenant> and `suffix`."""
+    return lambda tenant_id: f"{_TENANT_PREFIX}{tenant_id}{suffix}"
 
 
-def log_pk(tenant_id: str) -> str:
-    return f"{_TENANT_PREFIX}{tenant_id}{_LOG_SUFFIX}"
+tenant_pk, log_pk, history_pk = _partition(""), _partition(_LOG_SUFFIX), _partition(_HISTORY_SUFFIX)
+later_pk, export_pk = _partition(_LATER_SUFFIX), _partition(_EXPORT_SUFFIX)
+subscriptions_pk = _partition(_SUBSCRIPTIONS_SUFFIX)
 
 
 def fence_pk(tenant_id: str) -> str:
@@ -248,14 +250,6 @@ def fence_pk(tenant_id: str) -> str:
     that the tenant written again starts above every token it had (contract 3.8),
     whatever the clock of the server that writes it."""
     return f"{_TENANT_PREFIX}{tenant_id}{_FENCE_SUFFIX}"
-
-
-def history_pk(tenant_id: str) -> str:
-    return f"{_TENANT_PREFIX}{tenant_id}{_HISTORY_SUFFIX}"
-
-
-def later_pk(tenant_id: str) -> str:
-    return f"{_TENANT_PREFIX}{tenant_id}{_LATER_SUFFIX}"
 
 
 def later_sk(type_code: str, release: int, entity_id: str = "") -> str:
@@ -274,10 +268,6 @@ def later_end(type_code: str) -> str:
 def history_sk(entity_id: str, token: str = "") -> str:
     """The version of `entity_id` at `token`; without one, the prefix of them all."""
     return f"{entity_id}#{token}"
-
-
-def export_pk(tenant_id: str) -> str:
-    return f"{_TENANT_PREFIX}{tenant_id}{_EXPORT_SUFFIX}"
 
 
 def export_part_sk(export_id: str, part: int | None = None) -> str:
@@ -301,15 +291,22 @@ def is_outcome_sk(sk: str) -> bool:
     return sk.startswith(_OUTCOME_PREFIX)
 
 
+_MEMBERS_SUFFIX = "#MEM"
+_MEMBER_PREFIX = "U#"
+# Sorts after every member's key: a Query from U#<sub> meets it when no later member's.
+MOVED_SK = "V"
+members_pk = _partition(_MEMBERS_SUFFIX)
+
+
+def member_sk(sub: str) -> str:
+    return f"{_MEMBER_PREFIX}{sub}"
+
+
 def tenant_of_head(pk: str, sk: str) -> str | None:
     """The tenant whose head has this key, or None for any other item."""
     if sk != HEAD_SK or not pk.startswith(_TENANT_PREFIX) or not pk.endswith(_LOG_SUFFIX):
         return None
     return pk[len(_TENANT_PREFIX) : -len(_LOG_SUFFIX)]
-
-
-def subscriptions_pk(tenant_id: str) -> str:
-    return f"{_TENANT_PREFIX}{tenant_id}{_SUBSCRIPTIONS_SUFFIX}"
 
 
 def subscription_sk(connection_id: str, subscription_id: str) -> str:

@@ -113,7 +113,20 @@ class OutcomeItem(Model):
     expires = NumberAttribute(attr_name=TTL_ATTRIBUTE)
 
 
-MODELS: tuple[type[Model], ...] = (HeadItem, RecordItem, OutcomeItem, FenceItem)
+class MemberItem(Model):
+    """A live member's access (U#<sub>: its role and its Member record's token), or
+    the tenant's marker of membership as data (V, no attributes)."""
+
+    class Meta(_TableMeta):
+        pass
+
+    pk = UnicodeAttribute(hash_key=True)
+    sk = UnicodeAttribute(range_key=True)
+    role = UnicodeAttribute(null=True)
+    token = UnicodeAttribute(attr_name="tok", null=True)
+
+
+MODELS: tuple[type[Model], ...] = (HeadItem, RecordItem, OutcomeItem, FenceItem, MemberItem)
 
 
 def bind(settings: Settings) -> None:

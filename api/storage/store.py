@@ -12,9 +12,10 @@ from collections.abc import Callable, Collection, Iterable, Sequence
 
 from api.domain.chain import Head
 from api.domain.deletion import DeletionEnd, DeletionMark
+from api.domain.membership import Access, MemberGuard, Roster
 from api.domain.mutations import StoredOutcome, Write
 from api.domain.records import LogTail, Record
-from api.storage import reads, tenants, transactions
+from api.storage import members, reads, tenants, transactions
 
 
 class DynamoStore:
@@ -99,10 +100,17 @@ class DynamoStore:
         later_check: Collection[str] = (),
         later_gone: Collection[str] = (),
         copies: bool = False,
+        guard: MemberGuard | None = None,
     ) -> None:
         transactions.commit(
-            tenant_id, writes, head, check, gone, later_check, later_gone, copies=copies
+            tenant_id, writes, head, check, gone, later_check, later_gone, copies, guard
         )
+
+    def access(self, tenant_id: str, sub: str) -> Access:
+        return members.access(tenant_id, sub)
+
+    def roster(self, tenant_id: str) -> Roster:
+        return members.roster(tenant_id)
 
     def bulk_load(self, tenant_id: str, records: list[Record]) -> None:
         """Load records of one tenant (an import, or benchmark data) with BatchWriteItem.

@@ -15,16 +15,19 @@ from pynamodb.transactions import TransactWrite
 
 from api.domain.chain import StaleHead
 from api.domain.errors import (
+    NotAMember,
     OutcomeRecorded,
+    RoleForbidden,
     SyncError,
     TenantDeleted,
     TransactionConflict,
     Unavailable,
     WritesRefused,
 )
+from api.domain.membership import MemberGuard
 from api.domain.mutations import StoredOutcome, Write
 from api.domain.records import Record, write_refusal
-from api.storage import codecs, keys, reads
+from api.storage import codecs, keys, members, reads
 from api.storage.errors import error_code, translate, translated
 from api.storage.models import FenceItem, HeadItem, OutcomeItem, RecordItem
 from api.storage.reads import connection
@@ -39,6 +42,7 @@ def commit(
     later_check: Collection[str] = (),
     later_gone: Collection[str] = (),
     copies: bool = False,
+    guard: MemberGuard | None = None,
 ) -> None:
     """Write versions of distinct entities as one TransactWriteItems, the next link
     of the tenant's chain (docs/ordering.md): each write's entity (conditioned on
@@ -53,7 +57,9 @@ def commit(
     `copies`: the head read says every live entity has its copy, so this
     transaction, which keeps them too, carries the mark on (a first one sets it).
     With history, each replaced version is kept (`Write.kept`); each write's later
-    copy is put or removed (`Write.later`).
+    copy is put or removed (`Write.later`). Each Member write puts (deletes) its
+    access item, and `guard` puts the tenant's marker (conditioned absent) or checks
+    the writer's own access item (still an owner's), contract 6.
 
     Tokens must ascend in order and exceed `head`. Raises WritesRefused naming
     the writes whose entity or outcome refused the transaction, StaleHead,
@@ -117,6 +123,9 @@ def commit(
                     )
                     checked = sk in check_later or sk in gone_later
                     puts.append(_Role("chain" if checked else "later", index))
+                if write.member is not None:
+                    action, kind = members.access_item(tx, tenant_id, write.member, record, guard)
+                    (deletes if action == "delete" else puts).append(_Role(kind, index))
                 prev = record.change_token
                 if write.outcome is not None:
                     tx.save(
@@ -136,6 +145,9 @@ def commit(
                     condition=FenceItem.token.does_not_exist() | (FenceItem.token < first),
                 )
                 checks.append(_Role("fence", -1))
+            guarded = None if guard is None else members.guard(tx, tenant_id, guard, writes)
+            if guarded:
+                (checks if guarded[0] == "check" else puts).append(_Role(guarded[1], -1))
             replaced = {w.expected_token for w in writes}
             for token in sorted(set(check) - replaced):
                 tx.condition_check(RecordItem, log_pk, token, condition=RecordItem.sk.exists())
@@ -265,6 +277,7 @@ def _cancellation_error(
     refusals: dict[int, SyncError | OutcomeRecorded] = {}
     stale: StaleHead | None = None
     chain_unready = False
+    members: SyncError | None = None
     for role, reason in zip(roles, exc.cancellation_reasons, strict=False):
         if reason is None:
             continue
@@ -288,10 +301,18 @@ def _cancellation_error(
             stale = StaleHead(codecs.head_from_raw(raw) if raw else None)
         elif role.kind == "chain":
             chain_unready = True
+        elif role.kind == "marker":
+            members = NotAMember("this tenant moved to membership as data meanwhile")
+        elif role.kind == "guard":
+            members = RoleForbidden("you are no longer an owner of this tenant")
         elif role.kind == "fence":
             # Read it (one GetItem, once per tenant written again through a server
             # whose clock is behind its fence), so that the retry starts above it.
             stale = StaleHead(None, fence=read_fence())
+    if members is not None:  # each Member write is refused; the others may retry
+        for index, write in enumerate(writes):
+            if write.member is not None:
+                refusals.setdefault(index, members)
     if refusals:
         return WritesRefused(refusals)
     if stale is not None:

@@ -18,7 +18,7 @@ import pytest
 from api.auth import make_local_token
 from api.realtime import aws
 from api.settings import Settings
-from api.storage import keys
+from api.storage import keys, models
 from tests.support.faults import dynamodb_error, hooks_on
 from tests.support.gql import TEST_AUTH_SECRET, GraphQLClient, bearer
 from tests.support.management_api import ManagementApi
@@ -553,3 +553,59 @@ def test_a_batch_the_fan_out_gave_up_on_is_drained_from_the_failure_destination(
     assert drain.pop("PokeDelay") >= 0  # a delay for each tenant poked
     assert drain == {"DrainFailures": 1, "FanoutFailures": 2, "DrainedBatches": 2, "PokesSent": 2}
     assert emitted["realtime"]["WebsocketMessages"] > 0
+
+
+def test_a_removed_members_subscription_is_told_not_a_member_and_removed(
+    management: ManagementApi, settings: Settings, gql: GraphQLClient, tenant: str
+) -> None:
+    """Membership as data (contract 6): the fan-out reads the tenant's roster once
+    and refuses a subscriber without a live Member record, as a local server does."""
+    member = (
+        "mutation($i: CreateMemberInput!) { createMember(input: $i) { member { changeToken } } }"
+    )
+    olga = bearer([tenant], sub="olga")
+    for sub, role in (("olga", "OWNER"), ("bob", "READER")):
+        body = gql.execute(
+            member, {"i": {"tenantID": tenant, "id": sub, "member": {"role": role}}}, olga
+        )
+        assert "errors" not in body, body
+    bob_token = body["data"]["createMember"]["member"]["changeToken"]
+    bob, owner = Device(management), Device(management)
+    bob.init([tenant], bearer([tenant], sub="bob")["Authorization"])
+    owner.init([], olga["Authorization"])  # a member: its token need not list the tenant
+    bob.subscribe("b", tenant, since=bob_token)
+    owner.subscribe("o", tenant, since=bob_token)
+    assert bob.received() == owner.received() == [{"type": "connection_ack"}]
+
+    stream = TableStream(settings)
+    read: list[dict[str, Any]] = []
+    members = keys.members_pk(tenant)
+    removal = (
+        "mutation($i: DeleteMemberInput!) "
+        "{ deleteMember(input: $i) { deletedItem { changeToken } } }"
+    )
+    removed = gql.execute(
+        removal, {"i": {"tenantID": tenant, "id": "bob", "changeToken": bob_token}}, olga
+    )
+    token = removed["data"]["deleteMember"]["deletedItem"]["changeToken"]
+    records = stream.records_until_head_of(tenant)
+    with hooks_on(models.RecordItem._get_connection().connection.client.meta.events) as hook:
+        hook("before-parameter-build.dynamodb.Query", lambda params, **_: read.append(params))
+        assert aws.stream_handler({"Records": _head_filter(records)}) == {"sent": 1}
+    # One read of the tenant's roster decides for every subscriber: none of their
+    # operations, run for the event, reads the caller's access again.
+    rosters = [p for p in read if p["ExpressionAttributeValues"][":pk"]["S"] == members]
+    assert len(rosters) == 1, rosters
+    assert _token(owner.received()[-1]) == token
+    refused, completed = bob.received()[-2:]
+    assert refused["id"] == "b" and refused["type"] == "next"
+    extensions = refused["payload"]["errors"][0]["extensions"]
+    assert (extensions["code"], extensions["reason"]) == ("FORBIDDEN", "NOT_A_MEMBER")
+    assert completed == {"id": "b", "type": "complete"}
+    left = settings.dynamodb_client().query(
+        TableName=settings.table_name,
+        KeyConditionExpression="pk = :pk",
+        ExpressionAttributeValues={":pk": {"S": keys.subscriptions_pk(tenant)}},
+        ConsistentRead=True,
+    )["Items"]
+    assert [i["sk"]["S"] for i in left] == [keys.subscription_sk(owner.id, "o")]

@@ -132,6 +132,35 @@ def _operations() -> dict[str, tuple[str, Callable[[str, dict[str, Any]], dict[s
             )
             for n in (p, r)
         },
+        "member": (
+            "query($t: ID!, $id: ID!) { member(tenantID: $t, id: $id) { role displayName } }",
+            lambda t, e: {"t": t, "id": e["Member"]["id"]},
+        ),
+        "createMember": (
+            "mutation($i: CreateMemberInput!) { createMember(input: $i) { __typename } }",
+            lambda t, e: {"i": {"tenantID": t, "id": "mallory", "member": {"role": "OWNER"}}},
+        ),
+        "updateMember": (
+            "mutation($i: UpdateMemberInput!) { updateMember(input: $i) { __typename } }",
+            lambda t, e: {
+                "i": {
+                    "tenantID": t,
+                    "id": e["Member"]["id"],
+                    "changeToken": e["Member"]["changeToken"],
+                    "changes": {"role": "WRITER"},
+                }
+            },
+        ),
+        "deleteMember": (
+            "mutation($i: DeleteMemberInput!) { deleteMember(input: $i) { __typename } }",
+            lambda t, e: {
+                "i": {
+                    "tenantID": t,
+                    "id": e["Member"]["id"],
+                    "changeToken": e["Member"]["changeToken"],
+                }
+            },
+        ),
         "deleteTenant": (
             "mutation($t: ID!) { deleteTenant(tenantID: $t, confirm: $t) { removedItems done } }",
             lambda t, e: {"t": t},
@@ -229,6 +258,10 @@ def test_every_operation_with_every_token(
         "earlier Person": earlier,  # kept in the person's history
         "Reminder": gql.create(tenant, "Reminder", {"title": VICTIM_MARKER}),
     }
+    if operation in ("member", "updateMember", "deleteMember"):
+        # The victim's tenant moved to membership as data (contract 6): its owner is
+        # the test's caller; the valid token's sub is an owner member too.
+        entities["Member"] = _moved_with_victim(gql, tenant, valid=token_case == "valid")
     if operation == "attachment":  # a blob of the victim's, its sha256 never shown to others
         sha = _uploaded_blob(gql, tenant)
         entities["Blob"] = {"id": sha, "changeToken": sha}
@@ -247,6 +280,18 @@ def test_every_operation_with_every_token(
     for entity in entities.values():
         assert entity["id"] not in text and entity["changeToken"] not in text
     assert gql.sync(tenant).items == before  # nothing written
+
+
+def _moved_with_victim(gql: GraphQLClient, tenant: str, valid: bool) -> dict[str, Any]:
+    create = (
+        "mutation($i: CreateMemberInput!) { createMember(input: $i) { member { id changeToken } } }"
+    )
+    members = [("tester", "OWNER"), *([("mallory", "OWNER")] if valid else [])]
+    for sub, role in members:
+        gql.data(create, {"i": {"tenantID": tenant, "id": sub, "member": {"role": role}}})
+    victim = {"role": "READER", "displayName": VICTIM_MARKER}
+    made = gql.data(create, {"i": {"tenantID": tenant, "id": "victim-7q", "member": victim}})
+    return dict(made["createMember"]["member"])
 
 
 def _uploaded_blob(gql: GraphQLClient, tenant: str) -> str:

@@ -18,7 +18,14 @@ from dataclasses import dataclass, field
 
 from api.domain.chain import Head, StaleHead, prove_tail
 from api.domain.deletion import DeletionEnd, DeletionMark
-from api.domain.errors import OutcomeRecorded, SyncError, WritesRefused
+from api.domain.errors import (
+    NotAMember,
+    OutcomeRecorded,
+    RoleForbidden,
+    SyncError,
+    WritesRefused,
+)
+from api.domain.membership import OWNER, Access, MemberGuard, Roster
 from api.domain.mutations import StoredOutcome, Write
 from api.domain.records import LogTail, Record, write_refusal
 
@@ -32,6 +39,7 @@ class _Tenant:
     outcomes: dict[str, StoredOutcome] = field(default_factory=dict)
     versions: dict[tuple[str, str], Record] = field(default_factory=dict)  # (id, token)
     version_exp: dict[tuple[str, str], int | None] = field(default_factory=dict)
+    members: dict[str, str] | None = None  # sub -> role; None: a claim tenant
 
 
 class MemoryStore:
@@ -168,6 +176,14 @@ class MemoryStore:
         page = copies[:limit]
         return [r for _, r in page], page[-1][0] if len(copies) >= limit else None
 
+    def access(self, tenant_id: str, sub: str) -> Access:
+        members = self._tenant(tenant_id).members
+        return Access() if members is None else Access(True, members.get(sub))
+
+    def roster(self, tenant_id: str) -> Roster:
+        members = self._tenant(tenant_id).members
+        return Roster() if members is None else Roster(True, dict(members))
+
     def commit(
         self,
         tenant_id: str,
@@ -178,6 +194,7 @@ class MemoryStore:
         later_check: Collection[str] = (),
         later_gone: Collection[str] = (),
         copies: bool = False,
+        guard: MemberGuard | None = None,
     ) -> None:
         """One transaction: refused as DynamoStore refuses it (writes, then head)."""
         tenant = self._tenant(tenant_id)
@@ -195,6 +212,16 @@ class MemoryStore:
                 refusal = write_refusal(record.item_type, record.id, write.expected_token, current)
                 if refusal is not None:
                     refusals[index] = refusal
+            if guard is not None:
+                members = tenant.members
+                failed: SyncError | None = None
+                if guard.moving and members is not None:
+                    failed = NotAMember("this tenant moved to membership as data meanwhile")
+                elif not guard.moving and (members or {}).get(guard.writer) != OWNER:
+                    failed = RoleForbidden("you are no longer an owner of this tenant")
+                for index, write in enumerate(writes):
+                    if failed is not None and write.member is not None:
+                        refusals.setdefault(index, failed)
             if refusals:
                 raise WritesRefused(refusals)
             if (None if tenant.head is None else tenant.head.token) != head:
@@ -210,6 +237,13 @@ class MemoryStore:
                 prev = record.change_token
                 if write.outcome is not None:
                     tenant.outcomes[write.outcome.client_mutation_id] = write.outcome
+                if write.member is not None:
+                    tenant.members = tenant.members or {}
+                    sub, role = write.member
+                    if role is None:
+                        tenant.members.pop(sub, None)
+                    else:
+                        tenant.members[sub] = role
                 if write.kept is not None:
                     tenant.versions[(record.id, write.kept.change_token)] = write.kept
                     tenant.version_exp[(record.id, write.kept.change_token)] = write.expires_at
