@@ -53,10 +53,71 @@ class Head:
     # was written with them (False: a tenant from before they were kept, whose
     # catch-up reads the log). Not part of a head's identity in the chain.
     copies: bool = field(default=False, compare=False)
+    # Who sees what (docs/ordering.md, "Who sees what"). Whether the tenant has (had)
+    # a restricted record: its syncs read the caller's stream too. Not part of a
+    # head's identity in the chain.
+    restricted: bool = field(default=False, compare=False)
+    # The transaction's tokens that have a main log entry (None: all of them); the
+    # last main token at or below `token` (None: `token`) and the last one before
+    # the transaction (None: the head's `prev`).
+    main_tokens: tuple[str, ...] | None = None
+    last_main: str | None = None
+    prev_main: str | None = None
+    # The stream entries the transaction put and removed (`keys.stream_key`): the
+    # next transaction checks them as it checks the main entries.
+    stream_put: tuple[str, ...] = ()
+    stream_removed: tuple[str, ...] = ()
 
     def entry_tokens(self) -> list[str]:
-        """The tokens of the log entries the head's transaction wrote."""
+        """The tokens the head's transaction wrote (each has a main log entry, a
+        stream entry, or both)."""
         return tokens_ending_at(self.token, self.entries)
+
+    def main_entry_tokens(self) -> list[str]:
+        """The tokens of the main log entries the head's transaction wrote."""
+        if self.main_tokens is None:
+            return self.entry_tokens()
+        return [token for token in self.main_tokens if token != NO_MAIN]
+
+    @property
+    def main_token(self) -> str:
+        """The last token with a main log entry, at or below the head's."""
+        return self.last_main or self.token
+
+
+def stream_key(token: str, principal: str) -> str:
+    """A stream entry as a head lists it (a token holds no `#`)."""
+    return f"{token}#{principal}"
+
+
+def split_stream_key(key: str) -> tuple[str, str]:
+    """The token and principal of a stream entry as a head lists it."""
+    token, principal = key.split("#", 1)
+    return token, principal
+
+
+# A head's `last_main` when no transaction of the tenant wrote a main log entry yet.
+NO_MAIN = "0"
+
+
+@dataclass(frozen=True)
+class Streams:
+    """What a transaction takes from the head it follows about who sees what: the
+    tenant's flag, the head's last main token (None: the head's own, or no head),
+    and the stream entries the head's transaction put and removed that this one
+    checks (none when this process wrote it)."""
+
+    restricted: bool = False
+    main: str | None = None
+    check: tuple[str, ...] = ()
+    gone: tuple[str, ...] = ()
+
+    @property
+    def items(self) -> int:
+        return len(self.check) + len(self.gone)
+
+
+NO_STREAMS = Streams()
 
 
 class StaleHead(WriteContention):

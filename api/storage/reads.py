@@ -121,10 +121,11 @@ def many(
 
 
 def log_range(
-    tenant_id: str, after: str | None, upper: str, limit: int
+    tenant_id: str, after: str | None, upper: str, limit: int, pk: str | None = None
 ) -> tuple[list[Record], bool]:
-    """Log entries with after < token <= upper, ascending; and whether more follow."""
-    log_pk, condition = keys.log_pk(tenant_id), _log_range(after, upper)
+    """Log entries with after < token <= upper, ascending; and whether more follow.
+    `pk`: another partition of entries by token (a stream, `api.storage.streams`)."""
+    log_pk, condition = pk or keys.log_pk(tenant_id), _log_range(after, upper)
     raw_items: list[dict[str, Any]] = []
     start_key = None
     # One Query, unless DynamoDB's 1 MB page limit cuts it short.
