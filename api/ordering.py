@@ -31,8 +31,9 @@ from tenacity import (
     wait_random_exponential,
 )
 
-from api.domain.chain import Head, StaleHead
+from api.domain.chain import NO_MAIN, NO_STREAMS, Head, StaleHead, Streams
 from api.domain.errors import TransactionConflict, Unavailable, WriteContention
+from api.domain.mutations import Write
 from api.domain.retention import Retention
 from api.domain.tokens import next_token, token_ms
 
@@ -80,21 +81,40 @@ class Link:
     # The head says every live entity has its copy (docs/evolution.md): the
     # transaction carries the mark on.
     copies: bool = False
+    # Who sees what: the tenant's flag, the head's last main token, and the stream
+    # entries of the head's transaction to check (docs/ordering.md, "Who sees what").
+    streams: Streams = NO_STREAMS
 
     @classmethod
     def after(cls, head: Head, checked: bool = True) -> Link:
         """The link after `head`, checking its transaction's entries and copies
         (`checked`: this process has not seen it applied)."""
         if not checked:
-            return cls(head.token, copies=head.copies)
+            return cls(
+                head.token, copies=head.copies, streams=Streams(head.restricted, head.last_main)
+            )
         return cls(
             head.token,
-            tuple(head.entry_tokens()),
+            tuple(head.main_entry_tokens()),
             head.removed,
             head.later_put,
             head.later_removed,
             copies=head.copies,
+            streams=Streams(head.restricted, head.last_main, head.stream_put, head.stream_removed),
         )
+
+    def head_written(self, writes: list[Write], copies: bool) -> Head:
+        """The head a committed transaction of `writes` after this link wrote, as the
+        next transaction of the process that wrote it needs it (no checks)."""
+        last = writes[-1].record.change_token
+        main = self.streams.main or self.head
+        restricted = self.streams.restricted
+        for write in writes:
+            restricted |= bool(write.entries.streams) or write.record.visibility is not None
+            if write.entries.main is not None:
+                main = write.record.change_token
+        last_main = None if main == last or not restricted else (main or NO_MAIN)
+        return Head(last, len(writes), copies=copies, restricted=restricted, last_main=last_main)
 
     @property
     def checked_items(self) -> int:
@@ -102,6 +122,7 @@ class Link:
         later copies), or for the tenant's first transaction the fence's
         (`api.storage.transactions`)."""
         chain = len(self.check) + len(self.gone) + len(self.later_check) + len(self.later_gone)
+        chain += self.streams.items
         return chain + (1 if self.head is None else 0)
 
 

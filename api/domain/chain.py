@@ -53,10 +53,71 @@ class Head:
     # was written with them (False: a tenant from before they were kept, whose
     # catch-up reads the log). Not part of a head's identity in the chain.
     copies: bool = field(default=False, compare=False)
+    # Who sees what (docs/ordering.md, "Who sees what"). Whether the tenant has (had)
+    # a restricted record: its syncs read the caller's stream too. Not part of a
+    # head's identity in the chain.
+    restricted: bool = field(default=False, compare=False)
+    # The transaction's tokens that have a main log entry (None: all of them); the
+    # last main token at or below `token` (None: `token`) and the last one before
+    # the transaction (None: the head's `prev`).
+    main_tokens: tuple[str, ...] | None = None
+    last_main: str | None = None
+    prev_main: str | None = None
+    # The stream entries the transaction put and removed (`keys.stream_key`): the
+    # next transaction checks them as it checks the main entries.
+    stream_put: tuple[str, ...] = ()
+    stream_removed: tuple[str, ...] = ()
 
     def entry_tokens(self) -> list[str]:
-        """The tokens of the log entries the head's transaction wrote."""
+        """The tokens the head's transaction wrote (each has a main log entry, a
+        stream entry, or both)."""
         return tokens_ending_at(self.token, self.entries)
+
+    def main_entry_tokens(self) -> list[str]:
+        """The tokens of the main log entries the head's transaction wrote."""
+        if self.main_tokens is None:
+            return self.entry_tokens()
+        return [token for token in self.main_tokens if token != NO_MAIN]
+
+    @property
+    def main_token(self) -> str:
+        """The last token with a main log entry, at or below the head's."""
+        return self.last_main or self.token
+
+
+def stream_key(token: str, principal: str) -> str:
+    """A stream entry as a head lists it (a token holds no `#`)."""
+    return f"{token}#{principal}"
+
+
+def split_stream_key(key: str) -> tuple[str, str]:
+    """The token and principal of a stream entry as a head lists it."""
+    token, principal = key.split("#", 1)
+    return token, principal
+
+
+# A head's `last_main` when no transaction of the tenant wrote a main log entry yet.
+NO_MAIN = "0"
+
+
+@dataclass(frozen=True)
+class Streams:
+    """What a transaction takes from the head it follows about who sees what: the
+    tenant's flag, the head's last main token (None: the head's own, or no head),
+    and the stream entries the head's transaction put and removed that this one
+    checks (none when this process wrote it)."""
+
+    restricted: bool = False
+    main: str | None = None
+    check: tuple[str, ...] = ()
+    gone: tuple[str, ...] = ()
+
+    @property
+    def items(self) -> int:
+        return len(self.check) + len(self.gone)
+
+
+NO_STREAMS = Streams()
 
 
 class StaleHead(WriteContention):
@@ -101,14 +162,26 @@ def prove_tail(
     head_prev: str | None,
     entries: Mapping[str, str | None],
     since: str | None,
+    main_top: str | None = None,
+    main_below: str | None = None,
 ) -> TailProof:
     """Apply the read rule to one read: the head's token and `prev`, and the log
-    entries it returned above `since` (token -> that entry's `prev`)."""
-    # Every entry of the head's transaction above `since`: linked from the head's
-    # token down to the head's `prev` (or to `since`).
-    proven = head is not None and _linked_run(head, entries, head_prev, since)[1]
+    entries it returned above `since` (token -> that entry's `prev`). In a tenant
+    with restricted records (docs/ordering.md, "Who sees what") the main log is its
+    own chain: `main_top` is the head's last main token (None: the head's token) and
+    `main_below` the last one before its transaction (None: `head_prev`); the head's
+    transaction wrote main entries when they differ."""
+    top = head if main_top is None else main_top
+    below = head_prev if main_below is None else main_below
+    # Every main entry of the head's transaction above `since`: linked from its last
+    # one down to the last before it (or to `since`); none when it wrote none.
+    wrote_none = top == below or top == NO_MAIN  # the transaction wrote no main entry
+    proven = head is not None and (wrote_none or _linked_run(top or "", entries, below, since)[1])
     bound = head if proven else head_prev
     if bound is None or (since is not None and bound <= since):
         return TailProof(bound, [], True)
-    linked, complete = _linked_run(bound, entries, None, since)
+    run_top = top if proven else below
+    if run_top is None or run_top == NO_MAIN or (since is not None and run_top <= since):
+        return TailProof(bound, [], True)
+    linked, complete = _linked_run(run_top, entries, None, since)
     return TailProof(bound, linked, complete)

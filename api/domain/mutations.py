@@ -23,10 +23,12 @@ from api.domain.identifiers import check_identifier
 from api.domain.item_types import ItemType, apply_changes, check_size
 from api.domain.records import AlreadyExists, Conflict, CurrentVersionError, Record
 from api.domain.tokens import check_token, token_time
+from api.domain.visibility import Entries, Visibility
 
 # "put": a state-based write, for replication protocols that say "I assume the
 # server holds this state; here is the new one" (RxDB, PouchDB-style).
-Verb = Literal["create", "update", "delete", "put"]
+# "share": setVisibility (contract 3.12), token-guarded like an update.
+Verb = Literal["create", "update", "delete", "put", "share"]
 # Outcomes of client mutation ids are kept at least this long (then DynamoDB TTL
 # removes them); the schema promises replays for this many days.
 OUTCOME_RETENTION_S = 8 * 24 * 3600
@@ -94,6 +96,13 @@ class Mutation:
     assumed: State | None = None
     state: State | None = None
     merge_fields: bool = False
+    # Who sees the record (contract 3.12): a create's or put's, or a share's new one
+    # (None: the whole tenant), when `sets_visibility`; its owner "" is the writer.
+    visibility: Visibility | None = None
+    sets_visibility: bool = False
+    # A share named by id alone (setVisibility): its type is the stored entity's,
+    # filled in by the service before it is decided (`item_type` is a placeholder).
+    untyped: bool = False
 
     def validated(self) -> Mutation:
         """This mutation with its ids, token and client mutation id checked and its
@@ -112,6 +121,8 @@ class Mutation:
             check_identifier(self.entity_id, "id")
         if self.expected_token is not None:
             check_token(self.expected_token, "changeToken")
+        if self.verb == "share":
+            return self
         if self.verb != "delete":
             self.item_type.check_required(self.changes, whole=self.verb == "create")
         return replace(self, changes=self.item_type.normalize_changes(self.changes))
@@ -144,6 +155,11 @@ class Mutation:
                         self.merge_fields,
                     ]
                     if self.state is not None
+                    else []
+                ),
+                *(
+                    [_visibility_json(self.visibility)]
+                    if self.sets_visibility or self.verb == "share"
                     else []
                 ),
             ],
@@ -226,6 +242,15 @@ class Write:
     # A Member record's access item (contract 6): its sub and the role it now gives
     # (None: the record is deleted, and so is the item).
     member: tuple[str, str | None] | None = None
+    # The entries it puts and removes in the main log and the streams (contract
+    # 3.12; the default: its version in the main log, replacing its previous one).
+    entries: Entries = field(default_factory=Entries)
+
+
+def _visibility_json(visibility: Visibility | None) -> Any:
+    if visibility is None:
+        return None
+    return {"owner": visibility.owner, "sharedWith": list(visibility.shared_with)}
 
 
 def _record_to_json(record: Record) -> dict[str, Any]:
@@ -237,6 +262,8 @@ def _record_to_json(record: Record) -> dict[str, Any]:
         "deleted": record.deleted,
         "fields": dict(record.fields),
         **({} if record.written_by is None else {"by": record.written_by}),
+        **({} if record.owner is None else {"owner": record.owner}),
+        **({} if record.visibility is None else {"vis": _visibility_json(record.visibility)}),
     }
 
 
@@ -251,4 +278,8 @@ def _record_from_json(tenant_id: str, data: dict[str, Any]) -> Record:
         deleted=data["deleted"],
         fields=data["fields"],
         written_by=data.get("by"),
+        owner=data.get("owner"),
+        visibility=None
+        if data.get("vis") is None
+        else Visibility(data["vis"]["owner"], tuple(data["vis"]["sharedWith"])),
     )

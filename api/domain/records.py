@@ -7,9 +7,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from api.domain.chain import Head
 from api.domain.errors import NotFound, SyncError
 from api.domain.item_types import ItemType
 from api.domain.timestamps import format_time
+from api.domain.visibility import Visibility
 
 
 @dataclass(frozen=True)
@@ -36,6 +38,13 @@ class Record:
     # docs/evolution.md), kept so that the next write, by a server of any release,
     # removes that copy (None: a deletion, or written before copies were kept).
     copy_release: int | None = None
+    # Its owner: the sub of its creator unless stated (None: written before owners
+    # were kept), and who sees it (None: the whole tenant; contract 3.12).
+    owner: str | None = None
+    visibility: Visibility | None = None
+    # A LeftView sentinel: the record left a reader's view at this token (not
+    # deleted); it carries no fields, and `visibility` is the new one.
+    left_view: bool = False
 
 
 class CurrentVersionError(SyncError):
@@ -74,6 +83,8 @@ class LogTail:
     settled: str | None = None
     # The tenant's first token (None: not known): older ones are a deleted tenant's.
     born: str | None = None
+    # The head as read (None: none): who sees what reads its stream entries.
+    last: Head | None = None
 
     @property
     def lowest(self) -> str | None:

@@ -9,12 +9,11 @@ from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any
 
-from api.domain.attachments import Blob, referenced_blob
 from api.domain.catalog import MEMBER
 from api.domain.errors import (
-    AttachmentMissing,
     BadUserInput,
     InternalError,
+    NotFound,
     RoleForbidden,
     SyncError,
     Unavailable,
@@ -25,11 +24,23 @@ from api.domain.mutations import OUTCOME_RETENTION_S, Mutation, State, StoredOut
 from api.domain.records import Conflict, CurrentVersionError, Record, not_found, write_refusal
 from api.domain.retention import Retention
 from api.domain.tokens import new_entity_id, token_time
-from api.service.attachments import Attachments, references
+from api.domain.visibility import (
+    Entries,
+    Visibility,
+    create_refusal,
+    delete_refusal,
+    entries_of,
+    sees,
+    visibility_refusal,
+)
 from api.service.ports import PushResult, PushStatus, Written
 
 # A state-based write that loses a race compares again with the winner this often.
 PUT_ATTEMPTS = 3
+# A transaction of several writes puts and removes at most this many stream entries
+# so that the next one checks them beside its writes; one write alone may take 63
+# (docs/ordering.md, "Who sees what": a next one reads them first when they do not fit).
+STREAM_ITEMS_CAP = 40
 
 
 @dataclass(frozen=True)
@@ -80,6 +91,15 @@ class Plan:
     history: bool = False  # keep the version it replaces
     # A Member write to a claim tenant: the move (its transaction puts the marker).
     moving: bool = False
+    # Who sees the version it writes (None: the whole tenant) and its owner.
+    visibility: Visibility | None = None
+    owner: str | None = None
+
+    @cached_property
+    def entries(self) -> Entries:
+        """The main log and stream entries it puts and removes (contract 3.12)."""
+        before = None if self.current is None else self.current.visibility
+        return entries_of(before, self.current is not None, self.visibility)
 
     @property
     def kept(self) -> Record | None:
@@ -91,10 +111,13 @@ class Plan:
         """The transaction items it takes: entity and log entry, the old entry's
         delete, the kept version, the outcome, the copies, a member's access item."""
         later, later_removed = self.later
+        entries = self.entries
         return (
-            2
+            1
+            + (entries.main is not None)
+            + (self.expected is not None and entries.main_removed)
+            + entries.stream_items
             + (self.member is not None)
-            + (self.expected is not None)
             + (self.kept is not None)
             + (self.outcome is not None)
             + (later is not None)
@@ -144,18 +167,27 @@ class Plan:
             deleted=self.state.deleted,
         )
         later, later_removed = self.later
-        record = replace(record, written_by=self.entry.by, copy_release=later)
+        record = replace(
+            record,
+            written_by=self.entry.by,
+            copy_release=later,
+            owner=self.owner,
+            visibility=self.visibility,
+        )
         outcome = self.outcome
         kept = self.kept
+        entries = self.entries
+        left = entries.main == "left" or "left" in entries.streams.values()
         return Write(
             record,
             self.expected,
             None if outcome is None else replace(outcome, record=record),
             kept=kept,
-            expires_at=retention.expires_at(token) if kept or record.deleted else None,
+            expires_at=retention.expires_at(token) if kept or record.deleted or left else None,
             later=later,
             later_removed=later_removed,
             member=self.member,
+            entries=entries,
         )
 
 
@@ -196,17 +228,65 @@ def _decide(entry: Entry, known: Known) -> Plan | Written | SyncError:
     item_type, changes = mutation.item_type, mutation.changes
     entity_id = mutation.entity_id or new_entity_id()
     current = known.records.get(entity_id)
+    if current is not None and not sees(current.visibility, entry.by):
+        # Outside the caller's view: as if it did not exist, and nothing of it told
+        # (a create of a taken id: NOT_FOUND without a current version).
+        if mutation.verb == "create" or (mutation.verb == "put" and mutation.assumed is None):
+            return NotFound(f"{item_type.name} {entity_id} cannot be created: the id is taken")
+        return not_found(item_type, entity_id, None)
     if mutation.verb == "put":
-        return _decide_put(entry, current)
+        return _with_visibility(entry, _decide_put(entry, current))
     expected = mutation.expected_token
     refusal = write_refusal(item_type, entity_id, expected, current)
     if refusal is not None:
         return refusal
     if mutation.verb == "delete":
-        return Plan(entry, entity_id, expected, current, State(deleted=True))
+        assert current is not None
+        refusal = delete_refusal(current.visibility, entry.by, entry.role)
+        if refusal is not None:
+            return refusal
+        plan = Plan(entry, entity_id, expected, current, State(deleted=True))
+        return _with_visibility(entry, plan)
+    if mutation.verb == "share":
+        assert current is not None
+        refusal = visibility_refusal(current.owner, entry.by, entry.role, True)
+        if refusal is not None:
+            return refusal
+        plan = Plan(entry, entity_id, expected, current, State(current.fields))
+        return _with_visibility(entry, plan)
     fields = apply_changes({} if current is None else current.fields, changes)
     check_size(fields)
-    return Plan(entry, entity_id, expected, current, State(fields))
+    return _with_visibility(entry, Plan(entry, entity_id, expected, current, State(fields)))
+
+
+def _with_visibility(
+    entry: Entry, decision: Plan | Written | SyncError
+) -> Plan | Written | SyncError:
+    """The plan with who sees the version it writes and its owner: a creation's as
+    asked (tenant-wide by default; owned by its creator unless stated, and only a
+    tenant OWNER gives it to another), a share's as asked (its owner kept unless
+    stated), else the current version's (contract 3.12)."""
+    if not isinstance(decision, Plan):
+        return decision
+    mutation, current = entry.mutation, decision.current
+    asked = mutation.visibility if mutation.sets_visibility or mutation.verb == "share" else None
+    if asked is not None and not asked.owner:
+        owner = entry.by if current is None else (current.owner or entry.by)
+        if owner is None:
+            return BadUserInput("visibility.owner is required without a caller")
+        asked = replace(asked, owner=owner)
+    if current is None:
+        refusal = create_refusal(asked, entry.by, entry.role)
+        if refusal is not None:
+            return refusal
+        owner = entry.by if asked is None else asked.owner
+        return replace(decision, visibility=asked, owner=owner)
+    if mutation.verb == "share":
+        owner = current.owner if asked is None else asked.owner
+        if owner != current.owner and not (entry.role == "owner" or entry.by == current.owner):
+            return RoleForbidden("only a record's owner, or a tenant OWNER, may give it away")
+        return replace(decision, visibility=asked, owner=owner)
+    return replace(decision, visibility=current.visibility, owner=current.owner)
 
 
 def _decide_put(entry: Entry, current: Record | None) -> Plan | Written | SyncError:
@@ -247,6 +327,15 @@ def _decide_put(entry: Entry, current: Record | None) -> Plan | Written | SyncEr
         )
     expected = None if current is None else current.change_token
     return Plan(entry, entity_id, expected, current, target)
+
+
+def outside_view(entry: Entry, refusal: CurrentVersionError) -> SyncError:
+    """A refusal whose current version the caller does not see (it left the caller's
+    view while the write was on its way): NOT_FOUND, never that version."""
+    current = refusal.current
+    if sees(current.visibility, entry.by):
+        return refusal
+    return not_found(entry.mutation.item_type, current.id, None)
 
 
 def expiry() -> int:
@@ -304,48 +393,3 @@ def _version(
         return Record(item_type, tenant_id, entity_id, token, at, at, deleted=True)
     created = at if current is None else current.created_at
     return Record(item_type, tenant_id, entity_id, token, created, at, fields=fields)
-
-
-def with_attachments(
-    attachments: Attachments | None,
-    todo: list[Entry],
-    known: Known,
-    results: dict[int, PushResult],
-) -> list[Entry]:
-    """The entries whose new references name blobs the tenant holds; each other one
-    is answered alone (ATTACHMENT_MISSING, or UNAVAILABLE when the blob store did
-    not answer). Asked after the push's one read and before any transaction: a
-    reference the entity already holds was checked when written, and a retry with
-    a stored outcome is a replay, so neither costs a HeadObject. `attachments`:
-    None when there is no blob store, and a write that references one is refused."""
-    wanted = {e.position: _new_references(e, known) for e in todo}
-    if not any(wanted.values()):
-        return todo
-    blobs = [b for refs in wanted.values() for b in refs]
-    if attachments is None:
-        refused: dict[Blob, SyncError] = {
-            b: AttachmentMissing("attachments are not served here") for b in blobs
-        }
-    else:
-        refused = attachments.missing(blobs)
-    kept: list[Entry] = []
-    for entry in todo:
-        error = next((refused[b] for b in wanted[entry.position] if b in refused), None)
-        if error is None:
-            kept.append(entry)
-        else:
-            results[entry.position] = answer(entry.mutation, error)
-    return kept
-
-
-def _new_references(entry: Entry, known: Known) -> list[Blob]:
-    cmid = entry.client_mutation_id
-    if cmid is not None and cmid in known.outcomes:
-        return []  # answered by its stored outcome, whatever it references
-    current = known.records.get(entry.mutation.entity_id or "")
-    held = {} if current is None or current.deleted else current.fields
-    return [
-        b
-        for name, b in references(entry.mutation)
-        if name not in held or referenced_blob(b.tenant_id, held[name]) != b
-    ]

@@ -8,7 +8,7 @@ from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from api.domain.chain import Head
+from api.domain.chain import NO_STREAMS, Head, Streams
 from api.domain.deletion import DeletionEnd, DeletionMark
 from api.domain.errors import SyncError
 from api.domain.membership import Access, MemberGuard, Roster
@@ -37,7 +37,14 @@ class Store(Protocol):
         later_gone: Collection[str] = (),
         copies: bool = False,
         guard: MemberGuard | None = None,
+        streams: Streams = NO_STREAMS,
     ) -> None: ...
+    def stream_entries_applied(
+        self, tenant_id: str, present: Collection[str], gone: Collection[str]
+    ) -> bool: ...
+    def stream_range(
+        self, tenant_id: str, principal: str, after: str | None, upper: str, limit: int
+    ) -> tuple[list[Record], bool]: ...
     def access(self, tenant_id: str, sub: str) -> Access: ...
     def roster(self, tenant_id: str) -> Roster: ...
     def get_outcome(self, tenant_id: str, client_mutation_id: str) -> StoredOutcome | None: ...

@@ -9,13 +9,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from api.domain.chain import Head
+from api.domain.chain import Head, Streams
 from api.domain.errors import (
     BadUserInput,
     NotFound,
     OutcomeRecorded,
     SyncError,
     TenantDeleted,
+    TransactionConflict,
     Unavailable,
     WritesRefused,
 )
@@ -30,15 +31,17 @@ from api.ordering import Link, TokenOrdering, wall_clock_ms
 from api.service import deciding
 from api.service.attachments import Attachments
 from api.service.deciding import (
+    STREAM_ITEMS_CAP,
     Entry,
     Known,
     Plan,
     answer,
     expiry,
     internal_error,
-    with_attachments,
+    outside_view,
 )
 from api.service.ports import PushResult, PushStatus, Store, Written
+from api.service.referencing import typed, with_attachments
 from api.service.tenant_check import TenantCheck
 
 logger = logging.getLogger(__name__)
@@ -82,6 +85,7 @@ class Writing:
         """Apply one mutation, at most once per clientMutationID; `by` is the caller's
         sub, recorded on the version it writes, `role` its role in the tenant and
         `moved` whether the tenant is one of membership as data (contract 6)."""
+        (mutation,) = typed(self._store, mutation.tenant_id, [mutation])
         (result,) = self._apply_in_order(mutation.tenant_id, [mutation], by, None, role, moved)
         if result.error is not None:
             raise result.error
@@ -106,6 +110,7 @@ class Writing:
             raise BadUserInput(f"at most {MAX_PUSH} mutations per push, got {len(mutations)}")
         if since is not None:
             check_token(since, "since")
+        mutations = typed(self._store, tenant_id, mutations)
         return self._apply_in_order(tenant_id, mutations, by, since, role, moved)
 
     def create(
@@ -128,11 +133,8 @@ class Writing:
         mutation = Mutation("update", item_type, tenant_id, entity_id, expected_token, changes)
         return self.apply(mutation).record
 
-    def delete(
-        self, item_type: ItemType, tenant_id: str, entity_id: str, expected_token: str
-    ) -> Record:
-        mutation = Mutation("delete", item_type, tenant_id, entity_id, expected_token)
-        return self.apply(mutation).record
+    def delete(self, item_type: ItemType, tenant_id: str, entity_id: str, token: str) -> Record:
+        return self.apply(Mutation("delete", item_type, tenant_id, entity_id, token)).record
 
     def _apply_in_order(
         self,
@@ -189,6 +191,7 @@ class Writing:
         group: list[Plan] = []
         taken: set[tuple[str, str]] = set()  # entity ids and clientMutationIDs in `group`
         items = 0
+        stream_items = 0
         scanned = 0
         for entry in todo:
             claims = entry.claims()
@@ -206,7 +209,11 @@ class Writing:
                 guard = decision.member is not None and not any(p.member for p in group)
                 if items + decision.items + guard > _ITEMS_FOR_WRITES:
                     break
+                streams = decision.entries.stream_items
+                if group and stream_items + streams > STREAM_ITEMS_CAP:
+                    break
                 items += decision.items + guard
+                stream_items += streams
                 group.append(decision)
                 taken |= claims
                 if decision.moving:  # the move ends its transaction: the next see it done
@@ -248,6 +255,7 @@ class Writing:
             else:
                 if isinstance(refusal, CurrentVersionError):
                     known.records[plan.entity_id] = refusal.current
+                    refusal = outside_view(entry, refusal)
                 results[entry.position] = self._conclude(tenant, entry, refusal, known)
         return retry + rest
 
@@ -259,12 +267,13 @@ class Writing:
         floor = max((p.expected for p in group if p.expected is not None), default=None)
         sent: list[Record] = []  # the records of the last transaction sent
         marked = [False]  # whether its head carries the copies' mark on
+        wrote: list[Head | None] = [None]  # the head it wrote
 
         members = [p for p in group if p.member is not None]
         by = members[0].entry.by if members else None
         guard = MemberGuard(by, any(p.moving for p in members)) if by is not None else None
 
-        def attempt(first: str, link: Link) -> list[Record]:
+        def fit(link: Link) -> list[Plan]:
             room = _ITEMS_FOR_WRITES - link.checked_items - (guard is not None)
             fitting: list[Plan] = []
             for plan in group:
@@ -272,6 +281,18 @@ class Writing:
                 if room < 0:
                     break
                 fitting.append(plan)
+            return fitting
+
+        def attempt(first: str, link: Link) -> list[Record]:
+            fitting = fit(link)
+            if not fitting and link.streams.items:
+                # The head's stream entries and this write do not fit one transaction:
+                # seen applied by consistent reads instead (docs/ordering.md).
+                streams = link.streams
+                if not self._store.stream_entries_applied(tenant_id, streams.check, streams.gone):
+                    raise TransactionConflict("the previous write's entries are not yet applied")
+                link = replace(link, streams=Streams(streams.restricted, streams.main))
+                fitting = fit(link)
             tokens = tokens_from(first, len(fitting))
             writes = [
                 plan.write(token, self._retention)
@@ -289,11 +310,14 @@ class Writing:
                 later_gone=link.later_gone,
                 copies=link.copies,
                 guard=guard if any(w.member for w in writes) else None,
+                streams=link.streams,
             )
+            wrote[0] = link.head_written(writes, marked[0])
             return [w.record for w in writes]
 
         def head_of(records: list[Record]) -> Head:
-            return Head(records[-1].change_token, len(records), copies=marked[0])
+            assert wrote[0] is not None and wrote[0].token == records[-1].change_token
+            return wrote[0]
 
         try:
             records = self._ordering.write(tenant_id, floor, attempt, head_of)

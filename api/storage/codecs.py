@@ -13,6 +13,7 @@ from api.domain.chain import Head
 from api.domain.mutations import StoredOutcome
 from api.domain.records import Record
 from api.domain.tokens import token_time
+from api.domain.visibility import Visibility
 from api.storage import keys
 from api.storage.field_values import revived, stored
 from api.storage.models import HeadItem, OutcomeItem, RecordItem
@@ -36,6 +37,15 @@ _BORN = HeadItem.born.attr_name
 _LATER_PUT = HeadItem.later_put.attr_name
 _LATER_REMOVED = HeadItem.later_removed.attr_name
 _DELETING_BY = HeadItem.deleting_by.attr_name
+_OWNER = RecordItem.owner.attr_name
+_SHARED = RecordItem.shared.attr_name
+_LEFT_VIEW = RecordItem.left_view.attr_name
+_RESTRICTED = HeadItem.restricted.attr_name
+_LAST_MAIN = HeadItem.last_main.attr_name
+_PREV_MAIN = HeadItem.prev_main.attr_name
+_MAIN_TOKENS = HeadItem.main_tokens.attr_name
+_STREAM_PUT = HeadItem.stream_put.attr_name
+_STREAM_REMOVED = HeadItem.stream_removed.attr_name
 _FINGERPRINT = OutcomeItem.fingerprint.attr_name
 _OUTCOME = OutcomeItem.outcome.attr_name
 _EXPIRES = OutcomeItem.expires.attr_name
@@ -55,11 +65,27 @@ def entity_item(record: Record) -> RecordItem:
     return _item(keys.tenant_pk(record.tenant_id), keys.entity_sk(record.id), record)
 
 
-def log_item(record: Record, prev: str | None, expires_at: int | None = None) -> RecordItem:
-    """The log entry of `record`; a deletion's expires at `expires_at` (None: never)."""
-    item = _item(keys.log_pk(record.tenant_id), record.change_token, record)
+def log_item(
+    record: Record, prev: str | None, expires_at: int | None = None, left: bool = False
+) -> RecordItem:
+    """The main log entry of `record`; a deletion's expires at `expires_at` (None:
+    never). `left`: a LeftView sentinel (the record left the tenant's view), which
+    expires like a deletion's."""
+    item = _item(keys.log_pk(record.tenant_id), record.change_token, record, left)
     item.prev = prev
-    if record.deleted:
+    if record.deleted or left:
+        item.expires = expires_at
+    return item
+
+
+def stream_item(
+    record: Record, principal: str, expires_at: int | None = None, left: bool = False
+) -> RecordItem:
+    """The entry of `record` in `principal`'s stream (docs/ordering.md, "Who sees
+    what"): the version with its visibility, or a LeftView sentinel (`left`); a
+    deletion's and a sentinel expire at `expires_at`."""
+    item = _item(keys.stream_pk(record.tenant_id, principal), record.change_token, record, left)
+    if record.deleted or left:
         item.expires = expires_at
     return item
 
@@ -83,7 +109,9 @@ def version_item(record: Record, expires_at: int | None) -> RecordItem:
     return item
 
 
-def _item(pk: str, sk: str, record: Record) -> RecordItem:
+def _item(pk: str, sk: str, record: Record, left: bool = False) -> RecordItem:
+    """The record as an item; `left`: its LeftView sentinel (no fields)."""
+    visibility = record.visibility
     return RecordItem(
         pk,
         sk,
@@ -92,9 +120,12 @@ def _item(pk: str, sk: str, record: Record) -> RecordItem:
         token=record.change_token,
         created_ms=int(record.created_at.timestamp() * 1000),
         deleted=True if record.deleted else None,
-        fields=stored(record.fields) or None,
+        fields=None if left else stored(record.fields) or None,
         written_by=record.written_by,
-        copy_release=record.copy_release,
+        copy_release=None if left else record.copy_release,
+        owner=record.owner,
+        shared=None if visibility is None else list(visibility.shared_with),
+        left_view=True if left else None,
     )
 
 
@@ -113,6 +144,12 @@ def head_from_raw(raw: dict[str, Any]) -> Head:
         later_put=tuple(sorted(raw.get(_LATER_PUT, {}).get("SS", ()))),
         later_removed=tuple(sorted(raw.get(_LATER_REMOVED, {}).get("SS", ()))),
         copies=raw.get(_COPIES, {}).get("S") == raw[_TOKEN]["S"],
+        restricted=raw.get(_RESTRICTED, {}).get("BOOL", False),
+        main_tokens=tuple(sorted(raw[_MAIN_TOKENS]["SS"])) if _MAIN_TOKENS in raw else None,
+        last_main=raw[_LAST_MAIN]["S"] if _LAST_MAIN in raw else None,
+        prev_main=raw[_PREV_MAIN]["S"] if _PREV_MAIN in raw else None,
+        stream_put=tuple(sorted(raw.get(_STREAM_PUT, {}).get("SS", ()))),
+        stream_removed=tuple(sorted(raw.get(_STREAM_REMOVED, {}).get("SS", ()))),
     )
 
 
@@ -147,7 +184,18 @@ def record_from_raw(tenant_id: str, raw: dict[str, Any]) -> Record:
         fields=revived(item_type, {name: _plain(value) for name, value in fields.items()}),
         written_by=raw[_WRITTEN_BY]["S"] if _WRITTEN_BY in raw else None,
         copy_release=int(raw[_COPY_RELEASE]["N"]) if _COPY_RELEASE in raw else None,
+        owner=raw[_OWNER]["S"] if _OWNER in raw else None,
+        visibility=visibility_of(raw),
+        left_view=raw.get(_LEFT_VIEW, {}).get("BOOL", False),
     )
+
+
+def visibility_of(raw: dict[str, Any]) -> Visibility | None:
+    """A stored version's visibility (None: tenant-wide)."""
+    if _SHARED not in raw:
+        return None
+    shared = tuple(str(value["S"]) for value in raw[_SHARED]["L"])
+    return Visibility(str(raw[_OWNER]["S"]), shared)
 
 
 def _plain(value: dict[str, Any]) -> Any:

@@ -8,10 +8,17 @@ Items (all in one table, `pk` hash key, `sk` range key, both strings):
                                                (the writer's sub), lr (the release its
                                                copy is under; absent: deleted, or
                                                written before copies); a deleted
-                                               entity's stays: its id is never reused
+                                               entity's stays: its id is never reused;
+                                               ow (its owner), vw (shared with besides
+                                               the owner; absent: tenant-wide), as on
+                                               every log, stream, version and copy item
     log       T#<tenant>#LOG     <token>       same record as the entity item, and
-                                               pv: the token of the write before it;
-                                               a deletion's: exp (TTL, retention)
+                                               pv: the token of the main entry before
+                                               it; a deletion's: exp (TTL, retention);
+                                               lv: a LeftView sentinel (no f; exp)
+    stream    T#<tenant>#V#<principal> <token>  a restricted version in each stream
+                                               of its audience (m:<sub>), or a
+                                               sentinel (lv, or del) with exp; no pv
     head      T#<tenant>#LOG     ~HEAD         tok: the last token of the tenant's latest
                                                transaction, pv: the one before it (absent
                                                after the first), n: how many log entries
@@ -24,7 +31,12 @@ Items (all in one table, `pk` hash key, `sk` range key, both strings):
                                                log is read); while the tenant
                                                is deleted: xby, xat (who, when), xn
                                                (items removed so far), xid (the
-                                               deletion's id, as on its usage item)
+                                               deletion's id, as on its usage item);
+                                               who sees what: vis (the tenant had a
+                                               restricted record), lm, pm (the last main
+                                               token, and before it), mt (its main
+                                               tokens), vp, vx (stream entries put and
+                                               removed, <token>#<principal>)
     version   T#<tenant>#HIST    <id>#<token>  an earlier version of entity <id>, the
                                                record as written at <token>; exp (TTL:
                                                retention after it was replaced)
@@ -124,6 +136,8 @@ Access patterns:
                            lx is gone; the tenant's first (no head): a
                            ConditionCheck that the fence is absent or below its
                            first token
+    a flagged sync         with the log's Query, Query pk=T#<tenant>#V#m:<sub>, after <
+                           sk <= upper, ascending, consistent (docs/ordering.md)
     catch up an upgrade    GetItem head (consistent); per page, for each type asked,
                            Query pk=T#<tenant>#LATER, sk BETWEEN <type>#<floor># AND
                            <type>#~ (consistent, from the cursor, Limit what the
@@ -209,6 +223,28 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 
+from api.storage.bucket_keys import (  # the S3 keys of blobs and exports
+    BLOB_KEY_PREFIX as BLOB_KEY_PREFIX,
+)
+from api.storage.bucket_keys import (
+    EXPORT_KEY_PREFIX as EXPORT_KEY_PREFIX,
+)
+from api.storage.bucket_keys import (
+    blob_key as blob_key,
+)
+from api.storage.bucket_keys import (
+    blob_prefix as blob_prefix,
+)
+from api.storage.bucket_keys import (
+    export_key as export_key,
+)
+from api.storage.bucket_keys import (
+    tenant_blobs_prefix as tenant_blobs_prefix,
+)
+from api.storage.bucket_keys import (
+    tenant_prefixes as tenant_prefixes,
+)
+
 # Above every change token (ULIDs use 0-9 and A-Z): the top of the log partition.
 HEAD_SK = "~HEAD"
 _TENANT_PREFIX = "T#"
@@ -243,6 +279,15 @@ def _partition(suffix: str) -> Callable[[str], str]:
 tenant_pk, log_pk, history_pk = _partition(""), _partition(_LOG_SUFFIX), _partition(_HISTORY_SUFFIX)
 later_pk, export_pk = _partition(_LATER_SUFFIX), _partition(_EXPORT_SUFFIX)
 subscriptions_pk = _partition(_SUBSCRIPTIONS_SUFFIX)
+
+
+_STREAM_SUFFIX = "#V#"
+
+
+def stream_pk(tenant_id: str, principal: str) -> str:
+    """The stream of one principal (`m:<sub>`, `api.domain.visibility`): the entries of
+    the restricted records it sees, and the sentinels of those that left its view."""
+    return f"{_TENANT_PREFIX}{tenant_id}{_STREAM_SUFFIX}{principal}"
 
 
 def fence_pk(tenant_id: str) -> str:
@@ -348,50 +393,3 @@ def registry_shard(tenant_id: str) -> int:
     """The registry partition of a tenant: a stable hash of its id (not Python's
     `hash`, which changes from process to process)."""
     return int.from_bytes(hashlib.sha256(tenant_id.encode()).digest()[:4], "big") % REGISTRY_SHARDS
-
-
-# Blobs (attachments, contract 3.10) are S3 objects, not items: one per tenant,
-# generation and content, `tenants/<tenant>/<generation>/blobs/<sha256>`. The
-# generation (32 hex digits) is the usage item's `gen`, new each time the tenant is
-# deleted after it reserved an upload: an upload presigned before a deletion lands
-# under a generation the tenant written again never reads (docs/attachments.md).
-# A tenant that was never so deleted has the generation "" and the key
-# `tenants/<tenant>/blobs/<sha256>` (as before generations). A tenant id holds no
-# '/' (1-64 of [A-Za-z0-9_.:-], `api.domain.identifiers`), a generation is hex and
-# a sha256 64 lowercase hex, so no key of one tenant (or generation) is under
-# another's prefix, and IAM grants `tenants/*` only.
-BLOB_KEY_PREFIX = "tenants/"
-
-
-def blob_key(tenant_id: str, sha256: str, generation: str = "") -> str:
-    if generation:
-        return f"{BLOB_KEY_PREFIX}{tenant_id}/{generation}/blobs/{sha256}"
-    return f"{BLOB_KEY_PREFIX}{tenant_id}/blobs/{sha256}"
-
-
-def blob_prefix(tenant_id: str, generation: str = "") -> str:
-    """The prefix of the tenant's blobs of one generation: a key under it is the
-    prefix and a sha256."""
-    return blob_key(tenant_id, "", generation)
-
-
-def tenant_blobs_prefix(tenant_id: str) -> str:
-    """Every blob of the tenant, under any sub-prefix of its own."""
-    return f"{BLOB_KEY_PREFIX}{tenant_id}/"
-
-
-# A finished export's file (contract 3.9) is one S3 object, published from the
-# file's parts in the table: `exports/<tenant>/<export>.jsonl.gz`. Apart from the
-# blobs, so that the bucket's lifecycle expires exports after 7 days (a rule on
-# this prefix) and IAM can grant each its own actions; an export id is a ULID.
-EXPORT_KEY_PREFIX = "exports/"
-
-
-def export_key(tenant_id: str, export_id: str) -> str:
-    return f"{EXPORT_KEY_PREFIX}{tenant_id}/{export_id}.jsonl.gz"
-
-
-def tenant_prefixes(tenant_id: str) -> tuple[str, ...]:
-    """Every S3 prefix of the tenant: what deleting the tenant empties (every version,
-    delete marker and incomplete multipart upload under each)."""
-    return (tenant_blobs_prefix(tenant_id), f"{EXPORT_KEY_PREFIX}{tenant_id}/")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pynamodb.attributes import (
     BooleanAttribute,
+    ListAttribute,
     MapAttribute,
     NumberAttribute,
     UnicodeAttribute,
@@ -61,6 +62,18 @@ class HeadItem(Model):
     deleting_by = UnicodeAttribute(attr_name=DELETING_ATTRIBUTE, null=True)
     deleting_at = NumberAttribute(attr_name="xat", null=True)
     removed_items = NumberAttribute(attr_name="xn", null=True)
+    # Who sees what (docs/ordering.md, "Who sees what"): the tenant has (had) a
+    # restricted record, so its syncs read the caller's stream too (absent: never).
+    restricted = BooleanAttribute(attr_name="vis", null=True)
+    # The last token with a main log entry, at or below `tok` (absent: `tok`), and the
+    # last one before this transaction (absent: `pv`); this transaction's tokens that
+    # have a main entry (absent: all); the stream entries it put and removed, each
+    # `<token>#<principal>` (absent: none): the next transaction checks them.
+    last_main = UnicodeAttribute(attr_name="lm", null=True)
+    prev_main = UnicodeAttribute(attr_name="pm", null=True)
+    main_tokens = UnicodeSetAttribute(attr_name="mt", null=True)
+    stream_put = UnicodeSetAttribute(attr_name="vp", null=True)
+    stream_removed = UnicodeSetAttribute(attr_name="vx", null=True)
 
 
 class FenceItem(Model):
@@ -98,6 +111,12 @@ class RecordItem(Model):
     copy_release = NumberAttribute(attr_name="lr", null=True)
     # A deletion's log entry and an earlier version: when DynamoDB's TTL may delete it.
     expires = NumberAttribute(attr_name=TTL_ATTRIBUTE, null=True)
+    # Its owner's sub (absent: written before owners were kept); the members it is
+    # shared with besides its owner (absent: tenant-wide; empty: private); a LeftView
+    # sentinel's mark (the record left the reader's view here; no fields).
+    owner = UnicodeAttribute(attr_name="ow", null=True)
+    shared = ListAttribute(of=UnicodeAttribute, attr_name="vw", null=True)
+    left_view = BooleanAttribute(attr_name="lv", null=True)
 
 
 class OutcomeItem(Model):

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Sequence
 
-from api.domain.chain import Head
+from api.domain.chain import NO_STREAMS, Head, Streams
 from api.domain.deletion import DeletionEnd, DeletionMark
 from api.domain.membership import Access, MemberGuard, Roster
 from api.domain.mutations import StoredOutcome, Write
 from api.domain.records import LogTail, Record
-from api.storage import members, reads, tenants, transactions
+from api.storage import members, reads, streams, tenants, transactions
 
 
 class DynamoStore:
@@ -101,10 +101,21 @@ class DynamoStore:
         later_gone: Collection[str] = (),
         copies: bool = False,
         guard: MemberGuard | None = None,
+        streams: Streams = NO_STREAMS,
     ) -> None:
         transactions.commit(
-            tenant_id, writes, head, check, gone, later_check, later_gone, copies, guard
+            tenant_id, writes, head, check, gone, later_check, later_gone, copies, guard, streams
         )
+
+    def stream_entries_applied(
+        self, tenant_id: str, present: Collection[str], gone: Collection[str]
+    ) -> bool:
+        return streams.entries_applied(tenant_id, present, gone)
+
+    def stream_range(
+        self, tenant_id: str, principal: str, after: str | None, upper: str, limit: int
+    ) -> tuple[list[Record], bool]:
+        return streams.stream_range(tenant_id, principal, after, upper, limit)
 
     def access(self, tenant_id: str, sub: str) -> Access:
         return members.access(tenant_id, sub)

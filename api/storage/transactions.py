@@ -13,7 +13,7 @@ from pynamodb.constants import ALL_OLD
 from pynamodb.exceptions import TransactWriteError
 from pynamodb.transactions import TransactWrite
 
-from api.domain.chain import StaleHead
+from api.domain.chain import NO_STREAMS, StaleHead, Streams
 from api.domain.errors import (
     NotAMember,
     OutcomeRecorded,
@@ -31,6 +31,7 @@ from api.storage import codecs, keys, members, reads
 from api.storage.errors import error_code, translate, translated
 from api.storage.models import FenceItem, HeadItem, OutcomeItem, RecordItem
 from api.storage.reads import connection
+from api.storage.stream_writes import StreamWrites
 
 
 def commit(
@@ -43,6 +44,7 @@ def commit(
     later_gone: Collection[str] = (),
     copies: bool = False,
     guard: MemberGuard | None = None,
+    streams: Streams = NO_STREAMS,
 ) -> None:
     """Write versions of distinct entities as one TransactWriteItems, the next link
     of the tenant's chain (docs/ordering.md): each write's entity (conditioned on
@@ -59,7 +61,11 @@ def commit(
     With history, each replaced version is kept (`Write.kept`); each write's later
     copy is put or removed (`Write.later`). Each Member write puts (deletes) its
     access item, and `guard` puts the tenant's marker (conditioned absent) or checks
-    the writer's own access item (still an owner's), contract 6.
+    the writer's own access item (still an owner's), contract 6. Who sees what
+    (`Write.entries`, docs/ordering.md "Who sees what"): a main entry is linked to
+    the previous main entry (`streams.main`), each stream entry is put and the
+    previous version's removed, and `streams` names the head's transaction's stream
+    entries to check (present, or gone), as its main entries are.
 
     Tokens must ascend in order and exceed `head`. Raises WritesRefused naming
     the writes whose entity or outcome refused the transaction, StaleHead,
@@ -76,7 +82,7 @@ def commit(
     # The later copies this transaction puts and removes (the head records them).
     put_later: set[str] = set()
     removed_later: set[str] = set()
-    prev = head
+    seen = StreamWrites(tenant_id, head, streams)
     try:
         with (
             translated(),
@@ -84,7 +90,7 @@ def commit(
         ):
             for index, write in enumerate(writes):
                 record, expected = write.record, write.expected_token
-                if expected is not None:
+                if expected is not None and write.entries.main_removed:
                     # One action per item: the chain's check rides on this delete.
                     old_entry = RecordItem(log_pk, expected)
                     if expected in check:
@@ -104,8 +110,10 @@ def commit(
                     return_values=ALL_OLD,
                 )
                 puts.append(_Role("entity", index))
-                tx.save(codecs.log_item(record, prev, write.expires_at))
-                puts.append(_Role("entry", index))
+                if seen.main_entry(tx, write):
+                    puts.append(_Role("entry", index))
+                for role, delete in seen.stream_entries(tx, write):
+                    (deletes if delete else puts).append(_Role(role, index))
                 if write.kept is not None:
                     tx.save(codecs.version_item(write.kept, write.expires_at))
                     puts.append(_Role("version", index))
@@ -126,7 +134,6 @@ def commit(
                 if write.member is not None:
                     action, kind = members.access_item(tx, tenant_id, write.member, record, guard)
                     (deletes if action == "delete" else puts).append(_Role(kind, index))
-                prev = record.change_token
                 if write.outcome is not None:
                     tx.save(
                         codecs.outcome_item(tenant_id, write.outcome),
@@ -148,7 +155,7 @@ def commit(
             guarded = None if guard is None else members.guard(tx, tenant_id, guard, writes)
             if guarded:
                 (checks if guarded[0] == "check" else puts).append(_Role(guarded[1], -1))
-            replaced = {w.expected_token for w in writes}
+            replaced = {w.expected_token for w in writes if w.entries.main_removed}
             for token in sorted(set(check) - replaced):
                 tx.condition_check(RecordItem, log_pk, token, condition=RecordItem.sk.exists())
                 checks.append(_Role("chain", -1))
@@ -165,7 +172,12 @@ def commit(
                     RecordItem, later_pk, sk, condition=RecordItem.sk.does_not_exist()
                 )
                 checks.append(_Role("chain", -1))
-            removed = {w.expected_token for w in writes if w.expected_token is not None}
+            checks += [_Role("chain", -1)] * seen.checks(tx)
+            removed = {
+                w.expected_token
+                for w in writes
+                if w.expected_token is not None and w.entries.main_removed
+            }
             tx.update(
                 HeadItem(log_pk, keys.HEAD_SK),
                 actions=[
@@ -187,6 +199,7 @@ def commit(
                     HeadItem.later_removed.set(removed_later)
                     if removed_later
                     else HeadItem.later_removed.remove(),
+                    *seen.head_actions(writes[-1].record.change_token, len(writes)),
                 ],
                 condition=_head_is(head),
                 return_values=ALL_OLD,

@@ -16,7 +16,7 @@ import time
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from api.domain.chain import Head, StaleHead, prove_tail
+from api.domain.chain import NO_STREAMS, Head, StaleHead, Streams, prove_tail
 from api.domain.deletion import DeletionEnd, DeletionMark
 from api.domain.errors import (
     NotAMember,
@@ -176,6 +176,16 @@ class MemoryStore:
         page = copies[:limit]
         return [r for _, r in page], page[-1][0] if len(copies) >= limit else None
 
+    def stream_entries_applied(
+        self, tenant_id: str, present: Collection[str], gone: Collection[str]
+    ) -> bool:
+        return True  # every transaction here is atomic
+
+    def stream_range(
+        self, tenant_id: str, principal: str, after: str | None, upper: str, limit: int
+    ) -> tuple[list[Record], bool]:
+        return [], False  # who sees what is tested on DynamoDB Local
+
     def access(self, tenant_id: str, sub: str) -> Access:
         members = self._tenant(tenant_id).members
         return Access() if members is None else Access(True, members.get(sub))
@@ -195,6 +205,7 @@ class MemoryStore:
         later_gone: Collection[str] = (),
         copies: bool = False,
         guard: MemberGuard | None = None,
+        streams: Streams = NO_STREAMS,
     ) -> None:
         """One transaction: refused as DynamoStore refuses it (writes, then head)."""
         tenant = self._tenant(tenant_id)

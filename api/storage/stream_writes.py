@@ -1,0 +1,110 @@
+"""One transaction's entries of who sees what (docs/ordering.md, "Who sees what"):
+each write's main log entry linked to the previous main entry, its stream entries
+put and its previous version's removed, the checks of the previous transaction's
+stream entries, and the head's attributes that say all this (models.HeadItem). A
+tenant that never had a restricted record writes its head as before."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pynamodb.transactions import TransactWrite
+
+from api.domain.chain import NO_MAIN, Streams, split_stream_key, stream_key
+from api.domain.mutations import Write
+from api.storage import codecs, keys
+from api.storage.models import HeadItem, RecordItem
+
+# What an action is for, as transactions' roles name them, and whether it is a delete.
+Action = tuple[Literal["chain", "entry", "old entry"], bool]
+
+
+class StreamWrites:
+    def __init__(self, tenant_id: str, head: str | None, streams: Streams) -> None:
+        self._tenant_id = tenant_id
+        self._head = head
+        self._streams = streams
+        self._check = frozenset(streams.check)
+        # The main log's chain: each main entry links to the previous main entry.
+        self._first_main = head if streams.main is None else streams.main
+        self._prev_main = None if self._first_main == NO_MAIN else self._first_main
+        self._main_tokens: list[str] = []
+        self._put: set[str] = set()
+        self._removed: set[str] = set()
+        self._restricted = streams.restricted
+
+    def main_entry(self, tx: TransactWrite, write: Write) -> bool:
+        """Put the write's main log entry (its version, or a LeftView sentinel), if it
+        has one; whether it did."""
+        record, entries = write.record, write.entries
+        self._restricted |= bool(entries.streams) or record.visibility is not None
+        if entries.main is None:
+            return False
+        left = entries.main == "left"
+        tx.save(codecs.log_item(record, self._prev_main, write.expires_at, left))
+        self._prev_main = record.change_token
+        self._main_tokens.append(record.change_token)
+        return True
+
+    def stream_entries(self, tx: TransactWrite, write: Write) -> list[Action]:
+        """Remove the previous version's stream entries (the chain's check riding on
+        the delete of one the previous transaction put) and put the write's."""
+        record, entries, expected = write.record, write.entries, write.expected_token
+        actions: list[Action] = []
+        for principal in entries.streams_removed:
+            assert expected is not None
+            key = stream_key(expected, principal)
+            checked = key in self._check
+            tx.delete(
+                RecordItem(keys.stream_pk(self._tenant_id, principal), expected),
+                condition=RecordItem.sk.exists() if checked else None,
+            )
+            actions.append(("chain" if checked else "old entry", True))
+            self._removed.add(key)
+        for principal, what in entries.streams.items():
+            left = what == "left"
+            tx.save(codecs.stream_item(record, principal, write.expires_at, left))
+            actions.append(("entry", False))
+            self._put.add(stream_key(record.change_token, principal))
+        return actions
+
+    def checks(self, tx: TransactWrite) -> int:
+        """ConditionChecks of the previous transaction's stream entries: those it put
+        exist (but those this one removes, checked on their delete), those it removed
+        do not; how many."""
+        count = 0
+        for key in sorted(self._check - self._removed):
+            self._condition_check(tx, key, RecordItem.sk.exists())
+            count += 1
+        for key in sorted(set(self._streams.gone)):
+            self._condition_check(tx, key, RecordItem.sk.does_not_exist())
+            count += 1
+        return count
+
+    def _condition_check(self, tx: TransactWrite, key: str, condition: Any) -> None:
+        token, principal = split_stream_key(key)
+        pk = keys.stream_pk(self._tenant_id, principal)
+        tx.condition_check(RecordItem, pk, token, condition=condition)
+
+    def head_actions(self, last: str, entries: int) -> list[Any]:
+        """The head's attributes of who sees what; none for a tenant that never had a
+        restricted record (its head is written as before)."""
+        if not self._restricted:
+            return []
+        mains, first_main = HeadItem.main_tokens, self._first_main
+        return [
+            HeadItem.restricted.set(True),
+            mains.remove()
+            if len(self._main_tokens) == entries
+            else mains.set(set(self._main_tokens) or {NO_MAIN}),
+            HeadItem.last_main.remove()
+            if self._prev_main == last
+            else HeadItem.last_main.set(self._prev_main or NO_MAIN),
+            HeadItem.prev_main.remove()
+            if first_main == self._head or first_main is None
+            else HeadItem.prev_main.set(first_main),
+            HeadItem.stream_put.set(self._put) if self._put else HeadItem.stream_put.remove(),
+            HeadItem.stream_removed.set(self._removed)
+            if self._removed
+            else HeadItem.stream_removed.remove(),
+        ]
