@@ -9,6 +9,7 @@ from api.domain.cursor import CursorCodec
 from api.domain.retention import Retention
 from api.ordering import wall_clock_ms
 from api.service.attachments import DEFAULT_QUOTA_BYTES, Attachments, BlobStore, Quota
+from api.service.blob_views import BlobViews
 from api.service.exports import ExportFiles, ExportJobs, TenantExport
 from api.service.history import History
 from api.service.membership import Membership
@@ -41,7 +42,9 @@ class SyncService:
         # Attachments need a blob store (S3): a service built without one has none.
         self.blobs = blobs
         # quota: the tenants' room for blobs (requestUpload); None keeps none.
-        self.attachments = None if blobs is None else Attachments(blobs, quota, quota_bytes)
+        self.attachments = (
+            None if blobs is None else Attachments(blobs, quota, quota_bytes, BlobViews(store))
+        )
         self.reading = Reading(store, cursors, clock_ms, retention)
         self.membership = Membership(store)
         self.access = self.membership.access
