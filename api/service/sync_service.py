@@ -10,6 +10,7 @@ from api.domain.retention import Retention
 from api.ordering import wall_clock_ms
 from api.service.attachments import DEFAULT_QUOTA_BYTES, Attachments, BlobStore, Quota
 from api.service.blob_views import BlobViews
+from api.service.commit_audience import Audience, CommitAudiences
 from api.service.exports import ExportFiles, ExportJobs, TenantExport
 from api.service.history import History
 from api.service.membership import Membership
@@ -28,7 +29,7 @@ class SyncService:
         store: Store,
         cursors: CursorCodec,
         clock_ms: Callable[[], int] = wall_clock_ms,
-        on_commit: Callable[[str, str], None] | None = None,
+        on_commit: Callable[[str, str, Audience], None] | None = None,
         retention: Retention | None = None,
         history: bool = True,
         on_deleting: Callable[[str], None] | None = None,
@@ -50,8 +51,13 @@ class SyncService:
         self.access = self.membership.access
         self.roster_at = self.membership.roster_at  # blocking: the AWS fan-out
         self.upgrades = Upgrades(store, cursors)
-        # on_commit is called with (tenant, token) after each committed transaction.
-        self.writing = Writing(store, clock_ms, on_commit, retention, history, self.attachments)
+        # on_commit is called with (tenant, token, audience) after each committed
+        # transaction: audience, whose view it changed (None: every member's).
+        audiences = CommitAudiences()
+        told = None if on_commit is None else audiences.telling(on_commit)
+        self.writing = Writing(
+            audiences.tapped(store), clock_ms, told, retention, history, self.attachments
+        )
         self.history = History(store, self.writing, clock_ms, retention)
         # on_deleting is called with a tenant being deleted (closes its subscriptions).
         attachments = self.attachments
