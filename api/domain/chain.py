@@ -162,14 +162,26 @@ def prove_tail(
     head_prev: str | None,
     entries: Mapping[str, str | None],
     since: str | None,
+    main_top: str | None = None,
+    main_below: str | None = None,
 ) -> TailProof:
     """Apply the read rule to one read: the head's token and `prev`, and the log
-    entries it returned above `since` (token -> that entry's `prev`)."""
-    # Every entry of the head's transaction above `since`: linked from the head's
-    # token down to the head's `prev` (or to `since`).
-    proven = head is not None and _linked_run(head, entries, head_prev, since)[1]
+    entries it returned above `since` (token -> that entry's `prev`). In a tenant
+    with restricted records (docs/ordering.md, "Who sees what") the main log is its
+    own chain: `main_top` is the head's last main token (None: the head's token) and
+    `main_below` the last one before its transaction (None: `head_prev`); the head's
+    transaction wrote main entries when they differ."""
+    top = head if main_top is None else main_top
+    below = head_prev if main_below is None else main_below
+    # Every main entry of the head's transaction above `since`: linked from its last
+    # one down to the last before it (or to `since`); none when it wrote none.
+    wrote_none = top == below or top == NO_MAIN  # the transaction wrote no main entry
+    proven = head is not None and (wrote_none or _linked_run(top or "", entries, below, since)[1])
     bound = head if proven else head_prev
     if bound is None or (since is not None and bound <= since):
         return TailProof(bound, [], True)
-    linked, complete = _linked_run(bound, entries, None, since)
+    run_top = top if proven else below
+    if run_top is None or run_top == NO_MAIN or (since is not None and run_top <= since):
+        return TailProof(bound, [], True)
+    linked, complete = _linked_run(run_top, entries, None, since)
     return TailProof(bound, linked, complete)

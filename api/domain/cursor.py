@@ -27,12 +27,18 @@ _VERSION_1 = "1"
 _SIG_BYTES = 16
 
 
+_STREAMS = "s"
+
+
 @dataclass(frozen=True)
 class Position:
     after: str
     upper: str
     settled: str | None = None
     born: str | None = None
+    # The tenant had a restricted record when the sync began: its pages read the
+    # caller's stream beside the main log (docs/ordering.md, "Who sees what").
+    streams: bool = False
 
 
 class CursorCodec:
@@ -44,7 +50,9 @@ class CursorCodec:
         return hmac.new(self._key, message, hashlib.sha256).digest()[:_SIG_BYTES]
 
     def encode(self, tenant_id: str, position: Position) -> str:
-        optional = (position.settled or "", position.born or "")
+        optional: tuple[str, ...] = (position.settled or "", position.born or "")
+        if position.streams:
+            optional += (_STREAMS,)
         return self.signed(
             tenant_id, ".".join((_VERSION, position.after, position.upper, *optional))
         )
@@ -67,6 +75,9 @@ class CursorCodec:
 
     def decode(self, tenant_id: str, cursor: str) -> Position:
         parts = self.body(tenant_id, cursor).split(".")
+        streams = len(parts) == 6 and parts[0] == _VERSION and parts[5] == _STREAMS
+        if streams:
+            parts = parts[:5]
         if parts[0] == _VERSION and len(parts) == 5:
             tokens = [part or None for part in parts[1:]]
             if tokens[0] is None or tokens[1] is None:
@@ -79,7 +90,7 @@ class CursorCodec:
             raise InvalidCursor("cursor is malformed")
         after, upper, settled, born = tokens
         assert after is not None and upper is not None
-        return Position(after, upper, settled, born)
+        return Position(after, upper, settled, born, streams)
 
 
 # A catch-up's cursor (api.service.upgrades): where it reached (a copy's position or

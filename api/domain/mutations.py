@@ -100,6 +100,9 @@ class Mutation:
     # (None: the whole tenant), when `sets_visibility`; its owner "" is the writer.
     visibility: Visibility | None = None
     sets_visibility: bool = False
+    # A share named by id alone (setVisibility): its type is the stored entity's,
+    # filled in by the service before it is decided (`item_type` is a placeholder).
+    untyped: bool = False
 
     def validated(self) -> Mutation:
         """This mutation with its ids, token and client mutation id checked and its

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from api.domain.chain import Head
 from api.domain.errors import NotFound, SyncError
 from api.domain.item_types import ItemType
 from api.domain.timestamps import format_time
@@ -82,6 +83,8 @@ class LogTail:
     settled: str | None = None
     # The tenant's first token (None: not known): older ones are a deleted tenant's.
     born: str | None = None
+    # The head as read (None: none): who sees what reads its stream entries.
+    last: Head | None = None
 
     @property
     def lowest(self) -> str | None:

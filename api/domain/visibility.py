@@ -49,8 +49,9 @@ class Visibility:
     @classmethod
     def of(cls, owner: object, shared_with: Iterable[object]) -> Visibility:
         """Checked: ids of members, at most MAX_SHARED besides the owner
-        (BAD_USER_INPUT beyond)."""
-        owner = _checked_sub(owner, "visibility.owner")
+        (BAD_USER_INPUT beyond). An owner None is "" here: the writer's, or the
+        record's own (`api.service.deciding`)."""
+        owner = "" if owner is None else _checked_sub(owner, "visibility.owner")
         shared = {_checked_sub(s, "visibility.sharedWith") for s in shared_with} - {owner}
         if len(shared) > MAX_SHARED:
             raise BadUserInput(

@@ -52,6 +52,7 @@ async def changes(
                 types=wanted,
                 max_scanned=allowance,
                 release=release,
+                sub=info.context.caller().sub,
             ),
         )
     except BaseException:

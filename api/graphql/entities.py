@@ -16,7 +16,10 @@ from api.service import Written
 
 def _query_fields(s: ItemTypeSchema) -> dict[str, Any]:
     async def get(info: strawberry.Info, tenantID: strawberry.ID, id: strawberry.ID) -> Any:
-        record = await for_tenant(info, tenantID, lambda svc: svc.get(s.item_type, tenantID, id))
+        sub = info.context.caller().sub
+        record = await for_tenant(
+            info, tenantID, lambda svc: svc.get(s.item_type, tenantID, id, sub)
+        )
         return None if record is None else s.to_object(record)
 
     get.__annotations__ = {
@@ -33,7 +36,7 @@ def _mutation_fields(s: ItemTypeSchema) -> dict[str, Any]:
 
     async def _apply(info: strawberry.Info, verb: Verb, input: Any) -> Written:
         info.context.budget.spend_writes(1)
-        mutation = s.mutation(verb, input)
+        mutation = s.mutation(verb, input, info.context.client_release())
         by = info.context.caller().sub
         return await as_member(
             info,

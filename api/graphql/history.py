@@ -52,8 +52,9 @@ async def history(
     requested = given(limit)
     if requested is None or 1 <= requested <= MAX_VERSIONS:  # else the service says why
         info.context.budget.spend_items(DEFAULT_VERSIONS if requested is None else requested)
+    sub = info.context.caller().sub
     versions = await for_tenant(
-        info, tenantID, lambda s: s.versions(tenantID, id, given(cursor), requested)
+        info, tenantID, lambda s: s.versions(tenantID, id, given(cursor), requested, sub)
     )
     return VersionList(
         items=[to_synchronized_item(r) for r in versions.items], cursor=versions.cursor

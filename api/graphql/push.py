@@ -23,6 +23,7 @@ from api.graphql.types import (
     build,
     to_synchronized_item,
 )
+from api.graphql.visibility import SetVisibilityInput, share
 from api.service import PushResult as DomainPushResult
 from api.service import PushStatus as DomainPushStatus
 from api.service import SyncService
@@ -41,8 +42,11 @@ _ENTRIES: dict[str, tuple[ItemTypeSchema, Verb, Any]] = {
 PushMutation = strawberry.input(
     build(
         "PushMutation",
-        {name: entry[2] | None for name, entry in _ENTRIES.items()},
-        {name: strawberry.field(default=strawberry.UNSET) for name in _ENTRIES},
+        {
+            **{name: entry[2] | None for name, entry in _ENTRIES.items()},
+            "setVisibility": SetVisibilityInput | None,
+        },
+        {name: strawberry.field(default=strawberry.UNSET) for name in (*_ENTRIES, "setVisibility")},
     ),
     one_of=True,
     description="One queued mutation: set exactly one field.",
@@ -94,12 +98,16 @@ class PushChangesPayload:
     results: list[PushResult] = strawberry.field(description="One per mutation, in order.")
 
 
-def to_mutations(input: PushChangesInput) -> list[Mutation]:
+def to_mutations(input: PushChangesInput, release: int | None = None) -> list[Mutation]:
     mutations = []
     for entry in input.mutations:
+        shared = getattr(entry, "setVisibility", None)
+        if shared not in (None, strawberry.UNSET):
+            mutations.append(share(shared, release))
+            continue
         name = next(n for n in _ENTRIES if getattr(entry, n) not in (None, strawberry.UNSET))
         schema, verb, _ = _ENTRIES[name]
-        mutations.append(schema.mutation(verb, getattr(entry, name)))
+        mutations.append(schema.mutation(verb, getattr(entry, name), release))
     return mutations
 
 
@@ -119,7 +127,7 @@ def to_result(result: DomainPushResult) -> PushResult:
 async def push_changes(info: strawberry.Info, input: PushChangesInput) -> PushChangesPayload:
     if len(input.mutations) <= MAX_PUSH:  # else the service says why
         info.context.budget.spend_writes(len(input.mutations))
-    mutations = to_mutations(input)
+    mutations = to_mutations(input, info.context.client_release())
     by = info.context.caller().sub
 
     def push(s: SyncService, role: str, moved: bool) -> list[DomainPushResult]:

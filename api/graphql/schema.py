@@ -25,6 +25,7 @@ from api.graphql import (
     push,
     tenancy,
     upgrades,
+    visibility,
 )
 from api.graphql.documents import BoundedDocuments, ValidDocuments
 from api.graphql.errors import with_codes
@@ -35,7 +36,7 @@ from api.graphql.execution import (
 )
 from api.graphql.scalars import SCALAR_MAP
 from api.graphql.subscription import subscription_fields
-from api.graphql.types import ITEM_TYPE_SCHEMAS
+from api.graphql.types import ITEM_TYPE_SCHEMAS, LeftViewItem
 from api.settings import Settings
 
 logger = logging.getLogger("api.graphql")
@@ -65,6 +66,7 @@ Mutation = _root(
         **exports.MUTATIONS,
         **attachments.MUTATIONS,
         **push.MUTATIONS,
+        **visibility.MUTATIONS,
     },
 )
 Subscription = _root("Subscription", subscription_fields())
@@ -194,7 +196,7 @@ def make_schema(settings: Settings) -> SyncSchema:
         query=Query,
         mutation=Mutation,
         subscription=Subscription,
-        types=[s.object_type for s in ITEM_TYPE_SCHEMAS],
+        types=[*(s.object_type for s in ITEM_TYPE_SCHEMAS), LeftViewItem],
         extensions=extensions,
         # The schema's names are written as GraphQL spells them (schema.graphql is
         # the same either way): no camel-casing of every argument on every request.
@@ -202,7 +204,12 @@ def make_schema(settings: Settings) -> SyncSchema:
         execution_context_class=context_class,
     )
     schema.documents = documents
-    record_types = [s.item_type.name for s in ITEM_TYPE_SCHEMAS] + ["DeletedItem", "Attachment"]
+    record_types = [s.item_type.name for s in ITEM_TYPE_SCHEMAS] + [
+        "DeletedItem",
+        "LeftViewItem",
+        "Attachment",
+        "Visibility",
+    ]
     context_class.plain_fields = plain_record_fields(schema, record_types)
     context_class.plain_classes = plain_record_classes(schema, context_class.plain_fields)
     return schema

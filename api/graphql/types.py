@@ -6,7 +6,7 @@ The resolvers that use them are in `api.graphql.schema`.
 """
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import strawberry
@@ -19,6 +19,7 @@ from api.domain.records import Record
 from api.graphql.directives import HexColorDirective
 from api.graphql.field_types import from_graphql_value, graphql_type, to_graphql_value
 from api.graphql.scalars import Time
+from api.graphql.visibility_types import Visibility, VisibilityInput, from_input, to_visibility
 
 _DeletedItemTypeEnum: Any = enum.Enum(  # type: ignore[misc]  # members come from the catalog
     "DeletedItemType", {t.code: t.code for t in catalog.ITEM_TYPES}
@@ -39,12 +40,23 @@ class SynchronizedItem:
         default=None,
         description="The `sub` of the caller who wrote this version (null: not recorded).",
     )
+    visibility: Visibility | None = strawberry.field(
+        default=None, description="Who sees it (null: the whole tenant; contract 3.12)."
+    )
 
 
 @strawberry.type(
     description="Sentinel left behind by a deletion. `id` is the id of the deleted entity."
 )
 class DeletedItem(SynchronizedItem):
+    type: DeletedItemType  # type: ignore[valid-type]
+
+
+@strawberry.type(
+    description="Sentinel of a record that left the caller's view (it was not deleted; "
+    "others still see it): forget it, its attachments, its history and queued edits to it."
+)
+class LeftViewItem(SynchronizedItem):
     type: DeletedItemType  # type: ignore[valid-type]
 
 
@@ -106,8 +118,16 @@ class ItemTypeSchema:
         }
         return self.object_type(**_common(record), **values)
 
-    def mutation(self, verb: Verb, input: Any) -> Mutation:
-        """The domain mutation a create/update/delete/put input asks for."""
+    def mutation(self, verb: Verb, input: Any, release: int | None = None) -> Mutation:
+        """The domain mutation a create/update/delete/put input asks for (a creation's
+        and a put's visibility refused to an app of a `release` before it)."""
+        if verb in ("create", "put"):
+            asked = input.visibility if verb == "create" else input.state.visibility
+            visibility, sets = from_input(asked, release)
+            return replace(self._mutation(verb, input), visibility=visibility, sets_visibility=sets)
+        return self._mutation(verb, input)
+
+    def _mutation(self, verb: Verb, input: Any) -> Mutation:
         if verb == "put":
             return Mutation(
                 verb,
@@ -198,8 +218,10 @@ def build_item_type_schema(item_type: ItemType) -> ItemTypeSchema:
                 "id": strawberry.ID | None,
                 field_name: partial,
                 "clientMutationID": str | None,
+                "visibility": VisibilityInput | None,
             },
             {
+                "visibility": strawberry.field(default=None, description=_VISIBILITY),
                 "id": strawberry.field(
                     default=None,
                     description=(
@@ -239,8 +261,9 @@ def build_item_type_schema(item_type: ItemType) -> ItemTypeSchema:
     state_input = strawberry.input(
         build(
             f"{name}StateInput",
-            {"deleted": bool, field_name: partial | None},
+            {"deleted": bool, field_name: partial | None, "visibility": VisibilityInput | None},
             {
+                "visibility": strawberry.field(default=None, description=_VISIBILITY),
                 "deleted": strawberry.field(default=False),
                 field_name: strawberry.field(
                     default=None, description="The fields that are set; absent or null: not set."
@@ -297,6 +320,12 @@ def build_item_type_schema(item_type: ItemType) -> ItemTypeSchema:
     )
 
 
+_VISIBILITY = (
+    "Who sees the record it creates (null: the whole tenant); ignored when the record "
+    "exists (setVisibility changes it)."
+)
+
+
 def _client_mutation_id_field() -> Any:
     return strawberry.field(
         default=None,
@@ -343,6 +372,8 @@ def to_synchronized_item(record: Record) -> Any:
         )
     if record.deleted:
         return to_deleted_item(record)
+    if record.left_view:
+        return LeftViewItem(type=DeletedItemType[record.item_type.code], **_common(record))
     return _BY_ITEM_TYPE[record.item_type.name].to_object(record)
 
 
@@ -354,4 +385,5 @@ def _common(record: Record) -> dict[str, Any]:
         "createdAt": record.created_at,
         "updatedAt": record.updated_at,
         "writtenBy": record.written_by,
+        "visibility": to_visibility(record.visibility),
     }

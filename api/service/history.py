@@ -19,6 +19,7 @@ from api.domain.mutations import Mutation
 from api.domain.records import Record
 from api.domain.retention import Retention
 from api.domain.tokens import check_token
+from api.domain.visibility import sees
 from api.ordering import wall_clock_ms
 from api.service.ports import Store, Written
 from api.service.writing import Writing
@@ -54,9 +55,12 @@ class History:
         entity_id: str,
         cursor: str | None = None,
         limit: int | None = None,
+        sub: str | None = None,
     ) -> Versions:
         """Earlier versions of `entity_id` (not the current one), newest first; a
-        page of `limit` (at most MAX_VERSIONS), continued with `cursor`."""
+        page of `limit` (at most MAX_VERSIONS), continued with `cursor`. For a caller
+        `sub` (contract 3.12): NOT_FOUND when the entity is outside its view (one
+        GetItem), and only the versions whose own visibility included it."""
         check_identifier(tenant_id, "tenantID")
         check_identifier(entity_id, "id")
         limit = DEFAULT_VERSIONS if limit is None else limit
@@ -64,11 +68,16 @@ class History:
             raise BadUserInput(f"limit must be between 1 and {MAX_VERSIONS}")
         before = None if cursor is None else check_token(cursor, "cursor")
         gone_before = self._retention.gone_before(self._clock_ms())
+        current = self._store.get(tenant_id, entity_id)
+        if current is not None and not sees(current.visibility, sub):
+            raise NotFound(f"{entity_id} does not exist")
         items, more = self._store.versions(tenant_id, entity_id, before, limit, gone_before)
+        last = items[-1].change_token if more and items else None
+        items = [r for r in items if sees(r.visibility, sub)]
         # TENANT_DELETED while the tenant is being deleted: one GetItem of its head
         # (1 read unit), after the Query, so that a deletion marked before it is seen.
         self._store.head(tenant_id)
-        return Versions(items, items[-1].change_token if more and items else None)
+        return Versions(items, last)
 
     def restore(
         self,
@@ -90,7 +99,7 @@ class History:
         kept = self._store.version(tenant_id, entity_id, version, gone_before)
         if kept is None:
             self._store.head(tenant_id)  # TENANT_DELETED rather than NOT_FOUND, if so
-        if kept is None or kept.deleted:
+        if kept is None or kept.deleted or not sees(kept.visibility, by):
             raise NotFound(
                 f"{entity_id} has no earlier version {version} "
                 "(versions are kept for the retention period)"

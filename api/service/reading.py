@@ -16,8 +16,12 @@ from api.domain.item_types import ItemType
 from api.domain.records import LogTail, Record
 from api.domain.retention import Retention
 from api.domain.tokens import check_token, token_before, token_ms
+from api.domain.visibility import sees
 from api.ordering import wall_clock_ms
 from api.service.ports import Page, Store
+from api.service.release_view import ReleaseView as ReleaseView
+from api.service.release_view import left_views
+from api.service.views import merged, principal_of, stream_bound
 
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
@@ -71,6 +75,8 @@ class _Reads:
     # first token then (None: not known).
     upper: str | None = None
     born: str | None = None
+    # The caller (None: not known, it sees tenant-wide records only).
+    sub: str | None = None
 
     def owe(self, low: str, upper: str, low_ms: int, from_cursor: bool) -> None:
         # The first range a request reads is its lowest: later ones continue above it.
@@ -91,7 +97,11 @@ class Reading:
         self._clock_ms = clock_ms
         self._retention = retention or Retention()
 
-    def get(self, item_type: ItemType, tenant_id: str, entity_id: str) -> Record | None:
+    def get(
+        self, item_type: ItemType, tenant_id: str, entity_id: str, sub: str | None = None
+    ) -> Record | None:
+        """The entity, or None: none of this type, deleted, or outside the view of the
+        caller `sub` (None: it sees tenant-wide records only)."""
         check_identifier(tenant_id, "tenantID")
         check_identifier(entity_id, "id")
         record = self._store.get(tenant_id, entity_id)
@@ -100,7 +110,7 @@ class Reading:
         self._store.head(tenant_id)
         if record is None or record.deleted or record.item_type is not item_type:
             return None
-        return record
+        return record if sees(record.visibility, sub) else None
 
     def changes(
         self,
@@ -111,6 +121,7 @@ class Reading:
         types: frozenset[ItemType] | None = None,
         max_scanned: int = MAX_SCANNED,
         release: int | None = None,
+        sub: str | None = None,
     ) -> Page:
         """A page of the tenant's changes after `since` (or after `cursor`), in token order.
 
@@ -126,11 +137,11 @@ class Reading:
         limit = DEFAULT_LIMIT if limit is None else limit
         if not 1 <= limit <= MAX_LIMIT:
             raise BadUserInput(f"limit must be between 1 and {MAX_LIMIT}")
-        reads = _Reads()
+        reads = _Reads(sub=sub)
         view = ReleaseView(catalog.RELEASE if release is None else release)
         page = self._collect(tenant_id, since, cursor, limit, types, max_scanned, reads, view)
         self._settle(tenant_id, reads)
-        return view.cut(page, since)
+        return left_views(view.cut(page, since), release)
 
     def _collect(
         self,
@@ -154,7 +165,8 @@ class Reading:
                 return False
             if not view.knows(record.item_type):
                 return False
-            return not (record.deleted and settled is not None and record.change_token <= settled)
+            gone = record.deleted or record.left_view  # a first sync leaves both out
+            return not (gone and settled is not None and record.change_token <= settled)
 
         if types is None and settled is None and all(view.knows(r.item_type) for r in page.items):
             return page
@@ -215,7 +227,14 @@ class Reading:
                 reads.owe(low, upper, max(token_ms(low), token_ms(upper) - 1), True)
             reads.upper, reads.born = upper, position.born
             items, more = self._store.changes(tenant_id, position.after, upper, limit)
-            return self._page(tenant_id, items, more, upper, settled, position.born)
+            if position.streams and reads.sub is not None:
+                principal = principal_of(reads.sub)
+                stream = self._store.stream_range(
+                    tenant_id, principal, position.after, upper, limit
+                )
+                items, more = merged(items, more, *stream, limit)
+            page = self._page(tenant_id, items, more, upper, settled, position.born)
+            return self._streamed(tenant_id, page, position.streams)
         return self._first_page(tenant_id, after, limit, reads)
 
     def _settle(self, tenant_id: str, reads: _Reads) -> None:
@@ -253,7 +272,8 @@ class Reading:
             return Page(items=[], cursor=None, change_token=None)
         head = tail.head
         settled = tail.settled if after is None else None
-        if self._retention.past(token_ms(head), started_ms):
+        aged = self._retention.past(token_ms(head), started_ms)
+        if aged:
             # The head's transaction is older than the retention, so applied whole
             # (premise P3, docs/ordering.md), its removals of earlier entries too: a
             # first sync leaves its deletions out as well, and it bounds the sync
@@ -271,10 +291,27 @@ class Reading:
             # A first sync owes the deletions above `settled`: the head's transaction's.
             reads.owe(settled or "", tail.bound, token_ms(tail.bound) - 1, False)
         bound = tail.bound
+        streams = tail.last is not None and tail.last.restricted and reads.sub is not None
+        stream: list[Record] = []
+        stream_more = False
+        ahead = after is None or after < head  # else the stream owes nothing either
+        if streams and ahead and bound is not None and tail.last and reads.sub is not None:
+            # Who sees what: the caller's stream up to the head, one Query; the head's
+            # token bounds the sync only once its stream entries are read too.
+            principal = principal_of(reads.sub)
+            stream, stream_more = self._store.stream_range(tenant_id, principal, after, head, limit)
+            if not aged:
+                bound = stream_bound(tail.last, bound, stream, principal, after) or tail.settled
+            if bound is not None:
+                kept = [r for r in tail.records if r.change_token <= bound]
+                tail = replace(tail, bound=bound, records=kept)
+                stream_more &= bool(stream) and stream[-1].change_token < bound
+                stream = [r for r in stream if r.change_token <= bound]
         if bound is None or (after is not None and bound <= after):
             # Nothing past `after` is provably complete yet (a write is still being
             # applied): the device keeps its token and gets the change next time.
             return Page(items=[], cursor=None, change_token=after)
+        more = False
         if tail.complete:
             # Every change of (after, bound], linked: a big group's may exceed `limit`.
             items = tail.records
@@ -282,11 +319,21 @@ class Reading:
             # Below the linked entries, page up from `after`, then append them.
             upper = bound if tail.lowest is None else token_before(tail.lowest)
             items, more = self._store.changes(tenant_id, after, upper, limit)
-            if more:
-                return self._page(tenant_id, items, more, bound, settled, tail.born)
-            # Those and the linked entries are all of (after, bound], in order.
-            items = items + tail.records
-        return self._page(tenant_id, items[:limit], len(items) > limit, bound, settled, tail.born)
+            if not more:
+                # Those and the linked entries are all of (after, bound], in order.
+                items = items + tail.records
+        if streams:
+            items, more = merged(items, more, stream, stream_more, limit)
+        more = more or len(items) > limit
+        page = self._page(tenant_id, items[:limit], more, bound, settled, tail.born)
+        return self._streamed(tenant_id, page, streams)
+
+    def _streamed(self, tenant_id: str, page: Page, streams: bool) -> Page:
+        """`page` whose cursor says the sync reads the caller's stream too."""
+        if not streams or page.cursor is None:
+            return page
+        position = replace(self._cursors.decode(tenant_id, page.cursor), streams=True)
+        return replace(page, cursor=self._cursors.encode(tenant_id, position))
 
     def _cut(self, tenant_id: str, items: list[Record], page: Page, scanned: int) -> Page:
         """`items`, full, ending inside `page` (which has more, or a cursor): a page
@@ -327,48 +374,6 @@ def _scan_size(missing: int, kept: int, read: int, queries: int) -> int:
         return SCAN_PAGE
     wanted = missing + SCAN_MARGINS[queries] * math.sqrt(missing)
     return min(SCAN_PAGE, math.ceil(wanted * read / kept))
-
-
-@dataclass(frozen=True)
-class ReleaseView:
-    """What a client of `release` is sent of a tenant's changes, by this server of
-    `catalog.RELEASE` (docs/evolution.md, "Old and new side by side")."""
-
-    release: int
-
-    def knows(self, item_type: ItemType) -> bool:
-        """Whether the client is sent changes of `item_type`. Not of a type its release
-        does not have: it could not store them (its upgrade catches up on them). A
-        client of a later release than this server's knows every type the server
-        does, and changes of types the server does not know end its page (`cut`)."""
-        if self.release > catalog.RELEASE:
-            return True
-        return item_type.known and item_type.since <= self.release
-
-    def cut(self, page: Page, since: str | None) -> Page:
-        """For a client of a later release: `page` up to the first change this server
-        cannot render whole (a type, a field or an enum value it does not know, written
-        by a later release's server), which it must not move the client's token past:
-        the client keeps syncing what this server knows up to there, and gets the rest
-        from a server of its release."""
-        if self.release <= catalog.RELEASE:
-            return page
-        for index, record in enumerate(page.items):
-            if not renders(record):
-                before = token_before(record.change_token)
-                # Before the tenant's first change, a first sync is still one.
-                first = since is None and page.born is not None and before < page.born
-                token = None if first else before
-                return replace(page, items=page.items[:index], cursor=None, change_token=token)
-        return page
-
-
-def renders(record: Record) -> bool:
-    """Whether this server can render `record` whole (its type, and every field it
-    holds with its value)."""
-    if not record.item_type.known:
-        return False
-    return record.deleted or record.item_type.renders(record.fields)
 
 
 def _check_since(tail: LogTail, since: str) -> None:

@@ -1,13 +1,41 @@
-"""A push's attachments: the blobs its writes newly reference, checked once before
-any transaction (contract 3.10)."""
+"""What a push's entries refer to, resolved before they are decided: the blobs its
+writes newly reference, checked once before any transaction (contract 3.10), and the
+type of each record a setVisibility names by id alone (contract 3.12)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from api.domain.attachments import Blob, referenced_blob
 from api.domain.errors import AttachmentMissing, SyncError
+from api.domain.identifiers import check_identifier
+from api.domain.mutations import Mutation
 from api.service.attachments import Attachments, references
 from api.service.deciding import Entry, Known, answer
-from api.service.ports import PushResult
+from api.service.ports import PushResult, Store
+
+
+def typed(store: Store, tenant_id: str, mutations: list[Mutation]) -> list[Mutation]:
+    """`mutations` with each setVisibility's type, the stored entity's (one
+    BatchGetItem when any names a record by id alone); one of a record that does not
+    exist keeps its placeholder, and is NOT_FOUND like any other."""
+    ids = [m.entity_id for m in mutations if m.untyped and m.entity_id is not None]
+    if not ids:
+        return mutations
+    try:
+        check_identifier(tenant_id, "tenantID")
+        for entity_id in ids:
+            check_identifier(entity_id, "id")
+    except SyncError:
+        return mutations  # refused as they are, when validated
+    records, _ = store.read_many(tenant_id, ids, [])
+    found = {i: r.item_type for i, r in records.items()}
+    return [
+        replace(m, item_type=found[m.entity_id], untyped=False)
+        if m.untyped and m.entity_id in found
+        else m
+        for m in mutations
+    ]
 
 
 def with_attachments(

@@ -41,7 +41,7 @@ from api.service.deciding import (
     outside_view,
 )
 from api.service.ports import PushResult, PushStatus, Store, Written
-from api.service.referencing import with_attachments
+from api.service.referencing import typed, with_attachments
 from api.service.tenant_check import TenantCheck
 
 logger = logging.getLogger(__name__)
@@ -85,6 +85,7 @@ class Writing:
         """Apply one mutation, at most once per clientMutationID; `by` is the caller's
         sub, recorded on the version it writes, `role` its role in the tenant and
         `moved` whether the tenant is one of membership as data (contract 6)."""
+        (mutation,) = typed(self._store, mutation.tenant_id, [mutation])
         (result,) = self._apply_in_order(mutation.tenant_id, [mutation], by, None, role, moved)
         if result.error is not None:
             raise result.error
@@ -109,6 +110,7 @@ class Writing:
             raise BadUserInput(f"at most {MAX_PUSH} mutations per push, got {len(mutations)}")
         if since is not None:
             check_token(since, "since")
+        mutations = typed(self._store, tenant_id, mutations)
         return self._apply_in_order(tenant_id, mutations, by, since, role, moved)
 
     def create(
@@ -131,11 +133,8 @@ class Writing:
         mutation = Mutation("update", item_type, tenant_id, entity_id, expected_token, changes)
         return self.apply(mutation).record
 
-    def delete(
-        self, item_type: ItemType, tenant_id: str, entity_id: str, expected_token: str
-    ) -> Record:
-        mutation = Mutation("delete", item_type, tenant_id, entity_id, expected_token)
-        return self.apply(mutation).record
+    def delete(self, item_type: ItemType, tenant_id: str, entity_id: str, token: str) -> Record:
+        return self.apply(Mutation("delete", item_type, tenant_id, entity_id, token)).record
 
     def _apply_in_order(
         self,

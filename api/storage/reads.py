@@ -69,7 +69,9 @@ def log_tail(tenant_id: str, after: str | None, count: int) -> LogTail:
     entries = {codecs.sort_key(raw): raw for raw in raw_items}
     links = {t: codecs.prev_of(r) for t, r in entries.items()}
     head_token = None if head is None else head.token
-    proof = prove_tail(head_token, head_prev, links, after)
+    main_top = None if head is None else head.last_main
+    main_below = None if head is None else head.prev_main
+    proof = prove_tail(head_token, head_prev, links, after, main_top, main_below)
     if head is not None and proof.bound != head.token and len(raw_items) == count:
         lowest = max(filter(None, (after, head_prev)), default=None)
         if head.entries > count and (lowest is None or lowest < head.token):
@@ -77,7 +79,7 @@ def log_tail(tenant_id: str, after: str | None, count: int) -> LogTail:
             for raw in _query_page(log_pk, between, head.entries)[0]:
                 entries[codecs.sort_key(raw)] = raw
                 links[codecs.sort_key(raw)] = codecs.prev_of(raw)
-            proof = prove_tail(head.token, head_prev, links, after)
+            proof = prove_tail(head.token, head_prev, links, after, main_top, main_below)
     return LogTail(
         head=head_token,
         bound=proof.bound,
@@ -85,6 +87,7 @@ def log_tail(tenant_id: str, after: str | None, count: int) -> LogTail:
         complete=proof.complete,
         settled=head_prev,
         born=born,
+        last=head,
     )
 
 

@@ -1,0 +1,52 @@
+"""Who sees a record (contract 3.12), as GraphQL types: `Visibility` on every
+synchronized item, and `VisibilityInput` on creations, put states and
+`setVisibility` (`api.graphql.visibility`)."""
+
+from typing import Any
+
+import strawberry
+
+from api.domain.errors import BadUserInput
+from api.domain.visibility import VISIBILITY_RELEASE
+from api.domain.visibility import Visibility as DomainVisibility
+
+
+@strawberry.type(
+    description="Who sees a record besides no one else: its owner and the members it is "
+    "shared with (empty: private to its owner). A record without one is seen by the whole "
+    "tenant."
+)
+class Visibility:
+    owner: strawberry.ID
+    sharedWith: list[strawberry.ID]
+
+
+@strawberry.input(
+    description="Who may see a record: its owner (null: the writer, or the record's owner) "
+    f"and at most 20 members it is shared with ([]: private). Catalog release "
+    f"{VISIBILITY_RELEASE} and later."
+)
+class VisibilityInput:
+    owner: strawberry.ID | None = None
+    sharedWith: list[strawberry.ID] = strawberry.field(default_factory=list)
+
+
+def to_visibility(visibility: DomainVisibility | None) -> Visibility | None:
+    if visibility is None:
+        return None
+    return Visibility(
+        owner=strawberry.ID(visibility.owner),
+        sharedWith=[strawberry.ID(s) for s in visibility.shared_with],
+    )
+
+
+def from_input(value: Any, release: int | None) -> tuple[DomainVisibility | None, bool]:
+    """The visibility an input asks for, and whether it asks for one (absent: no).
+    An app that declares a release before VISIBILITY_RELEASE may not set one."""
+    if value is None or value is strawberry.UNSET:
+        return None, False
+    if release is not None and release < VISIBILITY_RELEASE:
+        raise BadUserInput(
+            f"visibility needs catalog release {VISIBILITY_RELEASE}; this app declares {release}"
+        )
+    return DomainVisibility.of(value.owner, value.sharedWith), True
