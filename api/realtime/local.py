@@ -58,7 +58,7 @@ class LocalRealtime:
     def __init__(
         self,
         settings: Settings,
-        latest_change: Callable[[str, str | None], Awaitable[str | None]],
+        latest_change: Callable[[str, str | None, str], Awaitable[str | None]],
         run_blocking: RunBlocking | None = None,
         sink: metrics.Metrics | None = None,
     ) -> None:

@@ -188,13 +188,13 @@ class LiveFeed:
     def __init__(
         self,
         signals: TenantSignals,
-        first_bound: Callable[[str, str | None], Awaitable[str | None]],
+        first_bound: Callable[[str, str | None, str], Awaitable[str | None]],
         on_poke: Callable[[str], None] | None = None,
     ) -> None:
         self._signals = signals
         self._on_poke = on_poke  # each token yielded after the first (`api.metrics`)
-        # The newest complete change newer than `after`, or None: a read of the
-        # tenant, through its read gate and the app's runner (`api.app`).
+        # The newest complete change newer than `after` in the view of the caller
+        # (`user`), or None: a read of the tenant, in the app's runner (`api.app`).
         self._first_bound = first_bound
 
     async def changes(
@@ -205,7 +205,7 @@ class LiveFeed:
         slot = self._signals.register(tenant_id, user)
         slot.held = after
         try:
-            first = await self._first_bound(tenant_id, after)
+            first = await self._first_bound(tenant_id, after, user)
             if first is not None:
                 slot.held = first
                 yield first

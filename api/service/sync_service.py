@@ -12,6 +12,7 @@ from api.service.attachments import DEFAULT_QUOTA_BYTES, Attachments, BlobStore,
 from api.service.blob_views import BlobViews
 from api.service.commit_audience import Audience, CommitAudiences
 from api.service.exports import ExportFiles, ExportJobs, TenantExport
+from api.service.first_poke import FirstPoke
 from api.service.history import History
 from api.service.membership import Membership
 from api.service.ports import Store
@@ -72,6 +73,7 @@ class SyncService:
         self.get = self.reading.get
         self.changes = self.reading.changes
         self.latest_change = self.reading.latest_change
+        self.latest_seen = FirstPoke(store, self.reading).latest_seen
         self.catch_up = self.upgrades.catch_up
         self.apply = self.writing.apply
         self.push = self.writing.push

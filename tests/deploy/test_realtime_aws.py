@@ -211,13 +211,13 @@ def test_invocations_keep_one_event_loop_and_its_worker_threads(
     started a new loop and thread and stopped them when it ended."""
     rt = aws._runtime()
     ran_in: list[threading.Thread] = []
-    latest_change = rt.service.latest_change
+    latest_seen = rt.service.latest_seen
 
-    def recorded(tenant_id: str, after: str | None) -> str | None:
+    def recorded(tenant_id: str, after: str | None, sub: str | None) -> str | None:
         ran_in.append(threading.current_thread())
-        return latest_change(tenant_id, after)
+        return latest_seen(tenant_id, after, sub)
 
-    monkeypatch.setattr(rt.service, "latest_change", recorded)
+    monkeypatch.setattr(rt.service, "latest_seen", recorded)
     device = Device(management)
     device.init([tenant])
     device.subscribe("s1", tenant)
