@@ -19,6 +19,7 @@ from api import metrics, request_log
 from api.graphql import (
     attachments,
     changes,
+    devices,
     entities,
     exports,
     history,
@@ -54,6 +55,7 @@ Query = _root(
         **history.QUERIES,
         **attachments.QUERIES,
         **entities.QUERIES,
+        **devices.QUERIES,
     },
 )
 Mutation = _root(
@@ -65,6 +67,7 @@ Mutation = _root(
         **exports.MUTATIONS,
         **attachments.MUTATIONS,
         **push.MUTATIONS,
+        **devices.MUTATIONS,
     },
 )
 Subscription = _root("Subscription", subscription_fields())

@@ -138,4 +138,9 @@ async def drain(rt: Runtime, record: dict[str, Any]) -> int:
         latest = await asyncio.to_thread(rt.service.latest_change, tenant_id, None)
         if latest is not None:
             heads[tenant_id] = latest
-    return await fan_out(rt, heads)
+    from api.realtime.push_fanout import push_all
+
+    try:
+        return await fan_out(rt, heads)
+    finally:  # and their silent pushes
+        push_all(rt, {t: (token, None) for t, token in heads.items()})

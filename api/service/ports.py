@@ -35,6 +35,7 @@ class Store(Protocol):
         later_check: Collection[str] = (),
         later_gone: Collection[str] = (),
         copies: bool = False,
+        device: str | None = None,
     ) -> None: ...
     def get_outcome(self, tenant_id: str, client_mutation_id: str) -> StoredOutcome | None: ...
     def later_copies(

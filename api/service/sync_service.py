@@ -12,6 +12,7 @@ from api.service.attachments import DEFAULT_QUOTA_BYTES, Attachments, BlobStore,
 from api.service.exports import ExportFiles, ExportJobs, TenantExport
 from api.service.history import History
 from api.service.ports import Store
+from api.service.pushes import Pushes
 from api.service.reading import Reading
 from api.service.tenancy import TenantDeletion
 from api.service.upgrades import Upgrades
@@ -35,7 +36,10 @@ class SyncService:
         blobs: BlobStore | None = None,
         quota: Quota | None = None,
         quota_bytes: int = DEFAULT_QUOTA_BYTES,
+        pushes: Pushes | None = None,
     ) -> None:
+        # Silent pushes (registration; the rounds run where pokes are sent): None, off.
+        self.pushes = pushes
         retention = retention or Retention()
         # Attachments need a blob store (S3): a service built without one has none.
         self.blobs = blobs

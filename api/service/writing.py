@@ -11,6 +11,7 @@ from typing import Any
 
 from api.domain.attachments import Blob, referenced_blob
 from api.domain.chain import Head
+from api.domain.devices import WRITER_DEVICE
 from api.domain.errors import (
     AttachmentMissing,
     BadUserInput,
@@ -301,6 +302,7 @@ class Writing:
                 later_check=link.later_check,
                 later_gone=link.later_gone,
                 copies=link.copies,
+                device=WRITER_DEVICE.get(),
             )
             return [w.record for w in writes]
 

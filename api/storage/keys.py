@@ -79,6 +79,14 @@ Items (all in one table, `pk` hash key, `sk` range key, both strings):
                                                candidates, marked sha256 -> version id
                                                and when), lh, lu (the sweep holding it:
                                                who, until when)
+    device    T#<tenant>#DEV     D#<device>    a device registered for silent pushes
+                                               (api.storage.devices): by (the member),
+                                               pf (APNS|FCM), dt (its push token), arn
+                                               (its SNS platform endpoint), at; pt, pa
+                                               (the token last pushed, when, epoch ms),
+                                               nx (a newer token waiting for the end of
+                                               the device's window)
+    count     T#<tenant>#DEV     N, N#<sub>    n: the tenant's registrations, a member's
     fence     T#<tenant>#FENCE   FENCE         tok: the highest token the tenant id ever had,
                                                set by the last call of each deletion; a
                                                tenant written again starts above it
@@ -155,7 +163,7 @@ Access patterns:
                            a GetItem head (xid) before each DeleteObjects; then Query
                            (keys only, consistent) each
                            of T#<tenant>, T#<tenant>#HIST, T#<tenant>#LATER, T#<tenant>#SUB,
-                           T#<tenant>#EXP,
+                           T#<tenant>#DEV, T#<tenant>#EXP,
                            T#<tenant>#BLOB, T#<tenant>#LOG
                            and per page GetItem head (xid), BatchWriteItem deletes,
                            UpdateItem head (xn, conditioned on xid), 5,000 items a call;
@@ -186,6 +194,14 @@ Access patterns:
                            Query pk=T#<tenant>#SUB (consistent) per head change the stream
                            handler fans out (api.realtime.aws), and per subscriber an
                            UpdateItem of its `last` token (conditioned: only if newer)
+    push devices           register: TransactWriteItems of the device (put, conditioned
+                           absent or the caller's) and, when new, both counts (update
+                           n + 1, conditioned n < the bound); unregister: the device
+                           (delete, conditioned the caller's) and both counts (n - 1);
+                           list: Query pk=T#<tenant>#DEV begins_with D# (consistent);
+                           per head change pushed: that Query, then per device an
+                           UpdateItem claiming the token (conditioned: pt older and
+                           pa out of the window) or setting nx (conditioned: older)
     stream reader lease    per server every 5 s: PutItem its server item, GetItem
                            lease; the reader UpdateItem lease (conditioned: held by
                            it, or lapsed) and Query pk=RT#STREAM (consistent): the
@@ -217,6 +233,9 @@ _SUBSCRIPTIONS_SUFFIX = "#SUB"
 _HISTORY_SUFFIX = "#HIST"
 _LATER_SUFFIX = "#LATER"
 _EXPORT_SUFFIX = "#EXP"
+_DEVICES_SUFFIX = "#DEV"
+_DEVICE_PREFIX = "D#"
+DEVICE_COUNT_SK = "N"
 _CONNECTION_PREFIX = "C#"
 CONNECTION_SK = "CONN"
 _ENTITY_PREFIX = "I#"
@@ -248,6 +267,21 @@ def fence_pk(tenant_id: str) -> str:
     that the tenant written again starts above every token it had (contract 3.8),
     whatever the clock of the server that writes it."""
     return f"{_TENANT_PREFIX}{tenant_id}{_FENCE_SUFFIX}"
+
+
+def devices_pk(tenant_id: str) -> str:
+    """The partition of the tenant's push devices and their counts (swept with it)."""
+    return f"{_TENANT_PREFIX}{tenant_id}{_DEVICES_SUFFIX}"
+
+
+def device_sk(device_id: str = "") -> str:
+    """The device's item; without an id, the prefix of them all."""
+    return f"{_DEVICE_PREFIX}{device_id}"
+
+
+def member_devices_sk(sub: str) -> str:
+    """The count of one member's devices in the tenant."""
+    return f"{DEVICE_COUNT_SK}#{sub}"
 
 
 def history_pk(tenant_id: str) -> str:
@@ -353,48 +387,13 @@ def registry_shard(tenant_id: str) -> int:
     return int.from_bytes(hashlib.sha256(tenant_id.encode()).digest()[:4], "big") % REGISTRY_SHARDS
 
 
-# Blobs (attachments, contract 3.10) are S3 objects, not items: one per tenant,
-# generation and content, `tenants/<tenant>/<generation>/blobs/<sha256>`. The
-# generation (32 hex digits) is the usage item's `gen`, new each time the tenant is
-# deleted after it reserved an upload: an upload presigned before a deletion lands
-# under a generation the tenant written again never reads (docs/attachments.md).
-# A tenant that was never so deleted has the generation "" and the key
-# `tenants/<tenant>/blobs/<sha256>` (as before generations). A tenant id holds no
-# '/' (1-64 of [A-Za-z0-9_.:-], `api.domain.identifiers`), a generation is hex and
-# a sha256 64 lowercase hex, so no key of one tenant (or generation) is under
-# another's prefix, and IAM grants `tenants/*` only.
-BLOB_KEY_PREFIX = "tenants/"
-
-
-def blob_key(tenant_id: str, sha256: str, generation: str = "") -> str:
-    if generation:
-        return f"{BLOB_KEY_PREFIX}{tenant_id}/{generation}/blobs/{sha256}"
-    return f"{BLOB_KEY_PREFIX}{tenant_id}/blobs/{sha256}"
-
-
-def blob_prefix(tenant_id: str, generation: str = "") -> str:
-    """The prefix of the tenant's blobs of one generation: a key under it is the
-    prefix and a sha256."""
-    return blob_key(tenant_id, "", generation)
-
-
-def tenant_blobs_prefix(tenant_id: str) -> str:
-    """Every blob of the tenant, under any sub-prefix of its own."""
-    return f"{BLOB_KEY_PREFIX}{tenant_id}/"
-
-
-# A finished export's file (contract 3.9) is one S3 object, published from the
-# file's parts in the table: `exports/<tenant>/<export>.jsonl.gz`. Apart from the
-# blobs, so that the bucket's lifecycle expires exports after 7 days (a rule on
-# this prefix) and IAM can grant each its own actions; an export id is a ULID.
-EXPORT_KEY_PREFIX = "exports/"
-
-
-def export_key(tenant_id: str, export_id: str) -> str:
-    return f"{EXPORT_KEY_PREFIX}{tenant_id}/{export_id}.jsonl.gz"
-
-
-def tenant_prefixes(tenant_id: str) -> tuple[str, ...]:
-    """Every S3 prefix of the tenant: what deleting the tenant empties (every version,
-    delete marker and incomplete multipart upload under each)."""
-    return (tenant_blobs_prefix(tenant_id), f"{EXPORT_KEY_PREFIX}{tenant_id}/")
+# The S3 keys (blobs, exports) are in their own module, part of this key design.
+from api.storage.s3_keys import (  # noqa: E402, F401 (keys.blob_key, ... as before)
+    BLOB_KEY_PREFIX,
+    EXPORT_KEY_PREFIX,
+    blob_key,
+    blob_prefix,
+    export_key,
+    tenant_blobs_prefix,
+    tenant_prefixes,
+)

@@ -99,9 +99,18 @@ class DynamoStore:
         later_check: Collection[str] = (),
         later_gone: Collection[str] = (),
         copies: bool = False,
+        device: str | None = None,
     ) -> None:
         transactions.commit(
-            tenant_id, writes, head, check, gone, later_check, later_gone, copies=copies
+            tenant_id,
+            writes,
+            head,
+            check,
+            gone,
+            later_check,
+            later_gone,
+            copies=copies,
+            device=device,
         )
 
     def bulk_load(self, tenant_id: str, records: list[Record]) -> None:

@@ -39,6 +39,7 @@ def commit(
     later_check: Collection[str] = (),
     later_gone: Collection[str] = (),
     copies: bool = False,
+    device: str | None = None,
 ) -> None:
     """Write versions of distinct entities as one TransactWriteItems, the next link
     of the tenant's chain (docs/ordering.md): each write's entity (conditioned on
@@ -54,6 +55,9 @@ def commit(
     transaction, which keeps them too, carries the mark on (a first one sets it).
     With history, each replaced version is kept (`Write.kept`); each write's later
     copy is put or removed (`Write.later`).
+
+    `device`: the writer's device (`X-Device-ID`), kept on the head for the stream's
+    silent pushes, which skip it (absent: none named).
 
     Tokens must ascend in order and exceed `head`. Raises WritesRefused naming
     the writes whose entity or outcome refused the transaction, StaleHead,
@@ -172,6 +176,7 @@ def commit(
                         else []
                     ),
                     HeadItem.later_put.set(put_later) if put_later else HeadItem.later_put.remove(),
+                    HeadItem.device.set(device) if device else HeadItem.device.remove(),
                     HeadItem.later_removed.set(removed_later)
                     if removed_later
                     else HeadItem.later_removed.remove(),

@@ -178,6 +178,7 @@ class MemoryStore:
         later_check: Collection[str] = (),
         later_gone: Collection[str] = (),
         copies: bool = False,
+        device: str | None = None,
     ) -> None:
         """One transaction: refused as DynamoStore refuses it (writes, then head)."""
         tenant = self._tenant(tenant_id)
