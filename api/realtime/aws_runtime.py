@@ -140,7 +140,10 @@ class Runtime:
         """SQS (boto3 client): a token waiting for a device's window, delayed to its end."""
         import boto3
 
-        return boto3.client("sqs", region_name=self.settings.aws_region)
+        # Locally (the tests) the engine that serves SNS serves SQS too.
+        return boto3.client(
+            "sqs", region_name=self.settings.aws_region, endpoint_url=self.settings.sns_endpoint
+        )
 
     def build_all(self) -> None:
         """Every part: what a SnapStart snapshot is to hold, so that no restored

@@ -1,0 +1,111 @@
+"""Silent pushes on the AWS path without AWS: the fan-out function's stream handler
+and the push queue's handler run in-process through their Lambda entry points, on
+records read from DynamoDB Local's stream of the table, SNS and SQS answered by the
+local engine (moto's server)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from api.push_setup import make_pushes
+from api.realtime import aws
+from api.settings import Settings
+from scripts.local_s3 import LocalS3
+from tests.deploy.test_realtime_aws import TableStream, _head_filter
+from tests.support import sns
+from tests.support.gql import GraphQLClient, bearer
+
+pytestmark = pytest.mark.serial
+
+CREATE = (
+    "mutation($i: CreatePersonInput!) { createPerson(input: $i) { person { id changeToken } } }"
+)
+
+
+@pytest.fixture
+def queue(
+    settings: Settings, blob_engine: LocalS3, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[tuple[Settings, str, Any]]:
+    """The fan-out's environment with pushes on (serverless.yml's), a window of 1 s."""
+    local = settings.__class__(**{**settings.__dict__, "sns_endpoint": blob_engine.endpoint})
+    arns = sns.applications(local.sns_client())
+    import boto3
+
+    client = boto3.client("sqs", region_name=local.aws_region, endpoint_url=blob_engine.endpoint)
+    url = client.create_queue(QueueName="sync-push-flushes")["QueueUrl"]
+    env = {
+        "SNS_ENDPOINT": blob_engine.endpoint,
+        "PUSH_APNS_APPLICATION_ARN": arns["APNS"],
+        "PUSH_FCM_APPLICATION_ARN": arns["FCM"],
+        "PUSH_QUEUE_URL": url,
+        "PUSH_WINDOW_SECONDS": "1",
+    }
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    aws._runtime.cache_clear()
+    yield Settings.from_env(), url, client
+    aws._runtime.cache_clear()
+
+
+def _write(gql: GraphQLClient, tenant: str, device: str | None) -> str:
+    headers = bearer([tenant], sub="ann")
+    if device is not None:
+        headers["X-Device-ID"] = device
+    body = gql.execute(
+        CREATE, {"i": {"tenantID": tenant, "person": {"givenName": "Ann"}}}, headers=headers
+    )
+    token: str = body["data"]["createPerson"]["person"]["changeToken"]
+    return token
+
+
+def test_the_stream_pushes_every_other_device_and_the_queue_the_windows_last_token(
+    queue: tuple[Settings, str, Any], settings: Settings, gql: GraphQLClient, tenant: str
+) -> None:
+    push_settings, url, sqs = queue
+    pushes = make_pushes(push_settings)
+    assert pushes is not None
+    arns = {
+        d: pushes.register(sub, tenant, platform, token, d).endpoint
+        for sub, d, platform, token in [
+            ("ann", "ann-phone", "APNS", "a1" * 32),
+            ("bob", "bob-phone", "FCM", "fcm:" + "b" * 140),
+            ("bob", "bob-tablet", "APNS", "b2" * 32),
+        ]
+    }
+    stream = TableStream(settings)
+    first = _write(gql, tenant, "ann-phone")
+    records = _head_filter(stream.records_until_head_of(tenant))
+    assert aws.stream_handler({"Records": records}) == {"sent": 0, "pushed": 2}
+    endpoint = str(push_settings.sns_endpoint)
+    found = sns.published(endpoint)
+    assert found[arns["ann-phone"]] == []  # the writer's device
+    assert [sns.payload(m)["changeToken"] for m in found[arns["bob-tablet"]]] == [first]
+    # A retried batch pushes nothing again (each device's claim holds).
+    assert aws.stream_handler({"Records": records}) == {"sent": 0, "pushed": 0}
+
+    # Within bob's devices' window: kept waiting, the tenant put on the push queue;
+    # ann's device, not pushed yet, is pushed at once.
+    stream = TableStream(settings)
+    second = _write(gql, tenant, None)
+    records = _head_filter(stream.records_until_head_of(tenant))
+    assert aws.stream_handler({"Records": records}) == {"sent": 0, "pushed": 1}
+    messages: list[dict[str, Any]] = []
+    for _ in range(10):  # the message is delayed to the window's end (1 s)
+        messages = sqs.receive_message(QueueUrl=url, WaitTimeSeconds=2).get("Messages", [])
+        if messages:
+            break
+    (message,) = messages
+    assert json.loads(message["Body"]) == {"tenantID": tenant}
+    flushed = aws.push_flush_handler(
+        {"Records": [{"body": message["Body"], "messageId": message["MessageId"]}]}
+    )
+    assert flushed == {"batchItemFailures": []}
+    found = sns.published(endpoint)
+    assert [sns.payload(m)["changeToken"] for m in found[arns["ann-phone"]]] == [second]
+    assert [sns.payload(m)["changeToken"] for m in found[arns["bob-tablet"]]] == [first, second]
+    fcm = [sns.payload(m, "FCM")["data"]["changeToken"] for m in found[arns["bob-phone"]]]
+    assert fcm == [first, second]
