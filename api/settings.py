@@ -314,6 +314,11 @@ def _flag(value: str | None, *, default: bool) -> bool:
     return value.strip().lower() in {"1", "true", "yes", "on"}
 
 
+def is_loopback(url: str) -> bool:
+    """Whether `url` names this machine (a local engine)."""
+    return _is_loopback(url)
+
+
 def _is_loopback(url: str) -> bool:
     host = url.split("://", 1)[-1].split("/", 1)[0].rsplit(":", 1)[0].strip("[]")
     return host in {"localhost", "127.0.0.1", "::1"} or host.startswith("127.")
