@@ -1,17 +1,19 @@
 """Silent pushes from a long-running server (`scripts/serve`, any server process):
-each transaction this process commits is handed to one worker thread, which runs
-the tenant's push round (`api.service.pushes`) and, when a token waits for a
-device's window to end, runs the tenant's flush then. Every server pushes its own
-writes; the per-device claim in the table keeps to one push per window whichever
-server sends it. Commits never wait for SNS."""
+each transaction this process commits is handed to a dispatcher thread, which runs
+the tenant's push round (`api.service.pushes`) in a small pool and, when a token
+waits for a device's window to end, runs the tenant's flush then. Every server
+pushes its own writes; the per-device claim in the table keeps to one push per
+window whichever server (or round) sends it. Commits never wait for SNS."""
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import logging
 import queue
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from api.realtime.failures import RepeatedFailures
 from api.service.pushes import Pushes
@@ -21,6 +23,10 @@ logger = logging.getLogger("api.pushes")
 # Tenants waiting for a round at once, at most: past it a commit's round is dropped
 # (logged); its devices get the next write's token, or none.
 MAX_WAITING = 10_000
+# Rounds run at once (each works on its devices at once too): one at a time, a burst
+# of 100 writes of 100 tenants waited in line, p99 1.6 s from commit to push.
+ROUNDS_AT_ONCE = 8
+_WAKE = ("", None, None)  # a timer was set: the dispatcher looks again
 
 
 class LocalPushes:
@@ -30,7 +36,9 @@ class LocalPushes:
             MAX_WAITING
         )
         self._timers: list[tuple[float, str]] = []  # (monotonic due, tenant), a heap
+        self._lock = threading.Lock()  # the timers and the failures, from the rounds
         self._failures = RepeatedFailures(logger, "a push round")
+        self._rounds = ThreadPoolExecutor(ROUNDS_AT_ONCE, thread_name_prefix="push-round")
         self._thread = threading.Thread(target=self._run, name="pushes", daemon=True)
         self._thread.start()
 
@@ -44,35 +52,49 @@ class LocalPushes:
     def close(self) -> None:
         self._work.put(None)
         self._thread.join(timeout=2)
+        self._rounds.shutdown(wait=False, cancel_futures=True)
 
     def _run(self) -> None:
         while True:
-            job: tuple[str, str | None, str | None] | None
-            if self._timers and self._timers[0][0] <= time.monotonic():
-                job = (heapq.heappop(self._timers)[1], None, None)  # a window's end
-            else:
-                timeout = None
-                if self._timers:
-                    timeout = max(0.0, self._timers[0][0] - time.monotonic())
-                try:
-                    job = self._work.get(timeout=timeout)
-                except queue.Empty:
-                    continue
+            with self._lock:
+                now = time.monotonic()
+                due = self._timers[0][1] if self._timers and self._timers[0][0] <= now else None
+                if due is not None:
+                    heapq.heappop(self._timers)
+                wait = self._timers[0][0] - now if due is None and self._timers else None
+            if due is not None:  # a window's end: the tenant's flush
+                self._rounds.submit(self._round, due, None, None)
+                continue
+            try:
+                job = self._work.get(timeout=None if wait is None else max(0.0, wait))
+            except queue.Empty:
+                continue
             if job is None:
                 return
-            tenant_id, token, device = job
-            try:
-                if token is None:
-                    done = self._pushes.flush(tenant_id)
-                else:
-                    done = self._pushes.notify(tenant_id, token, device)
-            except Exception as exc:  # any: the loop goes on; a later round retries
+            if job is not _WAKE:
+                self._rounds.submit(self._round, *job)
+
+    def _round(self, tenant_id: str, token: str | None, device: str | None) -> None:
+        try:
+            if token is None:
+                done = self._pushes.flush(tenant_id)
+            else:
+                done = self._pushes.notify(tenant_id, token, device)
+        except Exception as exc:  # any: the loop goes on; a later round retries
+            with self._lock:
                 self._failures.failed(exc)
-                heapq.heappush(self._timers, (time.monotonic() + 5.0, tenant_id))
-                continue
+            self._later(tenant_id, time.monotonic() + 5.0)
+            return
+        with self._lock:
             self._failures.worked()
-            if done.due_ms is not None:
-                wait = max(0.0, done.due_ms / 1000 - time.time())
-                due = time.monotonic() + wait
-                if not any(t == tenant_id and d <= due for d, t in self._timers):
-                    heapq.heappush(self._timers, (due, tenant_id))
+        if done.due_ms is not None:
+            self._later(tenant_id, time.monotonic() + max(0.0, done.due_ms / 1000 - time.time()))
+
+    def _later(self, tenant_id: str, due: float) -> None:
+        with self._lock:
+            if any(t == tenant_id and d <= due for d, t in self._timers):
+                return
+            heapq.heappush(self._timers, (due, tenant_id))
+        # Full: the dispatcher is busy; it looks at the timers before each job.
+        with contextlib.suppress(queue.Full):
+            self._work.put_nowait(_WAKE)

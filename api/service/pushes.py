@@ -6,7 +6,9 @@ wins: a newer one waits for the window's end, `flush`)."""
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -18,6 +20,8 @@ logger = logging.getLogger("api.pushes")
 DEFAULT_WINDOW_S = 30.0
 DEFAULT_PER_MEMBER = 10
 DEFAULT_PER_TENANT = 200
+# Devices of one round worked on at once (each a claim and a Publish).
+PUSH_CONCURRENCY = 16
 
 
 class Devices(Protocol):
@@ -46,6 +50,7 @@ class PushRound:
     # When the earliest token left waiting is due (epoch ms; None: none waits).
     due_ms: int | None = None
     failed: int = 0  # publishes that failed (their tokens wait for the next round)
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def wait_until(self, due: int) -> None:
         self.due_ms = due if self.due_ms is None else min(self.due_ms, due)
@@ -112,23 +117,28 @@ class Pushes:
         done = PushRound()
         if not any(self._endpoints.enabled(p) for p in ("APNS", "FCM")):
             return done
-        for device in self._devices.devices(tenant_id):
-            if device.device_id == writer:
-                continue
-            newest = (
-                max(t for t in (token, device.pending) if t is not None)
-                if (token or device.pending)
-                else None
-            )
-            if newest is None or (device.pushed is not None and newest <= device.pushed):
-                continue
-            now = self._clock_ms()
-            due = device.pushed_at_ms + self.window_ms
-            if now >= due and self._devices.claim(device, newest, now, self.window_ms):
-                self._publish(device, newest, done)
-            elif self._devices.defer(device, newest) or device.pending == newest:
-                done.wait_until(max(due, now + 1))
+        devices = [d for d in self._devices.devices(tenant_id) if d.device_id != writer]
+        if len(devices) <= 1:
+            for device in devices:
+                self._one(device, token, done)
+            return done
+        # Each device is a claim and a Publish, a network round trip each: 1,000 of
+        # them one after the other took 13.8 s on the local engine.
+        with ThreadPoolExecutor(min(PUSH_CONCURRENCY, len(devices))) as pool:
+            list(pool.map(lambda d: self._one(d, token, done), devices))
         return done
+
+    def _one(self, device: PushDevice, token: str | None, done: PushRound) -> None:
+        newest = max((t for t in (token, device.pending) if t is not None), default=None)
+        if newest is None or (device.pushed is not None and newest <= device.pushed):
+            return
+        now = self._clock_ms()
+        due = device.pushed_at_ms + self.window_ms
+        if now >= due and self._devices.claim(device, newest, now, self.window_ms):
+            self._publish(device, newest, done)
+        elif self._devices.defer(device, newest) or device.pending == newest:
+            with done.lock:
+                done.wait_until(max(due, now + 1))
 
     def _publish(self, device: PushDevice, token: str, done: PushRound) -> None:
         try:
@@ -137,8 +147,9 @@ class Pushes:
             )
         except Unavailable:
             self._devices.release(device, token)
-            done.failed += 1
-            done.wait_until(self._clock_ms() + self.window_ms)
+            with done.lock:
+                done.failed += 1
+                done.wait_until(self._clock_ms() + self.window_ms)
             return
         if outcome == "gone":
             logger.info(
@@ -146,7 +157,8 @@ class Pushes:
             )
             self._devices.remove(device.tenant_id, device.device_id, None)
             self._endpoints.delete(device.endpoint)
-            done.removed.append(device.device_id)
+            with done.lock:
+                done.removed.append(device.device_id)
             return
         logger.info(
             "silent push sent: tenant=%s device=%s platform=%s changeToken=%s",
@@ -155,4 +167,5 @@ class Pushes:
             device.platform,
             token,
         )
-        done.sent.append((device.device_id, token))
+        with done.lock:
+            done.sent.append((device.device_id, token))
