@@ -164,6 +164,20 @@ def test_another_tenants_or_members_registration_is_refused(
     refused = _error(_register(http, other, "ann", "ann-phone", tenants=[tenant]))
     assert refused["code"] == "FORBIDDEN"
     assert _partition(ddb, other) == []
+    forged = GraphQLClient(http).execute(  # a token signed with another key
+        REGISTER,
+        {
+            "i": {
+                "tenantID": tenant,
+                "platform": "APNS",
+                "deviceToken": _apns_token(),
+                "deviceID": "ann-phone",
+            }
+        },
+        headers=bearer([tenant], sub="ann", secret="not-the-servers-secret-" + "x" * 20),
+    )
+    assert _error(forged)["code"] == "UNAUTHENTICATED"
+    assert _partition(ddb, tenant) == []
     assert "errors" not in _register(http, tenant, "ann", "ann-phone")
     taken = _error(_register(http, tenant, "bob", "ann-phone"))  # ann's device id
     assert taken["code"] == "FORBIDDEN"
