@@ -90,7 +90,7 @@ def create_app(
     if pushes is not None and sockets:
         from api.realtime.push_local import LocalPushes
 
-        local_pushes = LocalPushes(pushes)
+        local_pushes = LocalPushes(pushes, sink)
     service = SyncService(
         store,
         CursorCodec(settings.cursor_secret),

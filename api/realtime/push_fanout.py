@@ -15,6 +15,7 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from api import metrics
 from api.realtime.aws_runtime import FanOutIncomplete, Runtime
 from api.service.pushes import PushRound
 from api.storage import keys
@@ -73,6 +74,7 @@ def push_all(rt: Runtime, changes: Mapping[str, tuple[str, str | None]]) -> int:
         sent += len(done.sent)
         failed += done.failed
         _later(rt, tenant_id, done)
+    _count(rt, sent, failed)
     if failed:
         raise FanOutIncomplete(f"{failed} silent pushes failed")
     return sent
@@ -86,9 +88,17 @@ def flush(rt: Runtime, body: str) -> int:
     tenant_id = str(json.loads(body)["tenantID"])
     done = pushes.flush(tenant_id)
     _later(rt, tenant_id, done)
+    _count(rt, len(done.sent), done.failed)
     if done.failed:
         raise FanOutIncomplete(f"{done.failed} silent pushes failed")
     return len(done.sent)
+
+
+def _count(rt: Runtime, sent: int, failed: int) -> None:
+    if sent:
+        rt.metrics.add(metrics.SILENT_PUSHES, sent)
+    if failed:
+        rt.metrics.add(metrics.SILENT_PUSH_FAILURES, failed)
 
 
 def _later(rt: Runtime, tenant_id: str, done: PushRound) -> None:

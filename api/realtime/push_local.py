@@ -15,6 +15,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+from api import metrics
 from api.realtime.failures import RepeatedFailures
 from api.service.pushes import Pushes
 
@@ -30,8 +31,9 @@ _WAKE = ("", None, None)  # a timer was set: the dispatcher looks again
 
 
 class LocalPushes:
-    def __init__(self, pushes: Pushes) -> None:
+    def __init__(self, pushes: Pushes, sink: metrics.Metrics | None = None) -> None:
         self._pushes = pushes
+        self._sink = sink  # the server's metrics (SilentPushesSent, SilentPushFailures)
         self._work: queue.Queue[tuple[str, str | None, str | None] | None] = queue.Queue(
             MAX_WAITING
         )
@@ -87,6 +89,10 @@ class LocalPushes:
             return
         with self._lock:
             self._failures.worked()
+        if self._sink is not None and done.sent:
+            self._sink.add(metrics.SILENT_PUSHES, len(done.sent))
+        if self._sink is not None and done.failed:
+            self._sink.add(metrics.SILENT_PUSH_FAILURES, done.failed)
         if done.due_ms is not None:
             self._later(tenant_id, time.monotonic() + max(0.0, done.due_ms / 1000 - time.time()))
 

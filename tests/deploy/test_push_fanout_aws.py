@@ -15,7 +15,7 @@ from api.push_setup import make_pushes
 from api.realtime import aws
 from api.settings import Settings
 from scripts.local_s3 import LocalS3
-from tests.deploy.test_realtime_aws import TableStream, _head_filter
+from tests.deploy.test_realtime_aws import TableStream, _emf, _head_filter
 from tests.support import sns
 from tests.support.gql import GraphQLClient, bearer
 
@@ -63,7 +63,11 @@ def _write(gql: GraphQLClient, tenant: str, device: str | None) -> str:
 
 
 def test_the_stream_pushes_every_other_device_and_the_queue_the_windows_last_token(
-    queue: tuple[Settings, str, Any], settings: Settings, gql: GraphQLClient, tenant: str
+    queue: tuple[Settings, str, Any],
+    settings: Settings,
+    gql: GraphQLClient,
+    tenant: str,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     push_settings, url, sqs = queue
     pushes = make_pushes(push_settings)
@@ -109,3 +113,8 @@ def test_the_stream_pushes_every_other_device_and_the_queue_the_windows_last_tok
     assert [sns.payload(m)["changeToken"] for m in found[arns["bob-tablet"]]] == [first, second]
     fcm = [sns.payload(m, "FCM")["data"]["changeToken"] for m in found[arns["bob-phone"]]]
     assert fcm == [first, second]
+    # What the functions counted (their EMF lines): 2 + 1 pushes from the stream, 2
+    # from the queue, none failed.
+    emitted = _emf(capsys)
+    assert emitted["fanout"] == {"SilentPushesSent": 3}
+    assert emitted["pushes"] == {"SilentPushesSent": 2}
