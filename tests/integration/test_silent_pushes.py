@@ -397,3 +397,31 @@ def test_a_server_pushes_the_token_that_waited_at_its_windows_end(
         _wait(lambda: bool(pushed()) and pushed()[-1] == tokens[-1], "the window's last token")
     assert pushed()[0] == tokens[0] and len(pushed()) <= len(tokens)
     assert pushed() == sorted(set(pushed()))  # each once, in order
+
+
+def test_apns_pushes_are_sent_as_background_pushes_at_priority_5(
+    push_settings: Settings, http: TestClient, tenant: str, ddb: Any
+) -> None:
+    """What SNS is asked (the local engine keeps the message, not its attributes):
+    APNs' push type and priority as SNS's message attributes, on APNs devices only."""
+    assert "errors" not in _register(http, tenant, "ann", "ann-phone")
+    assert "errors" not in _register(http, tenant, "bob", "bob-phone", platform="FCM")
+    arns = _endpoints(ddb, tenant)
+    pushes = make_pushes(push_settings)
+    assert pushes is not None
+    asked: list[dict[str, Any]] = []
+
+    def seen(params: dict[str, Any], **_: Any) -> None:
+        asked.append(dict(params))
+
+    client = pushes._endpoints._client  # type: ignore[attr-defined]
+    client.meta.events.register("provide-client-params.sns.Publish", seen)
+    assert len(pushes.notify(tenant, "01JATTRIBUTES0000000000000").sent) == 2
+    by_arn = {a["TargetArn"]: a for a in asked}
+    apns, fcm = by_arn[arns["ann-phone"]], by_arn[arns["bob-phone"]]
+    assert apns["MessageStructure"] == fcm["MessageStructure"] == "json"
+    assert apns["MessageAttributes"] == {
+        "AWS.SNS.MOBILE.APNS.PUSH_TYPE": {"DataType": "String", "StringValue": "background"},
+        "AWS.SNS.MOBILE.APNS.PRIORITY": {"DataType": "String", "StringValue": "5"},
+    }
+    assert "MessageAttributes" not in fcm
