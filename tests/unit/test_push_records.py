@@ -9,8 +9,10 @@ from api.realtime.push_fanout import writes
 from api.storage import keys
 
 
-def _head(tenant: str, token: str, device: str | None = None, **extra: Any) -> dict[str, Any]:
-    image: dict[str, Any] = {"tok": {"S": token}, **extra}
+def _head(
+    tenant: str, token: str, device: str | None = None, extra: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    image: dict[str, Any] = {"tok": {"S": token}, **(extra or {})}
     if device is not None:
         image["dv"] = {"S": device}
     return {
@@ -35,6 +37,6 @@ def test_a_tenants_writes_of_one_device_name_it_and_of_several_name_none() -> No
 
 def test_a_tenant_being_deleted_is_pushed_nothing() -> None:
     deleting = {keys.DELETING_ATTRIBUTE: {"S": "ann"}}
-    assert writes([_head("a", "01A", "phone"), _head("a", "01B", **deleting)]) == {}
+    assert writes([_head("a", "01A", "phone"), _head("a", "01B", extra=deleting)]) == {}
     removed = {"eventName": "REMOVE", "dynamodb": _head("b", "01C")["dynamodb"]}
     assert writes([removed]) == {}
