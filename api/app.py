@@ -152,7 +152,7 @@ def create_app(
                 CORSMiddleware,
                 allow_origins=list(settings.cors_origins),
                 allow_methods=["GET", "POST"],
-                allow_headers=["authorization", "content-type", "x-request-id"],
+                allow_headers=["authorization", "content-type", "x-request-id", "x-device-id"],
                 expose_headers=["x-request-id"],
                 max_age=600,
             )
