@@ -82,9 +82,14 @@ class Pushes:
         platform endpoint, then its item within the bounds (nothing written past them)."""
         check_registration(tenant_id, platform, device_token, device_id)
         known = self._devices.get(tenant_id, device_id)
-        if known is not None and known.sub == sub and known.device_token == device_token:
-            return known
+        # Each time (an app registers at every start): SNS may have disabled it.
         endpoint = self._endpoints.create(platform, device_token)
+        if (
+            known is not None
+            and (known.sub, known.device_token, known.endpoint) == (sub, device_token, endpoint)
+            and known.platform == platform
+        ):
+            return known
         device = PushDevice(
             tenant_id, device_id, platform, device_token, sub, endpoint, self._clock_ms()
         )

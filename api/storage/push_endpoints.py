@@ -5,6 +5,7 @@ engine that also serves S3). SNS speaks to APNs and FCM: nothing here does."""
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -19,6 +20,7 @@ logger = logging.getLogger("api.pushes")
 # invalid or unregistered: "EndpointDisabled"), or it was deleted ("NotFound").
 _GONE = {"EndpointDisabled", "NotFound"}
 SENT, GONE = "sent", "gone"
+_EXISTING = re.compile(r"Endpoint (arn:\S+) already exists with the same [Tt]oken")
 
 
 class SnsEndpoints:
@@ -32,8 +34,11 @@ class SnsEndpoints:
         return bool(self._applications.get(platform))
 
     def create(self, platform: str, device_token: str) -> str:
-        """The device's platform endpoint (CreatePlatformEndpoint: the same token gets
-        the same endpoint back); BadUserInput when SNS refuses the token."""
+        """The device's platform endpoint, enabled (CreatePlatformEndpoint: the same
+        token gets the same endpoint back, as it is; SNS disables an endpoint when
+        APNs or FCM calls its token invalid, and "users can set it back to true,
+        typically after updating Token": SetEndpointAttributes, AWS's SNS API
+        reference). BadUserInput when SNS refuses the token."""
         application = self._applications.get(platform)
         if not application:
             raise BadUserInput(f"pushes of platform {platform} are not configured on this server")
@@ -41,13 +46,32 @@ class SnsEndpoints:
             answer = self._client.create_platform_endpoint(
                 PlatformApplicationArn=application, Token=device_token
             )
+            endpoint = str(answer["EndpointArn"])
         except ClientError as exc:
-            if error_code(exc) == "InvalidParameter":
+            # The token's endpoint exists with other attributes (disabled, say): SNS
+            # names it in the message, which is how AWS's guide to platform endpoints
+            # finds it ("Endpoint <arn> already exists with the same Token...").
+            existing = _EXISTING.search(str(exc.response.get("Error", {}).get("Message", "")))
+            if error_code(exc) == "InvalidParameter" and existing is not None:
+                endpoint = existing.group(1)
+            elif error_code(exc) == "InvalidParameter":
                 raise BadUserInput("the push service refused this deviceToken") from exc
-            raise _unavailable(exc) from exc
+            else:
+                raise _unavailable(exc) from exc
         except BotoCoreError as exc:
             raise _unavailable(exc) from exc
-        return str(answer["EndpointArn"])
+        try:
+            found = self._client.get_endpoint_attributes(EndpointArn=endpoint)["Attributes"]
+            token = str(found.get("Token", ""))
+            # SNS answers an APNs token in lowercase; FCM's are case-sensitive.
+            same = token == device_token or (platform == APNS and token == device_token.lower())
+            if not same or str(found.get("Enabled", "true")).lower() != "true":
+                self._client.set_endpoint_attributes(
+                    EndpointArn=endpoint, Attributes={"Token": device_token, "Enabled": "true"}
+                )
+        except (ClientError, BotoCoreError) as exc:
+            raise _unavailable(exc) from exc
+        return endpoint
 
     def publish(self, endpoint: str, platform: str, message: str) -> str:
         """Publish one silent push; SENT, or GONE when SNS reports the endpoint

@@ -191,7 +191,10 @@ def test_each_function_may_do_only_what_its_code_does(packaged: dict[str, Any]) 
         for role in expected
     }
     assert sns_grants == {
-        "ApiRole": {frozenset({"sns:CreatePlatformEndpoint"}): ":app/*"},
+        "ApiRole": {
+            frozenset({"sns:CreatePlatformEndpoint"}): ":app/*",
+            frozenset({"sns:GetEndpointAttributes", "sns:SetEndpointAttributes"}): ":endpoint/*",
+        },
         "RealtimeRole": {},
         "SweepRole": {},
         **{

@@ -425,3 +425,23 @@ def test_apns_pushes_are_sent_as_background_pushes_at_priority_5(
         "AWS.SNS.MOBILE.APNS.PRIORITY": {"DataType": "String", "StringValue": "5"},
     }
     assert "MessageAttributes" not in fcm
+
+
+def test_registering_again_enables_an_endpoint_sns_had_disabled(
+    push_settings: Settings, http: TestClient, tenant: str, ddb: Any
+) -> None:
+    """An app registers at every start: an endpoint SNS disabled meanwhile (its token
+    was reported invalid, then became valid again) is enabled with the token, so the
+    next push reaches it instead of removing the registration."""
+    token = _apns_token()
+    assert "errors" not in _register(http, tenant, "ann", "ann-phone", token=token)
+    arn = _endpoints(ddb, tenant)["ann-phone"]
+    client = push_settings.sns_client()
+    client.set_endpoint_attributes(EndpointArn=arn, Attributes={"Enabled": "false"})
+    assert "errors" not in _register(http, tenant, "ann", "ann-phone", token=token)
+    attributes = client.get_endpoint_attributes(EndpointArn=arn)["Attributes"]
+    assert attributes["Enabled"].lower() == "true"
+    pushes = make_pushes(push_settings)
+    assert pushes is not None
+    done = pushes.notify(tenant, "01JENABLED0000000000000000")
+    assert (done.sent, done.removed) == ([("ann-phone", "01JENABLED0000000000000000")], [])
