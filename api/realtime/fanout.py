@@ -185,4 +185,9 @@ async def drain(rt: Runtime, record: dict[str, Any]) -> int:
         latest = await asyncio.to_thread(rt.service.latest_change, tenant_id, None)
         if latest is not None:  # whose changes the batch held is not told: every member
             heads[tenant_id] = (latest, None)
-    return await fan_out(rt, heads)
+    from api.realtime.push_fanout import push_all
+
+    try:
+        return await fan_out(rt, heads)
+    finally:  # and their silent pushes, to every member's devices as the pokes
+        push_all(rt, {t: (token, None, audience) for t, (token, audience) in heads.items()})

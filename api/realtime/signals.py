@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 
 from api.domain.errors import BadUserInput, TenantDeleted, Unavailable
-from api.domain.visibility import principals_of
+from api.domain.visibility import in_audience as in_audience  # the rule, for realtime
 
 # Published in place of a token when a tenant is being deleted: its subscriptions
 # end with TENANT_DELETED (it sorts above every token, so it is never overwritten).
@@ -43,12 +43,6 @@ Audience = frozenset[str] | None
 def merged(first: Audience, second: Audience) -> Audience:
     """The audience of two changes told as one poke: whoever either is for."""
     return None if first is None or second is None else first | second
-
-
-def in_audience(sub: str, audience: Audience) -> bool:
-    """Whether a poke for `audience` is for the member `sub` (through any of its
-    principals: its own stream's)."""
-    return audience is None or not audience.isdisjoint(principals_of(sub))
 
 
 def is_deletion(token: str) -> bool:

@@ -102,9 +102,20 @@ class DynamoStore:
         copies: bool = False,
         guard: MemberGuard | None = None,
         streams: Streams = NO_STREAMS,
+        device: str | None = None,
     ) -> None:
         transactions.commit(
-            tenant_id, writes, head, check, gone, later_check, later_gone, copies, guard, streams
+            tenant_id,
+            writes,
+            head,
+            check,
+            gone,
+            later_check,
+            later_gone,
+            copies,
+            guard,
+            streams,
+            device=device,
         )
 
     def stream_entries_applied(

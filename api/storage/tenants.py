@@ -35,6 +35,7 @@ _PARTITIONS: tuple[Callable[[str], str], ...] = (
     keys.history_pk,
     keys.later_pk,
     keys.subscriptions_pk,
+    keys.devices_pk,
     keys.export_pk,
     keys.members_pk,
     keys.blobs_pk,
