@@ -346,7 +346,8 @@ class Reading:
         )
         assert upper is not None
         page_ = self._page(tenant_id, items, True, upper, page.settled, page.born)
-        return replace(page_, scanned=scanned)
+        streams = page.cursor is not None and self._cursors.decode(tenant_id, page.cursor).streams
+        return replace(self._streamed(tenant_id, page_, streams), scanned=scanned)
 
     def _page(
         self,
