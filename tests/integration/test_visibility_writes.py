@@ -250,3 +250,37 @@ def test_a_stale_write_that_lost_the_record_from_its_view_gets_no_current(
     )
     assert result.status is PushStatus.REJECTED and result.record is None
     assert isinstance(result.error, NotFound)
+
+
+def test_a_write_whose_checks_do_not_fit_reads_the_previous_stream_entries_first(
+    ddb: Any, settings: Settings, tenant: str, inject: Inject
+) -> None:
+    """A record shared with 20 shared anew with 20 others (its owner stays) puts 41
+    stream entries and removes 21; the next such write of another server cannot
+    check them in its own transaction (62 checks beside its 66 items): it reads them
+    first (one BatchGetItem), then commits without those checks (docs/ordering.md,
+    "Who sees what", 11)."""
+    first, second = _service(), _service()
+    v1 = _write(
+        first, _create(tenant, "p1", Visibility.of(None, [f"a{i}" for i in range(20)])), by="o"
+    )
+    v2 = _write(first, _share(v1, Visibility.of(None, [f"b{i}" for i in range(20)])), by="o")
+    head = _Tenant(ddb, settings, tenant).head()
+    assert (len(head["vp"]["SS"]), len(head["vx"]["SS"])) == (41, 21)
+    calls: list[tuple[str, int]] = []
+    inject(
+        "provide-client-params.dynamodb.TransactWriteItems",
+        lambda params, **_: calls.append(("transact", len(params["TransactItems"]))),
+    )
+    inject(
+        "provide-client-params.dynamodb.BatchGetItem",
+        lambda params, **_: calls.append(
+            ("batch get", sum(len(t["Keys"]) for t in params["RequestItems"].values()))
+        ),
+    )
+    v3 = _write(second, _share(v2, Visibility.of(None, [f"c{i}" for i in range(20)])), by="o")
+    # The push's read of the entity, the read of the 62 stream entries, one transaction
+    # of its own items (21 removed, 41 put, entity, copy, version, head) and no checks
+    # of the previous stream entries.
+    assert calls == [("batch get", 1), ("batch get", 62), ("transact", 66)], calls
+    assert set(_Tenant(ddb, settings, tenant).stream("c0")) == {v3.change_token}
