@@ -284,3 +284,17 @@ def test_a_write_whose_checks_do_not_fit_reads_the_previous_stream_entries_first
     # of the previous stream entries.
     assert calls == [("batch get", 1), ("batch get", 62), ("transact", 66)], calls
     assert set(_Tenant(ddb, settings, tenant).stream("c0")) == {v3.change_token}
+
+
+def test_a_tenant_written_again_after_its_deletion_shows_nothing_of_its_old_streams(
+    settings: Settings, tenant: str
+) -> None:
+    """A deletion does not sweep the streams yet: a member's first sync of the tenant
+    written again reads its stream from the tenant's new first token only."""
+    service = _service()
+    _write(service, _create(tenant, "old", Visibility("", ())), by="alice")
+    while not service.delete_tenant(tenant, tenant, "alice").done:
+        pass
+    new = _write(service, _create(tenant, "new", Visibility("", ())), by="alice")
+    page = service.changes(tenant, sub="alice")
+    assert [r.id for r in page.items] == ["new"] and page.change_token == new.change_token
