@@ -77,7 +77,7 @@ def create_app(
         # (tests/integration/test_realtime_load.py). The service publishes to it.
         realtime = LocalRealtime(
             settings,
-            lambda tenant, after: run_blocking(service.latest_change, tenant, after),
+            lambda tenant, after, sub: run_blocking(service.latest_seen, tenant, after, sub),
             run_blocking,
             sink,
         )

@@ -155,12 +155,20 @@ async def request_upload(
     return to_upload_payload(answer)
 
 
-async def attachment(info: strawberry.Info, tenantID: strawberry.ID, sha256: str) -> Attachment:
+async def attachment(
+    info: strawberry.Info,
+    tenantID: strawberry.ID,
+    sha256: str,
+    id: strawberry.ID | None = None,
+) -> Attachment:
     info.context.budget.spend_items(1)  # a HeadObject each: bounded like items
     attachments = info.context.service.attachments
     if attachments is None:
         raise Unavailable("attachments are not served here")
-    found = await for_tenant(info, tenantID, lambda _: attachments.attachment(tenantID, sha256))
+    by = info.context.caller().sub
+    found = await for_tenant(
+        info, tenantID, lambda _: attachments.attachment(tenantID, sha256, by, id)
+    )
     return to_attachment(tenantID, found)
 
 
@@ -168,7 +176,10 @@ QUERIES: dict[str, Any] = {
     "attachment": strawberry.field(
         resolver=attachment,
         description="A blob of the tenant by the SHA-256 of its bytes, with a download "
-        "link valid 15 minutes; NOT_FOUND unless those bytes are uploaded.",
+        "link valid 15 minutes; NOT_FOUND unless those bytes are uploaded. `id`: the "
+        "record whose attachment it is, required in a tenant with records not every "
+        "member sees (NOT_FOUND unless that record is in the caller's view and "
+        "references these bytes).",
         **authenticated(),
     ),
 }
@@ -176,7 +187,8 @@ MUTATIONS: dict[str, Any] = {
     "requestUpload": strawberry.mutation(
         resolver=request_upload,
         description="Writers: upload a blob (at most 10 MiB) addressed by the SHA-256 "
-        "of its bytes. `alreadyPresent` when the tenant holds it; else one presigned PUT, "
+        "of its bytes. `alreadyPresent` when the tenant holds it (never in a tenant with "
+        "records not every member sees); else one presigned PUT, "
         "valid 15 minutes, that refuses other bytes, sizes or types. QUOTA_EXCEEDED when "
         "the tenant's blobs have no room for `size` more bytes. Null only with an error at "
         "its path: other aliases of the request keep their answers.",

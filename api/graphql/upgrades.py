@@ -50,6 +50,7 @@ async def catch_up(
             cursor=given(cursor),
             limit=given(limit),
             release=release,
+            by=info.context.caller().sub,
         ),
     )
     return SynchronizedItemList(

@@ -30,7 +30,7 @@ from typing import Any
 from api import metrics
 from api.realtime.aws_runtime import FanOutIncomplete, Runtime
 from api.realtime.aws_runtime import runtime as _runtime
-from api.realtime.streams import head_changes
+from api.realtime.streams import head_pokes
 
 logger = logging.getLogger("api.realtime")
 
@@ -69,7 +69,7 @@ def stream_handler(event: dict[str, Any], context: Any = None) -> dict[str, Any]
 
     rt = _runtime()
     try:
-        sent = _LOOP.run(fan_out(rt, head_changes(event.get("Records", []))))
+        sent = _LOOP.run(fan_out(rt, head_pokes(event.get("Records", []))))
     finally:
         rt.metrics.flush(function="fanout")
     return {"sent": sent}

@@ -186,7 +186,9 @@ class _RegisteringFeed:
             raise _Refused("subscription id in use, or too many subscriptions") from None
         self.registered = True
         try:
-            latest = await asyncio.to_thread(self._rt.service.latest_change, tenant_id, after)
+            latest = await asyncio.to_thread(
+                self._rt.service.latest_seen, tenant_id, after, connection.sub
+            )
         except Exception:
             self.registered = False
             self._rt.connections.unsubscribe(connection.connection_id, subscription_id)

@@ -22,6 +22,7 @@ from api.realtime.aws_messages import execute, next_message
 from api.realtime.aws_runtime import FanOutIncomplete, Runtime
 from api.realtime.connections import Subscription
 from api.realtime.failed_batches import tenants_in_batch
+from api.realtime.signals import Audience, in_audience
 
 logger = logging.getLogger("api.realtime")
 
@@ -46,15 +47,16 @@ class _OneEvent:
             yield self._token
 
 
-async def fan_out(rt: Runtime, changes: dict[str, str]) -> int:
-    """Send each tenant's newest token to its subscribers; how many were sent.
-    Raises once every tenant was tried if any subscriber could not be sent its
-    event, or a tenant's subscriptions could not be read."""
+async def fan_out(rt: Runtime, changes: dict[str, tuple[str, Audience]]) -> int:
+    """Send each tenant's newest token to its subscribers whose member is in its
+    audience (None: all); how many were sent. Raises once every tenant was tried if
+    any subscriber could not be sent its event, or a tenant's subscriptions could
+    not be read."""
     gate = asyncio.Semaphore(FAN_OUT_CONCURRENCY)
-    outcomes = [await _fan_out_tenant(rt, t, token, gate) for t, token in changes.items()]
+    outcomes = [await _fan_out_tenant(rt, t, *poke, gate) for t, poke in changes.items()]
     failures = [o for o in outcomes if isinstance(o, BaseException)]
     now = time.time()
-    for token, outcome in zip(changes.values(), outcomes, strict=True):
+    for (token, _), outcome in zip(changes.values(), outcomes, strict=True):
         if isinstance(outcome, int) and outcome:
             rt.metrics.add(metrics.POKES_SENT, outcome)
             rt.metrics.add(metrics.POKE_DELAY, metrics.poke_delay_ms(token, now))
@@ -65,10 +67,16 @@ async def fan_out(rt: Runtime, changes: dict[str, str]) -> int:
 
 
 async def _fan_out_tenant(
-    rt: Runtime, tenant_id: str, token: str, gate: asyncio.Semaphore
+    rt: Runtime, tenant_id: str, token: str, audience: Audience, gate: asyncio.Semaphore
 ) -> int | BaseException:
     try:
-        subscriptions = await asyncio.to_thread(_subscriptions_of, rt, tenant_id)
+        # A change outside a member's view pokes none of its subscriptions (nor reads
+        # the roster for them): they are left out before anything is read or sent.
+        subscriptions = [
+            s
+            for s in await asyncio.to_thread(_subscriptions_of, rt, tenant_id)
+            if in_audience(s.sub, audience)
+        ]
         # Who is still a member (contract 6): one Query of the tenant's roster per
         # change and instance, whatever its subscribers (docs/realtime.md).
         roster = (
@@ -172,9 +180,9 @@ async def drain(rt: Runtime, record: dict[str, Any]) -> int:
         logger.error("not a stream batch's failure record: %s", str(record)[:500])
         return 0
     tenants = await asyncio.to_thread(tenants_in_batch, rt.streams, info)
-    heads: dict[str, str] = {}
+    heads: dict[str, tuple[str, Audience]] = {}
     for tenant_id in sorted(tenants):
         latest = await asyncio.to_thread(rt.service.latest_change, tenant_id, None)
-        if latest is not None:
-            heads[tenant_id] = latest
+        if latest is not None:  # whose changes the batch held is not told: every member
+            heads[tenant_id] = (latest, None)
     return await fan_out(rt, heads)

@@ -32,7 +32,14 @@ from api import metrics
 from api.realtime.lease import LeaseItems, StreamReaderLease
 from api.realtime.poke_receiver import PokeReceiver
 from api.realtime.relay import PokeRelay, probe, relay_key
-from api.realtime.signals import DELETING, LiveFeed, Shares, TenantSignals, is_deletion
+from api.realtime.signals import (
+    DELETING,
+    Audience,
+    LiveFeed,
+    Shares,
+    TenantSignals,
+    is_deletion,
+)
 from api.realtime.streams import StreamFollower, publish_heads
 from api.settings import Settings
 from api.worker_threads import RunBlocking
@@ -51,7 +58,7 @@ class LocalRealtime:
     def __init__(
         self,
         settings: Settings,
-        latest_change: Callable[[str, str | None], Awaitable[str | None]],
+        latest_change: Callable[[str, str | None, str], Awaitable[str | None]],
         run_blocking: RunBlocking | None = None,
         sink: metrics.Metrics | None = None,
     ) -> None:
@@ -107,9 +114,11 @@ class LocalRealtime:
         self._metrics.add(metrics.POKES_SENT)
         self._metrics.add(metrics.POKE_DELAY, metrics.poke_delay_ms(token))
 
-    def publish(self, tenant_id: str, token: str) -> None:
-        """A write of this process committed (any thread)."""
-        self.signals.publish(tenant_id, token)
+    def publish(self, tenant_id: str, token: str, audience: Audience = None) -> None:
+        """A write of this process committed, or a head change read from the table
+        (the stream, a relay's post, a catch-up): the members of its `audience` are
+        poked (None: every member; any thread)."""
+        self.signals.publish(tenant_id, token, audience)
 
     def close_tenant(self, tenant_id: str) -> None:
         """The tenant is being deleted: its subscriptions end with TENANT_DELETED."""
@@ -228,9 +237,9 @@ class LocalRealtime:
             on_failure=lambda: self._metrics.add(metrics.RELAY_POST_FAILURES),
         )
 
-        def publish_and_relay(tenant_id: str, token: str) -> None:
-            self.publish(tenant_id, token)
-            relay.offer(tenant_id, token)
+        def publish_and_relay(tenant_id: str, token: str, audience: Audience) -> None:
+            self.publish(tenant_id, token, audience)
+            relay.offer(tenant_id, token, audience)
 
         def caught_up() -> None:  # the reader's iterators taken, its own heads read
             relay.catch_up()
@@ -256,7 +265,7 @@ class LocalRealtime:
 
     def _stream_follower(
         self,
-        publish: Callable[[str, str], None],
+        publish: Callable[[str, str, Audience], None],
         caught_up: Callable[[], None],
         announced: Callable[[str, str], None] | None = None,
     ) -> StreamFollower:

@@ -17,6 +17,7 @@ from starlette.responses import Response
 
 from api.domain.errors import BadUserInput
 from api.domain.identifiers import check_identifier
+from api.realtime.poke_posts import audiences_of
 from api.realtime.relay import (
     EPOCH_HEADER,
     MAX_NUMBER,
@@ -27,7 +28,7 @@ from api.realtime.relay import (
     WINDOW,
     signature,
 )
-from api.realtime.signals import is_deletion
+from api.realtime.signals import Audience, is_deletion
 from api.worker_threads import RunBlocking, anyio_pool
 
 logger = logging.getLogger("api.realtime")
@@ -49,7 +50,7 @@ class PokeReceiver:
         self,
         server_id: str,
         key: bytes,
-        publish: Callable[[str, str], None],
+        publish: Callable[[str, str, Audience], None],
         catch_up: Callable[[], None],
         run_blocking: RunBlocking | None = None,
     ) -> None:
@@ -107,12 +108,13 @@ class PokeReceiver:
             if not isinstance(pokes, dict) or not isinstance(catch_up, bool):
                 raise TypeError
             entries = [(t, token) for t, token in pokes.items() if _is_poke(t, token)]
+            audiences = audiences_of(message)
             if len(entries) != len(pokes):
                 raise ValueError
         except (ValueError, KeyError, TypeError):
             return Response("bad pokes", status_code=400)
         for tenant_id, token in entries:
-            self._publish(tenant_id, token)
+            self._publish(tenant_id, token, audiences.get(tenant_id))
         if catch_up:
             try:
                 await self._run_blocking(self._catch_up_once, time.monotonic())

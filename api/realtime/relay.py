@@ -6,9 +6,10 @@ it to every other server that has subscribers (`POST /internal/pokes`, signed
 with a key derived from the cursor secret that all servers share).
 
 Per follower the relay keeps only the newest token of each tenant not yet
-delivered, so a burst of writes is one entry and a follower that is down for a
-while costs one entry per tenant written meanwhile; past 10,000 tenants the
-entries are dropped for a catch-up instead. A failed post (refused, timed out,
+delivered, for whoever any of its changes was for (`api.realtime.poke_posts`), so
+a burst of writes is one entry and a follower down for a while costs one entry
+per tenant written meanwhile; past 10,000 tenants the entries are dropped for a
+catch-up instead. A failed post (refused, timed out,
 its answer lost) is retried with backoff until it succeeds or the follower's
 registration lapses; a follower that gets a poke twice sends its subscribers
 nothing new (each event is newer than the last, `api.realtime.signals`).
@@ -16,10 +17,7 @@ nothing new (each event is newer than the last, `api.realtime.signals`).
 **Posts do not queue behind each other.** Each follower has SENDERS threads, each
 posting over a connection it keeps open (HTTP keep-alive), so a post waits for no
 other's answer: a catch-up (the follower reads its heads before it answers) or a
-post slowed by a busy follower no longer holds back the pokes behind it. Issue 48
-measured the one-post-at-a-time relay under a burst (4 servers, 100 writes, 12
-subscribers): relayed p50 750 ms, p99 4.2 s, each follower taking 5 posts during
-the burst, the reader's own subscribers p50 171 ms.
+slow post holds back no poke behind it (one at a time: p50 750 ms, p99 4.2 s).
 
 **Catch-up, so that no hole opens between reader and follower.** A follower
 reads the heads of its subscribed tenants (1 read unit each) when the post says
@@ -66,7 +64,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import http.client
-import json
 import logging
 import threading
 import time
@@ -74,6 +71,9 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Mapping
+
+from api.realtime.poke_posts import post_body
+from api.realtime.signals import Audience, merged
 
 logger = logging.getLogger("api.realtime")
 
@@ -240,7 +240,7 @@ class _Follower:
         self._key = key
         self._post_timeout_s = post_timeout_s
         self._lock = threading.Lock()
-        self._pokes: dict[str, str] = {}
+        self._pokes: dict[str, tuple[str, Audience]] = {}
         self._catch_up = True  # the first post makes it catch up
         self.failing_since: float | None = None  # its first failed post since one landed
         self._waiting = threading.Event()
@@ -249,10 +249,10 @@ class _Follower:
         for _ in range(SENDERS):
             threading.Thread(target=self._run, name="poke-relay", daemon=True).start()
 
-    def offer(self, tenant_id: str, token: str) -> None:
-        with self._lock:
-            if token > self._pokes.get(tenant_id, ""):
-                self._pokes[tenant_id] = token
+    def offer(self, tenant_id: str, token: str, audience: Audience = None) -> None:
+        with self._lock:  # the newest token, for whoever any of them was for
+            was = self._pokes.get(tenant_id, (token, audience))
+            self._pokes[tenant_id] = (max(token, was[0]), merged(audience, was[1]))
             if len(self._pokes) > MAX_PENDING_TENANTS:
                 self._pokes.clear()
                 self._catch_up = True
@@ -267,7 +267,7 @@ class _Follower:
         self._stopped.set()
         self._waiting.set()
 
-    def _take(self) -> tuple[dict[str, str], bool]:
+    def _take(self) -> tuple[dict[str, tuple[str, Audience]], bool]:
         with self._lock:
             tenants = list(self._pokes)[:POST_TENANTS]
             pokes = {t: self._pokes.pop(t) for t in tenants}
@@ -276,9 +276,9 @@ class _Follower:
                 self._waiting.clear()
             return pokes, catch_up
 
-    def _give_back(self, pokes: dict[str, str], catch_up: bool) -> None:
-        for tenant_id, token in pokes.items():
-            self.offer(tenant_id, token)
+    def _give_back(self, pokes: dict[str, tuple[str, Audience]], catch_up: bool) -> None:
+        for tenant_id, (token, audience) in pokes.items():
+            self.offer(tenant_id, token, audience)
         if catch_up:
             self.catch_up()
 
@@ -302,7 +302,7 @@ class _Follower:
                         if not self._pokes and not self._catch_up:
                             self._waiting.clear()
                     continue
-                body = json.dumps({"catchUp": catch_up, "pokes": pokes}).encode()
+                body = post_body(pokes, catch_up)
                 epoch, seq = self._stamp()
                 status, words = connection.post(
                     body,
@@ -372,11 +372,11 @@ class PokeRelay:
             self._seq += 1
             return self._epoch(), self._seq
 
-    def offer(self, tenant_id: str, token: str) -> None:
+    def offer(self, tenant_id: str, token: str, audience: Audience = None) -> None:
         with self._lock:
             followers = list(self._followers.values())
         for follower in followers:
-            follower.offer(tenant_id, token)
+            follower.offer(tenant_id, token, audience)
 
     def catch_up(self) -> None:
         """Every follower catches up with its next post: the reader has (re)taken its

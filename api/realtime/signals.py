@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 
 from api.domain.errors import BadUserInput, TenantDeleted, Unavailable
+from api.domain.visibility import principals_of
 
 # Published in place of a token when a tenant is being deleted: its subscriptions
 # end with TENANT_DELETED (it sorts above every token, so it is never overwritten).
@@ -31,6 +32,23 @@ def deleting(last_token: str | None) -> str:
     """The deletion's mark, naming the tenant's last token before it if known."""
     named = f"{DELETING}/{last_token}"
     return named if last_token is not None and is_deletion(named) else DELETING
+
+
+# Who a poke is for (docs/realtime.md, "Who is poked"): the `sub`s of the members
+# whose view the change is in, or None for every member (a change of a tenant-wide
+# record, a deletion's mark, a catch-up that cannot tell).
+Audience = frozenset[str] | None
+
+
+def merged(first: Audience, second: Audience) -> Audience:
+    """The audience of two changes told as one poke: whoever either is for."""
+    return None if first is None or second is None else first | second
+
+
+def in_audience(sub: str, audience: Audience) -> bool:
+    """Whether a poke for `audience` is for the member `sub` (through any of its
+    principals: its own stream's)."""
+    return audience is None or not audience.isdisjoint(principals_of(sub))
 
 
 def is_deletion(token: str) -> bool:
@@ -76,10 +94,13 @@ class Slot:
     # The newest token the subscription holds (its `since`, then each one sent).
     held: str | None = None
 
-    def offer(self, token: str) -> None:
-        """On the slot's event loop: keep `token` if it is newer than what waits. A
-        deletion naming a last token older than the one this subscription holds is
-        about an earlier life of the tenant: it is ignored."""
+    def offer(self, token: str, audience: Audience = None) -> None:
+        """On the slot's event loop: keep `token` if it is newer than what waits and
+        this subscription's member is in its `audience` (a change outside its view
+        pokes it not). A deletion naming a last token older than the one this
+        subscription holds is about an earlier life of the tenant: it is ignored."""
+        if not in_audience(self.user, audience):
+            return
         deletion, last = _deletion_of(token)
         if deletion and last is not None and self.held is not None and self.held > last:
             return
@@ -148,13 +169,14 @@ class TenantSignals:
         with self._lock:
             return frozenset(self._slots)
 
-    def publish(self, tenant_id: str, token: str) -> None:
-        """From any thread: wake the tenant's subscriptions with `token`."""
+    def publish(self, tenant_id: str, token: str, audience: Audience = None) -> None:
+        """From any thread: wake the tenant's subscriptions with `token`, those of its
+        `audience`'s members only (None: all)."""
         with self._lock:
             slots = list(self._slots.get(tenant_id, ()))
         for slot in slots:
             try:
-                slot.loop.call_soon_threadsafe(slot.offer, token)
+                slot.loop.call_soon_threadsafe(slot.offer, token, audience)
             except RuntimeError:  # that loop is closed: its subscription is gone
                 self.unregister(tenant_id, slot)
 
@@ -166,13 +188,13 @@ class LiveFeed:
     def __init__(
         self,
         signals: TenantSignals,
-        first_bound: Callable[[str, str | None], Awaitable[str | None]],
+        first_bound: Callable[[str, str | None, str], Awaitable[str | None]],
         on_poke: Callable[[str], None] | None = None,
     ) -> None:
         self._signals = signals
         self._on_poke = on_poke  # each token yielded after the first (`api.metrics`)
-        # The newest complete change newer than `after`, or None: a read of the
-        # tenant, through its read gate and the app's runner (`api.app`).
+        # The newest complete change newer than `after` in the view of the caller
+        # (`user`), or None: a read of the tenant, in the app's runner (`api.app`).
         self._first_bound = first_bound
 
     async def changes(
@@ -183,7 +205,7 @@ class LiveFeed:
         slot = self._signals.register(tenant_id, user)
         slot.held = after
         try:
-            first = await self._first_bound(tenant_id, after)
+            first = await self._first_bound(tenant_id, after, user)
             if first is not None:
                 slot.held = first
                 yield first

@@ -22,8 +22,9 @@ import time
 from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any
 
+from api.domain.chain import NO_MAIN, split_stream_key
 from api.realtime.failures import RepeatedFailures
-from api.realtime.signals import DELETING, deleting
+from api.realtime.signals import DELETING, Audience, deleting, merged
 from api.storage import keys
 
 logger = logging.getLogger("api.realtime")
@@ -47,7 +48,15 @@ def head_changes(
     """Tenant -> the newest head token among `records` (others are ignored); DELETING
     for a tenant being deleted (its head carries the deletion's mark), with
     `named_deletions` naming the head's last token (`signals.deleting`)."""
-    newest: dict[str, str] = {}
+    return {t: token for t, (token, _) in head_pokes(records, named_deletions).items()}
+
+
+def head_pokes(
+    records: Iterable[Mapping[str, Any]], named_deletions: bool = False
+) -> dict[str, tuple[str, Audience]]:
+    """`head_changes`, each tenant's token with who it pokes: the members whose view
+    its heads' transactions changed, merged (`audience_of`)."""
+    newest: dict[str, tuple[str, Audience]] = {}
     for record in records:
         if record.get("eventName") not in ("INSERT", "MODIFY"):
             continue
@@ -63,9 +72,29 @@ def head_changes(
             token = deleting(token) if named else DELETING
         if tenant_id is None or not isinstance(token, str):
             continue
-        if token > newest.get(tenant_id, ""):
-            newest[tenant_id] = token
+        audience = None if keys.DELETING_ATTRIBUTE in image else audience_of(image)
+        before = newest.get(tenant_id)
+        if before is None:
+            newest[tenant_id] = (token, audience)
+        else:
+            newest[tenant_id] = (max(token, before[0]), merged(audience, before[1]))
     return newest
+
+
+def audience_of(image: Mapping[str, Any]) -> Audience:
+    """Whose view a head's transaction changed, from its image: every member when
+    it wrote an entry of the tenant's log (a tenant-wide record's version, or a
+    sentinel every member gets), else the members whose stream partitions it put
+    entries in (a restricted record's versions, its deletion, a LeftView)."""
+    # (Imported here: a socket's $connect imports this module, never PynamoDB.)
+    from api.storage.codecs import head_from_raw
+
+    head = head_from_raw(dict(image))
+    if not head.restricted:
+        return None  # a tenant whose records every member sees: as before
+    if any(token != NO_MAIN for token in head.main_entry_tokens()):
+        return None
+    return frozenset(split_stream_key(key)[1] for key in head.stream_put)
 
 
 def announced_servers(records: Iterable[Mapping[str, Any]]) -> dict[str, str]:
@@ -87,8 +116,8 @@ def announced_servers(records: Iterable[Mapping[str, Any]]) -> dict[str, str]:
 
 
 class StreamFollower:
-    """Reads the table's stream from now on and calls `publish(tenant, token)` for
-    every head change, until `stop()`. Shards present at the start are read from
+    """Reads the table's stream from now on and calls `publish(tenant, token,
+    audience)` for every head change, until `stop()`. Shards present at the start are read from
     their latest record, shards that appear later from their first.
 
     Each (re)start catches up: once its iterators are taken, it reads the heads of
@@ -107,7 +136,7 @@ class StreamFollower:
         dynamodb: Any,
         streams: Any,
         table_name: str,
-        publish: Callable[[str, str], None],
+        publish: Callable[[str, str, Audience], None],
         poll_interval_s: float = POLL_INTERVAL_S,
         subscribed: Callable[[], Collection[str]] = frozenset,
         retry_wait_s: float = RETRY_WAIT_S,
@@ -191,9 +220,9 @@ class StreamFollower:
                 self.reads += 1
                 iterators[shard_id] = page.get("NextShardIterator")
                 records = page.get("Records", [])
-                changes = head_changes(records, named_deletions=True)
-                for tenant_id, token in changes.items():
-                    self._publish(tenant_id, token)
+                changes = head_pokes(records, named_deletions=True)
+                for tenant_id, (token, audience) in changes.items():
+                    self._publish(tenant_id, token, audience)
                 if self._announced is not None:
                     for server_id, url in announced_servers(records).items():
                         self._announced(server_id, url)
@@ -226,12 +255,15 @@ def publish_heads(
     dynamodb: Any,
     table_name: str,
     tenants: Collection[str],
-    publish: Callable[[str, str], None],
+    publish: Callable[[str, str, Audience], None],
     wait: Callable[[float], object] = time.sleep,
 ) -> None:
     """Read the heads of `tenants` (consistent BatchGetItem, 100 a call) and publish
     each tenant's token: 1 read unit a tenant. Raises if throttling leaves some
-    unread after 5 rounds, so that the caller tries again."""
+    unread after 5 rounds, so that the caller tries again. Each is published to every
+    member: a catch-up follows pokes that may have been missed, whose audiences the
+    head does not tell (a member may be poked for a change outside its view; the
+    poke carries only the token)."""
     ordered = sorted(tenants)
     for start in range(0, len(ordered), _BATCH_GET_KEYS):
         wanted = [
@@ -248,7 +280,7 @@ def publish_heads(
                 for item in answer.get("Responses", {}).get(table_name, [])
             ]
             for tenant_id, token in head_changes(heads, named_deletions=True).items():
-                publish(tenant_id, token)
+                publish(tenant_id, token, None)
             request = answer.get("UnprocessedKeys") or {}
             if not request:
                 break

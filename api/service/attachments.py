@@ -45,6 +45,7 @@ from api.domain.attachments import (
 )
 from api.domain.errors import (
     AttachmentMissing,
+    BadUserInput,
     InternalError,
     NotFound,
     QuotaExceeded,
@@ -53,6 +54,7 @@ from api.domain.errors import (
 )
 from api.domain.identifiers import check_identifier
 from api.domain.mutations import Mutation
+from api.domain.records import Record
 
 logger = logging.getLogger(__name__)
 
@@ -142,6 +144,28 @@ class Quota(Protocol):
         ...
 
 
+class Views(Protocol):
+    """Who sees which records of a tenant, as attachments need it
+    (`api.service.blob_views`): a blob is shown to a member only through a record
+    in its view (contract 3.10)."""
+
+    def restricted(self, tenant_id: str) -> bool:
+        """Whether the tenant has, or had, a record not every member sees (its head's
+        flag: one consistent GetItem)."""
+        ...
+
+    def seen(self, tenant_id: str, sub: str, entity_id: str) -> Record | None:
+        """The live entity `entity_id` if `sub` sees it, else None (one GetItem)."""
+        ...
+
+
+def referenced_sha256s(record: Record) -> set[str]:
+    """The blobs a stored version references, by sha256."""
+    names = record.item_type.attachment_fields
+    values = (record.fields.get(n) for n in names)
+    return {v["sha256"] for v in values if isinstance(v, dict) and "sha256" in v}
+
+
 # A process reuses what it read of a tenant's generation for entities' download links
 # (`download_link`, no read per photo) this long; a deletion in this process forgets
 # it at once (`forget`).
@@ -170,9 +194,14 @@ class Attachment:
 
 class Attachments:
     def __init__(
-        self, blobs: BlobStore, quota: Quota | None = None, quota_bytes: int = DEFAULT_QUOTA_BYTES
+        self,
+        blobs: BlobStore,
+        quota: Quota | None = None,
+        quota_bytes: int = DEFAULT_QUOTA_BYTES,
+        views: Views | None = None,
     ) -> None:
         self._blobs = blobs
+        self._views = views  # None: every member sees every record (a blob store alone)
         self._quota = quota  # None: no quota kept (tests of the blob store alone)
         self._quota_bytes = quota_bytes
         # (tenant, sha256) -> a download link and until when, newest used last.
@@ -198,7 +227,11 @@ class Attachments:
     ) -> UploadAnswer:
         blob = declared_blob(tenant_id, sha256, size, content_type)  # bad input: nothing asked
         generation = self._generation(tenant_id)  # TENANT_DELETED: nothing written
-        stored = self._blobs.stat(tenant_id, sha256, generation)
+        # In a tenant with records some members do not see, whether it holds these
+        # bytes is not told (they may be only another member's private record's): an
+        # upload is answered, which stores the same bytes again under the same key.
+        hidden = self._views is not None and self._views.restricted(tenant_id)
+        stored = None if hidden else self._blobs.stat(tenant_id, sha256, generation)
         if stored is not None and stored.holds(blob):
             return UploadAnswer(already_present=True)
         # Absent, or bytes that are not the declared ones: this upload replaces them,
@@ -303,10 +336,30 @@ class Attachments:
             return InternalError("checking the attachment failed")
         return None if stored is not None and stored.holds(blob) else _why(blob, stored)
 
-    def attachment(self, tenant_id: str, sha256: str) -> Attachment:
+    def attachment(
+        self, tenant_id: str, sha256: str, by: str = "", entity_id: str | None = None
+    ) -> Attachment:
+        """The blob `sha256` of the tenant and a download link, for the caller `by`.
+        Named through `entity_id`: only if that entity is in the caller's view and
+        references it. In a tenant with records some members do not see, the
+        entity is required: a blob is shown only through a record in the view."""
         check_identifier(tenant_id, "tenantID")
         check_sha256(sha256)
+        if entity_id is not None:
+            check_identifier(entity_id, "id")
         generation = self._generation(tenant_id)  # TENANT_DELETED while being deleted
+        absent = NotFound(f"no attachment with sha256 {sha256} in this tenant")
+        if self._views is not None and (entity_id is not None or self._views.restricted(tenant_id)):
+            if entity_id is None:
+                raise BadUserInput(
+                    "name the record whose attachment this is (id): this tenant has "
+                    "records that not every member sees"
+                )
+            # The same answer whether the record does not exist, is outside the
+            # caller's view, or does not reference these bytes.
+            seen = self._views.seen(tenant_id, by, entity_id)
+            if seen is None or sha256 not in referenced_sha256s(seen):
+                raise absent
         stored = self._blobs.stat(tenant_id, sha256, generation)
         # Only bytes proven to hash to the key's sha256, of a type an upload may
         # declare (S3 refuses an upload with another type than the signed one).
@@ -315,6 +368,6 @@ class Attachments:
             or stored.sha256 != sha256
             or not allowed_content_type(stored.content_type)
         ):
-            raise NotFound(f"no attachment with sha256 {sha256} in this tenant")
+            raise absent
         url, expires = self._blobs.presign_download(tenant_id, sha256, DOWNLOAD_LINK_S, generation)
         return Attachment(sha256, stored.size, stored.content_type, url, expires)

@@ -3,11 +3,13 @@ it is cut into (the parts kept in the table).
 
 The file is gzipped JSON Lines: a first line naming the export, one line per live
 entity (`{"entity": ...}`, as a first sync returns it), then what changed while
-those were read (`entity` lines again, and `{"deleted": ...}`), one line per
-earlier version (`{"version": ...}`, as `history` returns it), and a last line
+those were read (`entity` lines again, `{"deleted": ...}`, and `{"leftView": ...}`
+for a record that left the caller's view meanwhile), one line per earlier version
+the caller saw (`{"version": ...}`, as `history` returns it), and a last line
 with the counts and the token of the sync the file ends at (`{"end": ...}`): a
 file without it is truncated. Applied in order like sync pages, the lines give
-the tenant at that token.
+the tenant at that token as its caller (`askedBy`) sees it: its tenant-wide records
+and those shared with it (contract 3.12).
 """
 
 from __future__ import annotations

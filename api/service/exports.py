@@ -35,6 +35,7 @@ from api.domain.exports import ExportJob, ExportPhase
 from api.domain.identifiers import check_identifier
 from api.domain.item_types import MAX_ITEM_BYTES
 from api.domain.records import Record, record_json
+from api.domain.visibility import sees
 from api.service import export_file
 from api.service.export_ports import ExportFiles, ExportJobs, Meter
 from api.service.export_publishing import Publishing, upload_bytes
@@ -124,7 +125,14 @@ class TenantExport:
             else:
                 check_identifier(export_id, "exportID")
                 found = self._jobs.get(tenant_id, export_id)
-                if found is None or _expires_at(found) * 1000 <= self._clock_ms():
+                # An export holds its caller's view (records not every member sees): it
+                # is continued, and its file linked, only for the caller who started it;
+                # to another, it does not exist.
+                if (
+                    found is None
+                    or found.asked_by != by
+                    or _expires_at(found) * 1000 <= self._clock_ms()
+                ):
                     # (DynamoDB's TTL deletes an expired job some time after it expires.)
                     days = KEPT_S // 86400
                     raise NotFound(f"no export {export_id} of this tenant (kept {days} days)")
@@ -236,10 +244,12 @@ class TenantExport:
                 cursor=job.position,
                 limit=limit,
                 max_scanned=min(STEP_SCANNED, max(0, entries - limit - 2)),
+                sub=job.asked_by,  # the caller's view: its stream read beside the log
             )
-            # A first sync's deletions are the latest write's: not the tenant's data.
-            kept = [r for r in page.items if not (initial and r.deleted)]
-            lines += [{"deleted" if r.deleted else "entity": record_json(r)} for r in kept]
+            # A first sync's deletions are the latest write's: not the tenant's data
+            # (nor, in the caller's view, a record that left it).
+            kept = [r for r in page.items if not (initial and (r.deleted or r.left_view))]
+            lines += [{_kind(r): record_json(r)} for r in kept]
             ended = page.cursor is None
             phase: ExportPhase
             if not ended:
@@ -250,7 +260,7 @@ class TenantExport:
                 phase = ExportPhase.VERSIONS
             after = dataclasses.replace(
                 job,
-                entities=job.entities + sum(not r.deleted for r in kept),
+                entities=job.entities + sum(_kind(r) == "entity" for r in kept),
                 position=page.cursor,
                 phase=phase,
                 change_token=page.change_token if ended else job.change_token,
@@ -271,10 +281,14 @@ class TenantExport:
                 versions, position = self._jobs.versions_page(
                     job.tenant_id, job.position, min(limit, reads - 1), upto, reads
                 )
-            lines += [{"version": record_json(r)} for r in versions]
+            # Only the versions the caller saw: each by its own visibility (an earlier
+            # version shared with the caller is in, a record's versions private to
+            # another are not; contract 3.12).
+            shown = [r for r in versions if sees(r.visibility, job.asked_by)]
+            lines += [{"version": record_json(r)} for r in shown]
             after = dataclasses.replace(
                 job,
-                versions=job.versions + len(versions),
+                versions=job.versions + len(shown),
                 position=position,
                 phase=ExportPhase.VERSIONS if position else ExportPhase.PUBLISH,
             )
@@ -294,6 +308,11 @@ class TenantExport:
             after, parts=job.parts + len(parts), bytes=job.bytes + sum(map(len, parts))
         )
         return after, parts, len(lines), max(map(len, encoded), default=0)
+
+
+def _kind(record: Record) -> str:
+    """A line's kind for a record of a sync's pages (export_file)."""
+    return "leftView" if record.left_view else "deleted" if record.deleted else "entity"
 
 
 @dataclasses.dataclass

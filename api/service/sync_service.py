@@ -9,7 +9,10 @@ from api.domain.cursor import CursorCodec
 from api.domain.retention import Retention
 from api.ordering import wall_clock_ms
 from api.service.attachments import DEFAULT_QUOTA_BYTES, Attachments, BlobStore, Quota
+from api.service.blob_views import BlobViews
+from api.service.commit_audience import Audience, CommitAudiences
 from api.service.exports import ExportFiles, ExportJobs, TenantExport
+from api.service.first_poke import FirstPoke
 from api.service.history import History
 from api.service.membership import Membership
 from api.service.ports import Store
@@ -27,7 +30,7 @@ class SyncService:
         store: Store,
         cursors: CursorCodec,
         clock_ms: Callable[[], int] = wall_clock_ms,
-        on_commit: Callable[[str, str], None] | None = None,
+        on_commit: Callable[[str, str, Audience], None] | None = None,
         retention: Retention | None = None,
         history: bool = True,
         on_deleting: Callable[[str], None] | None = None,
@@ -41,14 +44,21 @@ class SyncService:
         # Attachments need a blob store (S3): a service built without one has none.
         self.blobs = blobs
         # quota: the tenants' room for blobs (requestUpload); None keeps none.
-        self.attachments = None if blobs is None else Attachments(blobs, quota, quota_bytes)
+        self.attachments = (
+            None if blobs is None else Attachments(blobs, quota, quota_bytes, BlobViews(store))
+        )
         self.reading = Reading(store, cursors, clock_ms, retention)
         self.membership = Membership(store)
         self.access = self.membership.access
         self.roster_at = self.membership.roster_at  # blocking: the AWS fan-out
         self.upgrades = Upgrades(store, cursors)
-        # on_commit is called with (tenant, token) after each committed transaction.
-        self.writing = Writing(store, clock_ms, on_commit, retention, history, self.attachments)
+        # on_commit is called with (tenant, token, audience) after each committed
+        # transaction: audience, whose view it changed (None: every member's).
+        audiences = CommitAudiences()
+        told = None if on_commit is None else audiences.telling(on_commit)
+        self.writing = Writing(
+            audiences.tapped(store), clock_ms, told, retention, history, self.attachments
+        )
         self.history = History(store, self.writing, clock_ms, retention)
         # on_deleting is called with a tenant being deleted (closes its subscriptions).
         attachments = self.attachments
@@ -63,6 +73,7 @@ class SyncService:
         self.get = self.reading.get
         self.changes = self.reading.changes
         self.latest_change = self.reading.latest_change
+        self.latest_seen = FirstPoke(store, self.reading).latest_seen
         self.catch_up = self.upgrades.catch_up
         self.apply = self.writing.apply
         self.push = self.writing.push

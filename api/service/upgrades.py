@@ -22,13 +22,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from api.domain import catalog
-from api.domain.chain import Head
+from api.domain.chain import Head, split_stream_key
 from api.domain.cursor import CursorCodec, decode_catch_up, encode_catch_up
 from api.domain.errors import BadUserInput, InvalidCursor, TenantDeleted, Unavailable
 from api.domain.identifiers import check_identifier
 from api.domain.item_types import ItemType
 from api.domain.records import Record
 from api.domain.tokens import check_token, token_before
+from api.domain.visibility import principals_of, sees
 from api.service.ports import Page, Store
 from api.service.reading import DEFAULT_LIMIT, MAX_LIMIT, ReleaseView
 
@@ -38,6 +39,9 @@ Position = tuple[str, int, str]
 _ECHOED = 64
 # Where a cursor reached: a copy's position, or (a tenant without copies) a log token.
 _COPY, _LOG = "K", "L"
+# ... or, in a tenant with restricted records and without copies, a token of the
+# caller's stream (read after the log; "S" alone: from its start).
+_STREAM = "S"
 
 
 class Upgrades:
@@ -54,11 +58,13 @@ class Upgrades:
         cursor: str | None = None,
         limit: int | None = None,
         release: int | None = None,
+        by: str | None = None,
     ) -> Page:
         """A page of at most `limit` current versions, at or below `up_to`, of the
         tenant's entities of `types`, and of those holding content of a type's
         `fields` ("Type.field") or of a later release than the earliest of them; its
-        cursor continues."""
+        cursor continues. Only those the caller `by` sees (contract 3.12; None: the
+        tenant-wide ones), so a page may hold fewer than `limit`."""
         check_identifier(tenant_id, "tenantID")
         check_token(up_to, "upTo")
         limit = DEFAULT_LIMIT if limit is None else limit
@@ -87,14 +93,16 @@ class Upgrades:
         assert head is not None
         wanted = dict(floors)
         if head.copies:
-            items, last = self._copies_page(tenant_id, head, up_to, floors, reached, limit)
+            items, last = self._copies_page(tenant_id, head, up_to, floors, reached, limit, by)
         else:
-            items, last = self._log_page(tenant_id, up_to, wanted, reached, limit)
+            items, last = self._log_page(tenant_id, head, up_to, reached, limit, by)
         kept = [
             r
             for r in items
             if r.change_token <= up_to
             and not r.deleted
+            and not r.left_view
+            and sees(r.visibility, by)
             and view.knows(r.item_type)
             and r.item_type.code in wanted
             and _release(r) >= wanted[r.item_type.code]
@@ -114,15 +122,16 @@ class Upgrades:
         floors: list[tuple[str, int]],
         reached: str | None,
         limit: int,
+        by: str | None,
     ) -> tuple[list[Record], str | None]:
         """Up to `limit` versions in copy order after `reached`: the copies, and the
         entries of the head's transaction at or below `up_to` (its copies may not all
-        be applied yet; its log entries up to `up_to` are: the app's sync read them).
-        Every earlier transaction's copies are applied by the head's read (checked by
-        the transaction after it)."""
+        be applied yet; its log entries up to `up_to` are: the app's sync read them),
+        those in the caller's streams too. Every earlier transaction's copies are
+        applied by the head's read (checked by the transaction after it)."""
         after = None if reached is None else _position(reached)
         copies, last = self._store.later_copies(tenant_id, floors, after, limit)
-        written = self._head_entries(tenant_id, head, up_to)
+        written = self._head_entries(tenant_id, head, up_to, by)
         by_id = {r.id: r for r in written}
         # A copy of an entity the head's transaction wrote is that version, or one
         # it replaced whose removal is not applied yet: its entry stands instead.
@@ -135,6 +144,7 @@ class Upgrades:
             r
             for r in written
             if not r.deleted
+            and not r.left_view
             and r.id not in held
             and r.item_type.code in floor_of
             and _at(r)[1] >= floor_of[r.item_type.code]
@@ -146,34 +156,73 @@ class Upgrades:
             merged, last = merged[:limit], _at(merged[limit - 1])
         return merged, None if last is None else _COPY + ":".join(map(str, last))
 
-    def _head_entries(self, tenant_id: str, head: Head, up_to: str) -> list[Record]:
-        """The versions the head's transaction wrote at or below `up_to`."""
+    def _head_entries(self, tenant_id: str, head: Head, up_to: str, by: str | None) -> list[Record]:
+        """The versions the head's transaction wrote at or below `up_to`: its main
+        log entries, then its entries in the caller's streams (a restricted record's
+        version is in its audience's streams, not in the main log), which stand for
+        their records where the main log holds the sentinel of one leaving the
+        tenant's view. One Query of each such stream, only when the transaction put
+        an entry in it."""
         first = head.entry_tokens()[0]
         if not head.later_put and not head.later_removed or first > up_to:
             return []
-        entries, _ = self._store.changes(
-            tenant_id, token_before(first), min(up_to, head.token), head.entries
-        )
-        return entries
+        after, upper = token_before(first), min(up_to, head.token)
+        entries, _ = self._store.changes(tenant_id, after, upper, head.entries)
+        by_id = {r.id: r for r in entries}
+        for principal in _streams_put(head, by):
+            mine, _ = self._store.stream_range(tenant_id, principal, after, upper, head.entries)
+            by_id.update((r.id, r) for r in mine)
+        return sorted(by_id.values(), key=lambda r: r.change_token)
 
     def _log_page(
         self,
         tenant_id: str,
+        head: Head,
         up_to: str,
-        wanted: dict[str, int],
         reached: str | None,
         limit: int,
+        by: str | None,
     ) -> tuple[list[Record], str | None]:
         """A tenant without copies: the next `limit` log entries at or below `up_to`
-        (each entity's latest version), the caller keeping those asked for."""
-        if reached is not None and not reached.startswith((_LOG, _COPY)):
+        (each entity's latest version), the caller keeping those asked for; then, in a
+        tenant with restricted records, the caller's stream's the same way."""
+        if reached is not None and not reached.startswith((_LOG, _COPY, _STREAM)):
             raise InvalidCursor("cursor is not this catch-up's")
+        stream = principals_of(by)[0] if head.restricted and by is not None else None
+        if reached is not None and reached.startswith(_STREAM):
+            if stream is None:
+                raise InvalidCursor("cursor is not this catch-up's")
+            return self._stream_page(tenant_id, stream, reached[len(_STREAM) :], up_to, limit)
         # A copies cursor (signed: this catch-up's) whose tenant lost the copies'
         # mark since its page (a server of a build without copies wrote): the log from
         # its start, the pages before sent again (an app keeps a version it holds).
         after = None if reached is None or reached.startswith(_COPY) else reached[len(_LOG) :]
         entries, more = self._store.changes(tenant_id, after, up_to, limit)
-        return entries, _LOG + entries[-1].change_token if more and entries else None
+        if more and entries:
+            return entries, _LOG + entries[-1].change_token
+        if stream is None:
+            return entries, None
+        # The main log is read: the caller's stream next (its first page here when
+        # this one has room, else from the next call's cursor).
+        if len(entries) >= limit:
+            return entries, _STREAM
+        mine, last = self._stream_page(tenant_id, stream, "", up_to, limit - len(entries))
+        return entries + mine, last
+
+    def _stream_page(
+        self, tenant_id: str, principal: str, reached: str, up_to: str, limit: int
+    ) -> tuple[list[Record], str | None]:
+        after = reached or None
+        entries, more = self._store.stream_range(tenant_id, principal, after, up_to, limit)
+        return entries, _STREAM + entries[-1].change_token if more and entries else None
+
+
+def _streams_put(head: Head, by: str | None) -> list[str]:
+    """The caller's streams that the head's transaction put entries in."""
+    if not head.restricted or by is None:
+        return []
+    mine = set(principals_of(by))
+    return sorted(mine & {split_stream_key(key)[1] for key in head.stream_put})
 
 
 def _check_up_to(head: Head | None, up_to: str) -> str | None:

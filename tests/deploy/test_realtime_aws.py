@@ -16,9 +16,16 @@ from typing import Any
 import pytest
 
 from api.auth import make_local_token
+from api.domain.catalog import PERSON
+from api.domain.cursor import CursorCodec
+from api.domain.membership import OWNER
+from api.domain.mutations import Mutation
+from api.domain.visibility import Visibility
 from api.realtime import aws
+from api.service import SyncService
 from api.settings import Settings
 from api.storage import keys, models
+from api.storage.store import DynamoStore
 from tests.support.faults import dynamodb_error, hooks_on
 from tests.support.gql import TEST_AUTH_SECRET, GraphQLClient, bearer
 from tests.support.management_api import ManagementApi
@@ -204,13 +211,13 @@ def test_invocations_keep_one_event_loop_and_its_worker_threads(
     started a new loop and thread and stopped them when it ended."""
     rt = aws._runtime()
     ran_in: list[threading.Thread] = []
-    latest_change = rt.service.latest_change
+    latest_seen = rt.service.latest_seen
 
-    def recorded(tenant_id: str, after: str | None) -> str | None:
+    def recorded(tenant_id: str, after: str | None, sub: str | None) -> str | None:
         ran_in.append(threading.current_thread())
-        return latest_change(tenant_id, after)
+        return latest_seen(tenant_id, after, sub)
 
-    monkeypatch.setattr(rt.service, "latest_change", recorded)
+    monkeypatch.setattr(rt.service, "latest_seen", recorded)
     device = Device(management)
     device.init([tenant])
     device.subscribe("s1", tenant)
@@ -609,3 +616,42 @@ def test_a_removed_members_subscription_is_told_not_a_member_and_removed(
         ConsistentRead=True,
     )["Items"]
     assert [i["sk"]["S"] for i in left] == [keys.subscription_sk(owner.id, "o")]
+
+
+def test_a_private_change_is_fanned_out_to_its_audiences_subscriptions_alone(
+    management: ManagementApi, settings: Settings, gql: GraphQLClient, tenant: str
+) -> None:
+    """Who sees what (contract 3.12): a change in Alice's stream alone pokes her
+    subscriptions, not Bob's (nothing read, run or posted for his); a tenant-wide
+    change pokes both."""
+    service = SyncService(DynamoStore(), CursorCodec(settings.cursor_secret))
+    first = service.apply(Mutation("create", PERSON, tenant, None, None, {}), "bob", OWNER)
+    alice, bob = Device(management), Device(management)
+    for device, sub in ((alice, "alice"), (bob, "bob")):
+        device.init([tenant], bearer([tenant], sub=sub)["Authorization"])
+        device.subscribe(sub, tenant, since=first.record.change_token)
+    stream = TableStream(settings)
+    private = Mutation(
+        "create",
+        PERSON,
+        tenant,
+        None,
+        None,
+        {},
+        visibility=Visibility("alice"),
+        sets_visibility=True,
+    )
+    secret = service.apply(private, "alice", OWNER).record.change_token
+    assert aws.stream_handler({"Records": _head_filter(stream.records_until_head_of(tenant))}) == {
+        "sent": 1
+    }
+    assert _tokens(alice, "alice") == [secret] and _tokens(bob, "bob") == []
+    wide = gql.execute(
+        "mutation($i: CreatePersonInput!) { createPerson(input: $i) { person { changeToken } } }",
+        {"i": {"tenantID": tenant, "person": {"givenName": "Both"}}},
+        bearer([tenant], sub="bob"),
+    )["data"]["createPerson"]["person"]["changeToken"]
+    assert aws.stream_handler({"Records": _head_filter(stream.records_until_head_of(tenant))}) == {
+        "sent": 2
+    }
+    assert _tokens(alice, "alice") == [secret, wide] and _tokens(bob, "bob") == [wide]

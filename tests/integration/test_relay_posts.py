@@ -139,7 +139,9 @@ def test_a_failing_follower_is_behind_and_owed_its_pokes_until_a_post_lands(
 
 def _client() -> tuple[TestClient, PokeReceiver, list[tuple[str, str]]]:
     published: list[tuple[str, str]] = []
-    receiver = PokeReceiver("me", KEY, lambda t, token: published.append((t, token)), lambda: None)
+    receiver = PokeReceiver(
+        "me", KEY, lambda t, token, _audience: published.append((t, token)), lambda: None
+    )
     app = Starlette(routes=[Route(PATH, receiver.take, methods=["POST"])])
     return TestClient(app), receiver, published
 

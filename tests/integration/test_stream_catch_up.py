@@ -18,6 +18,7 @@ from botocore.config import Config
 
 from api.domain.catalog import PERSON
 from api.domain.cursor import CursorCodec
+from api.realtime.signals import Audience
 from api.realtime.streams import StreamFollower
 from api.service import SyncService
 from api.settings import Settings
@@ -33,7 +34,7 @@ class _Published:
         self.tokens: dict[str, list[str]] = {}
         self.lock = threading.Lock()
 
-    def __call__(self, tenant_id: str, token: str) -> None:
+    def __call__(self, tenant_id: str, token: str, audience: Audience = None) -> None:
         with self.lock:
             self.tokens.setdefault(tenant_id, []).append(token)
 
@@ -132,7 +133,7 @@ def test_a_down_engine_is_logged_once_then_less_and_less_often(
         dynamodb,
         settings.dynamodb_client("dynamodbstreams", config=once),
         settings.table_name,
-        lambda tenant_id, token: None,
+        lambda tenant_id, token, audience: None,
         poll_interval_s=0.05,
         retry_wait_s=0.01,
     )

@@ -202,7 +202,9 @@ def test_the_relay_endpoint_takes_only_signed_new_well_formed_posts() -> None:
     caught_up: list[bool] = []
     key = relay_key("secret")
     token = "01KAXW0000000000000000000Z"
-    receiver = PokeReceiver("me", key, lambda t, tok: published.append((t, tok)), lambda: None)
+    receiver = PokeReceiver(
+        "me", key, lambda t, tok, _audience: published.append((t, tok)), lambda: None
+    )
     client = TestClient(Starlette(routes=[Route(PATH, receiver.take, methods=["POST"])]))
     numbers = iter(range(1, 1000))
 
@@ -257,7 +259,7 @@ def test_the_relay_endpoint_takes_only_signed_new_well_formed_posts() -> None:
         caught_up.append(True)
         raise RuntimeError("throttled")
 
-    failing_receiver = PokeReceiver("me", key, lambda t, tok: None, failing)
+    failing_receiver = PokeReceiver("me", key, lambda t, tok, _audience: None, failing)
     client = TestClient(Starlette(routes=[Route(PATH, failing_receiver.take, methods=["POST"])]))
     # A catch-up that fails is answered 503: the reader posts it again (a new number).
     assert post({"catchUp": True, "pokes": {}}) == 503

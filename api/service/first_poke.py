@@ -1,0 +1,31 @@
+"""A subscription's first event (contract 3.4.1), for its caller: in a tenant with
+records not every member sees, only a change in the caller's view pokes it
+(docs/realtime.md, "Who is poked"), its first event too."""
+
+from __future__ import annotations
+
+from api.service.ports import Store
+from api.service.reading import Reading
+
+
+class FirstPoke:
+    def __init__(self, store: Store, reading: Reading) -> None:
+        self._store = store
+        self._reading = reading
+
+    def latest_seen(self, tenant_id: str, after: str | None, sub: str | None) -> str | None:
+        """The newest change token a sync from `after` would reach now, if that sync
+        would return a change in `sub`'s view (None: none yet). One Query, as the
+        newest change of a tenant is read (`Reading.latest_change`); when there is
+        one, a GetItem of the head and, in a tenant with restricted records, a page
+        of the caller's changes from `after` (its Query of the log's tail and of
+        its stream, a page of one)."""
+        latest = self._reading.latest_change(tenant_id, after)
+        if latest is None:
+            return None
+        head = self._store.head(tenant_id)
+        if head is None or not head.restricted:
+            return latest
+        page = self._reading.changes(tenant_id, since=after, limit=1, sub=sub)
+        # Not the tenant's newest token: that one may be of a change outside the view.
+        return page.items[-1].change_token if page.items else None
