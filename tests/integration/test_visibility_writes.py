@@ -298,3 +298,42 @@ def test_a_tenant_written_again_after_its_deletion_shows_nothing_of_its_old_stre
     new = _write(service, _create(tenant, "new", Visibility("", ())), by="alice")
     page = service.changes(tenant, sub="alice")
     assert [r.id for r in page.items] == ["new"] and page.change_token == new.change_token
+
+
+def test_what_a_private_or_shared_write_costs_beside_a_tenant_wide_one(
+    settings: Settings, tenant: str, inject: Inject
+) -> None:
+    """Write units by AWS's rules, 2 per item of a transaction under 1 KB (a
+    ConditionCheck too; DynamoDB Local does not report them per item): a create,
+    then an update by another server (which checks the create's entries), per
+    visibility; then a create of another record by a third server, which checks
+    what the update put and removed. Private: the same as tenant-wide; shared with
+    k members: 2k more for the create (k more stream entries), 4k more for the
+    update (k more put, k more removed, the checks riding on the removals), 4k more
+    for the next transaction of another server (k more entries checked present, k
+    more checked gone)."""
+    sizes: list[int] = []
+    inject(
+        "provide-client-params.dynamodb.TransactWriteItems",
+        lambda params, **_: sizes.append(len(params["TransactItems"])),
+    )
+
+    def units(visibility: Visibility | None, name: str) -> tuple[int, int, int]:
+        v1 = _write(_service(), _create(f"{tenant}-{name}", "p1", visibility), by="o")
+        created = 2 * sizes[-1]
+        changes = {"familyName": "L"}
+        update = Mutation("update", PERSON, v1.tenant_id, "p1", v1.change_token, changes)
+        _write(_service(), update, by="o")
+        updated = 2 * sizes[-1]
+        _write(_service(), _create(v1.tenant_id, "p2", None), by="o")
+        return created, updated, 2 * sizes[-1]
+
+    wide = units(None, "wide")
+    private = units(Visibility("", ()), "private")
+    shared = {
+        k: units(Visibility.of(None, [f"m{i}" for i in range(k)]), f"k{k}") for k in (1, 5, 20)
+    }
+    print("write units (create, update, next server's create):", wide, private, shared)
+    assert private == wide, (private, wide)
+    for k, written in shared.items():
+        assert written == (private[0] + 2 * k, private[1] + 4 * k, private[2] + 4 * k), k
