@@ -337,3 +337,23 @@ def test_what_a_private_or_shared_write_costs_beside_a_tenant_wide_one(
     assert private == wide, (private, wide)
     for k, written in shared.items():
         assert written == (private[0] + 2 * k, private[1] + 4 * k, private[2] + 4 * k), k
+
+
+def test_a_push_packs_at_most_40_stream_entries_in_a_transaction_of_several_writes(
+    settings: Settings, tenant: str, inject: Inject
+) -> None:
+    """Three creations shared with 19 members (20 stream entries each): 66 items would
+    fit one transaction, but the next would then check 60 stream entries; two go
+    together (40), the third alone (STREAM_ITEMS_CAP)."""
+    sizes: list[int] = []
+    inject(
+        "provide-client-params.dynamodb.TransactWriteItems",
+        lambda params, **_: sizes.append(len(params["TransactItems"])),
+    )
+    shared = Visibility.of(None, [f"m{i}" for i in range(19)])
+    creates = [_create(tenant, f"p{i}", shared) for i in range(3)]
+    results = _service().push(tenant, creates, by="o", role="writer")
+    assert [r.status for r in results] == [PushStatus.APPLIED] * 3
+    # Each write: entity, 20 stream entries, copy; the first transaction also the
+    # fence, each its head.
+    assert sizes == [2 * 22 + 2, 22 + 1], sizes
