@@ -18,7 +18,7 @@ from api.domain.records import Record
 from api.domain.visibility import Visibility
 from api.service import PushStatus, SyncService
 from api.settings import Settings
-from api.storage import keys
+from api.storage import codecs, keys
 from api.storage.store import DynamoStore
 from tests.support.store_state import _query_all
 
@@ -286,18 +286,39 @@ def test_a_write_whose_checks_do_not_fit_reads_the_previous_stream_entries_first
     assert set(_Tenant(ddb, settings, tenant).stream("c0")) == {v3.change_token}
 
 
-def test_a_tenant_written_again_after_its_deletion_shows_nothing_of_its_old_streams(
-    settings: Settings, tenant: str
+def test_a_deleted_tenants_streams_go_and_its_next_life_shows_nothing_of_them(
+    ddb: Any, settings: Settings, tenant: str
 ) -> None:
-    """A deletion does not sweep the streams yet: a member's first sync of the tenant
-    written again reads its stream from the tenant's new first token only."""
+    """A deletion removes the streams of every member in the audience of one of the
+    tenant's records; and a member's first sync of the tenant written again reads its
+    stream from the tenant's new first token only (sentinels of a member that left
+    every audience are not swept: they expire)."""
+    state = _Tenant(ddb, settings, tenant)
     service = _service()
     _write(service, _create(tenant, "old", Visibility("", ())), by="alice")
+    _write(service, _create(tenant, "shared", Visibility("", ("bob",))), by="carol")
+    assert state.stream("alice") and state.stream("bob") and state.stream("carol")
     while not service.delete_tenant(tenant, tenant, "alice").done:
         pass
+    assert (state.stream("alice"), state.stream("bob"), state.stream("carol")) == ({}, {}, {})
+    _write(service, _create(tenant, "old2", Visibility("", ())), by="alice")
+    # Not swept (as one a deletion missed would be): read from the new first token.
+    ddb.put_item(
+        TableName=settings.table_name,
+        Item={
+            **codecs.raw_key(keys.stream_pk(tenant, "m:alice"), "01" + "0" * 24),
+            "ty": {"S": "PERSON"},
+            "id": {"S": "old"},
+            "tok": {"S": "01" + "0" * 24},
+            "ca": {"N": "0"},
+            "ow": {"S": "alice"},
+            "vw": {"L": []},
+        },
+    )
     new = _write(service, _create(tenant, "new", Visibility("", ())), by="alice")
     page = service.changes(tenant, sub="alice")
-    assert [r.id for r in page.items] == ["new"] and page.change_token == new.change_token
+    assert [r.id for r in page.items] == ["old2", "new"]
+    assert page.change_token == new.change_token
 
 
 def test_what_a_private_or_shared_write_costs_beside_a_tenant_wide_one(
