@@ -313,3 +313,15 @@ def test_a_push_creates_puts_and_shares_with_visibilities(gql: GraphQLClient, te
     device = Device(bob)
     device.sync()
     assert set(device.held) == {"p2"}
+
+
+def test_a_first_sync_leaves_sentinels_out(gql: GraphQLClient, tenant: str) -> None:
+    alice, bob = Member(gql, tenant, "alice"), Member(gql, tenant, "bob")
+    token = alice.create("p1", ["bob"])
+    alice.share("p1", token, [])  # a sentinel in bob's stream
+    wide = alice.create("p2", None)
+    alice.share("p2", wide, [])  # a sentinel in the main log
+    alice.create("p3", None)  # the head's transaction: both sentinels are settled
+    device = Device(bob, limit=1)
+    device.sync()
+    assert set(device.held) == {"p3"} and device.seen == {"Person"}
