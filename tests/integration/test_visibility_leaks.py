@@ -25,13 +25,15 @@ from api.domain.cursor import CursorCodec
 from api.domain.membership import OWNER
 from api.domain.mutations import Mutation, Verb
 from api.domain.records import Record
-from api.domain.visibility import Visibility
+from api.domain.visibility import VISIBILITY_RELEASE, Visibility
 from api.graphql.context import RELEASE_HEADER
 from api.service import SyncService
 from api.settings import Settings
 from api.storage import keys
 from api.storage.blob_usage import BlobUsageTable
 from api.storage.blobs import S3Blobs
+from api.storage.export_files import S3ExportFiles
+from api.storage.exports import ExportTable
 from api.storage.store import DynamoStore
 from tests.integration.test_realtime import _connect, _init, _receive, _subscribe
 from tests.support.blobs import REQUEST_UPLOAD, reference, sha256_of
@@ -459,3 +461,49 @@ def test_a_private_change_pokes_only_its_audiences_subscriptions(
 
 def _token_of(message: dict[str, Any]) -> str:
     return str(message["payload"]["data"]["changesAvailable"]["changeToken"])
+
+
+def test_a_record_that_leaves_the_callers_view_during_its_export_leaves_the_file(
+    settings: Settings, service: SyncService, tenant: str, unhurried_exports: None
+) -> None:
+    """Bob's export reads the first sync, then Alice unshares her diary, then the
+    export's sync from the first one's token gets the diary's LeftView: a `leftView`
+    line, so the file applied in order holds Bob's view at its end token (not the
+    diary)."""
+    kept = _write(service, tenant, BOB, {"givenName": "Both"})
+    diary = _write(service, tenant, ALICE, {"givenName": "diary"}, Visibility.of(ALICE, [BOB]))
+    exporting = SyncService(
+        DynamoStore(),
+        CursorCodec(settings.cursor_secret),
+        exports=ExportTable(),
+        export_files=S3ExportFiles(settings.s3_client(), settings.blob_bucket),
+    )
+    assert exporting.exports is not None
+    job = exporting.exports.export_tenant(tenant, None, BOB, steps=1)  # the first sync
+    assert job.entities == 2
+    _share(service, ALICE, diary, Visibility.of(ALICE, []))
+    while not job.done:
+        job = exporting.exports.export_tenant(tenant, job.export_id, BOB)
+    body = (
+        settings.s3_client()
+        .get_object(Bucket=settings.blob_bucket, Key=keys.export_key(tenant, job.export_id))["Body"]
+        .read()
+    )
+    lines = [json.loads(line) for line in gzip.decompress(body).splitlines()]
+    # A LeftViewItem for a server of catalog release 3 on, else a DeletedItem (what a
+    # client of its release is sent: the same local effect).
+    kind = "leftView" if catalog.RELEASE >= VISIBILITY_RELEASE else "deleted"
+    (left,) = [line[kind] for line in lines if kind in line]
+    typename = "LeftViewItem" if kind == "leftView" else "DeletedItem"
+    assert left["id"] == diary.id and left["__typename"] == typename
+    assert left["type"] == "PERSON" and "givenName" not in left
+    held: dict[str, Any] = {}
+    for line in lines:
+        for kind in ("entity", "deleted", "leftView"):
+            if kind in line:
+                if kind == "entity":
+                    held[line[kind]["id"]] = line[kind]
+                else:
+                    held.pop(line[kind]["id"], None)
+    assert list(held) == [kept.id]
+    assert lines[-1]["end"]["entities"] == 2  # both entities of the first sync
