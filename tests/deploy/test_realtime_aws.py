@@ -646,12 +646,16 @@ def test_a_private_change_is_fanned_out_to_its_audiences_subscriptions_alone(
         "sent": 1
     }
     assert _tokens(alice, "alice") == [secret] and _tokens(bob, "bob") == []
+    # Bob subscribing again from before it: no first event (nothing in his view).
+    bob.subscribe("again", tenant, since=first.record.change_token)
+    assert _tokens(bob, "again") == []
     wide = gql.execute(
         "mutation($i: CreatePersonInput!) { createPerson(input: $i) { person { changeToken } } }",
         {"i": {"tenantID": tenant, "person": {"givenName": "Both"}}},
         bearer([tenant], sub="bob"),
     )["data"]["createPerson"]["person"]["changeToken"]
     assert aws.stream_handler({"Records": _head_filter(stream.records_until_head_of(tenant))}) == {
-        "sent": 2
+        "sent": 3
     }
     assert _tokens(alice, "alice") == [secret, wide] and _tokens(bob, "bob") == [wide]
+    assert _tokens(bob, "again") == [wide]
