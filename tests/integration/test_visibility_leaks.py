@@ -507,3 +507,29 @@ def test_a_record_that_leaves_the_callers_view_during_its_export_leaves_the_file
                     held.pop(line[kind]["id"], None)
     assert list(held) == [kept.id]
     assert lines[-1]["end"]["entities"] == 2  # both entities of the first sync
+
+
+def test_a_record_once_shared_with_bob_answers_him_as_one_he_never_saw(
+    gql: GraphQLClient, service: SyncService, tenant: str
+) -> None:
+    """Shared with Bob, then private again: its history, its link, its export and
+    catch-up are Alice's alone, though Bob once saw (and may hold) its versions."""
+    photo = os.urandom(2000)
+    ref = _upload(gql, ALICE, tenant, photo)
+    letter = _write(
+        service, tenant, ALICE, {"givenName": "Letter", "photo": ref}, Visibility.of(ALICE, [BOB])
+    )
+    seen = _call(gql, BOB, tenant, ATTACHMENT, sha=ref["sha256"], id=letter.id)
+    assert "errors" not in seen, seen  # while shared: his link
+    letter = _share(service, ALICE, letter, Visibility.of(ALICE, []))
+    gone = {
+        "history": gql.execute(HISTORY, {"t": tenant, "id": letter.id}, headers=_as3(BOB, tenant)),
+        "person": gql.execute(PERSON, {"t": tenant, "id": letter.id}, headers=_as3(BOB, tenant)),
+        "attachment": _call(gql, BOB, tenant, ATTACHMENT, sha=ref["sha256"], id=letter.id),
+        "catchUp": _call(gql, BOB, tenant, CATCH_UP, u=letter.change_token, c=None, l=100),
+    }
+    for name, body in gone.items():
+        assert "Letter" not in json.dumps(body), (name, body)
+    assert _code(gone["history"]) == _code(gone["attachment"]) == "NOT_FOUND"
+    assert gone["person"]["data"]["person"] is None
+    assert gone["catchUp"]["data"]["catchUp"]["items"] == []
