@@ -20,11 +20,11 @@ from starlette.applications import Starlette
 from starlette.routing import Route
 from starlette.testclient import TestClient
 
+from api.domain.audiences import Audience
 from api.realtime import relay
 from api.realtime.poke_posts import post_body
 from api.realtime.poke_receiver import PokeReceiver
 from api.realtime.relay import PATH, WINDOW, PokeRelay, signature
-from api.realtime.signals import Audience
 
 KEY = b"k" * 32
 TOKEN = "01M8F7ERXT4VHEJ3QBSJD8PCDC"

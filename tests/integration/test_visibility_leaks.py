@@ -21,12 +21,14 @@ import pytest
 from starlette.testclient import TestClient
 
 from api.domain import catalog
+from api.domain.audiences import UNTOLD, Audience
 from api.domain.cursor import CursorCodec
 from api.domain.membership import OWNER
 from api.domain.mutations import Mutation, Verb
 from api.domain.records import Record
 from api.domain.visibility import VISIBILITY_RELEASE, Visibility
 from api.graphql.context import RELEASE_HEADER
+from api.realtime.streams import publish_heads
 from api.service import SyncService
 from api.settings import Settings
 from api.storage import keys
@@ -533,3 +535,25 @@ def test_a_record_once_shared_with_bob_answers_him_as_one_he_never_saw(
     assert _code(gone["history"]) == _code(gone["attachment"]) == "NOT_FOUND"
     assert gone["person"]["data"]["person"] is None
     assert gone["catchUp"]["data"]["catchUp"]["items"] == []
+
+
+def test_a_catch_up_pokes_the_heads_audience_and_leaves_the_others_untold(
+    settings: Settings, service: SyncService, tenant: str
+) -> None:
+    """A catch-up reads the heads: the head's transaction's audience is told, the
+    others must check their own view (UNTOLD); a tenant whose head's transaction
+    was every member's (or that never restricted a record) pokes every member."""
+    plain, shared = f"{tenant}-plain", f"{tenant}-wide"
+    _write(service, plain, BOB, {"givenName": "Both"})
+    _write(service, shared, ALICE, {"givenName": "x"}, Visibility.of(ALICE, []))
+    _write(service, shared, BOB, {"givenName": "Both"})
+    _write(service, tenant, BOB, {"givenName": "Both"})
+    _write(service, tenant, ALICE, {"givenName": "x"}, Visibility.of(ALICE, []))
+    told: dict[str, Audience] = {}
+    publish_heads(
+        settings.dynamodb_client(),
+        settings.table_name,
+        {tenant, plain, shared},
+        lambda t, _token, audience: told.update({t: audience}),
+    )
+    assert told == {tenant: frozenset({"m:alice"}) | UNTOLD, plain: None, shared: None}
