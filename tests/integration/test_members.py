@@ -20,7 +20,7 @@ from api.service import SyncService
 from api.settings import Settings
 from api.storage import capacity, keys
 from api.storage.store import DynamoStore
-from tests.integration.test_export import EXPORT
+from tests.integration.test_export import EXPORT, _export, _lines, _stored
 from tests.integration.test_realtime import _connect, _init, _receive, _subscribe
 from tests.support.faults import LoseResponse, dynamodb_error
 from tests.support.gql import GraphQLClient, bearer
@@ -243,6 +243,19 @@ def test_a_member_whose_token_does_not_list_the_tenant_syncs(
     olga.data(CREATE, {"i": {"tenantID": tenant, "id": "dan", "member": {"role": "WRITER"}}})
     assert len(dan.data(CHANGES, {"t": tenant})["changes"]["items"]) == 3
     assert "errors" not in dan.person(tenant)
+
+
+def test_member_records_are_exported_like_any_other(
+    gql: GraphQLClient, tenant: str, settings: Settings
+) -> None:
+    olga, own = _moved(gql, tenant)
+    payload, _ = _export(lambda e: olga.data(EXPORT, {"t": tenant, "e": e})["exportTenant"])
+    lines = _lines(_stored(settings, tenant, payload["exportID"]))
+    entities = [line["entity"] for line in lines if "entity" in line]
+    assert [(e["__typename"], e["id"], e["role"], e["displayName"]) for e in entities] == [
+        ("Member", "olga", "OWNER", "Olga")
+    ]
+    assert entities[0]["changeToken"] == own["changeToken"]
 
 
 def test_an_owner_cannot_delete_or_demote_itself(gql: GraphQLClient, tenant: str) -> None:
