@@ -90,6 +90,7 @@ def create_app(
         (lambda: wall_clock_ms() + offset) if offset else wall_clock_ms,
         # Who is still a member, as the pokes read it (the service is made below).
         members=lambda tenant, token: service.roster_at(tenant, token),
+        seen=lambda tenant, after, sub: service.latest_seen(tenant, after, sub),
     )
     # A server pushes its own commits (the Lambda HTTP function's go from the stream).
     local_pushes = None

@@ -19,9 +19,11 @@ def make_pushes(
     settings: Settings,
     clock_ms: Callable[[], int] = wall_clock_ms,
     members: Callable[[str, str], Roster] | None = None,
+    seen: Callable[[str, str | None, str], str | None] | None = None,
 ) -> Pushes | None:
     """None when no platform application is configured (pushes are off). `members`:
-    the tenant's roster after a token (the service's `roster_at`)."""
+    the tenant's roster after a token (the service's `roster_at`); `seen`: a member's
+    newest change after a token in its view (the service's `latest_seen`)."""
     if not settings.push_applications:
         return None
     return Pushes(
@@ -32,4 +34,5 @@ def make_pushes(
         per_member=settings.push_devices_per_member,
         per_tenant=settings.push_devices_per_tenant,
         members=members,
+        seen=seen,
     )

@@ -84,13 +84,6 @@ def principals_of(sub: str) -> tuple[str, ...]:
     return (member_principal(sub),)
 
 
-def in_audience(sub: str, audience: frozenset[str] | None) -> bool:
-    """Whether a change told to `audience` (the principals whose view it is in; None:
-    every member) is for the member `sub`, through any of its principals: the one rule
-    of realtime's pokes and silent pushes (docs/realtime.md, "Who is poked")."""
-    return audience is None or not audience.isdisjoint(principals_of(sub))
-
-
 def visibility_refusal(
     owner: str | None, sub: str | None, role: str | None, current_sees: bool
 ) -> SyncError | None:

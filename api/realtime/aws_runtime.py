@@ -133,7 +133,11 @@ class Runtime:
         rounds and the push queue's flushes."""
         from api.push_setup import make_pushes
 
-        return make_pushes(self.settings, members=lambda t, token: self.service.roster_at(t, token))
+        return make_pushes(
+            self.settings,
+            members=lambda tenant, token: self.service.roster_at(tenant, token),
+            seen=lambda tenant, after, sub: self.service.latest_seen(tenant, after, sub),
+        )
 
     @_BuiltOnFirstUse
     def push_queue(self) -> Any:

@@ -6,7 +6,8 @@ in (the pokes' audience, `streams.audience_of`, merged) and still members
 push queue, delayed to the window's end, whose handler (`push_flush_handler`)
 pushes it then. A round that fails fails the batch, which Lambda retries and,
 spent, records on the fan-out's failure queue: the drain pushes its tenants' heads
-as they are then, to every member's devices (`api.realtime.fanout.drain`)."""
+as they are then, by the audience it pokes (`api.realtime.fanout.drain`: UNTOLD
+others only where their member's view changed)."""
 
 from __future__ import annotations
 
@@ -18,8 +19,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from api import metrics
+from api.domain.audiences import Audience, merged
 from api.realtime.aws_runtime import FanOutIncomplete, Runtime
-from api.realtime.signals import Audience, merged
 from api.realtime.streams import audience_of
 from api.service.pushes import PushRound
 from api.storage import keys

@@ -2,8 +2,9 @@
 and member, within bounds; and the push of a tenant's newest change token to each
 of its devices but the writer's, at most one per device per window (the last token
 wins: a newer one waits for the window's end, `flush`). Only the devices of members
-whose view the change is in (its audience, the pokes' rule), and still members
-(the tenant's roster, read as the pokes' fan-out reads it), are pushed."""
+whose view the change is in (its audience, the pokes' rule; a catch-up's UNTOLD
+others, each once its member's view is read), and still members (the tenant's
+roster, read as the pokes' fan-out reads it), are pushed."""
 
 from __future__ import annotations
 
@@ -14,10 +15,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from api.domain.audiences import UNTOLD, Audience, in_audience
 from api.domain.devices import PushDevice, check_registration, push_message
 from api.domain.errors import Unavailable
 from api.domain.membership import Roster
-from api.domain.visibility import in_audience
 
 logger = logging.getLogger("api.pushes")
 
@@ -72,11 +73,15 @@ class Pushes:
         per_member: int = DEFAULT_PER_MEMBER,
         per_tenant: int = DEFAULT_PER_TENANT,
         members: Callable[[str, str], Roster] | None = None,
+        seen: Callable[[str, str | None, str], str | None] | None = None,
     ) -> None:
         self._devices = devices
         # The tenant's roster after a token (`Membership.roster_at`, read once per
         # tenant and change in a process): a removed member's devices get nothing.
         self._members = members
+        # A member's newest change after a token, in its view (`latest_seen`), for a
+        # catch-up's UNTOLD devices; without it they are left out.
+        self._seen = seen
         self._endpoints = endpoints
         self._clock_ms = clock_ms
         self.window_ms = int(window_s * 1000)
@@ -121,12 +126,14 @@ class Pushes:
         tenant_id: str,
         token: str,
         writer: str | None = None,
-        audience: frozenset[str] | None = None,
+        audience: Audience = None,
     ) -> PushRound:
         """Push `token` (or a newer one waiting) to every device of the tenant but
         `writer` (the device whose write made it) whose member is in `audience` (the
-        principals whose view the change is in; None: every member): now if its window
-        is over, else at the window's end (`flush`, at the round's `due_ms`)."""
+        principals whose view the change is in; None: every member; with UNTOLD, a
+        catch-up's: the others too, each only if its member's view has a change after
+        the token last pushed to it, one read): now if its window is over, else at the
+        window's end (`flush`, at the round's `due_ms`)."""
         return self._round(tenant_id, token, writer, audience)
 
     def flush(self, tenant_id: str) -> PushRound:
@@ -138,19 +145,24 @@ class Pushes:
         tenant_id: str,
         token: str | None,
         writer: str | None,
-        audience: frozenset[str] | None,
+        audience: Audience,
     ) -> PushRound:
         done = PushRound()
         if not any(self._endpoints.enabled(p) for p in ("APNS", "FCM")):
             return done
-        devices = [
+        untold = audience is not None and audience >= UNTOLD
+        candidates = [
             d
             for d in self._devices.devices(tenant_id)
             if d.device_id != writer
-            and in_audience(d.sub, audience)
+            and (untold or in_audience(d.sub, audience))
             and (token is not None or d.pending is not None)
         ]
-        devices = self._still_members(tenant_id, token, devices)
+        members = self._still_members(tenant_id, token, candidates)
+        devices = [d for d in members if in_audience(d.sub, audience)]
+        devices += self._views_changed(
+            tenant_id, [d for d in members if not in_audience(d.sub, audience)]
+        )
         if len(devices) <= 1:
             for device in devices:
                 self._one(device, token, done)
@@ -173,6 +185,19 @@ class Pushes:
         if not roster.moved:
             return devices
         return [d for d in devices if roster.access(d.sub).role is not None]
+
+    def _views_changed(self, tenant_id: str, devices: list[PushDevice]) -> list[PushDevice]:
+        """Of a catch-up's UNTOLD `devices`, those whose member's view has a change
+        after the token last pushed to the device (`latest_seen`, one read per
+        member and token)."""
+        if self._seen is None:
+            return []
+        found: dict[tuple[str, str | None], bool] = {}
+        for device in devices:
+            key = (device.sub, device.pushed)
+            if key not in found:
+                found[key] = self._seen(tenant_id, device.pushed, device.sub) is not None
+        return [d for d in devices if found[(d.sub, d.pushed)]]
 
     def _one(self, device: PushDevice, token: str | None, done: PushRound) -> None:
         newest = max((t for t in (token, device.pending) if t is not None), default=None)

@@ -177,7 +177,8 @@ Access patterns:
                            (keys only, consistent) each
                            of T#<tenant>, T#<tenant>#HIST, T#<tenant>#LATER, T#<tenant>#SUB,
                            T#<tenant>#DEV, T#<tenant>#EXP, T#<tenant>#MEM, T#<tenant>#BLOB,
-                           T#<tenant>#LOG
+                           T#<tenant>#LOG, first the streams of its records' audiences
+                           (entity items' ow, vw)
                            and per page GetItem head (xid), BatchWriteItem deletes,
                            UpdateItem head (xn, conditioned on xid), 5,000 items a call;
                            last: GetItem head and usage (consistent), TransactWriteItems:
@@ -215,14 +216,13 @@ Access patterns:
                            Query pk=T#<tenant>#SUB (consistent) per head change the stream
                            handler fans out (api.realtime.aws), and per subscriber an
                            UpdateItem of its `last` token (conditioned: only if newer)
-    push devices           register: TransactWriteItems of the device (put, conditioned
-                           absent or the caller's) and, when new, both counts (update
-                           n + 1, conditioned n < the bound); unregister: the device
-                           (delete, conditioned the caller's) and both counts (n - 1);
-                           list: Query pk=T#<tenant>#DEV begins_with D# (consistent);
-                           per head change pushed: that Query, then per device an
-                           UpdateItem claiming the token (conditioned: pt older and
-                           pa out of the window) or setting nx (conditioned: older)
+    push devices           register: TransactWriteItems of the device (put, conditioned absent or
+                           the caller's) and, when new, both counts (n + 1, conditioned n < the
+                           bound); unregister: the device (delete, conditioned the caller's), both
+                           counts (n - 1); list: Query pk=T#<tenant>#DEV begins_with D#
+                           (consistent); per head change pushed: that Query, the roster's, per
+                           device an UpdateItem claiming the token (conditioned: pt older, pa out of
+                           the window) or setting nx (conditioned: older)
     stream reader lease    per server every 5 s: PutItem its server item, GetItem
                            lease; the reader UpdateItem lease (conditioned: held by
                            it, or lapsed) and Query pk=RT#STREAM (consistent): the

@@ -12,12 +12,19 @@ from typing import Any
 
 import pytest
 
+from api.domain.catalog import PERSON
+from api.domain.cursor import CursorCodec
+from api.domain.membership import OWNER
+from api.domain.mutations import Mutation
+from api.domain.visibility import Visibility
 from api.graphql.context import RELEASE_HEADER
 from api.push_setup import make_pushes
 from api.realtime import aws
+from api.service import SyncService
 from api.settings import Settings
+from api.storage.store import DynamoStore
 from scripts.local_s3 import LocalS3
-from tests.deploy.test_realtime_aws import TableStream, _emf, _head_filter
+from tests.deploy.test_realtime_aws import TableStream, _emf, _failure_record, _head_filter
 from tests.support import sns
 from tests.support.gql import GraphQLClient, bearer
 
@@ -168,3 +175,56 @@ def test_the_streams_pushes_go_to_the_changes_audience_and_to_members_only(
     # Ann (no Member record) and Bob (removed) are no members: Cat's device alone.
     assert aws.stream_handler({"Records": records}) == {"sent": 0, "pushed": 1}
     assert [len(tokens) for tokens in pushed().values()] == [1, 0, 1]
+
+
+def test_a_drained_batch_of_private_changes_pushes_only_whose_view_changed(
+    queue: tuple[Settings, str, Any],
+    settings: Settings,
+    tenant: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The drain reads the head, not the batch's records (a catch-up): the head
+    transaction's audience is pushed; each other device only once its member's view
+    is read and has a change after the token last pushed to it (UNTOLD), as the
+    drain's pokes check each other subscription."""
+    monkeypatch.setenv("PUSH_WINDOW_SECONDS", "0")  # every round pushes at once
+    aws._runtime.cache_clear()
+    push_settings = Settings.from_env()
+    pushes = make_pushes(push_settings)
+    assert pushes is not None
+    subs = ("alice", "bob", "carol")
+    arns = {s: pushes.register(s, tenant, "APNS", secrets.token_hex(32), s).endpoint for s in subs}
+    service = SyncService(DynamoStore(), CursorCodec(settings.cursor_secret))
+    stream = TableStream(settings)
+    first = service.apply(Mutation("create", PERSON, tenant, None, None, {}), "carol", OWNER)
+    records = _head_filter(stream.records_until_head_of(tenant))
+    assert aws.stream_handler({"Records": records}) == {"sent": 0, "pushed": 3}
+    stream = TableStream(settings)
+
+    def private(sub: str) -> str:
+        mine = Mutation(
+            "create",
+            PERSON,
+            tenant,
+            None,
+            None,
+            {},
+            visibility=Visibility(sub),
+            sets_visibility=True,
+        )
+        return service.apply(mine, sub, OWNER).record.change_token
+
+    bobs = private("bob")  # missed by the fan-out, then the head is Alice's
+    alices = private("alice")
+    batch = _head_filter(stream.records_until_head_of(tenant))
+    message = {"messageId": "m1", "body": json.dumps(_failure_record(stream, batch))}
+    assert aws.drain_handler({"Records": [{**message, "eventSource": "aws:sqs"}]}) == {
+        "batchItemFailures": []
+    }
+    found = sns.published(str(push_settings.sns_endpoint))
+    pushed = {s: [sns.payload(m)["changeToken"] for m in found[a]] for s, a in arns.items()}
+    assert first.record.change_token < bobs < alices
+    # Alice: the head's audience; Bob: checked, his view changed (bobs); Carol's did
+    # not since her device's last push.
+    start = [first.record.change_token]
+    assert pushed == {"alice": [*start, alices], "bob": [*start, alices], "carol": start}

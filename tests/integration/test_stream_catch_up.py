@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 from botocore.config import Config
 
+from api.domain.audiences import Audience
 from api.domain.catalog import PERSON
 from api.domain.cursor import CursorCodec
-from api.realtime.signals import Audience
 from api.realtime.streams import StreamFollower
 from api.service import SyncService
 from api.settings import Settings
