@@ -18,6 +18,7 @@ from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette_compress import CompressMiddleware
 
 from api import metric_sinks, metrics, request_log
+from api.domain.audiences import Audience
 from api.domain.cursor import CursorCodec
 from api.domain.devices import WRITER_DEVICE
 from api.domain.retention import Retention
@@ -28,7 +29,6 @@ from api.ordering import wall_clock_ms
 from api.prometheus_metrics import Prometheus
 from api.push_setup import make_pushes
 from api.service import SyncService
-from api.service.commit_audience import Audience
 from api.settings import Settings
 from api.storage import models
 from api.storage.blob_usage import BlobUsageTable
