@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from api.domain.catalog import PERSON
+from api.domain.catalog import MEMBER, PERSON
 from api.domain.cursor import CursorCodec
-from api.domain.errors import NotFound, RoleForbidden
+from api.domain.errors import BadUserInput, NotFound, RoleForbidden
 from api.domain.mutations import Mutation
 from api.domain.records import Record
 from api.domain.visibility import Visibility
@@ -378,3 +378,18 @@ def test_a_push_packs_at_most_40_stream_entries_in_a_transaction_of_several_writ
     # Each write: entity, 20 stream entries, copy; the first transaction also the
     # fence, each its head.
     assert sizes == [2 * 22 + 2, 22 + 1], sizes
+
+
+def test_a_member_record_takes_no_visibility(settings: Settings, tenant: str) -> None:
+    mutation = Mutation(
+        "create",
+        MEMBER,
+        tenant,
+        "olga",
+        None,
+        {"role": "OWNER"},
+        visibility=Visibility("", ()),
+        sets_visibility=True,
+    )
+    with pytest.raises(BadUserInput, match="Member"):
+        _write(_service(), mutation, by="olga", role="owner")
