@@ -393,3 +393,27 @@ def test_a_member_record_takes_no_visibility(settings: Settings, tenant: str) ->
     )
     with pytest.raises(BadUserInput, match="Member"):
         _write(_service(), mutation, by="olga", role="owner")
+
+
+def test_a_write_whose_record_leaves_the_view_before_it_commits_gets_no_current(
+    settings: Settings, tenant: str, inject: Inject
+) -> None:
+    """bob's update read the record shared with him; alice unshares it before bob's
+    transaction commits: its entity's condition fails and the cancellation carries
+    the current version, which bob no longer sees: NOT_FOUND, never that version."""
+    alice_service, bob_service = _service(), _service()
+    v1 = _write(alice_service, _create(tenant, "p1", Visibility("", ("bob",))), by="alice")
+    raced: list[Record] = []
+    started: list[bool] = []
+
+    def unshare_once(**_: Any) -> None:
+        if not started:  # alice's own write reads too: once
+            started.append(True)
+            raced.append(_write(alice_service, _share(v1, Visibility("", ())), by="alice"))
+
+    inject("after-call.dynamodb.BatchGetItem", unshare_once)
+    update = Mutation("update", PERSON, tenant, "p1", v1.change_token, {"familyName": "B"})
+    (result,) = bob_service.push(tenant, [update], by="bob", role="writer")
+    assert raced, "the race did not happen"
+    assert result.status is PushStatus.REJECTED and result.record is None
+    assert isinstance(result.error, NotFound) and "Ann" not in str(result.error)
