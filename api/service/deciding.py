@@ -270,6 +270,8 @@ def _with_visibility(
         return decision
     mutation, current = entry.mutation, decision.current
     asked = mutation.visibility if mutation.sets_visibility or mutation.verb == "share" else None
+    if asked is not None and decision.member is not None:
+        return BadUserInput("a Member record is seen by the whole tenant: it takes no visibility")
     if asked is not None and not asked.owner:
         owner = entry.by if current is None else (current.owner or entry.by)
         if owner is None:
