@@ -1,0 +1,268 @@
+"""An adversarial read of who sees what (contract 3.12): bob, a member who must not
+see alice's private records, and a member removed from the tenant, try to read,
+infer or keep what they may not through the GraphQL API on DynamoDB Local and the
+local S3. A test that fails names a leak (its assertion says what would close it);
+one that passes guards a probe that found nothing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx2
+
+from api.domain.catalog import PERSON
+from api.domain.cursor import CursorCodec
+from api.domain.mutations import Mutation
+from api.domain.visibility import Visibility
+from api.service import SyncService
+from api.settings import Settings
+from api.storage.store import DynamoStore
+from tests.integration.test_visibility_sync import Device, Member, _view
+from tests.support.blobs import REQUEST_UPLOAD, reference, sha256_of
+from tests.support.gql import GraphQLClient
+
+_HISTORY = (
+    "query($t: ID!, $id: ID!, $l: Int, $c: String) {"
+    " history(tenantID: $t, id: $id, limit: $l, cursor: $c) {"
+    " items { changeToken ... on Person { givenName } } cursor } }"
+)
+_UPDATE = (
+    "mutation($i: UpdatePersonInput!) { updatePerson(input: $i) {"
+    " person { id changeToken givenName } } }"
+)
+_DELETE = "mutation($i: DeletePersonInput!) { deletePerson(input: $i) { deletedItem { id } } }"
+_SHARE = "mutation($i: SetVisibilityInput!) { setVisibility(input: $i) { item { id } } }"
+_RESTORE = (
+    "mutation($i: RestoreVersionInput!) { restoreVersion(input: $i) { item { id changeToken } } }"
+)
+_CREATE = (
+    "mutation($i: CreatePersonInput!) { createPerson(input: $i) {"
+    " person { id changeToken givenName } } }"
+)
+_PUSH = (
+    "mutation($i: PushChangesInput!) { pushChanges(input: $i) { results {"
+    " status replayed error { code message reason }"
+    " item { __typename id changeToken ... on Person { givenName visibility { owner } } } } } }"
+)
+_ATTACHMENT = (
+    "query($t: ID!, $sha: String!, $id: ID) {"
+    " attachment(tenantID: $t, sha256: $sha, id: $id) { url } }"
+)
+
+
+def _service() -> SyncService:
+    return SyncService(DynamoStore(), CursorCodec("x"))
+
+
+def _errors(body: dict[str, Any]) -> list[tuple[Any, ...]]:
+    """A response's errors as what a caller can compare: code, reason, message."""
+    return [
+        (
+            e.get("extensions", {}).get("code"),
+            e.get("extensions", {}).get("reason"),
+            e["message"],
+            sorted(e.get("extensions", {})),
+        )
+        for e in body.get("errors") or []
+    ]
+
+
+def _update(alice: Member, id: str, token: str, name: str) -> str:
+    i = {"tenantID": alice.tenant, "id": id, "changeToken": token, "changes": {"givenName": name}}
+    return str(alice.data(_UPDATE, {"i": i})["updatePerson"]["person"]["changeToken"])
+
+
+def _shape(body: dict[str, Any], id: str) -> str:
+    """A response as a caller compares two of them: its id made anonymous."""
+    return str(body).replace(id, "<id>")
+
+
+# --- Findings: each fails on main now ---------------------------------------------
+
+
+def test_history_does_not_tell_a_private_record_from_no_record(
+    gql: GraphQLClient, tenant: str
+) -> None:
+    """An existence oracle without writing anything: `history` of an id no record has
+    is an empty list, of alice's private record NOT_FOUND. Passes when both answer
+    alike (e.g. NOT_FOUND for an id with no versions, or an empty list for both)."""
+    alice, bob = Member(gql, tenant, "alice"), Member(gql, tenant, "bob")
+    alice.create("secret1", [])
+    hidden = bob.call(_HISTORY, {"t": tenant, "id": "secret1"})
+    absent = bob.call(_HISTORY, {"t": tenant, "id": "nothing1"})
+    assert _shape(hidden, "secret1") == _shape(absent, "nothing1")
+
+
+def test_history_pages_do_not_count_the_versions_the_caller_never_saw(
+    gql: GraphQLClient, tenant: str
+) -> None:
+    """Alice edits her private record 3 times, then shares it with bob. None of its
+    earlier versions included bob, yet `history(limit: 1)` hands him a cursor per
+    hidden version: he counts alice's private edits (empty pages, non-null cursors).
+    Passes when a page whose versions are all hidden goes on reading (or ends)."""
+    alice, bob = Member(gql, tenant, "alice"), Member(gql, tenant, "bob")
+    token = alice.create("p1", [])
+    for name in ("s1", "s2", "s3"):
+        token = _update(alice, "p1", token, name)
+    alice.share("p1", token, ["bob"])
+    pages: list[list[Any]] = []
+    cursor = None
+    while True:
+        page = bob.data(_HISTORY, {"t": tenant, "id": "p1", "l": 1, "c": cursor})["history"]
+        pages.append(page["items"])
+        cursor = page["cursor"]
+        if cursor is None or len(pages) > 10:
+            break
+    assert pages == [[]], f"bob followed {len(pages)} pages of hidden versions: {pages}"
+
+
+def test_catch_up_pages_do_not_count_records_outside_the_view(tenant: str) -> None:
+    """catchUp filters a page after reading it, so bob following `limit: 1` pages
+    over alice's private records gets one empty page with a cursor per record: their
+    number. Passes when a page of hidden records goes on reading (or the caller's
+    catch-up reads only its view)."""
+    service = _service()
+    private = Visibility("", ())
+    for i in range(3):
+        (done,) = service.push(
+            tenant,
+            [
+                Mutation(
+                    "create",
+                    PERSON,
+                    tenant,
+                    f"a{i}",
+                    None,
+                    {"givenName": "A"},
+                    visibility=private,
+                    sets_visibility=True,
+                )
+            ],
+            by="alice",
+            role="writer",
+        )
+        assert done.record is not None, done.error
+    up_to = service.changes(tenant, sub="bob").change_token
+    assert up_to is not None
+    pages: list[list[Any]] = []
+    cursor = None
+    while True:
+        page = service.catch_up(tenant, up_to, types=[PERSON], cursor=cursor, limit=1, by="bob")
+        pages.append(page.items)
+        cursor = page.cursor
+        if cursor is None or len(pages) > 10:
+            break
+    assert all(p == [] for p in pages)
+    assert len(pages) == 1, f"bob followed {len(pages)} empty pages: one per private record"
+
+
+def test_a_client_mutation_id_replays_nothing_outside_the_view(
+    gql: GraphQLClient, tenant: str
+) -> None:
+    """Outcomes are kept per tenant and clientMutationID, and a replay is answered
+    before the view is checked: bob resending alice's push entry (same id and body)
+    gets APPLIED with alice's private record (its token, owner, times); a different
+    body under her id tells him the id was used. Passes when a replay's record
+    outside the caller's view answers NOT_FOUND (or outcomes are kept per caller)."""
+    alice, bob = Member(gql, tenant, "alice"), Member(gql, tenant, "bob")
+    entry = {
+        "createPerson": {
+            "tenantID": tenant,
+            "id": "p1",
+            "person": {"givenName": "Secret"},
+            "visibility": {"sharedWith": []},
+            "clientMutationID": "cmid-alice-1",
+        }
+    }
+    push = {"i": {"tenantID": tenant, "mutations": [entry]}}
+    (mine,) = alice.data(_PUSH, push)["pushChanges"]["results"]
+    assert mine["status"] == "APPLIED"
+    (theirs,) = bob.data(_PUSH, push)["pushChanges"]["results"]
+    assert theirs["item"] is None, f"bob got alice's private record by replay: {theirs}"
+    assert theirs["status"] == "REJECTED" and theirs["error"]["code"] == "NOT_FOUND", theirs
+
+
+def test_a_resend_after_the_record_left_the_view_is_not_applied(
+    gql: GraphQLClient, tenant: str
+) -> None:
+    """Bob's outbox resends his update of a record alice has unshared since (the
+    first send's answer was lost). The contract: a write whose record left the
+    caller's view while it was on its way is NOT_FOUND. The replay answers APPLIED
+    with the record, visibility and all. Passes when the replay checks the view."""
+    alice, bob = Member(gql, tenant, "alice"), Member(gql, tenant, "bob")
+    token = alice.create("p1", ["bob"])
+    entry = {
+        "updatePerson": {
+            "tenantID": tenant,
+            "id": "p1",
+            "changeToken": token,
+            "changes": {"givenName": "by bob"},
+            "clientMutationID": "cmid-bob-1",
+        }
+    }
+    push = {"i": {"tenantID": tenant, "mutations": [entry]}}
+    (first,) = bob.data(_PUSH, push)["pushChanges"]["results"]
+    assert first["status"] == "APPLIED"
+    alice.share("p1", first["item"]["changeToken"], [])
+    (again,) = bob.data(_PUSH, push)["pushChanges"]["results"]
+    assert again["item"] is None and again["status"] == "REJECTED", again
+
+
+def _upload_as(member: Member, data: bytes) -> dict[str, Any]:
+    ref = reference(data)
+    answer = member.data(
+        REQUEST_UPLOAD,
+        {"t": member.tenant, "sha": ref["sha256"], "size": ref["size"], "type": "image/jpeg"},
+    )["requestUpload"]
+    assert answer["alreadyPresent"] is False  # never told in a restricted tenant
+    put = answer["upload"]
+    headers = {h["name"]: h["value"] for h in put["headers"]}
+    assert httpx2.put(put["url"], content=data, headers=headers).status_code == 200
+    return ref
+
+
+def test_a_reference_does_not_probe_or_fetch_another_members_private_blob(
+    gql: GraphQLClient, tenant: str
+) -> None:
+    """The content-address side channel through the write path: requestUpload no
+    longer says `alreadyPresent`, but a write referencing a sha256 is checked
+    against the tenant's blobs, whoever uploaded them. Bob, knowing the hash of
+    alice's private photo, creates his own record referencing it: ATTACHMENT_MISSING
+    when the tenant lacks it, APPLIED when alice has it (the oracle); then his own
+    record gives him a download link to alice's bytes. Passes when a reference
+    succeeds only for a blob the writer uploaded or sees through a record in its
+    view (else ATTACHMENT_MISSING, as for absent bytes)."""
+    alice, bob = Member(gql, tenant, "alice"), Member(gql, tenant, "bob")
+    alice.create("p0", [])  # the tenant has a restricted record
+    photo = b"alice's private photo " + tenant.encode() * 64
+    ref = _upload_as(alice, photo)
+    made = alice.data(
+        _CREATE,
+        {
+            "i": {
+                "tenantID": tenant,
+                "id": "p1",
+                "person": {"givenName": "A", "photo": ref},
+                "visibility": {"sharedWith": []},
+            }
+        },
+    )
+    assert made["createPerson"]["person"]["id"] == "p1"
+    never = reference(b"bytes no one uploaded " + tenant.encode())
+
+    def bob_refers(id: str, to: dict[str, Any]) -> dict[str, Any]:
+        return bob.call(
+            _CREATE,
+            {"i": {"tenantID": tenant, "id": id, "person": {"givenName": "B", "photo": to}}},
+        )
+
+    absent = bob_refers("b1", never)
+    assert _errors(absent)[0][0] == "ATTACHMENT_MISSING", absent
+    probe = bob_refers("b2", ref)
+    link = bob.call(_ATTACHMENT, {"t": tenant, "sha": ref["sha256"], "id": "b2"})
+    url = ((link.get("data") or {}).get("attachment") or {}).get("url")
+    fetched = None if url is None else httpx2.get(url).content
+    assert (_shape(_errors(probe), ref["sha256"]), fetched == photo) == (
+        _shape(_errors(absent), never["sha256"]),
+        False,
+    ), f"bob learns alice's private blob exists ({probe}) and downloads it: {fetched == photo}"
