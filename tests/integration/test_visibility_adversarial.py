@@ -6,6 +6,8 @@ one that passes guards a probe that found nothing."""
 
 from __future__ import annotations
 
+import gzip
+import json
 from typing import Any
 
 import httpx2
@@ -266,3 +268,164 @@ def test_a_reference_does_not_probe_or_fetch_another_members_private_blob(
         _shape(_errors(absent), never["sha256"]),
         False,
     ), f"bob learns alice's private blob exists ({probe}) and downloads it: {fetched == photo}"
+
+
+# --- Probes that found nothing: they guard the future ------------------------------
+
+_EXPORT = (
+    "mutation($t: ID!, $e: ID) { exportTenant(tenantID: $t, exportID: $e) "
+    "{ exportID done entities versions bytes downloadURL } }"
+)
+
+
+def test_an_owners_export_holds_nothing_of_another_members_private_versions(
+    gql: GraphQLClient, tenant: str
+) -> None:
+    """Carol, a tenant OWNER, exports: alice's record that was private before it
+    was made tenant-wide is in it as now, but none of its private versions; alice's
+    private record deleted since, and her live private one, not at all."""
+    alice = Member(gql, tenant, "alice")
+    carol = Member(gql, tenant, "carol", role="owner")
+    token = alice.create("p1", [])
+    token = _update(alice, "p1", token, "Secret1")
+    token = _update(alice, "p1", token, "Public")
+    alice.share("p1", token, None)
+    gone = alice.create("p2", [])
+    _update(alice, "p2", gone, "Secret2")
+    gone = alice.data(
+        'query($t: ID!) { person(tenantID: $t, id: "p2") { changeToken } }', {"t": tenant}
+    )["person"]["changeToken"]
+    alice.data(_DELETE, {"i": {"tenantID": tenant, "id": "p2", "changeToken": gone}})
+    live = alice.create("p3", [])
+    _update(alice, "p3", live, "Secret3")
+    payload = carol.data(_EXPORT, {"t": tenant, "e": None})["exportTenant"]
+    while not payload["done"]:
+        payload = carol.data(_EXPORT, {"t": tenant, "e": payload["exportID"]})["exportTenant"]
+    body = gzip.decompress(httpx2.get(payload["downloadURL"]).content).decode()
+    lines = [json.loads(line) for line in body.splitlines()]
+    ids = {(k, v["id"]) for line in lines for k, v in line.items() if k in ("entity", "version")}
+    assert ids == {("entity", "p1")}, lines
+    assert "Secret" not in body
+
+
+def test_every_write_on_a_private_id_answers_as_on_an_absent_id(
+    gql: GraphQLClient, tenant: str
+) -> None:
+    """Bob's update, delete, setVisibility, restoreVersion, and push entries
+    (update, delete, setVisibility, put with assumed fields or deleted) on alice's
+    private id answer exactly as on an id no record has, with alice's own token
+    and fields: nothing tells them apart, and nothing is written."""
+    alice, bob = Member(gql, tenant, "alice"), Member(gql, tenant, "bob")
+    first = alice.create("s1", [])
+    token = _update(alice, "s1", first, "Secret")
+
+    def probes(id: str) -> list[tuple[str, dict[str, Any]]]:
+        guarded = {"tenantID": tenant, "id": id, "changeToken": token}
+        state = {"person": {"givenName": "Secret"}}
+        entries: list[dict[str, Any]] = [
+            {"updatePerson": {**guarded, "changes": {"givenName": "x"}}},
+            {"deletePerson": guarded},
+            {"setVisibility": {**guarded, "visibility": None}},
+            {"setVisibility": {**guarded, "visibility": {"sharedWith": ["bob"]}}},
+            {"putPerson": {"tenantID": tenant, "id": id, "assumed": state, "state": state}},
+            {
+                "putPerson": {
+                    "tenantID": tenant,
+                    "id": id,
+                    "assumed": {"deleted": True},
+                    "state": state,
+                }
+            },
+            {
+                "putPerson": {
+                    "tenantID": tenant,
+                    "id": id,
+                    "assumed": state,
+                    "state": {"deleted": True},
+                    "mergeFields": True,
+                }
+            },
+        ]
+        return [
+            (_UPDATE, {"i": {**guarded, "changes": {"givenName": "x"}}}),
+            (_DELETE, {"i": guarded}),
+            (_SHARE, {"i": {**guarded, "visibility": None}}),
+            (_RESTORE, {"i": {**guarded, "version": first}}),
+            (_PUSH, {"i": {"tenantID": tenant, "mutations": entries}}),
+            (_PUSH, {"i": {"tenantID": tenant, "mutations": entries, "since": token}}),
+        ]
+
+    for (query, hidden), (_, absent) in zip(probes("s1"), probes("n1"), strict=True):
+        got, expected = bob.call(query, hidden), bob.call(query, absent)
+        assert _shape(got, "s1") == _shape(expected, "n1")
+        assert "Secret" not in str(got) and "alice" not in str(got)
+    assert alice.data(
+        'query($t: ID!) { person(tenantID: $t, id: "s1") { changeToken givenName } }',
+        {"t": tenant},
+    )["person"] == {"changeToken": token, "givenName": "Secret"}
+
+
+def test_a_write_from_a_token_minted_while_shared_gets_no_current(
+    gql: GraphQLClient, tenant: str
+) -> None:
+    """Bob holds alice's record from when it was shared with him; she unshares it and
+    edits it. His queued update, delete and put on his old copy are NOT_FOUND with
+    no current version (not a CONFLICT carrying her new one), nothing written."""
+    alice, bob = Member(gql, tenant, "alice"), Member(gql, tenant, "bob")
+    held = alice.create("p1", ["bob"])
+    token = alice.share("p1", held, [])
+    token = _update(alice, "p1", token, "After")
+    guarded = {"tenantID": tenant, "id": "p1", "changeToken": held}
+    state = {"person": {"givenName": "p1"}}
+    for query, variables in (
+        (_UPDATE, {"i": {**guarded, "changes": {"givenName": "x"}}}),
+        (_DELETE, {"i": guarded}),
+        (_SHARE, {"i": {**guarded, "visibility": None}}),
+    ):
+        body = bob.call(query, variables)
+        (error,) = body["errors"]
+        assert error["extensions"] == {"code": "NOT_FOUND"}, body
+    entries = [
+        {"updatePerson": {**guarded, "changes": {"givenName": "x"}}},
+        {"putPerson": {"tenantID": tenant, "id": "p1", "assumed": state, "state": state}},
+        {
+            "putPerson": {
+                "tenantID": tenant,
+                "id": "p1",
+                "assumed": state,
+                "state": {"person": {"familyName": "y"}},
+                "mergeFields": True,
+            }
+        },
+    ]
+    results = bob.data(_PUSH, {"i": {"tenantID": tenant, "mutations": entries}})
+    for result in results["pushChanges"]["results"]:
+        assert result["item"] is None and result["error"]["code"] == "NOT_FOUND", result
+    assert "After" not in str(results)
+    assert alice.data(
+        'query($t: ID!) { person(tenantID: $t, id: "p1") { changeToken } }', {"t": tenant}
+    )["person"] == {"changeToken": token}
+
+
+def test_an_attachment_through_a_record_outside_the_view_is_as_absent(
+    gql: GraphQLClient, tenant: str
+) -> None:
+    """Bob asks for alice's private photo through her record's id: the same
+    NOT_FOUND as through an id no record has; without an id, BAD_USER_INPUT."""
+    alice, bob = Member(gql, tenant, "alice"), Member(gql, tenant, "bob")
+    alice.create("p0", [])
+    photo = b"alice's photo " + tenant.encode() * 64
+    ref = _upload_as(alice, photo)
+    person = {"givenName": "A", "photo": ref}
+    alice.data(
+        _CREATE,
+        {"i": {"tenantID": tenant, "id": "p1", "person": person, "visibility": {"sharedWith": []}}},
+    )
+    sha = ref["sha256"]
+    hidden = bob.call(_ATTACHMENT, {"t": tenant, "sha": sha, "id": "p1"})
+    absent = bob.call(_ATTACHMENT, {"t": tenant, "sha": sha, "id": "n1"})
+    assert _errors(hidden) == _errors(absent) and _errors(hidden)[0][0] == "NOT_FOUND"
+    unnamed = bob.call(_ATTACHMENT, {"t": tenant, "sha": sha, "id": None})
+    assert _errors(unnamed)[0][0] == "BAD_USER_INPUT", unnamed
+    # alice's own link works: the probe above found the blob there.
+    assert alice.data(_ATTACHMENT, {"t": tenant, "sha": sha, "id": "p1"})["attachment"]["url"]
