@@ -11,6 +11,7 @@ import json
 from typing import Any
 
 import httpx2
+import pytest
 
 from api.domain.catalog import PERSON
 from api.domain.cursor import CursorCodec
@@ -629,3 +630,94 @@ def test_records_shared_with_20_moved_between_audiences_by_two_servers(
         _settle(device)
         assert device.held == _view(ddb, settings, tenant, sub), sub
     assert set(watchers["y19"].held) == set(tokens) and not watchers["x00"].held
+
+
+_SUBSCRIBE = (
+    "subscription($t: ID!, $s: ID) { changesAvailable(tenantID: $t, since: $s) "
+    "{ tenantID changeToken } }"
+)
+
+
+@pytest.mark.slow
+@pytest.mark.serial
+def test_a_subscription_is_poked_only_for_changes_in_its_view(
+    app_client: Any, gql: GraphQLClient, tenant: str
+) -> None:
+    """Bob's open subscription: alice's private writes (a creation, an edit, and
+    an edit of a record she unshared from him) poke him with nothing; the unshare
+    itself pokes him (his device must forget the record); the first event after his
+    token is the unshare's, and the next a tenant-wide write's, never a private
+    write's token (a poke's timing or token would tell him when alice writes).
+    FINDING: fails on main in about half the runs (3 of 6 here), poked for alice's
+    private creation or for her edit of the record she unshared: see the next test,
+    which shows the cause deterministically."""
+    from tests.integration.test_realtime import _connect, _receive
+
+    alice, bob = Member(gql, tenant, "alice"), Member(gql, tenant, "bob")
+    shared = alice.create("s1", ["bob"])
+    device = Device(bob)
+    device.sync()
+    with _connect(app_client) as ws:
+        ws.send_json({"type": "connection_init", "payload": {**bob.headers}})
+        assert _receive(ws) == {"type": "connection_ack"}
+        ws.send_json(
+            {
+                "id": "b",
+                "type": "subscribe",
+                "payload": {"query": _SUBSCRIBE, "variables": {"t": tenant, "s": device.token}},
+            }
+        )
+        # A tenant-wide write first: its event says the subscription is live.
+        opened = alice.create("t0", None)
+        event = _receive(ws)
+        assert event["payload"]["data"]["changesAvailable"]["changeToken"] == opened, event
+        private = alice.create("p1", [])
+        edited = _update(alice, "p1", private, "Secret")
+        unshared = alice.share("s1", shared, [])
+        event = _receive(ws)
+        got = event["payload"]["data"]["changesAvailable"]["changeToken"]
+        named = {private: "alice's private creation", edited: "alice's private edit"}
+        assert got == unshared, f"bob poked for {named.get(got, got)}"
+        hidden = _update(alice, "s1", unshared, "Secret")
+        public = alice.create("t1", None)
+        event = _receive(ws)
+        got = event["payload"]["data"]["changesAvailable"]["changeToken"]
+        named = {hidden: "alice's edit of the record she unshared from him"}
+        assert got == public, f"bob poked for {named.get(got, got)}"
+    device.sync()
+    assert set(device.held) == {"t0", "t1"}
+
+
+def test_the_stream_followers_catch_up_pokes_only_the_heads_audience(
+    tenant: str, ddb: Any, settings: Settings
+) -> None:
+    """Why the test above fails in some runs: when a server's stream follower
+    starts (its first subscription), it publishes the current head of every
+    subscribed tenant with audience None (every member), whatever the head's
+    transaction wrote. A private write that is the head then pokes bob with its
+    token. Passes when `publish_heads` gives each head the audience its attributes
+    say (`head_pokes`, as for the stream's records)."""
+    from api.realtime.streams import publish_heads
+
+    service = _service()
+    (done,) = service.push(
+        tenant,
+        [
+            Mutation(
+                "create",
+                PERSON,
+                tenant,
+                "p1",
+                None,
+                {"givenName": "Secret"},
+                visibility=Visibility("", ()),
+                sets_visibility=True,
+            )
+        ],
+        by="alice",
+        role="writer",
+    )
+    assert done.record is not None, done.error
+    published: list[tuple[str, str, Any]] = []
+    publish_heads(ddb, settings.table_name, [tenant], lambda *a: published.append(a))
+    assert published == [(tenant, done.record.change_token, frozenset({"m:alice"}))]
