@@ -753,8 +753,8 @@ def test_a_sync_of_chosen_types_carries_exactly_the_view(
     [PERSON])` in pages of one, across shares, unshares and private edits (alice's
     private records named Secret). Record b enters bob's view (alice shares it
     with him), yet his typed sync ends at the head without it: held {} where his
-    view is {b} (an untyped sync, or pages of 10, deliver it). Same likely cause
-    as the next test (a cut page's cursor without `streams`). Passes when the
+    view is {b} (an untyped sync, or pages of 10, deliver it). Related to the
+    next test (pages that lose the caller's stream). Passes when the
     device ends with exactly his view; no page carries a private version."""
     alice, bob = Member(gql, tenant, "alice"), Member(gql, tenant, "bob")
     tokens = {
@@ -836,10 +836,12 @@ def test_a_first_sync_past_deletions_holds_every_record_shared_with_the_member(
     holds deletions (which a first sync leaves out) and records shared with bob.
     Bob's first sync in pages of 1, 2 or 4 ends without some of them, and syncing
     on from its token never brings them: with pages of 2 he holds s0 but never s1
-    and s2. Likely cause: a page the first sync fills past left-out entries ends
+    and s2. One cause: a page the first sync fills past left-out entries ends
     by `Reading._cut`, whose cursor (`_page`) drops the `streams` flag that
-    `_streamed` sets, so every later page reads the main log alone. Passes when
-    such a cursor keeps reading the caller's stream."""
+    `_streamed` sets, so every later page reads the main log alone. Keeping the
+    flag there (tried, not committed) closed pages of 2 and 4 but not pages of 1,
+    nor the typed sync above: there is a second cause. Passes when every page size
+    ends with exactly bob's view."""
     alice, bob = Member(gql, tenant, "alice"), Member(gql, tenant, "bob")
     for i in range(3):
         gone = alice.create(f"t{i}", None)
