@@ -839,9 +839,12 @@ def test_a_first_sync_past_deletions_holds_every_record_shared_with_the_member(
     and s2. One cause: a page the first sync fills past left-out entries ends
     by `Reading._cut`, whose cursor (`_page`) drops the `streams` flag that
     `_streamed` sets, so every later page reads the main log alone. Keeping the
-    flag there (tried, not committed) closed pages of 2 and 4 but not pages of 1,
-    nor the typed sync above: there is a second cause. Passes when every page size
-    ends with exactly bob's view."""
+    flag there when the cut page has a cursor (tried, not committed) closed pages
+    of 2 and 4 but not pages of 1, nor the typed sync above: with pages of 1 the
+    page cut is a sized read that reached the bound (no cursor, so no flag to
+    copy), and the cursor of the very first page already says streams=False. The
+    flag has to come from whether this sync reads streams, not from the page cut.
+    Passes when every page size ends with exactly bob's view."""
     alice, bob = Member(gql, tenant, "alice"), Member(gql, tenant, "bob")
     for i in range(3):
         gone = alice.create(f"t{i}", None)
