@@ -861,3 +861,91 @@ def test_a_first_sync_past_deletions_holds_every_record_shared_with_the_member(
         if device.held != view:
             missing[limit] = sorted(set(view) - set(device.held))
     assert missing == {}, f"by page size, the shared records bob never gets: {missing}"
+
+
+_MEMBER = "query($t: ID!, $id: ID!) { member(tenantID: $t, id: $id) { id role } }"
+_PERSON = (
+    "query($t: ID!, $id: ID!) { person(tenantID: $t, id: $id) { changeToken givenName"
+    " visibility { owner sharedWith } } }"
+)
+
+
+def test_a_member_it_is_shared_with_cannot_widen_or_keep_a_record(
+    gql: GraphQLClient, tenant: str
+) -> None:
+    """Bob, a writer alice shares a record with: a put whose state names a wider
+    audience (carol), or the whole tenant, keeps alice's visibility (a put's
+    visibility applies only when it creates), and his setVisibility is FORBIDDEN.
+    Once she unshares it, his history of it is NOT_FOUND, and restoring a version
+    he saw is NOT_FOUND: nothing of it, no version text."""
+    alice, bob = Member(gql, tenant, "alice"), Member(gql, tenant, "bob")
+    carol = Member(gql, tenant, "carol")
+    token = alice.create("p1", ["bob"])
+    seen = token
+    fields = {"givenName": "p1"}
+    for visibility in ({"sharedWith": ["bob", "carol"]}, None):
+        entry = {
+            "putPerson": {
+                "tenantID": tenant,
+                "id": "p1",
+                "assumed": {"person": fields},
+                "state": {"person": {"givenName": "by bob"}, "visibility": visibility},
+            }
+        }
+        (done,) = bob.data(_PUSH, {"i": {"tenantID": tenant, "mutations": [entry]}})["pushChanges"][
+            "results"
+        ]
+        assert done["status"] == "APPLIED", done
+        fields = {"givenName": "by bob"}
+        token = done["item"]["changeToken"]
+    assert carol.data(_PERSON, {"t": tenant, "id": "p1"}) == {"person": None}
+    current = alice.data(_PERSON, {"t": tenant, "id": "p1"})["person"]
+    assert current["visibility"] == {"owner": "alice", "sharedWith": ["bob"]}
+    body = bob.call(
+        _SHARE, {"i": {"tenantID": tenant, "id": "p1", "changeToken": token, "visibility": None}}
+    )
+    assert body["errors"][0]["extensions"] == {"code": "FORBIDDEN", "reason": "ROLE"}, body
+    token = alice.share("p1", token, [])
+    _update(alice, "p1", token, "Secret")
+    history = bob.call(_HISTORY, {"t": tenant, "id": "p1"})
+    assert _errors(history)[0][0] == "NOT_FOUND" and "Secret" not in str(history)
+    restored = bob.call(
+        _RESTORE, {"i": {"tenantID": tenant, "id": "p1", "changeToken": token, "version": seen}}
+    )
+    assert _errors(restored)[0][0] == "NOT_FOUND" and "Secret" not in str(restored)
+
+
+def test_a_private_member_record_is_nothing_to_another_member(
+    gql: GraphQLClient, tenant: str
+) -> None:
+    """A tenant owner keeps a Member record private: `member(id)` is null to bob,
+    as for an id no record has, and his sync holds nothing of it."""
+    from tests.integration.test_members import CREATE as CREATE_MEMBER
+
+    owner = Member(gql, tenant, "olga", role="owner")
+    owner.data(
+        CREATE_MEMBER, {"i": {"tenantID": tenant, "id": "olga", "member": {"role": "OWNER"}}}
+    )
+    owner.data(
+        CREATE_MEMBER, {"i": {"tenantID": tenant, "id": "bob", "member": {"role": "WRITER"}}}
+    )
+    made = owner.call(
+        CREATE_MEMBER,
+        {
+            "i": {
+                "tenantID": tenant,
+                "id": "dan",
+                "member": {"role": "READER", "displayName": "Secret"},
+                "visibility": {"sharedWith": []},
+            }
+        },
+    )
+    assert not made.get("errors"), made
+    bob = Member(gql, tenant, "bob")
+    assert bob.data(_MEMBER, {"t": tenant, "id": "dan"}) == {"member": None}
+    assert _shape(bob.call(_MEMBER, {"t": tenant, "id": "dan"}), "dan") == _shape(
+        bob.call(_MEMBER, {"t": tenant, "id": "nobody"}), "nobody"
+    )
+    device = Device(bob)
+    device.sync()
+    assert "dan" not in device.held and {"olga", "bob"} <= set(device.held)
