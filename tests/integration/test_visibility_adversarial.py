@@ -75,7 +75,7 @@ def _update(alice: Member, id: str, token: str, name: str) -> str:
     return str(alice.data(_UPDATE, {"i": i})["updatePerson"]["person"]["changeToken"])
 
 
-def _shape(body: dict[str, Any], id: str) -> str:
+def _shape(body: object, id: str) -> str:
     """A response as a caller compares two of them: its id made anonymous."""
     return str(body).replace(id, "<id>")
 
