@@ -1015,3 +1015,36 @@ def test_a_burst_of_pokes_does_not_hand_a_member_another_members_private_token(
     assert "m:bob" in (audience or {"m:bob"})
     named = {other: "the token of alice's private edit"}
     assert token == shared, f"bob is poked with {named.get(token, token)}"
+
+
+def test_an_export_holds_no_version_of_a_record_that_left_the_owners_view(
+    gql: GraphQLClient, tenant: str
+) -> None:
+    """FINDING (fails on main): alice shares a record with carol (a tenant OWNER),
+    edits it, then makes it private and edits it again. Carol's history of it is
+    NOT_FOUND (contract 3.12: outside the view, history is NOT_FOUND), but her
+    export holds the versions she once saw of it: the export keeps what history
+    refuses, and a record that left her view stays in her file. Passes when an
+    export's versions follow history (none of a record outside the caller's
+    view); the private edit is not in it either way."""
+    alice = Member(gql, tenant, "alice")
+    carol = Member(gql, tenant, "carol", role="owner")
+    token = alice.create("p4", ["carol"])
+    token = _update(alice, "p4", token, "SharedText")
+    token = alice.share("p4", token, [])
+    _update(alice, "p4", token, "Secret4")
+    alice.create("w1", None)
+    assert _errors(carol.call(_HISTORY, {"t": tenant, "id": "p4"}))[0][0] == "NOT_FOUND"
+    payload = carol.data(_EXPORT, {"t": tenant, "e": None})["exportTenant"]
+    while not payload["done"]:
+        payload = carol.data(_EXPORT, {"t": tenant, "e": payload["exportID"]})["exportTenant"]
+    body = gzip.decompress(httpx2.get(payload["downloadURL"]).content).decode()
+    lines = [json.loads(line) for line in body.splitlines()]
+    ids = {(k, v["id"]) for line in lines for k, v in line.items() if k in ("entity", "version")}
+    versions = [
+        (line["version"]["changeToken"], line["version"].get("givenName"))
+        for line in lines
+        if "version" in line
+    ]
+    assert "Secret4" not in body
+    assert ids == {("entity", "w1")}, f"carol's export holds p4's versions {versions}"
