@@ -1048,3 +1048,32 @@ def test_an_export_holds_no_version_of_a_record_that_left_the_owners_view(
     ]
     assert "Secret4" not in body
     assert ids == {("entity", "w1")}, f"carol's export holds p4's versions {versions}"
+
+
+_LEFT = (
+    "query($t: ID!, $s: ID) { changes(tenantID: $t, since: $s) { items { __typename id"
+    " changeToken ... on LeftViewItem { writtenBy visibility { owner sharedWith } }"
+    " ... on DeletedItem { writtenBy visibility { owner sharedWith } } } changeToken } }"
+)
+
+
+def test_a_left_view_item_does_not_tell_who_sees_the_record_now(
+    gql: GraphQLClient, tenant: str
+) -> None:
+    """FINDING (fails on main): alice moves a record from bob to carol. Bob's
+    LeftViewItem (contract 3.12 lists `id tenantID changeToken type createdAt updatedAt`) implements
+    SynchronizedItem, so it can be asked for `visibility`: it must not name carol
+    (the audience after bob left it), neither from his stream's sentinel nor
+    from the main log's, which every member of the tenant reads when a tenant-wide
+    record is restricted. Passes when a LeftViewItem's visibility is
+    null (or at most names what bob already knew)."""
+    alice, bob = Member(gql, tenant, "alice"), Member(gql, tenant, "bob")
+    token = alice.create("p1", ["bob"])
+    wide = alice.create("p2", None)
+    since = bob.data(_LEFT, {"t": tenant, "s": None})["changes"]["changeToken"]
+    alice.share("p1", token, ["carol"])  # bob's stream gets the sentinel
+    alice.share("p2", wide, ["carol"])  # the main log's: every member's
+    items = bob.data(_LEFT, {"t": tenant, "s": since})["changes"]["items"]
+    assert [i["__typename"] for i in items] == ["LeftViewItem"] * 2
+    told = {i["id"]: i["visibility"] for i in items}
+    assert "carol" not in str(told), f"bob is told who sees them now: {told}"
