@@ -1077,3 +1077,101 @@ def test_a_left_view_item_does_not_tell_who_sees_the_record_now(
     assert [i["__typename"] for i in items] == ["LeftViewItem"] * 2
     told = {i["id"]: i["visibility"] for i in items}
     assert "carol" not in str(told), f"bob is told who sees them now: {told}"
+
+
+def test_changes_of_view_between_a_syncs_log_read_and_its_stream_read(
+    tenant: str, ddb: Any, settings: Settings, inject: Any
+) -> None:
+    """A concurrent writer at the worst instant: each time bob's sync is about to
+    Query his stream (after its log read), alice commits a change of who sees what
+    (a share with bob, an unshare, tenant-wide to private, private to tenant-wide,
+    a private edit). Following cursors to the end and then polling until the token
+    stops moving, bob ends with exactly his view, at every page size tried."""
+    from api.storage import keys
+
+    writer = _service()  # another server
+    tokens: dict[str, str] = {}
+    for id, vis in (("a", None), ("b", Visibility("", ())), ("c", Visibility("", ("bob",)))):
+        (done,) = writer.push(
+            tenant,
+            [
+                Mutation(
+                    "create",
+                    PERSON,
+                    tenant,
+                    id,
+                    None,
+                    {"givenName": id},
+                    visibility=vis,
+                    sets_visibility=True,
+                )
+            ],
+            by="alice",
+            role="writer",
+        )
+        assert done.record is not None
+        tokens[id] = done.record.change_token
+    plan = [
+        ("b", Visibility("", ("bob",))),
+        ("a", Visibility("", ())),
+        ("c", Visibility("", ())),
+        ("b", None),
+        ("a", Visibility("", ("bob",))),
+        ("c", None),
+        ("b", Visibility("", ())),
+    ]
+    steps: list[tuple[str, Visibility | None]] = []
+    stream = keys.stream_pk(tenant, "m:bob")
+    busy = [False]
+
+    def between(params: dict[str, Any], **_: Any) -> None:
+        values = params.get("ExpressionAttributeValues", {})
+        if busy[0] or not steps or stream not in str(values):
+            return
+        busy[0] = True
+        try:
+            id, vis = steps.pop(0)
+            (done,) = writer.push(
+                tenant,
+                [
+                    Mutation(
+                        "share",
+                        PERSON,
+                        tenant,
+                        id,
+                        tokens[id],
+                        visibility=vis,
+                        sets_visibility=True,
+                    )
+                ],
+                by="alice",
+                role="writer",
+            )
+            assert done.record is not None, done.error
+            tokens[id] = done.record.change_token
+        finally:
+            busy[0] = False
+
+    inject("provide-client-params.dynamodb.Query", between)
+    reader = _service()
+    for limit in (1, 2, 3):
+        steps[:] = plan  # a new device of bob's, and the same changes at its stream reads
+        held: dict[str, str] = {}
+        since = None
+        for _ in range(20):
+            before, cursor = since, None
+            while True:
+                page = reader.changes(tenant, since=since, cursor=cursor, limit=limit, sub="bob")
+                for r in page.items:
+                    if r.deleted or r.left_view:
+                        held.pop(r.id, None)
+                    else:
+                        held[r.id] = r.change_token
+                cursor = page.cursor
+                if cursor is None:
+                    since = page.change_token
+                    break
+            if since == before:
+                break
+        assert steps == [], f"steps not run: {steps}"
+        assert held == _view(ddb, settings, tenant, "bob"), (limit, held)
