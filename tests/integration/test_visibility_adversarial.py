@@ -1157,7 +1157,7 @@ def test_changes_of_view_between_a_syncs_log_read_and_its_stream_read(
     for limit in (1, 2, 3):
         steps[:] = plan  # a new device of bob's, and the same changes at its stream reads
         held: dict[str, str] = {}
-        since = None
+        since: str | None = None
         for _ in range(20):
             before, cursor = since, None
             while True:
