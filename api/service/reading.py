@@ -13,7 +13,7 @@ from api.domain.cursor import CursorCodec, Position
 from api.domain.errors import BadUserInput, TenantDeleted
 from api.domain.identifiers import check_identifier
 from api.domain.item_types import ItemType
-from api.domain.records import LogTail, Record
+from api.domain.records import Record
 from api.domain.retention import Retention
 from api.domain.tokens import check_token, token_before, token_ms
 from api.domain.visibility import sees
@@ -21,7 +21,7 @@ from api.ordering import wall_clock_ms
 from api.service.ports import Page, Store
 from api.service.release_view import ReleaseView as ReleaseView
 from api.service.release_view import left_views
-from api.service.views import after_life, merged, principal_of, stream_bound
+from api.service.views import after_life, check_since, merged, principal_of, stream_bound
 
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
@@ -77,6 +77,9 @@ class _Reads:
     born: str | None = None
     # The caller (None: not known, it sees tenant-wide records only).
     sub: str | None = None
+    # The sync reads the caller's stream beside the main log: every cursor it makes
+    # says so, whichever page it cuts.
+    streams: bool = False
 
     def owe(self, low: str, upper: str, low_ms: int, from_cursor: bool) -> None:
         # The first range a request reads is its lowest: later ones continue above it.
@@ -180,7 +183,7 @@ class Reading:
                     items.append(record)
                     if len(items) == limit and record is not page.items[-1]:
                         # Full before the end of what was read: continue after it.
-                        return self._cut(tenant_id, items, page, scanned)
+                        return self._cut(tenant_id, items, page, scanned, reads.streams)
             # A Query of Limit n reads n + 1 entries when more follow.
             room = max_scanned - scanned - 1
             if len(items) == limit or page.cursor is None or room < 1:
@@ -203,7 +206,7 @@ class Reading:
             check_token(after, "since")
         tail = self._store.log_tail(tenant_id, after, 1)
         if after is not None:
-            _check_since(tail, after)
+            check_since(tail, after)
         bound = tail.bound
         return bound if bound is not None and (after is None or bound > after) else None
 
@@ -226,6 +229,7 @@ class Reading:
                 low = max(position.after, settled)
                 reads.owe(low, upper, max(token_ms(low), token_ms(upper) - 1), True)
             reads.upper, reads.born = upper, position.born
+            reads.streams = position.streams and reads.sub is not None
             items, more = self._store.changes(tenant_id, position.after, upper, limit)
             if position.streams and reads.sub is not None:
                 principal = principal_of(reads.sub)
@@ -265,7 +269,7 @@ class Reading:
         started_ms = self._clock_ms()
         tail = self._store.log_tail(tenant_id, after, min(limit, TAIL_ITEMS))
         if after is not None:
-            _check_since(tail, after)
+            check_since(tail, after)
         if tail.head is None:
             # No write has made the head yet (or the first is still being applied).
             return Page(items=[], cursor=None, change_token=None)
@@ -291,6 +295,7 @@ class Reading:
             reads.owe(settled or "", tail.bound, token_ms(tail.bound) - 1, False)
         bound = tail.bound
         streams = tail.last is not None and tail.last.restricted and reads.sub is not None
+        reads.streams = streams
         stream: list[Record] = []
         stream_more = False
         ahead = after is None or after < head  # else the stream owes nothing either
@@ -335,9 +340,12 @@ class Reading:
         position = replace(self._cursors.decode(tenant_id, page.cursor), streams=True)
         return replace(page, cursor=self._cursors.encode(tenant_id, position))
 
-    def _cut(self, tenant_id: str, items: list[Record], page: Page, scanned: int) -> Page:
+    def _cut(
+        self, tenant_id: str, items: list[Record], page: Page, scanned: int, streams: bool
+    ) -> Page:
         """`items`, full, ending inside `page` (which has more, or a cursor): a page
-        whose cursor continues right after its last item, within `page`'s bound."""
+        whose cursor continues right after its last item, within `page`'s bound, and
+        reads the caller's stream too if the sync does (`streams`)."""
         assert page.cursor is not None or page.change_token is not None
         upper = (
             self._cursors.decode(tenant_id, page.cursor).upper
@@ -346,7 +354,6 @@ class Reading:
         )
         assert upper is not None
         page_ = self._page(tenant_id, items, True, upper, page.settled, page.born)
-        streams = page.cursor is not None and self._cursors.decode(tenant_id, page.cursor).streams
         return replace(self._streamed(tenant_id, page_, streams), scanned=scanned)
 
     def _page(
@@ -375,21 +382,3 @@ def _scan_size(missing: int, kept: int, read: int, queries: int) -> int:
         return SCAN_PAGE
     wanted = missing + SCAN_MARGINS[queries] * math.sqrt(missing)
     return min(SCAN_PAGE, math.ceil(wanted * read / kept))
-
-
-def _check_since(tail: LogTail, since: str) -> None:
-    """A `since` the tenant cannot have given: from before its deletion, or newer
-    than its every change (a sync and a subscription refuse it alike)."""
-    if tail.head is None:
-        # Its tokens are gone: deleted (contract 3.8), or never written.
-        raise TenantDeleted(
-            "this tenant holds no changes: drop your copy and sync with since: null"
-        )
-    if tail.born is not None and since < tail.born:
-        raise TenantDeleted(
-            "since is from before this tenant was deleted: drop your copy and sync with since: null"
-        )
-    if since > tail.head:
-        raise BadUserInput(
-            "since is newer than every change of this tenant; sync again with since: null"
-        )
