@@ -93,7 +93,9 @@ class History:
     ) -> tuple[list[Record], str | None]:
         """Up to `limit` versions the caller saw, below `before`, and a cursor only if
         another it saw follows: the versions it never saw are read past, never
-        counted (a page of them would tell how often the record changed unseen)."""
+        counted (a page of them would tell how often the record changed unseen). A
+        page whose Query stopped at DynamoDB's 1 MB page ends at its last version
+        seen, with a cursor (one that saw none reads on)."""
         seen: list[Record] = []
         more = True
         while more and len(seen) <= limit:
@@ -103,6 +105,8 @@ class History:
             if not items:
                 break
             before = items[-1].change_token
+            if more and len(items) < size and seen and len(seen) <= limit:
+                return seen, seen[-1].change_token  # cut at 1 MB: the rest next page
         if len(seen) > limit:
             return seen[:limit], seen[limit - 1].change_token
         return seen, None

@@ -115,6 +115,14 @@ class Reading:
             return None
         return record if sees(record.visibility, sub) else None
 
+    def seen(self, tenant_id: str, entity_ids: set[str], sub: str | None) -> set[str]:
+        """Those of `entity_ids` whose record (deleted or not) the caller `sub` sees
+        now: one BatchGetItem (none for no id)."""
+        if not entity_ids:
+            return set()
+        records, _ = self._store.read_many(tenant_id, sorted(entity_ids), ())
+        return {i for i, r in records.items() if sees(r.visibility, sub)}
+
     def changes(
         self,
         tenant_id: str,
