@@ -691,12 +691,14 @@ def test_a_subscription_is_poked_only_for_changes_in_its_view(
 def test_the_stream_followers_catch_up_pokes_only_the_heads_audience(
     tenant: str, ddb: Any, settings: Settings
 ) -> None:
-    """Why the test above fails in some runs: when a server's stream follower
-    starts (its first subscription), it publishes the current head of every
+    """Why the test above failed in some runs: when a server's stream follower
+    starts (its first subscription), it published the current head of every
     subscribed tenant with audience None (every member), whatever the head's
-    transaction wrote. A private write that is the head then pokes bob with its
-    token. Passes when `publish_heads` gives each head the audience its attributes
-    say (`head_pokes`, as for the stream's records)."""
+    transaction wrote. A private write that is the head then poked bob with its
+    token. `publish_heads` (and so the follower's catch-up, `_catch_up_once`) gives
+    each head the audience its attributes say (`head_pokes`), and UNTOLD to the
+    others, whose subscriptions send an event only for a change in their view."""
+    from api.domain.audiences import UNTOLD, in_audience
     from api.realtime.streams import publish_heads
 
     service = _service()
@@ -720,7 +722,13 @@ def test_the_stream_followers_catch_up_pokes_only_the_heads_audience(
     assert done.record is not None, done.error
     published: list[tuple[str, str, Any]] = []
     publish_heads(ddb, settings.table_name, [tenant], lambda *a: published.append(a))
-    assert published == [(tenant, done.record.change_token, frozenset({"m:alice"}))]
+    # Told to the head's audience; UNTOLD to the others, who may have missed earlier
+    # pokes the head does not name: each of their subscriptions reads its own view
+    # first (docs/realtime.md, "Who is poked"), and bob's has nothing in it.
+    assert published == [(tenant, done.record.change_token, frozenset({"m:alice"}) | UNTOLD)]
+    assert not in_audience("bob", published[0][2])
+    assert service.latest_seen(tenant, None, "bob") is None, "bob is poked for alice's write"
+    assert service.latest_seen(tenant, None, "alice") == done.record.change_token
 
 
 _TYPED = (
