@@ -271,6 +271,29 @@ def test_a_reference_does_not_probe_or_fetch_another_members_private_blob(
     ), f"bob learns alice's private blob exists ({probe}) and downloads it: {fetched == photo}"
 
 
+def test_a_member_references_bytes_it_uploaded_itself(gql: GraphQLClient, tenant: str) -> None:
+    """The other side of the test above: bob, who holds the same bytes as alice's
+    private photo, uploads them himself (requestUpload names him in the upload's
+    signed metadata) and may then reference them, and download them through his
+    own record; until then his reference is ATTACHMENT_MISSING, as for absent
+    bytes, and uploading again is the documented recovery (contract 3.10)."""
+    alice, bob = Member(gql, tenant, "alice"), Member(gql, tenant, "bob")
+    alice.create("p0", [])
+    photo = b"the same photo twice " + tenant.encode() * 64
+    ref = _upload_as(alice, photo)
+    person = {"givenName": "A", "photo": ref}
+    alice.data(
+        _CREATE,
+        {"i": {"tenantID": tenant, "id": "p1", "person": person, "visibility": {"sharedWith": []}}},
+    )
+    create = {"i": {"tenantID": tenant, "id": "b1", "person": {"givenName": "B", "photo": ref}}}
+    assert _errors(bob.call(_CREATE, create))[0][0] == "ATTACHMENT_MISSING"
+    assert _upload_as(bob, photo) == ref
+    assert bob.data(_CREATE, create)["createPerson"]["person"]["id"] == "b1"
+    url = bob.data(_ATTACHMENT, {"t": tenant, "sha": ref["sha256"], "id": "b1"})["attachment"]
+    assert httpx2.get(url["url"]).content == photo
+
+
 # --- Probes that found nothing: they guard the future ------------------------------
 
 _EXPORT = (
