@@ -211,6 +211,49 @@ def test_a_resend_after_the_record_left_the_view_is_not_applied(
     assert again["item"] is None and again["status"] == "REJECTED", again
 
 
+def test_a_refused_replay_leaves_the_first_outcome_to_whoever_sees_its_record(
+    gql: GraphQLClient, tenant: str
+) -> None:
+    """Bob's resends refused above store nothing: alice's resend of her entry is
+    still her first outcome, and bob's resend of his edit is his once the record is
+    shared with him again."""
+    alice, bob = Member(gql, tenant, "alice"), Member(gql, tenant, "bob")
+    entry = {
+        "createPerson": {
+            "tenantID": tenant,
+            "id": "p1",
+            "person": {"givenName": "Secret"},
+            "visibility": {"sharedWith": ["bob"]},
+            "clientMutationID": "cmid-alice-2",
+        }
+    }
+    push = {"i": {"tenantID": tenant, "mutations": [entry]}}
+    (made,) = alice.data(_PUSH, push)["pushChanges"]["results"]
+    edit = {
+        "updatePerson": {
+            "tenantID": tenant,
+            "id": "p1",
+            "changeToken": made["item"]["changeToken"],
+            "changes": {"givenName": "by bob"},
+            "clientMutationID": "cmid-bob-2",
+        }
+    }
+    bobs = {"i": {"tenantID": tenant, "mutations": [edit]}}
+    (edited,) = bob.data(_PUSH, bobs)["pushChanges"]["results"]
+    unshared = alice.share("p1", edited["item"]["changeToken"], [])
+    for member, sent in ((bob, push), (bob, bobs)):
+        (refused,) = member.data(_PUSH, sent)["pushChanges"]["results"]
+        assert (refused["status"], refused["error"]["code"]) == ("REJECTED", "NOT_FOUND")
+        assert refused["item"] is None and refused["replayed"] is False, refused
+    (again,) = alice.data(_PUSH, push)["pushChanges"]["results"]
+    assert (again["status"], again["replayed"]) == ("APPLIED", True), again
+    assert again["item"]["changeToken"] == made["item"]["changeToken"]
+    alice.share("p1", unshared, ["bob"])
+    (mine,) = bob.data(_PUSH, bobs)["pushChanges"]["results"]
+    assert (mine["status"], mine["replayed"]) == ("APPLIED", True), mine
+    assert mine["item"]["changeToken"] == edited["item"]["changeToken"]
+
+
 def _upload_as(member: Member, data: bytes) -> dict[str, Any]:
     ref = reference(data)
     answer = member.data(
