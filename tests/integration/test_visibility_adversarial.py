@@ -211,6 +211,49 @@ def test_a_resend_after_the_record_left_the_view_is_not_applied(
     assert again["item"] is None and again["status"] == "REJECTED", again
 
 
+def test_a_refused_replay_leaves_the_first_outcome_to_whoever_sees_its_record(
+    gql: GraphQLClient, tenant: str
+) -> None:
+    """Bob's resends refused above store nothing: alice's resend of her entry is
+    still her first outcome, and bob's resend of his edit is his once the record is
+    shared with him again."""
+    alice, bob = Member(gql, tenant, "alice"), Member(gql, tenant, "bob")
+    entry = {
+        "createPerson": {
+            "tenantID": tenant,
+            "id": "p1",
+            "person": {"givenName": "Secret"},
+            "visibility": {"sharedWith": ["bob"]},
+            "clientMutationID": "cmid-alice-2",
+        }
+    }
+    push = {"i": {"tenantID": tenant, "mutations": [entry]}}
+    (made,) = alice.data(_PUSH, push)["pushChanges"]["results"]
+    edit = {
+        "updatePerson": {
+            "tenantID": tenant,
+            "id": "p1",
+            "changeToken": made["item"]["changeToken"],
+            "changes": {"givenName": "by bob"},
+            "clientMutationID": "cmid-bob-2",
+        }
+    }
+    bobs = {"i": {"tenantID": tenant, "mutations": [edit]}}
+    (edited,) = bob.data(_PUSH, bobs)["pushChanges"]["results"]
+    unshared = alice.share("p1", edited["item"]["changeToken"], [])
+    for member, sent in ((bob, push), (bob, bobs)):
+        (refused,) = member.data(_PUSH, sent)["pushChanges"]["results"]
+        assert (refused["status"], refused["error"]["code"]) == ("REJECTED", "NOT_FOUND")
+        assert refused["item"] is None and refused["replayed"] is False, refused
+    (again,) = alice.data(_PUSH, push)["pushChanges"]["results"]
+    assert (again["status"], again["replayed"]) == ("APPLIED", True), again
+    assert again["item"]["changeToken"] == made["item"]["changeToken"]
+    alice.share("p1", unshared, ["bob"])
+    (mine,) = bob.data(_PUSH, bobs)["pushChanges"]["results"]
+    assert (mine["status"], mine["replayed"]) == ("APPLIED", True), mine
+    assert mine["item"]["changeToken"] == edited["item"]["changeToken"]
+
+
 def _upload_as(member: Member, data: bytes) -> dict[str, Any]:
     ref = reference(data)
     answer = member.data(
@@ -269,6 +312,29 @@ def test_a_reference_does_not_probe_or_fetch_another_members_private_blob(
         _shape(_errors(absent), never["sha256"]),
         False,
     ), f"bob learns alice's private blob exists ({probe}) and downloads it: {fetched == photo}"
+
+
+def test_a_member_references_bytes_it_uploaded_itself(gql: GraphQLClient, tenant: str) -> None:
+    """The other side of the test above: bob, who holds the same bytes as alice's
+    private photo, uploads them himself (requestUpload names him in the upload's
+    signed metadata) and may then reference them, and download them through his
+    own record; until then his reference is ATTACHMENT_MISSING, as for absent
+    bytes, and uploading again is the documented recovery (contract 3.10)."""
+    alice, bob = Member(gql, tenant, "alice"), Member(gql, tenant, "bob")
+    alice.create("p0", [])
+    photo = b"the same photo twice " + tenant.encode() * 64
+    ref = _upload_as(alice, photo)
+    person = {"givenName": "A", "photo": ref}
+    alice.data(
+        _CREATE,
+        {"i": {"tenantID": tenant, "id": "p1", "person": person, "visibility": {"sharedWith": []}}},
+    )
+    create = {"i": {"tenantID": tenant, "id": "b1", "person": {"givenName": "B", "photo": ref}}}
+    assert _errors(bob.call(_CREATE, create))[0][0] == "ATTACHMENT_MISSING"
+    assert _upload_as(bob, photo) == ref
+    assert bob.data(_CREATE, create)["createPerson"]["person"]["id"] == "b1"
+    url = bob.data(_ATTACHMENT, {"t": tenant, "sha": ref["sha256"], "id": "b1"})["attachment"]
+    assert httpx2.get(url["url"]).content == photo
 
 
 # --- Probes that found nothing: they guard the future ------------------------------
@@ -432,13 +498,19 @@ def test_an_attachment_through_a_record_outside_the_view_is_as_absent(
     assert alice.data(_ATTACHMENT, {"t": tenant, "sha": sha, "id": "p1"})["attachment"]["url"]
 
 
-def test_a_download_link_does_not_outlive_the_view(gql: GraphQLClient, tenant: str) -> None:
-    """FINDING (fails on main): bob asks for the photo of a record alice shares with
-    him, then she unshares it. His presigned GET still downloads her bytes (for up
-    to its 15 minutes), and nothing in contract 3.10 or 3.12 says so. Passes when
-    leaving the view ends the link's use (e.g. the blob re-keyed on unshare); if
-    that is judged out of reach, the contract should state the bound and this
-    test should assert the documented bound instead."""
+def test_a_download_link_outlives_the_view_only_within_its_lifetime(
+    gql: GraphQLClient, tenant: str
+) -> None:
+    """Bob asks for the photo of a record alice shares with him, then she unshares
+    it. A presigned GET cannot be revoked (S3 checks only its signature and
+    expiry), so his link still downloads her bytes until it expires: the documented
+    bound (contract 3.10 and 3.12) is the link's lifetime, 15 minutes from its
+    signing, which `urlExpiresAt` states; a new link is refused at once."""
+    from datetime import UTC, datetime, timedelta
+    from urllib.parse import parse_qs, urlsplit
+
+    from api.domain.attachments import DOWNLOAD_LINK_S
+
     alice, bob = Member(gql, tenant, "alice"), Member(gql, tenant, "bob")
     alice.create("p0", [])
     photo = b"shared for a moment " + tenant.encode() * 64
@@ -454,15 +526,23 @@ def test_a_download_link_does_not_outlive_the_view(gql: GraphQLClient, tenant: s
             }
         },
     )["createPerson"]["person"]
-    url = bob.data(_ATTACHMENT, {"t": tenant, "sha": ref["sha256"], "id": "p1"})["attachment"][
-        "url"
-    ]
+    asked = _ATTACHMENT.replace("{ url }", "{ url urlExpiresAt }")
+    link = bob.data(asked, {"t": tenant, "sha": ref["sha256"], "id": "p1"})["attachment"]
+    url = link["url"]
     assert httpx2.get(url).content == photo
     alice.share("p1", made["changeToken"], [])
     again = bob.call(_ATTACHMENT, {"t": tenant, "sha": ref["sha256"], "id": "p1"})
     assert _errors(again)[0][0] == "NOT_FOUND"  # a new link: refused
-    kept = httpx2.get(url)
-    assert kept.content != photo, "bob's link still downloads alice's unshared photo"
+    # The link made before: usable until it expires, and not a moment longer than
+    # its signature allows (S3 refuses it after X-Amz-Date + X-Amz-Expires).
+    signed = parse_qs(urlsplit(url).query)
+    lifetime = int(signed["X-Amz-Expires"][0])
+    signed_at = datetime.strptime(signed["X-Amz-Date"][0], "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC)
+    expires_at = datetime.fromisoformat(link["urlExpiresAt"].replace("Z", "+00:00"))
+    assert lifetime == DOWNLOAD_LINK_S == 15 * 60
+    # urlExpiresAt, taken before signing, never promises more than the signature
+    # (X-Amz-Date is truncated to the second).
+    assert expires_at <= signed_at + timedelta(seconds=lifetime + 1)
 
 
 _WORDS = "query($t: ID!, $c: String, $l: Int, $s: ID) { changes(tenantID: $t, since: $s,"
@@ -691,12 +771,14 @@ def test_a_subscription_is_poked_only_for_changes_in_its_view(
 def test_the_stream_followers_catch_up_pokes_only_the_heads_audience(
     tenant: str, ddb: Any, settings: Settings
 ) -> None:
-    """Why the test above fails in some runs: when a server's stream follower
-    starts (its first subscription), it publishes the current head of every
+    """Why the test above failed in some runs: when a server's stream follower
+    starts (its first subscription), it published the current head of every
     subscribed tenant with audience None (every member), whatever the head's
-    transaction wrote. A private write that is the head then pokes bob with its
-    token. Passes when `publish_heads` gives each head the audience its attributes
-    say (`head_pokes`, as for the stream's records)."""
+    transaction wrote. A private write that is the head then poked bob with its
+    token. `publish_heads` (and so the follower's catch-up, `_catch_up_once`) gives
+    each head the audience its attributes say (`head_pokes`), and UNTOLD to the
+    others, whose subscriptions send an event only for a change in their view."""
+    from api.domain.audiences import UNTOLD, in_audience
     from api.realtime.streams import publish_heads
 
     service = _service()
@@ -720,7 +802,13 @@ def test_the_stream_followers_catch_up_pokes_only_the_heads_audience(
     assert done.record is not None, done.error
     published: list[tuple[str, str, Any]] = []
     publish_heads(ddb, settings.table_name, [tenant], lambda *a: published.append(a))
-    assert published == [(tenant, done.record.change_token, frozenset({"m:alice"}))]
+    # Told to the head's audience; UNTOLD to the others, who may have missed earlier
+    # pokes the head does not name: each of their subscriptions reads its own view
+    # first (docs/realtime.md, "Who is poked"), and bob's has nothing in it.
+    assert published == [(tenant, done.record.change_token, frozenset({"m:alice"}) | UNTOLD)]
+    assert not in_audience("bob", published[0][2])
+    assert service.latest_seen(tenant, None, "bob") is None, "bob is poked for alice's write"
+    assert service.latest_seen(tenant, None, "alice") == done.record.change_token
 
 
 _TYPED = (
@@ -967,6 +1055,7 @@ def test_a_burst_of_pokes_does_not_hand_a_member_another_members_private_token(
     poked with the token of alice's private edit, a ULID whose time says when she
     wrote privately. Passes when each member is poked with the newest token of
     the changes in its own view."""
+    from api.domain.audiences import UNTOLD, in_audience
     from api.realtime.streams import head_pokes
     from api.storage import keys
 
@@ -1018,9 +1107,15 @@ def test_a_burst_of_pokes_does_not_hand_a_member_another_members_private_token(
         )
     )
     token, audience = head_pokes(heads[1:])[tenant]
-    assert "m:bob" in (audience or {"m:bob"})
     named = {other: "the token of alice's private edit"}
-    assert token == shared, f"bob is poked with {named.get(token, token)}"
+    if in_audience("bob", audience):
+        assert token == shared, f"bob is poked with {named.get(token, token)}"
+    else:
+        # Not told the newest token: bob's subscription reads its own view first
+        # (UNTOLD, as a catch-up's poke), and is sent the change it finds there.
+        assert audience is not None and audience >= UNTOLD, f"bob is not poked: {audience}"
+        seen = service.latest_seen(tenant, first, "bob")
+        assert seen == shared, f"bob is poked with {named.get(str(seen), seen)}"
 
 
 def test_an_export_holds_no_version_of_a_record_that_left_the_owners_view(
