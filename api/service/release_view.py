@@ -49,15 +49,21 @@ class ReleaseView:
 
 
 def left_views(page: Page, release: int | None) -> Page:
-    """For a client of a release before LeftViewItem (VISIBILITY_RELEASE), or one that
-    declares none, each sentinel of a record that left its view as a DeletedItem (the
-    same local effect: forget it; contract 3.12)."""
-    if release is not None and release >= VISIBILITY_RELEASE:
-        return page
+    """Each sentinel of a record that left the caller's view without its visibility
+    (the audience it has now is not the caller's to know); for a client of a release
+    before LeftViewItem (VISIBILITY_RELEASE), or one that declares none, as a
+    DeletedItem (the same local effect: forget it; contract 3.12)."""
     if not any(r.left_view for r in page.items):
         return page
+    old = release is None or release < VISIBILITY_RELEASE
     items = [
-        replace(r, deleted=True, left_view=False, fields={}) if r.left_view else r
+        (
+            replace(r, deleted=True, left_view=False, fields={}, visibility=None)
+            if old
+            else replace(r, visibility=None)
+        )
+        if r.left_view
+        else r
         for r in page.items
     ]
     return replace(page, items=items)
