@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from api import metrics
-from api.domain.audiences import Audience, merged
+from api.domain.audiences import Audience, coalesced
 from api.realtime.aws_runtime import FanOutIncomplete, Runtime
 from api.realtime.streams import audience_of
 from api.service.pushes import PushRound
@@ -37,11 +37,11 @@ Change = tuple[str, str | None, Audience]  # token, the writer's device, who it 
 def writes(records: Iterable[Mapping[str, Any]]) -> dict[str, Change]:
     """Tenant -> (its newest head token among `records`, the device that wrote every
     one of them, or None when they name no device or several, and the members whose
-    view they changed, merged as pokes merge them: None, every member); a tenant being
+    view they changed, coalesced as pokes coalesce them: the newest change's, UNTOLD
+    for a member only an older one was for; None, every member); a tenant being
     deleted is left out (nothing is pushed for it)."""
-    found: dict[str, Change] = {}
+    found: dict[str, tuple[str, Audience]] = {}
     devices: dict[str, set[str | None]] = {}
-    audiences: dict[str, Audience] = {}
     for record in records:
         if record.get("eventName") not in ("INSERT", "MODIFY"):
             continue
@@ -59,17 +59,14 @@ def writes(records: Iterable[Mapping[str, Any]]) -> dict[str, Change]:
             devices[tenant_id] = {None}
             continue
         devices.setdefault(tenant_id, set()).add(image.get("dv", {}).get("S"))
-        audience = audience_of(image)
-        audiences[tenant_id] = (
-            merged(audiences[tenant_id], audience) if tenant_id in audiences else audience
-        )
-        if token > found.get(tenant_id, ("", None, None))[0]:
-            found[tenant_id] = (token, None, None)
-    for tenant_id, (token, _, _) in list(found.items()):
+        poke = (token, audience_of(image))
+        before = found.get(tenant_id)
+        found[tenant_id] = poke if before is None else coalesced(poke, before)
+    changes: dict[str, Change] = {}
+    for tenant_id, (token, audience) in found.items():
         named = devices[tenant_id]
-        writer = next(iter(named)) if len(named) == 1 else None
-        found[tenant_id] = (token, writer, audiences[tenant_id])
-    return found
+        changes[tenant_id] = (token, next(iter(named)) if len(named) == 1 else None, audience)
+    return changes
 
 
 def push_all(rt: Runtime, changes: Mapping[str, Change]) -> int:

@@ -224,7 +224,45 @@ def test_a_drained_batch_of_private_changes_pushes_only_whose_view_changed(
     found = sns.published(str(push_settings.sns_endpoint))
     pushed = {s: [sns.payload(m)["changeToken"] for m in found[a]] for s, a in arns.items()}
     assert first.record.change_token < bobs < alices
-    # Alice: the head's audience; Bob: checked, his view changed (bobs); Carol's did
-    # not since her device's last push.
+    # Alice: the head's audience; Bob: checked, his view changed, with his change's
+    # token (never Alice's); Carol's did not since her device's last push.
     start = [first.record.change_token]
-    assert pushed == {"alice": [*start, alices], "bob": [*start, alices], "carol": start}
+    assert pushed == {"alice": [*start, alices], "bob": [*start, bobs], "carol": start}
+
+
+def test_a_batchs_coalesced_private_changes_hand_no_member_anothers_token(
+    queue: tuple[Settings, str, Any],
+    settings: Settings,
+    tenant: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Bob's private change then Alice's in one stream batch: one round, Alice's token
+    for her device; Bob's, UNTOLD for it, pushed his own change's token once his view
+    is read (never Alice's, whose time it would tell); Carol's device nothing."""
+    monkeypatch.setenv("PUSH_WINDOW_SECONDS", "0")
+    aws._runtime.cache_clear()
+    push_settings = Settings.from_env()
+    pushes = make_pushes(push_settings)
+    assert pushes is not None
+    subs = ("alice", "bob", "carol")
+    arns = {s: pushes.register(s, tenant, "APNS", secrets.token_hex(32), s).endpoint for s in subs}
+    service = SyncService(DynamoStore(), CursorCodec(settings.cursor_secret))
+    stream = TableStream(settings)
+    made = {}
+    for sub in ("bob", "alice"):
+        mine = Mutation(
+            "create",
+            PERSON,
+            tenant,
+            None,
+            None,
+            {},
+            visibility=Visibility(sub),
+            sets_visibility=True,
+        )
+        made[sub] = service.apply(mine, sub, OWNER).record.change_token
+    records = _head_filter(stream.records_until_head_of(tenant))
+    assert aws.stream_handler({"Records": records}) == {"sent": 0, "pushed": 2}
+    found = sns.published(str(push_settings.sns_endpoint))
+    pushed = {s: [sns.payload(m)["changeToken"] for m in found[a]] for s, a in arns.items()}
+    assert pushed == {"alice": [made["alice"]], "bob": [made["bob"]], "carol": []}

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from api.domain.audiences import UNTOLD
 from api.domain.chain import NO_MAIN
 from api.domain.visibility import member_principal
 from api.realtime.push_fanout import writes
@@ -51,8 +52,10 @@ def test_a_tenant_being_deleted_is_pushed_nothing() -> None:
 
 def test_a_batchs_pushes_are_for_whose_view_its_changes_are_in_as_its_pokes() -> None:
     """The head's `vis`, `mt`, `vp` (the pokes' rule, `streams.audience_of`): a change
-    in Alice's stream alone is for her devices; merged with one in Bob's, both; with
-    a tenant-wide one, every member's; a tenant that never restricted: every member's."""
+    in Alice's stream alone is for her devices; coalesced with a newer one in Bob's,
+    the newer token is Bob's and UNTOLD for Alice (her devices read their view
+    first); with a newer tenant-wide one, every member's; a tenant that never
+    restricted: every member's."""
     alice, bob = member_principal("alice"), member_principal("bob")
     only = {"vis": {"BOOL": True}, "mt": {"SS": [NO_MAIN]}}
     records = [
@@ -66,6 +69,6 @@ def test_a_batchs_pushes_are_for_whose_view_its_changes_are_in_as_its_pokes() ->
     assert writes(records) == {
         "plain": ("01A", "phone", None),
         "one": ("01A", "phone", frozenset({alice})),
-        "two": ("01B", None, frozenset({alice, bob})),
+        "two": ("01B", None, frozenset({bob}) | UNTOLD),
         "mixed": ("01B", None, None),
     }
