@@ -38,7 +38,6 @@ class Store(Protocol):
         copies: bool = False,
         guard: MemberGuard | None = None,
         streams: Streams = NO_STREAMS,
-        device: str | None = None,
     ) -> None: ...
     def stream_entries_applied(
         self, tenant_id: str, present: Collection[str], gone: Collection[str]

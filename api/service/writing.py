@@ -10,7 +10,6 @@ from dataclasses import replace
 from typing import Any
 
 from api.domain.chain import Head, Streams
-from api.domain.devices import WRITER_DEVICE
 from api.domain.errors import (
     BadUserInput,
     NotFound,
@@ -313,7 +312,6 @@ class Writing:
                 copies=link.copies,
                 guard=guard if any(w.member for w in writes) else None,
                 streams=link.streams,
-                device=WRITER_DEVICE.get(),
             )
             wrote[0] = link.head_written(writes, marked[0])
             return [w.record for w in writes]

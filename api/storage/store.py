@@ -12,6 +12,7 @@ from collections.abc import Callable, Collection, Iterable, Sequence
 
 from api.domain.chain import NO_STREAMS, Head, Streams
 from api.domain.deletion import DeletionEnd, DeletionMark
+from api.domain.devices import WRITER_DEVICE
 from api.domain.membership import Access, MemberGuard, Roster
 from api.domain.mutations import StoredOutcome, Write
 from api.domain.records import LogTail, Record
@@ -102,8 +103,9 @@ class DynamoStore:
         copies: bool = False,
         guard: MemberGuard | None = None,
         streams: Streams = NO_STREAMS,
-        device: str | None = None,
     ) -> None:
+        # The writing request's device (X-Device-ID), kept on the head: the stream's
+        # silent pushes skip it (read here, where the writer's commit runs).
         transactions.commit(
             tenant_id,
             writes,
@@ -115,7 +117,7 @@ class DynamoStore:
             copies,
             guard,
             streams,
-            device=device,
+            device=WRITER_DEVICE.get(),
         )
 
     def stream_entries_applied(

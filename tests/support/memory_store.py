@@ -206,7 +206,6 @@ class MemoryStore:
         copies: bool = False,
         guard: MemberGuard | None = None,
         streams: Streams = NO_STREAMS,
-        device: str | None = None,
     ) -> None:
         """One transaction: refused as DynamoStore refuses it (writes, then head)."""
         tenant = self._tenant(tenant_id)
