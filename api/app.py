@@ -8,7 +8,7 @@ import contextlib
 import gc
 import logging
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING
 
 from starlette.applications import Starlette
@@ -18,13 +18,16 @@ from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette_compress import CompressMiddleware
 
 from api import metric_sinks, metrics, request_log
+from api.domain.audiences import Audience
 from api.domain.cursor import CursorCodec
+from api.domain.devices import WRITER_DEVICE
 from api.domain.retention import Retention
 from api.graphql.view import GraphQLView
 from api.health import health_check, metrics_endpoint
 from api.http import InFlight, RequestMiddleware
 from api.ordering import wall_clock_ms
 from api.prometheus_metrics import Prometheus
+from api.push_setup import make_pushes
 from api.service import SyncService
 from api.settings import Settings
 from api.storage import models
@@ -38,6 +41,7 @@ from api.worker_threads import RunBlocking, anyio_pool, persistent_pool
 
 if TYPE_CHECKING:  # imported only where sockets are served (not on the HTTP Lambda)
     from api.realtime.local import LocalRealtime
+    from api.realtime.push_local import LocalPushes
 
 logger = logging.getLogger("api")
 
@@ -81,11 +85,24 @@ def create_app(
             run_blocking,
             sink,
         )
+    pushes = make_pushes(
+        settings,
+        (lambda: wall_clock_ms() + offset) if offset else wall_clock_ms,
+        # Who is still a member, as the pokes read it (the service is made below).
+        members=lambda tenant, token: service.roster_at(tenant, token),
+        seen=lambda tenant, after, sub: service.latest_seen(tenant, after, sub),
+    )
+    # A server pushes its own commits (the Lambda HTTP function's go from the stream).
+    local_pushes = None
+    if pushes is not None and sockets:
+        from api.realtime.push_local import LocalPushes
+
+        local_pushes = LocalPushes(pushes, sink)
     service = SyncService(
         store,
         CursorCodec(settings.cursor_secret),
         clock_ms=(lambda: wall_clock_ms() + offset) if offset else wall_clock_ms,
-        on_commit=None if realtime is None else realtime.publish,
+        on_commit=_on_commit(realtime, local_pushes),
         retention=Retention(settings.retention_seconds),
         history=settings.history,
         on_deleting=None if realtime is None else realtime.close_tenant,
@@ -94,6 +111,7 @@ def create_app(
         blobs=blobs,
         quota=BlobUsageTable(),
         quota_bytes=settings.blob_quota_bytes,
+        pushes=pushes,
     )
     view = GraphQLView(settings, service, realtime, run_blocking, sink)
 
@@ -141,7 +159,7 @@ def create_app(
                 CORSMiddleware,
                 allow_origins=list(settings.cors_origins),
                 allow_methods=["GET", "POST"],
-                allow_headers=["authorization", "content-type", "x-request-id"],
+                allow_headers=["authorization", "content-type", "x-request-id", "x-device-id"],
                 expose_headers=["x-request-id"],
                 max_age=600,
             )
@@ -150,6 +168,8 @@ def create_app(
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         yield
+        if local_pushes is not None:
+            local_pushes.close()
         if realtime is not None:
             # Off the event loop and waited for a moment only: its threads' calls to
             # an engine that does not answer would hold a stopping server (they are
@@ -165,6 +185,23 @@ def create_app(
     app.state.in_flight = in_flight
     app.state.s3 = s3  # made on first use; api.lambda_handler makes it before a snapshot
     return app
+
+
+def _on_commit(
+    realtime: LocalRealtime | None, pushes: LocalPushes | None
+) -> Callable[[str, str, Audience], None] | None:
+    """What a commit calls, with its audience (whose view it changed): the realtime
+    hub's poke, the push round, both or none; each for that audience only."""
+    if realtime is None and pushes is None:
+        return None
+
+    def committed(tenant_id: str, token: str, audience: Audience) -> None:
+        if realtime is not None:
+            realtime.publish(tenant_id, token, audience)
+        if pushes is not None:  # called where the write ran: its request's device
+            pushes.publish(tenant_id, token, WRITER_DEVICE.get(), audience)
+
+    return committed
 
 
 def create_lambda_app(

@@ -142,6 +142,15 @@ POKE_DELAY = Metric(
     # Up to minutes: a fan-out behind the stream, a server catching up after a restart.
     buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300),
 )
+SILENT_PUSHES = Metric(
+    "SilentPushesSent", "counter", "Count", "Silent pushes published to SNS (docs/realtime.md)."
+)
+SILENT_PUSH_FAILURES = Metric(
+    "SilentPushFailures",
+    "counter",
+    "Count",
+    "Silent pushes SNS did not take (each token waits for a later round).",
+)
 SOCKETS_OPEN = Metric("SocketsOpen", "gauge", "Count", "WebSocket connections open (a server).")
 WEBSOCKET_MESSAGES = Metric(
     "WebsocketMessages",

@@ -106,6 +106,19 @@ class Settings:
     metrics: str | None = None
     # AWS: the API Gateway Management API of the WebSocket API (set by serverless.yml).
     websocket_management_url: str | None = None
+    # Silent pushes (docs/realtime.md, "Silent pushes"): the SNS platform applications'
+    # ARNs (unset: that platform is off; both unset: no pushes, and registering a
+    # device is refused), SNS's endpoint (None: AWS's in aws_region; scripts/serve and
+    # the tests use their local engine's), at most one push per device per window,
+    # and the bounds of registered devices per member and per tenant.
+    push_apns_application_arn: str | None = None
+    push_fcm_application_arn: str | None = None
+    sns_endpoint: str | None = None
+    push_window_seconds: float = 30.0
+    push_devices_per_member: int = 10
+    push_devices_per_tenant: int = 200
+    # AWS: the SQS queue of tokens waiting for a device's window (set by serverless.yml).
+    push_queue_url: str | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -168,6 +181,17 @@ class Settings:
             blob_quota_bytes=int(env.get("BLOB_QUOTA_BYTES", cls.blob_quota_bytes)),
             retention_seconds=int(env.get("RETENTION_SECONDS", cls.retention_seconds)),
             history=_flag(env.get("HISTORY"), default=cls.history),
+            push_queue_url=env.get("PUSH_QUEUE_URL") or None,
+            push_apns_application_arn=env.get("PUSH_APNS_APPLICATION_ARN") or None,
+            push_fcm_application_arn=env.get("PUSH_FCM_APPLICATION_ARN") or None,
+            sns_endpoint=env.get("SNS_ENDPOINT") or None,
+            push_window_seconds=float(env.get("PUSH_WINDOW_SECONDS", cls.push_window_seconds)),
+            push_devices_per_member=int(
+                env.get("PUSH_DEVICES_PER_MEMBER", cls.push_devices_per_member)
+            ),
+            push_devices_per_tenant=int(
+                env.get("PUSH_DEVICES_PER_TENANT", cls.push_devices_per_tenant)
+            ),
         )
 
     def check(self) -> list[str]:
@@ -251,10 +275,35 @@ class Settings:
             ),
         )
 
+    def sns_client(self) -> Any:
+        """A boto3 client of SNS (silent pushes) at the configured endpoint: 2 s to
+        connect, 3 s to read, 2 attempts, as S3's."""
+        import boto3
+        from botocore.config import Config
+
+        self.apply_local_credentials()
+        return boto3.client(
+            "sns",
+            region_name=self.aws_region,
+            endpoint_url=self.sns_endpoint,
+            config=Config(
+                connect_timeout=2,
+                read_timeout=3,
+                retries={"total_max_attempts": 2, "mode": "standard"},
+            ),
+        )
+
+    @property
+    def push_applications(self) -> dict[str, str]:
+        """The platform applications configured, by platform (APNS, FCM)."""
+        found = {"APNS": self.push_apns_application_arn, "FCM": self.push_fcm_application_arn}
+        return {p: arn for p, arn in found.items() if arn}
+
     def apply_local_credentials(self) -> None:
         """Give boto3 dummy credentials, but only when talking to a local engine."""
         local_s3 = self.s3_endpoint is not None and _is_loopback(self.s3_endpoint)
-        if self.is_local_engine or local_s3:
+        local_sns = self.sns_endpoint is not None and _is_loopback(self.sns_endpoint)
+        if self.is_local_engine or local_s3 or local_sns:
             for key, value in _LOCAL_DUMMY_CREDENTIALS.items():
                 os.environ.setdefault(key, value)
 
@@ -263,6 +312,11 @@ def _flag(value: str | None, *, default: bool) -> bool:
     if value is None or value == "":
         return default
     return value.strip().lower() in {"1", "true", "yes", "on"}
+
+
+def is_loopback(url: str) -> bool:
+    """Whether `url` names this machine (a local engine)."""
+    return _is_loopback(url)
 
 
 def _is_loopback(url: str) -> bool:

@@ -223,3 +223,30 @@ def _create_bucket(client: Any, bucket: str, region: str) -> bool:
             Bucket=bucket, CreateBucketConfiguration={"LocationConstraint": region}
         )
     return True
+
+
+# The platform applications of silent pushes on the local engine (moto's SNS, on the
+# same port): their names, by platform (SNS's APNS and GCM, which is FCM's).
+PUSH_APPLICATIONS = {"APNS": ("sync-local-apns", "APNS"), "FCM": ("sync-local-fcm", "GCM")}
+
+
+def ensure_push_applications(client: Any) -> dict[str, str]:
+    """The local engine's SNS platform applications for APNs and FCM, made unless
+    they exist: their ARNs by platform (PUSH_APNS_APPLICATION_ARN's and
+    PUSH_FCM_APPLICATION_ARN's). The engine sends nothing to Apple or Google: it keeps
+    each message published (what `scripts/serve` logs, what the tests read)."""
+    existing = {
+        a["PlatformApplicationArn"].rsplit("/", 1)[-1]: a["PlatformApplicationArn"]
+        for a in client.list_platform_applications().get("PlatformApplications", [])
+    }
+    found = {}
+    for platform, (name, sns_platform) in PUSH_APPLICATIONS.items():
+        arn = existing.get(name)
+        if arn is None:
+            arn = client.create_platform_application(
+                Name=name,
+                Platform=sns_platform,
+                Attributes={"PlatformCredential": "local", "PlatformPrincipal": "local"},
+            )["PlatformApplicationArn"]
+        found[platform] = str(arn)
+    return found

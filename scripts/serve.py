@@ -1,5 +1,6 @@
 """`scripts/serve`: DynamoDB Local (unless DYNAMODB_ENDPOINT is set), the table, the
-local S3 engine (unless S3_ENDPOINT is set), the bucket, uvicorn.
+local S3 engine (unless S3_ENDPOINT is set), the bucket, silent pushes through the
+same engine's SNS (unless a platform application is set), uvicorn.
 
 Its ports are claimed before anything starts: a port another process holds is
 refused at once, naming the setting that moves it (an engine started on a taken
@@ -32,10 +33,10 @@ import uvicorn
 from api.app import create_app, freeze_startup_heap
 from api.graphql.ws_protocol import BoundedWebSockets
 from api.http import InFlight
-from api.settings import Settings
+from api.settings import Settings, is_loopback
 from api.storage.table import ensure_table
 from scripts.local_engine import EngineError, EngineProcess, LocalEngine
-from scripts.local_s3 import LocalS3, ensure_bucket
+from scripts.local_s3 import LocalS3, ensure_bucket, ensure_push_applications
 
 # After a stop signal: unanswered requests are answered UNAVAILABLE after STOP_ANSWER_S
 # (a request that a healthy engine answers ends first), tasks still running are
@@ -146,6 +147,27 @@ def _started(stack: contextlib.ExitStack, engine: EngineProcess, holding: str) -
     return True
 
 
+def _local_pushes(settings: Settings) -> Settings:
+    """Silent pushes through the local engine's SNS (moto's server serves SNS on the
+    S3 engine's port): its platform applications made, each push logged (`api.pushes`:
+    `silent push sent: tenant=... device=... changeToken=...`). Left alone when a
+    platform application is configured, or S3 is not a local engine."""
+    if settings.push_applications:
+        print(f"==> silent pushes through SNS at {settings.sns_endpoint or 'AWS'}")
+        return settings
+    if settings.s3_endpoint is None or not is_loopback(settings.s3_endpoint):
+        print("==> silent pushes: off (no platform application, S3 not a local engine)")
+        return settings
+    local = dataclasses.replace(
+        settings, sns_endpoint=settings.sns_endpoint or settings.s3_endpoint
+    )
+    arns = ensure_push_applications(local.sns_client())
+    print(f"==> silent pushes through the local engine's SNS at {local.sns_endpoint}, logged")
+    return dataclasses.replace(
+        local, push_apns_application_arn=arns["APNS"], push_fcm_application_arn=arns["FCM"]
+    )
+
+
 def main() -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     settings = Settings.from_env()
@@ -192,6 +214,7 @@ def main() -> int:
         origins = ", ".join(settings.blob_cors_origins) or "none"
         state = "created" if created else "exists"
         print(f"==> bucket {settings.blob_bucket}: {state}, CORS for origins {origins}")
+        settings = _local_pushes(settings)
         app = create_app(settings)
         freeze_startup_heap()
         config = uvicorn.Config(

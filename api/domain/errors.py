@@ -82,6 +82,13 @@ class QuotaExceeded(SyncError):
     code = "QUOTA_EXCEEDED"
 
 
+class TooManyDevices(QuotaExceeded):
+    """registerPushDevice past the bound of devices per member or per tenant
+    (docs/settings.md): nothing is written."""
+
+    reason = "PUSH_DEVICES"
+
+
 class TenantDeleted(SyncError):
     """The tenant is being deleted, or the device's `since` is from before it was
     deleted: the device drops its copy of the tenant (contract 3.8)."""

@@ -8,7 +8,7 @@ from api.domain.errors import BadUserInput
 
 # 1-64 characters of [A-Za-z0-9_.:-], starting with a letter or digit, so that
 # keys such as `T#<tenant>#LOG` stay unambiguous (`api.storage.keys`).
-_IDENTIFIER_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
+IDENTIFIER = _IDENTIFIER_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
 
 
 def check_identifier(value: str, what: str) -> str:

@@ -19,6 +19,7 @@ from api import metrics, request_log
 from api.graphql import (
     attachments,
     changes,
+    devices,
     entities,
     exports,
     history,
@@ -55,6 +56,7 @@ Query = _root(
         **history.QUERIES,
         **attachments.QUERIES,
         **entities.QUERIES,
+        **devices.QUERIES,
     },
 )
 Mutation = _root(
@@ -67,6 +69,7 @@ Mutation = _root(
         **attachments.MUTATIONS,
         **push.MUTATIONS,
         **visibility.MUTATIONS,
+        **devices.MUTATIONS,
     },
 )
 Subscription = _root("Subscription", subscription_fields())

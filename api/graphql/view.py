@@ -27,7 +27,9 @@ from strawberry.types.unset import UNSET, UnsetType
 from api import request_log
 from api.auth import Authenticator, Principal, connection_authorization
 from api.domain.catalog import RELEASE
+from api.domain.devices import DEVICE_HEADER, WRITER_DEVICE
 from api.domain.errors import SyncError, Unauthenticated, Unavailable
+from api.domain.identifiers import IDENTIFIER
 from api.graphql.context import Context
 from api.graphql.documents import too_long
 from api.graphql.errors import with_codes
@@ -121,6 +123,9 @@ class GraphQLView(GraphQL[Context, None]):
         log = request_log.current()
         if log is not None and principal is not None:
             log.sub = principal.sub
+        # The device it writes from: its writes push it nothing (docs/realtime.md).
+        device = request.headers.get(DEVICE_HEADER)
+        WRITER_DEVICE.set(device if device and IDENTIFIER.fullmatch(device) else None)
         return Context(
             request=request,
             service=self._service,

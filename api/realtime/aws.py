@@ -34,7 +34,14 @@ from api.realtime.streams import head_pokes
 
 logger = logging.getLogger("api.realtime")
 
-__all__ = ["FanOutIncomplete", "Runtime", "drain_handler", "stream_handler", "websocket_handler"]
+__all__ = [
+    "FanOutIncomplete",
+    "Runtime",
+    "drain_handler",
+    "push_flush_handler",
+    "stream_handler",
+    "websocket_handler",
+]
 
 PROTOCOL = "graphql-transport-ws"
 # API Gateway's WebSocket message quota is 128 KB; a graphql-transport-ws message
@@ -65,14 +72,37 @@ def websocket_handler(event: dict[str, Any], context: Any = None) -> dict[str, A
 
 def stream_handler(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
     """The table's stream (filtered to head items): poke every subscriber."""
+    from api.realtime import push_fanout
     from api.realtime.fanout import fan_out  # GraphQL: not imported by a $connect
 
     rt = _runtime()
+    records = event.get("Records", [])
     try:
-        sent = _LOOP.run(fan_out(rt, head_pokes(event.get("Records", []))))
+        try:
+            sent = _LOOP.run(fan_out(rt, head_pokes(records)))
+        finally:  # the pushes go out whether or not every poke did (each is claimed)
+            pushed = push_fanout.push_all(rt, push_fanout.writes(records))
     finally:
         rt.metrics.flush(function="fanout")
-    return {"sent": sent}
+    # Pokes sent, and silent pushes where they are on.
+    return {"sent": sent} if rt.pushes is None else {"sent": sent, "pushed": pushed}
+
+
+def push_flush_handler(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
+    """The push queue (SQS, each message delayed to a device's window's end): push the
+    tokens its tenant's devices were kept waiting. A message that fails returns."""
+    from api.realtime import push_fanout
+
+    rt = _runtime()
+    failures = []
+    for message in event.get("Records", []):
+        try:
+            push_fanout.flush(rt, message["body"])
+        except Exception:  # any: the message is retried, never dropped
+            logger.exception("a push queue's flush failed")
+            failures.append({"itemIdentifier": message["messageId"]})
+    rt.metrics.flush(function="pushes")
+    return {"batchItemFailures": failures}
 
 
 def drain_handler(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
@@ -180,6 +210,7 @@ def before_snapshot() -> None:
     # The modules the messages and the stream's batches run (imported on first use).
     import api.realtime.aws_messages  # noqa: F401
     import api.realtime.fanout  # noqa: F401
+    import api.realtime.push_fanout  # noqa: F401
 
     gc.collect()
     gc.freeze()

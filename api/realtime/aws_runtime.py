@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from api.graphql.schema import SyncSchema
     from api.realtime.connections import Connections
     from api.service import SyncService
+    from api.service.pushes import Pushes
 
 logger = logging.getLogger("api.realtime")
 
@@ -126,11 +127,42 @@ class Runtime:
         batches back."""
         return self.settings.dynamodb_client("dynamodbstreams")
 
+    @_BuiltOnFirstUse
+    def pushes(self) -> Pushes | None:
+        """Silent pushes (None: no platform application configured): the fan-out's
+        rounds and the push queue's flushes."""
+        from api.push_setup import make_pushes
+
+        return make_pushes(
+            self.settings,
+            members=lambda tenant, token: self.service.roster_at(tenant, token),
+            seen=lambda tenant, after, sub: self.service.latest_seen(tenant, after, sub),
+        )
+
+    @_BuiltOnFirstUse
+    def push_queue(self) -> Any:
+        """SQS (boto3 client): a token waiting for a device's window, delayed to its end."""
+        import boto3
+
+        # Locally (the tests) the engine that serves SNS serves SQS too.
+        return boto3.client(
+            "sqs", region_name=self.settings.aws_region, endpoint_url=self.settings.sns_endpoint
+        )
+
     def build_all(self) -> None:
         """Every part: what a SnapStart snapshot is to hold, so that no restored
         instance builds any (the hook imports the modules that use them:
         `api.realtime.aws.before_snapshot`)."""
-        for part in ("service", "schema", "authenticator", "connections", "management", "streams"):
+        for part in (
+            "service",
+            "schema",
+            "authenticator",
+            "connections",
+            "management",
+            "streams",
+            "pushes",
+            "push_queue",
+        ):
             getattr(self, part)
 
     def send(self, connection_id: str, message: dict[str, Any]) -> bool:

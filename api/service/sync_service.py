@@ -17,6 +17,7 @@ from api.service.first_poke import FirstPoke
 from api.service.history import History
 from api.service.membership import Membership
 from api.service.ports import Store
+from api.service.pushes import Pushes
 from api.service.reading import Reading
 from api.service.tenancy import TenantDeletion
 from api.service.upgrades import Upgrades
@@ -40,7 +41,10 @@ class SyncService:
         blobs: BlobStore | None = None,
         quota: Quota | None = None,
         quota_bytes: int = DEFAULT_QUOTA_BYTES,
+        pushes: Pushes | None = None,
     ) -> None:
+        # Silent pushes (registration; the rounds run where pokes are sent): None, off.
+        self.pushes = pushes
         retention = retention or Retention()
         # Attachments need a blob store (S3): a service built without one has none.
         self.blobs = blobs

@@ -90,6 +90,14 @@ Items (all in one table, `pk` hash key, `sk` range key, both strings):
                                                candidates, marked sha256 -> version id
                                                and when), lh, lu (the sweep holding it:
                                                who, until when)
+    device    T#<tenant>#DEV     D#<device>    a device registered for silent pushes
+                                               (api.storage.devices): by (the member),
+                                               pf (APNS|FCM), dt (its push token), arn
+                                               (its SNS platform endpoint), at; pt, pa
+                                               (the token last pushed, when, epoch ms),
+                                               nx (a newer token waiting for the end of
+                                               the device's window)
+    count     T#<tenant>#DEV     N, N#<sub>    n: the tenant's registrations, a member's
     fence     T#<tenant>#FENCE   FENCE         tok: the highest token the tenant id ever had,
                                                set by the last call of each deletion; a
                                                tenant written again starts above it
@@ -168,8 +176,9 @@ Access patterns:
                            a GetItem head (xid) before each DeleteObjects; then Query
                            (keys only, consistent) each
                            of T#<tenant>, T#<tenant>#HIST, T#<tenant>#LATER, T#<tenant>#SUB,
-                           T#<tenant>#EXP, T#<tenant>#MEM, T#<tenant>#BLOB, T#<tenant>#LOG,
-                           first the streams of its records' audiences (entity items' ow, vw)
+                           T#<tenant>#DEV, T#<tenant>#EXP, T#<tenant>#MEM, T#<tenant>#BLOB,
+                           T#<tenant>#LOG, first the streams of its records' audiences
+                           (entity items' ow, vw)
                            and per page GetItem head (xid), BatchWriteItem deletes,
                            UpdateItem head (xn, conditioned on xid), 5,000 items a call;
                            last: GetItem head and usage (consistent), TransactWriteItems:
@@ -207,6 +216,13 @@ Access patterns:
                            Query pk=T#<tenant>#SUB (consistent) per head change the stream
                            handler fans out (api.realtime.aws), and per subscriber an
                            UpdateItem of its `last` token (conditioned: only if newer)
+    push devices           register: TransactWriteItems of the device (put, conditioned absent or
+                           the caller's) and, when new, both counts (n + 1, conditioned n < the
+                           bound); unregister: the device (delete, conditioned the caller's), both
+                           counts (n - 1); list: Query pk=T#<tenant>#DEV begins_with D#
+                           (consistent); per head change pushed: that Query, the roster's, per
+                           device an UpdateItem claiming the token (conditioned: pt older, pa out of
+                           the window) or setting nx (conditioned: older)
     stream reader lease    per server every 5 s: PutItem its server item, GetItem
                            lease; the reader UpdateItem lease (conditioned: held by
                            it, or lapsed) and Query pk=RT#STREAM (consistent): the
@@ -224,26 +240,15 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 
-from api.storage.bucket_keys import (  # the S3 keys of blobs and exports
-    BLOB_KEY_PREFIX as BLOB_KEY_PREFIX,
-)
-from api.storage.bucket_keys import (
-    EXPORT_KEY_PREFIX as EXPORT_KEY_PREFIX,
-)
-from api.storage.bucket_keys import (
-    blob_key as blob_key,
-)
-from api.storage.bucket_keys import (
-    blob_prefix as blob_prefix,
-)
-from api.storage.bucket_keys import (
-    export_key as export_key,
-)
-from api.storage.bucket_keys import (
-    tenant_blobs_prefix as tenant_blobs_prefix,
-)
-from api.storage.bucket_keys import (
-    tenant_prefixes as tenant_prefixes,
+# The S3 keys of blobs and exports, part of this key design (keys.blob_key, ... as before).
+from api.storage.bucket_keys import (  # noqa: F401
+    BLOB_KEY_PREFIX,
+    EXPORT_KEY_PREFIX,
+    blob_key,
+    blob_prefix,
+    export_key,
+    tenant_blobs_prefix,
+    tenant_prefixes,
 )
 
 # Above every change token (ULIDs use 0-9 and A-Z): the top of the log partition.
@@ -254,6 +259,9 @@ _SUBSCRIPTIONS_SUFFIX = "#SUB"
 _HISTORY_SUFFIX = "#HIST"
 _LATER_SUFFIX = "#LATER"
 _EXPORT_SUFFIX = "#EXP"
+_DEVICES_SUFFIX = "#DEV"
+_DEVICE_PREFIX = "D#"
+DEVICE_COUNT_SK = "N"
 _CONNECTION_PREFIX = "C#"
 CONNECTION_SK = "CONN"
 _ENTITY_PREFIX = "I#"
@@ -277,9 +285,22 @@ def _partition(suffix: str) -> Callable[[str], str]:
     return lambda tenant_id: f"{_TENANT_PREFIX}{tenant_id}{suffix}"
 
 
+def _prefixed(prefix: str) -> Callable[[str], str]:
+    """A key made of `prefix` and an id (a sub, a connection's, a server's...)."""
+    return lambda key: f"{prefix}{key}"
+
+
 tenant_pk, log_pk, history_pk = _partition(""), _partition(_LOG_SUFFIX), _partition(_HISTORY_SUFFIX)
 later_pk, export_pk = _partition(_LATER_SUFFIX), _partition(_EXPORT_SUFFIX)
 subscriptions_pk = _partition(_SUBSCRIPTIONS_SUFFIX)
+# The partition of the tenant's push devices and their counts (swept with it); the
+# count of one member's devices in the tenant.
+devices_pk, member_devices_sk = _partition(_DEVICES_SUFFIX), _prefixed(f"{DEVICE_COUNT_SK}#")
+
+
+def device_sk(device_id: str = "") -> str:
+    """The device's item; without an id, the prefix of them all."""
+    return f"{_DEVICE_PREFIX}{device_id}"
 
 
 _STREAM_SUFFIX = "#V#"
@@ -321,16 +342,11 @@ def export_part_sk(export_id: str, part: int | None = None) -> str:
     return f"{export_id}#" if part is None else f"{export_id}#{part:06d}"
 
 
-def entity_sk(entity_id: str) -> str:
-    return f"{_ENTITY_PREFIX}{entity_id}"
+entity_sk, outcome_sk = _prefixed(_ENTITY_PREFIX), _prefixed(_OUTCOME_PREFIX)
 
 
 def is_entity_sk(sk: str) -> bool:
     return sk.startswith(_ENTITY_PREFIX)
-
-
-def outcome_sk(client_mutation_id: str) -> str:
-    return f"{_OUTCOME_PREFIX}{client_mutation_id}"
 
 
 def is_outcome_sk(sk: str) -> bool:
@@ -341,11 +357,7 @@ _MEMBERS_SUFFIX = "#MEM"
 _MEMBER_PREFIX = "U#"
 # Sorts after every member's key: a Query from U#<sub> meets it when no later member's.
 MOVED_SK = "V"
-members_pk = _partition(_MEMBERS_SUFFIX)
-
-
-def member_sk(sub: str) -> str:
-    return f"{_MEMBER_PREFIX}{sub}"
+members_pk, member_sk = _partition(_MEMBERS_SUFFIX), _prefixed(_MEMBER_PREFIX)
 
 
 def tenant_of_head(pk: str, sk: str) -> str | None:
@@ -359,12 +371,7 @@ def subscription_sk(connection_id: str, subscription_id: str) -> str:
     return f"{connection_id}#{subscription_id}"
 
 
-def connection_pk(connection_id: str) -> str:
-    return f"{_CONNECTION_PREFIX}{connection_id}"
-
-
-def server_sk(server_id: str) -> str:
-    return f"{_SERVER_PREFIX}{server_id}"
+connection_pk, server_sk = _prefixed(_CONNECTION_PREFIX), _prefixed(_SERVER_PREFIX)
 
 
 def server_of(sk: str) -> str | None:
@@ -379,11 +386,8 @@ _REGISTRY_PREFIX = "BLOBS#"
 # Tenants with blobs are listed in this many partitions, so that the scheduled sweep
 # reads them without a Scan and no partition holds them all (docs/attachments.md).
 REGISTRY_SHARDS = 16
-
-
-def blobs_pk(tenant_id: str) -> str:
-    """The partition of the tenant's blob usage item (removed with the tenant)."""
-    return f"{_TENANT_PREFIX}{tenant_id}{_BLOBS_SUFFIX}"
+# The partition of the tenant's blob usage item (removed with the tenant).
+blobs_pk = _partition(_BLOBS_SUFFIX)
 
 
 def registry_pk(shard: int) -> str:

@@ -51,6 +51,9 @@ class HeadItem(Model):
     # transaction checks them as it checks the log entries (docs/ordering.md).
     later_put = UnicodeSetAttribute(attr_name="lc", null=True)
     later_removed = UnicodeSetAttribute(attr_name="lx", null=True)
+    # The device whose write this transaction is (its X-Device-ID; absent: none
+    # named): the stream's silent pushes skip it (api.realtime.push_fanout).
+    device = UnicodeAttribute(attr_name="dv", null=True)
     # The token of the latest transaction written with copies, set by each one whose
     # tenant has them all: equal to `tok` while every transaction since the tenant's
     # first kept them. A server of an earlier build, which writes none, moves `tok`

@@ -12,6 +12,7 @@ from collections.abc import Callable, Collection, Iterable, Sequence
 
 from api.domain.chain import NO_STREAMS, Head, Streams
 from api.domain.deletion import DeletionEnd, DeletionMark
+from api.domain.devices import WRITER_DEVICE
 from api.domain.membership import Access, MemberGuard, Roster
 from api.domain.mutations import StoredOutcome, Write
 from api.domain.records import LogTail, Record
@@ -103,8 +104,20 @@ class DynamoStore:
         guard: MemberGuard | None = None,
         streams: Streams = NO_STREAMS,
     ) -> None:
+        # The writing request's device (X-Device-ID), kept on the head: the stream's
+        # silent pushes skip it (read here, where the writer's commit runs).
         transactions.commit(
-            tenant_id, writes, head, check, gone, later_check, later_gone, copies, guard, streams
+            tenant_id,
+            writes,
+            head,
+            check,
+            gone,
+            later_check,
+            later_gone,
+            copies,
+            guard,
+            streams,
+            device=WRITER_DEVICE.get(),
         )
 
     def stream_entries_applied(

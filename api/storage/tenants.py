@@ -36,6 +36,7 @@ _PARTITIONS: tuple[Callable[[str], str], ...] = (
     keys.history_pk,
     keys.later_pk,
     keys.subscriptions_pk,
+    keys.devices_pk,
     keys.export_pk,
     keys.members_pk,
     keys.blobs_pk,

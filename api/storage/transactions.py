@@ -45,6 +45,7 @@ def commit(
     copies: bool = False,
     guard: MemberGuard | None = None,
     streams: Streams = NO_STREAMS,
+    device: str | None = None,
 ) -> None:
     """Write versions of distinct entities as one TransactWriteItems, the next link
     of the tenant's chain (docs/ordering.md): each write's entity (conditioned on
@@ -66,6 +67,9 @@ def commit(
     the previous main entry (`streams.main`), each stream entry is put and the
     previous version's removed, and `streams` names the head's transaction's stream
     entries to check (present, or gone), as its main entries are.
+
+    `device`: the writer's device (`X-Device-ID`), kept on the head for the stream's
+    silent pushes, which skip it (absent: none named).
 
     Tokens must ascend in order and exceed `head`. Raises WritesRefused naming
     the writes whose entity or outcome refused the transaction, StaleHead,
@@ -196,6 +200,7 @@ def commit(
                         else []
                     ),
                     HeadItem.later_put.set(put_later) if put_later else HeadItem.later_put.remove(),
+                    HeadItem.device.set(device) if device else HeadItem.device.remove(),
                     HeadItem.later_removed.set(removed_later)
                     if removed_later
                     else HeadItem.later_removed.remove(),

@@ -685,6 +685,16 @@ export function replicateSyncAPI({
   };
   if (socketUrl) attachSocket(state, socketUrl, tenantID, headersNow, pokes$, pull.wsOptions, release, letGo);
   state.caughtUp = () => caughtUp;
+  // A silent push's payload ({tenantID, changeToken}: APNs' JSON or FCM's data,
+  // docs/realtime.md): pull from the checkpoint when its token is ahead of the
+  // checkpoint's, and resolve true once in sync; false, and no request, otherwise.
+  state.onPush = async (payload) => {
+    await sinceRead;
+    if (!isPushAhead(payload, tenantID, since)) return false;
+    state.reSync();
+    await state.awaitInSync();
+    return true;
+  };
   forgetters.set(state, letGo);
   return state;
 }
@@ -753,6 +763,15 @@ function attachSocket(state, socketUrl, tenantID, headersNow, pokes$, wsOptions 
     await closeSocket();
     return cancel();
   };
+}
+
+// Whether a silent push's payload is for `tenantID` and carries a change token newer
+// than `since` (the copy's; null: none yet). Change tokens are ULIDs: their order is
+// their text's.
+export function isPushAhead(payload, tenantID, since) {
+  const token = payload?.changeToken;
+  if (payload?.tenantID !== tenantID || typeof token !== "string") return false;
+  return since == null || token > since;
 }
 
 // FORBIDDEN because the caller has no access to the tenant (contract 3.5), not for

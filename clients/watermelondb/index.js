@@ -98,7 +98,7 @@
 // event (coalesced: one sync at a time, one more after it when events came meanwhile).
 import * as Q from "@nozbe/watermelondb/QueryDescription/index.js";
 import { synchronize } from "@nozbe/watermelondb/sync/index.js";
-import { fetchLocalChanges } from "@nozbe/watermelondb/sync/impl/index.js";
+import { fetchLocalChanges, getLastPulledAt } from "@nozbe/watermelondb/sync/impl/index.js";
 
 const POSITION_KEY = "sync_api_position";
 const REFERENCE = ["sha256", "size", "contentType"];
@@ -836,7 +836,27 @@ export function createSyncAPI(options) {
   // pages, a read that ended at a bound from before this process, a push that wrote,
   // server states learned from a push).
   const pending = () => morePages || behind || pushedSomething || known.size > 0;
-  return { sync, live, forgetTenant, pullChanges, pushChanges, conflictResolver, synchronizeArgs, pending, stats };
+  // A silent push's payload ({tenantID, changeToken}: APNs' JSON or FCM's data,
+  // docs/realtime.md): sync when its token is ahead of the copy's position; false,
+  // and no request, otherwise. The position is the one kept under the lastPulledAt
+  // WatermelonDB saved with the records (a pull it did not save is not the copy's).
+  async function onPush(payload) {
+    const held = await positionOf(await getLastPulledAt(database));
+    const since = held.cursor || held.resync ? null : held.since;
+    if (!isPushAhead(payload, tenantID, since)) return false;
+    await sync();
+    return true;
+  }
+  return { sync, live, onPush, forgetTenant, pullChanges, pushChanges, conflictResolver, synchronizeArgs, pending, stats };
+}
+
+// Whether a silent push's payload is for `tenantID` and carries a change token newer
+// than `since` (the copy's; null: none yet). Change tokens are ULIDs: their order is
+// their text's.
+export function isPushAhead(payload, tenantID, since) {
+  const token = payload?.changeToken;
+  if (payload?.tenantID !== tenantID || typeof token !== "string") return false;
+  return since == null || token > since;
 }
 
 // One sync of `database`: synchronize() as many times as it takes (see createSyncAPI).

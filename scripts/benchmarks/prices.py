@@ -62,6 +62,14 @@ APPSYNC_CONNECTION_MINUTE_USD = 0.08 / 1_000_000
 # SQS standard queue (https://aws.amazon.com/sqs/pricing/): $0.40 a million requests
 # (each 64 KB of a payload a request), past the first million a month, which are free.
 SQS_REQUEST_USD = 0.40 / 1_000_000
+# SNS (https://aws.amazon.com/sns/pricing/), us-east-1: a Publish request $0.50 a
+# million (each 64 KB of payload a request; the first million a month free), and
+# each mobile push notification delivered $0.50 a million (the first million free).
+# A silent push to one device is one of each. Checked 2026-11-28 against the stored
+# text of https://www.factualminds.com/blog/amazon-sns-pricing-publishes-fanout-protocols/
+# ("Standard topic publish is $0.50/M ... mobile push is $0.50/M").
+SNS_PUBLISH_REQUEST_USD = 0.50 / 1_000_000
+SNS_MOBILE_PUSH_USD = 0.50 / 1_000_000
 
 # CloudWatch, us-east-1 list prices, first tiers: the operators' metrics
 # (api/metrics.py) are EMF documents in the functions' logs, each a request's log

@@ -135,27 +135,71 @@ def _actions(statement: dict[str, Any]) -> set[str]:
 def test_each_function_may_do_only_what_its_code_does(packaged: dict[str, Any]) -> None:
     # No default role: Serverless would give it ManageConnections on every API.
     roles = _resources(packaged, "AWS::IAM::Role")
-    assert set(roles) == {"ApiRole", "RealtimeRole", "FanoutRole", "DrainRole", "SweepRole"}
+    assert set(roles) == {
+        "ApiRole",
+        "RealtimeRole",
+        "FanoutRole",
+        "DrainRole",
+        "SweepRole",
+        "PushFlushRole",
+    }
     for function in _resources(packaged, "AWS::Lambda::Function").values():
         assert function["Properties"]["Role"]["Fn::GetAtt"][0] in roles
     table = [{"Fn::GetAtt": ["SyncTable", "Arn"]}]
     stream = [{"Fn::GetAtt": ["SyncTable", "StreamArn"]}]
     queue = [{"Fn::GetAtt": ["FanoutFailures", "Arn"]}]
+    pushes = [{"Fn::GetAtt": ["PushFlushes", "Arn"]}]
+    devices = frozenset(
+        {"dynamodb:GetItem", "dynamodb:Query", "dynamodb:UpdateItem", "dynamodb:DeleteItem"}
+    )
     expected = {
         "ApiRole": {frozenset(TABLE_ACTIONS | {"dynamodb:BatchGetItem"}): table},
         "RealtimeRole": {frozenset(TABLE_ACTIONS - {"dynamodb:ConditionCheckItem"}): table},
         "SweepRole": {frozenset(TABLE_ACTIONS): table},
         "FanoutRole": {
-            frozenset({"dynamodb:Query", "dynamodb:UpdateItem", "dynamodb:DeleteItem"}): table,
+            devices: table,
             frozenset(STREAM_ACTIONS): stream,
-            frozenset({"sqs:SendMessage"}): queue,
+            frozenset({"sqs:SendMessage"}): queue + pushes,
         },
         "DrainRole": {
-            frozenset({"dynamodb:Query", "dynamodb:UpdateItem", "dynamodb:DeleteItem"}): table,
+            devices: table,
             frozenset({"dynamodb:GetRecords", "dynamodb:GetShardIterator"}): stream,
             frozenset({"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"}): (
                 queue
             ),
+            frozenset({"sqs:SendMessage"}): pushes,
+        },
+        "PushFlushRole": {
+            devices: table,
+            frozenset(
+                {
+                    "sqs:ReceiveMessage",
+                    "sqs:DeleteMessage",
+                    "sqs:GetQueueAttributes",
+                    "sqs:SendMessage",
+                }
+            ): pushes,
+        },
+    }
+    # SNS Mobile Push: the API makes endpoints, the pushes publish and delete them.
+    sns_grants = {
+        role: {
+            frozenset(_actions(s)): s["Resource"][0]["Fn::Join"][1][-1]
+            for s in _statements(packaged, role)
+            if any(a.startswith("sns:") for a in _actions(s))
+        }
+        for role in expected
+    }
+    assert sns_grants == {
+        "ApiRole": {
+            frozenset({"sns:CreatePlatformEndpoint"}): ":app/*",
+            frozenset({"sns:GetEndpointAttributes", "sns:SetEndpointAttributes"}): ":endpoint/*",
+        },
+        "RealtimeRole": {},
+        "SweepRole": {},
+        **{
+            role: {frozenset({"sns:Publish", "sns:DeleteEndpoint"}): ":endpoint/*"}
+            for role in ("FanoutRole", "DrainRole", "PushFlushRole")
         },
     }
     for role, grants in expected.items():
@@ -167,7 +211,7 @@ def test_each_function_may_do_only_what_its_code_does(packaged: dict[str, Any]) 
         }
         assert data == grants, role
         manage = [s for s in statements if "execute-api:ManageConnections" in _actions(s)]
-        if role in ("ApiRole", "SweepRole"):
+        if role in ("ApiRole", "SweepRole", "PushFlushRole"):
             assert manage == []
         else:
             (statement,) = manage
@@ -342,7 +386,7 @@ def test_the_websocket_api_and_the_stream_handler(packaged: dict[str, Any]) -> N
         m["Properties"]["EventSourceArn"]["Fn::GetAtt"][0]: m["Properties"]
         for m in _resources(packaged, "AWS::Lambda::EventSourceMapping").values()
     }
-    assert set(mappings) == {"SyncTable", "FanoutFailures"}
+    assert set(mappings) == {"SyncTable", "FanoutFailures", "PushFlushes"}
     properties = mappings["SyncTable"]
     assert properties["EventSourceArn"] == {"Fn::GetAtt": ["SyncTable", "StreamArn"]}
     assert properties["StartingPosition"] == "LATEST"
@@ -362,6 +406,13 @@ def test_the_websocket_api_and_the_stream_handler(packaged: dict[str, Any]) -> N
     assert drained["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
     failures = packaged["Resources"]["FanoutFailures"]["Properties"]
     assert failures["MessageRetentionPeriod"] >= 86400  # the stream's 24 hours
+    # Silent pushes: the fan-out and the drain put waiting tokens on the push queue,
+    # whose own function pushes them and reports the messages it failed.
+    for function in (fanout, drain):
+        assert function["Environment"]["Variables"]["PUSH_QUEUE_URL"] == {"Ref": "PushFlushes"}
+    flush = _function(packaged, "api/realtime/aws.push_flush_handler")
+    assert flush["Environment"]["Variables"]["PUSH_QUEUE_URL"] == {"Ref": "PushFlushes"}
+    assert mappings["PushFlushes"]["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
 
 
 def test_every_function_a_device_waits_for_is_invoked_through_its_snapstart_alias(

@@ -46,6 +46,7 @@ def report(
             "subset",
             "lost",
             "poke",
+            "silent",
             "rejected",
             "pause",
             "merge-fieldLevel",
@@ -194,6 +195,21 @@ def test_a_push_whose_response_is_lost_is_retried_with_its_id_and_writes_once(
 
 def test_a_poke_makes_a_live_device_pull_without_polling(report: dict[str, Any]) -> None:
     assert report["pokeDrivesPull"]["arrivedMs"] is not None
+
+
+def test_a_silent_push_ahead_of_the_checkpoint_pulls_and_one_not_ahead_asks_nothing(
+    report: dict[str, Any],
+) -> None:
+    silent = {k: v for k, v in report["silentPush"].items() if k != "seconds"}
+    assert silent == {
+        "first": "Pat",
+        "stale": False,
+        "other": False,
+        "idle": 0,
+        "waiting": "Pat",  # no socket: nothing pulled until the push
+        "pulled": True,
+        "after": "Patty",
+    }
 
 
 def test_a_rejected_row_is_reported_reverted_and_not_retried(report: dict[str, Any]) -> None:

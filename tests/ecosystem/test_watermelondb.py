@@ -29,6 +29,7 @@ MODULE = PROJECT_ROOT / "clients" / "watermelondb"
 DEPS = node_packages.WATERMELONDB.target
 TENANTS = (
     "bulk",
+    "silent",
     "offline",
     "delete",
     "many",
@@ -146,6 +147,21 @@ def test_a_device_away_longer_than_the_retention_resyncs_and_keeps_its_offline_e
     assert server["y"] == {"givenName": "y", "familyName": "changed"}
     assert server["z"] == {"givenName": "z", "occupation": "offline edit"}
     assert server["w"] == {"givenName": "created offline"}
+
+
+def test_a_silent_push_ahead_of_the_copy_syncs_and_one_not_ahead_makes_no_request(
+    report: dict[str, Any],
+) -> None:
+    silent = {k: v for k, v in report["silentPush"].items() if k != "seconds"}
+    assert silent == {
+        "stale": False,
+        "other": False,
+        "idle": 0,
+        "waiting": "Pat",
+        "pulled": True,
+        "after": "Patty",
+        "again": False,  # now the copy holds that token
+    }
 
 
 def test_a_bulk_pull_comes_in_pages_applied_a_few_at_a_time(report: dict[str, Any]) -> None:

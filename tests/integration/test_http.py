@@ -109,6 +109,16 @@ def test_cors_for_allowed_origins_only(cors_client: TestClient, app_client: Test
     assert preflight.status_code == 200
     assert preflight.headers["access-control-allow-origin"] == "https://app.example.com"
     assert "authorization" in preflight.headers["access-control-allow-headers"].lower()
+    # A browser app's writes name its device (silent pushes skip it: docs/realtime.md).
+    device = cors_client.options(
+        "/graphql",
+        headers={
+            "origin": "https://app.example.com",
+            "access-control-request-method": "POST",
+            "access-control-request-headers": "authorization, content-type, x-device-id",
+        },
+    )
+    assert device.status_code == 200, device.text
     denied = cors_client.options(
         "/graphql",
         headers={"origin": "https://evil.example.com", "access-control-request-method": "POST"},

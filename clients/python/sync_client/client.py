@@ -75,6 +75,9 @@ class PushOutcome:
     error: dict[str, Any] | None
 
 
+DEVICE_HEADER = "X-Device-ID"
+
+
 class SyncClient:
     def __init__(
         self,
@@ -87,6 +90,7 @@ class SyncClient:
         blobs: BlobTransport | None = None,
         blob_cache_bytes: int = BLOB_CACHE_BYTES,
         schema: ClientSchema = PRODUCT,
+        device_id: str | None = None,
     ) -> None:
         self.tenant_id = tenant_id
         self.transport = transport
@@ -99,6 +103,8 @@ class SyncClient:
         headers = getattr(transport, "headers", None)
         if isinstance(headers, dict):
             headers[RELEASE_HEADER] = str(schema.release)
+            if device_id is not None:  # the id it registered for silent pushes: its
+                headers[DEVICE_HEADER] = device_id  # own writes push it nothing
         self.blobs = blobs or HttpBlobTransport()
         self.store = LocalStore(path)
         self._note_release()
@@ -238,6 +244,20 @@ class SyncClient:
             report.rejected.extend(self.forget_tenant(refusal))
             report.not_a_member = True
         return report
+
+    def on_push(self, payload: dict[str, Any]) -> SyncReport | None:
+        """A silent push's payload (APNs' or FCM's data: `{tenantID, changeToken}`,
+        docs/realtime.md): sync when it is this tenant's and its token is ahead of the
+        copy's; None (no request made) otherwise. A push is a hint, like a poke:
+        the sync is the one source of data, and one missed costs only the wait for
+        the next sync (the app opening, a timer)."""
+        token = payload.get("changeToken")
+        if payload.get("tenantID") != self.tenant_id or not isinstance(token, str):
+            return None
+        since = self.store.since()
+        if since is not None and token <= since:  # ULIDs: their order is the text's
+            return None
+        return self.sync()
 
     def forget_tenant(self, error: dict[str, Any] | None = None) -> list[dict[str, Any]]:
         """Let go of the tenant on this device: its versions, the sync position, the

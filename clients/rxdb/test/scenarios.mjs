@@ -98,6 +98,7 @@ class Device {
       tenantID: this.tenant,
       type: "PERSON",
       headers: this.options.headers ?? (async () => auth), // a function: refreshed on every request
+      ...(this.options.wsUrl === false ? { wsUrl: false } : {}),
       batchSize: this.options.batchSize ?? 50,
       waitForLeadership: false,
       retryTime: 200,
@@ -359,6 +360,39 @@ async function pokeDrivesPull() {
   await a.close();
   await b.close();
   return { arrivedMs: arrived };
+}
+
+async function silentPush() {
+  // A device without a socket (an app in the background): a silent push whose token is
+  // ahead of its checkpoint makes it pull; an older one, or another tenant's, asks
+  // the server nothing (every request calls the headers function).
+  const tenant = `${prefix}-silent`;
+  const a = await new Device(tenant).open();
+  let asked = 0;
+  const headers = async () => {
+    asked++;
+    return auth;
+  };
+  const b = await new Device(tenant, { wsUrl: false, headers }).open();
+  await a.people.insert({ id: "p", givenName: "Pat" });
+  await a.sync();
+  b.online();
+  await b.state.awaitInitialReplication();
+  await b.state.awaitInSync();
+  const first = (await b.docs()).p?.givenName ?? null;
+  await a.edit("p", { givenName: "Patty" });
+  await a.sync();
+  const { changes } = await gql(`query($t: ID!) { changes(tenantID: $t) { changeToken } }`, { t: tenant });
+  const before = asked;
+  const stale = await b.state.onPush({ tenantID: tenant, changeToken: "0".repeat(26) });
+  const other = await b.state.onPush({ tenantID: `${tenant}-x`, changeToken: changes.changeToken });
+  const idle = asked - before;
+  const waiting = (await b.docs()).p?.givenName ?? null;
+  const pulled = await b.state.onPush({ tenantID: tenant, changeToken: changes.changeToken });
+  const after = (await b.docs()).p?.givenName ?? null;
+  await a.close();
+  await b.close();
+  return { first, stale, other, idle, waiting, pulled, after };
 }
 
 async function pauseStartOneSocket() {
@@ -1069,6 +1103,7 @@ const everyday = {
   subsetDeletion,
   lostPushResponse,
   pokeDrivesPull,
+  silentPush,
   pauseStartOneSocket,
   fieldLevelConflicts,
   rejectedRow,

@@ -681,6 +681,25 @@ async function realtime() {
   return { ...(await converged(tenant, a, b)), ms };
 }
 
+async function silentPush() {
+  // A silent push whose token is ahead of the copy's makes the device sync; an older
+  // one, or another tenant's, makes no request.
+  const tenant = `${prefix}-silent`;
+  const [a, b] = await twoDevices(tenant, { p: { givenName: "Pat" } });
+  await a.edit("p", { givenName: "Patty" });
+  await a.sync();
+  const { changes } = await gql(`query($t: ID!) { changes(tenantID: $t) { changeToken } }`, { t: tenant });
+  const before = b.requests.length;
+  const stale = await b.api.onPush({ tenantID: tenant, changeToken: "0".repeat(26) });
+  const other = await b.api.onPush({ tenantID: `${tenant}-x`, changeToken: changes.changeToken });
+  const idle = b.requests.length - before;
+  const waiting = (await b.docs()).p?.givenName ?? null;
+  const pulled = await b.api.onPush({ tenantID: tenant, changeToken: changes.changeToken });
+  const after = (await b.docs()).p?.givenName ?? null;
+  const again = await b.api.onPush({ tenantID: tenant, changeToken: changes.changeToken });
+  return { stale, other, idle, waiting, pulled, after, again };
+}
+
 async function photoRecipe() {
   // The README's recipe: upload the bytes, store the reference in the column, sync;
   // another device pulls the reference and downloads the same bytes.
@@ -1116,6 +1135,7 @@ const everyday = {
   rejectedRecord,
   readerDeletion,
   tokenRefresh,
+  silentPush,
   tenantDeleted,
   notAMember,
   signOut,

@@ -1,0 +1,260 @@
+"""DeviceTable: the devices registered for a tenant's silent pushes, their counts
+(bounded per member and per tenant) and each one's last push (`api.storage.keys`:
+T#<tenant>#DEV; swept with the tenant by its deletion, `api.storage.tenants`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from api.domain.devices import PushDevice
+from api.domain.errors import Forbidden, TenantDeleted, TooManyDevices
+from api.storage import codecs, keys
+from api.storage.deletion_usage import MARK_ID
+from api.storage.errors import error_code, translated
+from api.storage.models import RecordItem
+from api.storage.reads import TOTAL_CAPACITY, connection
+
+
+def _table() -> str:
+    return str(RecordItem.Meta.table_name)
+
+
+def _client() -> Any:
+    return connection().client
+
+
+def _key(tenant_id: str, sk: str) -> dict[str, Any]:
+    return codecs.raw_key(keys.devices_pk(tenant_id), sk)
+
+
+def _reasons(exc: ClientError) -> list[str]:
+    if error_code(exc) != "TransactionCanceledException":
+        raise exc
+    return [r.get("Code", "None") for r in exc.response.get("CancellationReasons", [])]
+
+
+class DeviceTable:
+    """The Store side of push devices (`api.service.pushes.Devices`)."""
+
+    def get(self, tenant_id: str, device_id: str) -> PushDevice | None:
+        with translated():
+            item = (
+                _client()
+                .get_item(
+                    TableName=_table(),
+                    Key=_key(tenant_id, keys.device_sk(device_id)),
+                    ConsistentRead=True,
+                    ReturnConsumedCapacity=TOTAL_CAPACITY,
+                )
+                .get("Item")
+            )
+        return None if item is None else _device(tenant_id, item)
+
+    def register(self, device: PushDevice, per_member: int, per_tenant: int, new: bool) -> None:
+        """Put the device (`new`: absent, and both counts raised within their bounds;
+        else it must be the same member's). Forbidden: another member's device id;
+        TooManyDevices: a count at its bound; TenantDeleted: the tenant is being
+        deleted (its head is marked), so nothing outlives its sweep."""
+        t = device.tenant_id
+        item = {
+            **_key(t, keys.device_sk(device.device_id)),
+            "by": {"S": device.sub},
+            "pf": {"S": device.platform},
+            "dt": {"S": device.device_token},
+            "arn": {"S": device.endpoint},
+            "at": {"N": str(device.registered_at_ms)},
+        }
+        put: dict[str, Any] = {
+            "TableName": _table(),
+            "Item": item,
+            "ExpressionAttributeNames": {"#by": "by"},
+        }
+        if new:
+            put["ConditionExpression"] = "attribute_not_exists(#by)"
+        else:
+            put["ConditionExpression"] = "#by = :by"
+            put["ExpressionAttributeValues"] = {":by": {"S": device.sub}}
+        actions: list[dict[str, Any]] = [
+            {
+                "ConditionCheck": {
+                    "TableName": _table(),
+                    "Key": codecs.raw_key(keys.log_pk(t), keys.HEAD_SK),
+                    "ConditionExpression": "attribute_not_exists(#x)",
+                    "ExpressionAttributeNames": {"#x": MARK_ID},
+                }
+            },
+            {"Put": put},
+        ]
+        if new:
+            actions += [
+                _count(t, keys.DEVICE_COUNT_SK, 1, per_tenant),
+                _count(t, keys.member_devices_sk(device.sub), 1, per_member),
+            ]
+        try:
+            with translated():
+                _client().transact_write_items(
+                    TransactItems=actions, ReturnConsumedCapacity=TOTAL_CAPACITY
+                )
+        except ClientError as exc:
+            reasons = _reasons(exc)
+            if reasons[0] == "ConditionalCheckFailed":
+                raise TenantDeleted("this tenant is being deleted") from exc
+            if reasons[1] == "ConditionalCheckFailed":
+                raise Forbidden("this deviceID is registered by another member") from exc
+            if "ConditionalCheckFailed" in reasons[2:]:
+                which = "tenant" if reasons[2] == "ConditionalCheckFailed" else "member"
+                bound = per_tenant if which == "tenant" else per_member
+                raise TooManyDevices(
+                    f"at most {bound} push devices per {which}; unregister one first"
+                ) from exc
+            raise
+
+    def remove(self, tenant_id: str, device_id: str, sub: str | None) -> bool:
+        """Delete the device (`sub`: only if that member's) and lower both counts;
+        False if it was not there (or another member's)."""
+        device = self.get(tenant_id, device_id)
+        if device is None or (sub is not None and device.sub != sub):
+            return False
+        delete: dict[str, Any] = {
+            "TableName": _table(),
+            "Key": _key(tenant_id, keys.device_sk(device_id)),
+            "ConditionExpression": "#by = :by",
+            "ExpressionAttributeNames": {"#by": "by"},
+            "ExpressionAttributeValues": {":by": {"S": device.sub}},
+        }
+        try:
+            with translated():
+                _client().transact_write_items(
+                    TransactItems=[
+                        {"Delete": delete},
+                        _count(tenant_id, keys.DEVICE_COUNT_SK, -1),
+                        _count(tenant_id, keys.member_devices_sk(device.sub), -1),
+                    ],
+                    ReturnConsumedCapacity=TOTAL_CAPACITY,
+                )
+        except ClientError as exc:
+            if _reasons(exc)[0] == "ConditionalCheckFailed":
+                return False  # removed meanwhile
+            raise
+        return True
+
+    def devices(self, tenant_id: str) -> list[PushDevice]:
+        """Every device of the tenant (one consistent Query a page)."""
+        found: list[PushDevice] = []
+        start: dict[str, Any] | None = None
+        while True:
+            query: dict[str, Any] = {
+                "TableName": _table(),
+                "KeyConditionExpression": "pk = :pk AND begins_with(sk, :d)",
+                "ExpressionAttributeValues": {
+                    ":pk": {"S": keys.devices_pk(tenant_id)},
+                    ":d": {"S": keys.device_sk()},
+                },
+                "ConsistentRead": True,
+                "ReturnConsumedCapacity": TOTAL_CAPACITY,
+            }
+            if start is not None:
+                query["ExclusiveStartKey"] = start
+            with translated():
+                page = _client().query(**query)
+            found += [_device(tenant_id, item) for item in page.get("Items", [])]
+            start = page.get("LastEvaluatedKey")
+            if start is None:
+                return found
+
+    def claim(self, device: PushDevice, token: str, now_ms: int, window_ms: int) -> bool:
+        """Take `token` for a push to `device` now: only if it is newer than the one
+        last pushed and that push is out of the window (one push per device per
+        window, whichever process sends it). Clears the waiting token it sends."""
+        return self._update(
+            device,
+            "SET pt = :t, pa = :now REMOVE nx",
+            "attribute_exists(#by) AND (attribute_not_exists(pt) OR pt < :t) "
+            "AND (attribute_not_exists(pa) OR pa <= :edge) "
+            "AND (attribute_not_exists(nx) OR nx <= :t)",
+            {
+                ":t": {"S": token},
+                ":now": {"N": str(now_ms)},
+                ":edge": {"N": str(now_ms - window_ms)},
+            },
+        )
+
+    def defer(self, device: PushDevice, token: str) -> bool:
+        """Keep `token` for the end of the device's window (the last one wins)."""
+        return self._update(
+            device,
+            "SET nx = :t",
+            "attribute_exists(#by) AND (attribute_not_exists(pt) OR pt < :t) "
+            "AND (attribute_not_exists(nx) OR nx < :t)",
+            {":t": {"S": token}},
+        )
+
+    def release(self, device: PushDevice, token: str) -> None:
+        """Give back a claim whose push failed: the token waits again, so that the
+        next round (a retry, the window's flush) sends it."""
+        self._update(
+            device,
+            "SET nx = :t"
+            + ("" if device.pushed is None else ", pt = :p, pa = :a")
+            + ("" if device.pushed is not None else " REMOVE pt, pa"),
+            "pt = :t",
+            {
+                ":t": {"S": token},
+                **(
+                    {}
+                    if device.pushed is None
+                    else {":p": {"S": device.pushed}, ":a": {"N": str(device.pushed_at_ms)}}
+                ),
+            },
+        )
+
+    def _update(
+        self, device: PushDevice, update: str, condition: str, values: dict[str, Any]
+    ) -> bool:
+        names = {"#by": "by"} if "#by" in condition else {}
+        try:
+            with translated():
+                _client().update_item(
+                    TableName=_table(),
+                    Key=_key(device.tenant_id, keys.device_sk(device.device_id)),
+                    UpdateExpression=update,
+                    ConditionExpression=condition,
+                    ExpressionAttributeValues=values,
+                    ReturnConsumedCapacity=TOTAL_CAPACITY,
+                    **({"ExpressionAttributeNames": names} if names else {}),
+                )
+        except ClientError as exc:
+            if error_code(exc) == "ConditionalCheckFailedException":
+                return False
+            raise
+        return True
+
+
+def _count(tenant_id: str, sk: str, step: int, bound: int | None = None) -> dict[str, Any]:
+    update: dict[str, Any] = {
+        "TableName": _table(),
+        "Key": _key(tenant_id, sk),
+        "UpdateExpression": "ADD n :step",
+        "ExpressionAttributeValues": {":step": {"N": str(step)}},
+    }
+    if bound is not None:
+        update["ConditionExpression"] = "attribute_not_exists(n) OR n < :bound"
+        update["ExpressionAttributeValues"][":bound"] = {"N": str(bound)}
+    return {"Update": update}
+
+
+def _device(tenant_id: str, item: dict[str, Any]) -> PushDevice:
+    return PushDevice(
+        tenant_id=tenant_id,
+        device_id=item[codecs.SK]["S"][len(keys.device_sk()) :],
+        platform=item["pf"]["S"],
+        device_token=item["dt"]["S"],
+        sub=item["by"]["S"],
+        endpoint=item["arn"]["S"],
+        registered_at_ms=int(item["at"]["N"]),
+        pushed=item.get("pt", {}).get("S"),
+        pushed_at_ms=int(item.get("pa", {}).get("N", "0")),
+        pending=item.get("nx", {}).get("S"),
+    )
