@@ -54,7 +54,10 @@ def main() -> int:
     for path in written:
         print(f"wrote {path.relative_to(ROOT)}")
     if written:
-        print("commit releases/ with the catalog change (recorded releases are append-only)")
+        print(
+            "commit the releases/ folder beside the app's catalog with the catalog change "
+            "(recorded releases are append-only)"
+        )
     return 0
 
 

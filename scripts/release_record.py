@@ -1,5 +1,6 @@
-"""The record of the catalog's releases (releases/, docs/evolution.md): what each
-release that shipped declared, so that scripts/check can refuse a change that would
+"""The record of an app's catalog releases (the releases/ folder beside its catalog
+file, as examples/family/releases/; docs/evolution.md): what each release that
+shipped declared, so that scripts/check can refuse a change that would
 break a client or a server of that release.
 
 releases/N.json is release N's catalog: its types (name, code, since), each type's
@@ -20,10 +21,14 @@ from pathlib import Path
 from typing import Any
 
 from api.domain.item_types import Field, FieldKind, ItemType
+from api.settings import catalog_choice
 
 ROOT = Path(__file__).resolve().parents[1]
-RECORD_DIR = ROOT / "releases"
-SCHEMA_FILE = ROOT / "schema.graphql"
+# The app's folder (SYNC_CATALOG_FILE's): its catalog, its recorded releases and the
+# schema its server serves.
+APP_DIR = catalog_choice().file.parent
+RECORD_DIR = APP_DIR / "releases"
+SCHEMA_FILE = APP_DIR / "schema.graphql"
 # The kinds whose values max_length bounds (item_types._string); other kinds ignore it.
 _BOUNDED = (FieldKind.STRING, FieldKind.ID)
 

@@ -13,7 +13,7 @@ from starlette.testclient import TestClient
 from api.settings import PROJECT_ROOT
 from tests.support.gql import bearer
 
-SCHEMA = (PROJECT_ROOT / "schema.graphql").read_text()
+SCHEMA = (PROJECT_ROOT / "examples" / "family" / "schema.graphql").read_text()
 CODES = {
     "UNAUTHENTICATED",
     "FORBIDDEN",
