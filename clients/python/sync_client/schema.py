@@ -51,7 +51,10 @@ class ClientSchema:
             spec = specs.get(name)
             if spec is None:
                 return False
-            if spec.enum is not None and value is not None and value not in spec.enum.__members__:
+            if spec.enum is None or value is None:
+                continue
+            values = value if isinstance(value, list) else [value]  # a LIST of ENUM too
+            if any(v not in spec.enum.__members__ for v in values):
                 return False
         return True
 
@@ -76,12 +79,7 @@ class ClientSchema:
         return (
             _COMMON
             + "".join(
-                f" ... on {t.name} {{ "
-                + " ".join(
-                    f"{f.name} {_REFERENCE}" if f.kind is FieldKind.ATTACHMENT else f.name
-                    for f in t.fields
-                )
-                + " }"
+                f" ... on {t.name} {{ " + " ".join(_selected(f) for f in t.fields) + " }"
                 for t in self.item_types
             )
             + " ... on DeletedItem { type }"
@@ -130,6 +128,16 @@ class ClientSchema:
         does not declare (a later release's, from a server of that release)."""
         names = self.fields.get(item["__typename"])
         return None if names is None else {name: item.get(name) for name in names}
+
+
+def _selected(spec: Field) -> str:
+    """A field as a sync selects it: an attachment as its reference, an OBJECT (or a
+    LIST of them) with its sub-fields."""
+    if spec.kind is FieldKind.ATTACHMENT:
+        return f"{spec.name} {_REFERENCE}"
+    if spec.fields:
+        return f"{spec.name} {{ {' '.join(sub.name for sub in spec.fields)} }}"
+    return spec.name
 
 
 # The product's catalog, as this process serves it.
