@@ -46,6 +46,8 @@ _STRINGS = {FieldKind.DATE, FieldKind.TIME, FieldKind.ENUM, FieldKind.COLOR}
 # WatermelonDB's column types: lists, objects and attachment references are
 # JSON-encoded strings (WatermelonDB has no list or map column).
 _COLUMN = {FieldKind.BOOLEAN: "boolean", FieldKind.INT: "number", FieldKind.FLOAT: "number"}
+# The module's change token column (syncColumns(), its default tokenColumn).
+_TOKEN = json.dumps({"name": "change_token", "type": "string", "isOptional": True})
 
 
 def snake(name: str) -> str:
@@ -126,7 +128,7 @@ def watermelondb(declared: tuple[ItemType, ...], release: int, source: str) -> s
     schema = ",\n".join(
         f"    tableSchema({{ name: {json.dumps(snake(t.name))}, columns: [\n"
         + "".join(f"      {json.dumps(c)},\n" for c in _columns(t))
-        + "      ...syncColumns(),\n    ] })"
+        + f"      {_TOKEN},\n    ] }})"
         for t in served
     )
     steps = []
@@ -138,7 +140,7 @@ def watermelondb(declared: tuple[ItemType, ...], release: int, source: str) -> s
                 parts.append(
                     f"        createTable({{ name: {json.dumps(snake(t.name))}, columns: [\n"
                     + "".join(f"          {json.dumps(c)},\n" for c in _columns(t))
-                    + "          ...syncColumns(),\n        ] }),\n"
+                    + f"          {_TOKEN},\n        ] }}),\n"
                 )
                 continue
             known = set(before[t.name].field_names)
@@ -155,8 +157,7 @@ def watermelondb(declared: tuple[ItemType, ...], release: int, source: str) -> s
         "// Lists, objects and attachment references are JSON-encoded string columns.\n"
         'import { appSchema, tableSchema } from "@nozbe/watermelondb";\n'
         "import { addColumns, createTable, schemaMigrations } from "
-        '"@nozbe/watermelondb/Schema/migrations";\n'
-        'import { syncColumns } from "@offline-sync-api/watermelondb";\n\n'
+        '"@nozbe/watermelondb/Schema/migrations/index.js";\n\n'
         f"export const release = {release};\n\n"
         "// createSyncAPI({ tables, release, ... }): each table's type and its columns.\n"
         f"export const tables = {_js(tables)};\n\n"

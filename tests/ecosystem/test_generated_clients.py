@@ -1,0 +1,79 @@
+"""The WatermelonDB schema scripts/generate-clients writes (docs/clients.md,
+"Generated schemas"), used unmodified by the real `@nozbe/watermelondb` in Node
+through clients/watermelondb: the family app's release 1 appSchema and column map
+sync, its generated schemaMigrations upgrade a device in place to release 2, and a
+new device of release 2 reads what the upgraded one holds."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from api.settings import DEFAULT_CATALOG_FILE, PROJECT_ROOT, Settings
+from scripts.generate_clients import generate
+from tests.support import node_packages
+from tests.support.gql import TEST_AUTH_SECRET, bearer
+from tests.support.servers import api_server
+
+pytestmark = pytest.mark.serial  # scripts/test --all runs it alone (pyproject.toml)
+
+MODULE = PROJECT_ROOT / "clients" / "watermelondb"
+COMMITTED = DEFAULT_CATALOG_FILE.parent / "clients" / "watermelondb" / "schema.js"
+
+
+@pytest.fixture(scope="module")
+def module_dir() -> Path:
+    deps = node_packages.install(node_packages.WATERMELONDB)
+    shutil.copy(MODULE / "index.js", deps / "index.js")
+    generated = deps / "test" / "generated"
+    generated.mkdir(parents=True, exist_ok=True)
+    shutil.copy(MODULE / "test" / "generated.mjs", deps / "test" / "generated.mjs")
+    # Release 1 as an app not upgraded yet generates it; release 2 as committed.
+    (generated / "release-1.js").write_text(
+        generate(DEFAULT_CATALOG_FILE, 1)["watermelondb/schema.js"]
+    )
+    shutil.copy(COMMITTED, generated / "release-2.js")
+    return deps
+
+
+@pytest.fixture(scope="module")
+def findings(module_dir: Path, settings: Settings) -> Iterator[dict[str, Any]]:
+    tenant = f"gen-{uuid.uuid4().hex[:8]}"
+    token = bearer([tenant], secret=TEST_AUTH_SECRET)["Authorization"].split()[1]
+    node = shutil.which("node")
+    assert node
+    with api_server(settings) as url:
+        done = subprocess.run(
+            [node, "test/generated.mjs", f"{url}/graphql", token, tenant],
+            cwd=module_dir,
+            env=dict(os.environ),
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+    assert done.returncode == 0, done.stderr[-3000:]
+    yield json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_the_generated_schemas_sync_migrate_and_converge(findings: dict[str, Any]) -> None:
+    assert findings["oldTables"] == ["person", "reminder"]  # release 1: no Member yet
+    assert findings["rejected"] == []
+    ann = findings["ann"]
+    person = findings["upgradedPeople"][ann]
+    assert (person["given_name"], person["relationship"]) == ("Ann", "PARTNER")
+    assert person["change_token"]  # synced
+    assert findings["upgradedVersion"] == 2
+    assert findings["upgradedMembers"] == {}  # the table release 2 added, by migration
+    # A new device of release 2 holds exactly what the upgraded one does.
+    assert findings["freshPeople"] == findings["upgradedPeople"]
+    assert findings["freshReminders"] == findings["upgradedReminders"]
+    (reminder,) = findings["freshReminders"].values()
+    assert (reminder["title"], reminder["person_id"], reminder["completed"]) == ("milk", ann, False)
