@@ -1,8 +1,9 @@
-"""The WatermelonDB schema scripts/generate-clients writes (docs/clients.md,
-"Generated schemas"), used unmodified by the real `@nozbe/watermelondb` in Node
-through clients/watermelondb: the family app's release 1 appSchema and column map
-sync, its generated schemaMigrations upgrade a device in place to release 2, and a
-new device of release 2 reads what the upgraded one holds."""
+"""The client schemas scripts/generate-clients writes (docs/clients.md, "Generated
+schemas"), used by the real libraries, unmodified from npm, in Node: the family
+app's WatermelonDB files through clients/watermelondb (its release 1 appSchema and
+column map sync, its generated schemaMigrations upgrade a device in place to
+release 2, and a new device of release 2 reads what the upgraded one holds), and
+its RxDB collection schemas through clients/rxdb (two devices replicate)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ import pytest
 
 from api.settings import DEFAULT_CATALOG_FILE, PROJECT_ROOT, Settings
 from scripts.generate_clients import generate
-from tests.support import node_packages
+from tests.support import node_packages, rxdb
 from tests.support.gql import TEST_AUTH_SECRET, bearer
 from tests.support.servers import api_server
 
@@ -77,3 +78,46 @@ def test_the_generated_schemas_sync_migrate_and_converge(findings: dict[str, Any
     assert findings["freshReminders"] == findings["upgradedReminders"]
     (reminder,) = findings["freshReminders"].values()
     assert (reminder["title"], reminder["person_id"], reminder["completed"]) == ("milk", ann, False)
+
+
+@pytest.fixture(scope="module")
+def rxdb_dir() -> Path:
+    deps = rxdb.install()
+    generated = deps / "test" / "generated"
+    generated.mkdir(parents=True, exist_ok=True)
+    shutil.copy(DEFAULT_CATALOG_FILE.parent / "clients" / "rxdb" / "schemas.json", generated)
+    return deps
+
+
+def test_the_generated_rxdb_schemas_replicate_between_two_devices(
+    rxdb_dir: Path, settings: Settings
+) -> None:
+    tenant = f"gen-{uuid.uuid4().hex[:8]}"
+    token = bearer([tenant], secret=TEST_AUTH_SECRET)["Authorization"].split()[1]
+    with api_server(settings) as url:
+        done = subprocess.run(
+            [rxdb.NODE, "test/generated.mjs", f"{url}/graphql", token, tenant, "2"],
+            cwd=rxdb_dir,
+            env=rxdb.node_env(),
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    assert found["errors"] == []
+    assert found["phone"] == found["tablet"]
+    assert found["phone"]["people"]["ann"] == {
+        "id": "ann",
+        "givenName": "Ann",
+        "relationship": "PARTNER",
+        "profileColor": "#112233",
+        "occupation": "pilot",
+    }
+    assert found["tablet"]["reminders"]["milk"] == {
+        "id": "milk",
+        "title": "milk",
+        "personID": "ann",
+        "completed": True,
+        "dueAt": "2026-12-01T08:00:00.000Z",
+    }
