@@ -20,7 +20,7 @@ import pytest
 
 from api.settings import DEFAULT_CATALOG_FILE, PROJECT_ROOT, Settings
 from scripts.generate_clients import generate
-from tests.support import node_packages, rxdb
+from tests.support import kinds, node_packages, rxdb
 from tests.support.gql import TEST_AUTH_SECRET, bearer
 from tests.support.servers import api_server
 
@@ -85,26 +85,34 @@ def rxdb_dir() -> Path:
     deps = rxdb.install()
     generated = deps / "test" / "generated"
     generated.mkdir(parents=True, exist_ok=True)
-    shutil.copy(DEFAULT_CATALOG_FILE.parent / "clients" / "rxdb" / "schemas.json", generated)
+    for app in ("family", "tasks"):
+        schemas = PROJECT_ROOT / "examples" / app / "clients" / "rxdb" / "schemas.json"
+        shutil.copy(schemas, generated / f"{app}.json")
     return deps
+
+
+def _rxdb(rxdb_dir: Path, settings: Settings, app: str, env: dict[str, str]) -> dict[str, Any]:
+    tenant = f"gen-{uuid.uuid4().hex[:8]}"
+    token = bearer([tenant], secret=TEST_AUTH_SECRET)["Authorization"].split()[1]
+    release = "2" if app == "family" else "1"
+    with api_server(settings, extra_env=env) as url:
+        done = subprocess.run(
+            [rxdb.NODE, "test/generated.mjs", f"{url}/graphql", token, tenant, release, app],
+            cwd=rxdb_dir,
+            env=rxdb.node_env(),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert done.returncode == 0, done.stderr[-3000:]
+    found: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return found
 
 
 def test_the_generated_rxdb_schemas_replicate_between_two_devices(
     rxdb_dir: Path, settings: Settings
 ) -> None:
-    tenant = f"gen-{uuid.uuid4().hex[:8]}"
-    token = bearer([tenant], secret=TEST_AUTH_SECRET)["Authorization"].split()[1]
-    with api_server(settings) as url:
-        done = subprocess.run(
-            [rxdb.NODE, "test/generated.mjs", f"{url}/graphql", token, tenant, "2"],
-            cwd=rxdb_dir,
-            env=rxdb.node_env(),
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-    assert done.returncode == 0, done.stderr[-3000:]
-    found = json.loads(done.stdout.strip().splitlines()[-1])
+    found = _rxdb(rxdb_dir, settings, "family", {})
     assert found["errors"] == []
     assert found["phone"] == found["tablet"]
     assert found["phone"]["people"]["ann"] == {
@@ -120,4 +128,26 @@ def test_the_generated_rxdb_schemas_replicate_between_two_devices(
         "personID": "ann",
         "completed": True,
         "dueAt": "2026-12-01T08:00:00.000Z",
+    }
+
+
+def test_the_task_trackers_generated_rxdb_schemas_replicate_every_kind(
+    rxdb_dir: Path, settings: Settings
+) -> None:
+    found = _rxdb(rxdb_dir, settings, "tasks", kinds.SERVER_ENV)
+    assert found["errors"] == []
+    assert found["phone"] == found["tablet"]
+    assert found["phone"]["projects"]["house"]["memberIDs"] == ["u1", "u2"]
+    assert found["tablet"]["tasks"]["fence"] == {
+        "id": "fence",
+        "title": "paint the fence",
+        "priority": 5,
+        "score": 0.1,
+        "tags": ["home", "Zoë"],
+        "counts": [0, 2147483647],
+        "flags": [True, False],
+        "days": ["2024-02-29"],
+        "stages": ["TODO", "DONE"],
+        "address": {"city": "Lyon"},  # an object is one value: replaced whole
+        "checklist": [],
     }
