@@ -96,6 +96,13 @@ def rxdb(declared: tuple[ItemType, ...], release: int) -> dict[str, Any]:
     return schemas
 
 
+_JSON = {FieldKind.LIST, FieldKind.OBJECT}
+
+
+def _has_json(item_type: ItemType) -> bool:
+    return any(f.kind in _JSON for f in item_type.fields)
+
+
 def _columns(item_type: ItemType) -> list[dict[str, Any]]:
     return [
         {"name": snake(f.name), "type": _COLUMN.get(f.kind, "string"), "isOptional": True}
@@ -115,6 +122,13 @@ def watermelondb(declared: tuple[ItemType, ...], release: int, source: str) -> s
             "typeName": t.name,
             "columns": {f.name: snake(f.name) for f in t.fields},
             **({"attachments": list(t.attachment_fields)} if t.attachment_fields else {}),
+            # Lists and objects: JSON-encoded columns; an object's sub-fields selected.
+            **({"json": [f.name for f in t.fields if f.kind in _JSON]} if _has_json(t) else {}),
+            **(
+                {"objects": {f.name: [s.name for s in f.fields] for f in t.fields if f.fields}}
+                if any(f.fields for f in t.fields)
+                else {}
+            ),
             # What a server of an earlier release can be asked (a rollback).
             "release": t.since,
             **(

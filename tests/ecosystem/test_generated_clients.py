@@ -12,7 +12,6 @@ import os
 import shutil
 import subprocess
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -38,30 +37,39 @@ def module_dir() -> Path:
     generated.mkdir(parents=True, exist_ok=True)
     shutil.copy(MODULE / "test" / "generated.mjs", deps / "test" / "generated.mjs")
     # Release 1 as an app not upgraded yet generates it; release 2 as committed.
-    (generated / "release-1.js").write_text(
+    (generated / "family-1.js").write_text(
         generate(DEFAULT_CATALOG_FILE, 1)["watermelondb/schema.js"]
     )
-    shutil.copy(COMMITTED, generated / "release-2.js")
+    shutil.copy(COMMITTED, generated / "family-2.js")
+    shutil.copy(
+        kinds.FILE.parent / "clients" / "watermelondb" / "schema.js", generated / "tasks-1.js"
+    )
     return deps
 
 
-@pytest.fixture(scope="module")
-def findings(module_dir: Path, settings: Settings) -> Iterator[dict[str, Any]]:
+def _watermelondb(module_dir: Path, settings: Settings, app: str) -> dict[str, Any]:
     tenant = f"gen-{uuid.uuid4().hex[:8]}"
     token = bearer([tenant], secret=TEST_AUTH_SECRET)["Authorization"].split()[1]
     node = shutil.which("node")
     assert node
-    with api_server(settings) as url:
+    env = kinds.SERVER_ENV if app == "tasks" else {}
+    with api_server(settings, extra_env=env) as url:
         done = subprocess.run(
-            [node, "test/generated.mjs", f"{url}/graphql", token, tenant],
+            [node, "test/generated.mjs", f"{url}/graphql", token, tenant, app],
             cwd=module_dir,
             env=dict(os.environ),
             capture_output=True,
             text=True,
-            timeout=300,
+            timeout=120,
         )
     assert done.returncode == 0, done.stderr[-3000:]
-    yield json.loads(done.stdout.strip().splitlines()[-1])
+    found: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return found
+
+
+@pytest.fixture(scope="module")
+def findings(module_dir: Path, settings: Settings) -> dict[str, Any]:
+    return _watermelondb(module_dir, settings, "family")
 
 
 def test_the_generated_schemas_sync_migrate_and_converge(findings: dict[str, Any]) -> None:
@@ -78,6 +86,21 @@ def test_the_generated_schemas_sync_migrate_and_converge(findings: dict[str, Any
     assert findings["freshReminders"] == findings["upgradedReminders"]
     (reminder,) = findings["freshReminders"].values()
     assert (reminder["title"], reminder["person_id"], reminder["completed"]) == ("milk", ann, False)
+
+
+def test_the_task_trackers_generated_watermelondb_schema_syncs_lists_and_objects(
+    module_dir: Path, settings: Settings
+) -> None:
+    found = _watermelondb(module_dir, settings, "tasks")
+    assert found["rejected"] == []
+    assert found["phone"] == found["tablet"]
+    fence = found["phone"]["fence"]
+    assert fence["priority"] == 5 and fence["score"] == 0.1
+    # JSON-encoded columns, as the module writes what a pull brings.
+    assert json.loads(fence["tags"]) == ["home", "Zoë"]
+    assert json.loads(fence["counts"]) == [0, 2147483647]
+    assert json.loads(fence["address"]) == {"city": "Lyon"}  # an object: one value
+    assert json.loads(fence["checklist"]) == [{"text": "buy paint", "done": False}]
 
 
 @pytest.fixture(scope="module")

@@ -1,20 +1,23 @@
 // The schemas scripts/generate-clients writes, used as an app uses them with
-// WatermelonDB (unmodified, from npm, LokiJS in memory): a device of the app's
-// release 1 (its generated appSchema and column map) syncs a person and a reminder,
-// is upgraded in place to release 2 (the generated schemaMigrations run on its
-// storage, as an app update does), and a new device of release 2 reads the same.
-// Usage: node test/generated.mjs <graphql url> <bearer token> <tenant>
+// WatermelonDB (unmodified, from npm, LokiJS in memory). family: a device of the
+// app's release 1 (its generated appSchema and column map) syncs a person and a
+// reminder, is upgraded in place to release 2 (the generated schemaMigrations run on
+// its storage, as an app update does), and a new device of release 2 reads the same.
+// tasks: two devices sync a task of every kind (lists and objects in JSON columns),
+// one edits it, both end equal.
+// Usage: node test/generated.mjs <graphql url> <bearer token> <tenant> <family|tasks>
 // Prints one JSON line of findings for tests/ecosystem/test_generated_clients.py.
 import { Database, Model } from "@nozbe/watermelondb";
 import LokiModule from "@nozbe/watermelondb/adapters/lokijs/index.js";
 import loggerModule from "@nozbe/watermelondb/utils/common/logger/index.js";
 import { createSyncAPI } from "../index.js";
-import * as first from "./generated/release-1.js";
-import * as second from "./generated/release-2.js";
+import * as first from "./generated/family-1.js";
+import * as second from "./generated/family-2.js";
+import * as tracker from "./generated/tasks-1.js";
 
 const LokiJSAdapter = LokiModule.default ?? LokiModule;
 (loggerModule.default ?? loggerModule).silence();
-const [url, token, tenant] = process.argv.slice(2);
+const [url, token, tenant, app] = process.argv.slice(2);
 
 // A model per generated table (an app adds its accessors).
 const models = (generated) =>
@@ -54,6 +57,40 @@ const loki = (generated, name) =>
   });
 
 const findings = {};
+if (app === "tasks") {
+  const phone = device(tracker, loki(tracker, `gen-phone-${tenant}`));
+  const tablet = device(tracker, loki(tracker, `gen-tablet-${tenant}`));
+  const json = JSON.stringify;
+  await phone.database.write(async () => {
+    await phone.database.get("task").create((t) => {
+      t._raw.id = "fence";
+      t._setRaw("title", "paint the fence");
+      t._setRaw("priority", 3);
+      t._setRaw("score", 0.1);
+      t._setRaw("tags", json(["home", "Zoë"]));
+      t._setRaw("counts", json([0, 2147483647]));
+      t._setRaw("stages", json(["TODO", "DONE"]));
+      t._setRaw("address", json({ city: "Paris", floor: -5, latitude: 48.8, doorCodes: ["12A"] }));
+      t._setRaw("checklist", json([{ text: "buy paint", done: false }]));
+    });
+  });
+  await phone.api.sync();
+  await tablet.api.sync();
+  const fence = await tablet.database.get("task").find("fence");
+  await tablet.database.write(() =>
+    fence.update((t) => {
+      t._setRaw("address", json({ city: "Lyon" }));
+      t._setRaw("priority", 5);
+    }),
+  );
+  await tablet.api.sync();
+  await phone.api.sync();
+  findings.phone = await raw(phone, "task");
+  findings.tablet = await raw(tablet, "task");
+  findings.rejected = [...phone.rejected, ...tablet.rejected];
+  console.log(JSON.stringify(findings));
+  process.exit(0);
+}
 const old = device(first, loki(first, `gen-old-${tenant}`));
 findings.oldTables = Object.keys(first.tables);
 let ann;

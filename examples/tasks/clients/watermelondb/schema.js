@@ -26,6 +26,9 @@ export const tables = {
     "attachments": [
       "cover"
     ],
+    "json": [
+      "memberIDs"
+    ],
     "release": 1
   },
   "task": {
@@ -47,6 +50,32 @@ export const tables = {
       "stages": "stages",
       "address": "address",
       "checklist": "checklist"
+    },
+    "json": [
+      "tags",
+      "ids",
+      "counts",
+      "scores",
+      "flags",
+      "days",
+      "times",
+      "stages",
+      "address",
+      "checklist"
+    ],
+    "objects": {
+      "address": [
+        "street",
+        "city",
+        "postalCode",
+        "floor",
+        "latitude",
+        "doorCodes"
+      ],
+      "checklist": [
+        "text",
+        "done"
+      ]
     },
     "release": 1
   },
