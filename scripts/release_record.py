@@ -16,6 +16,7 @@ They are dev and CI files: the Lambda bundle ships api/ alone.
 from __future__ import annotations
 
 import json
+import subprocess
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,27 @@ SCHEMA_FILE = APP_DIR / "schema.graphql"
 _BOUNDED = (FieldKind.STRING, FieldKind.ID)
 
 Entry = dict[str, Any]
+
+
+def app_repo(folder: Path = APP_DIR) -> Path | None:
+    """The git checkout that holds an app's folder (the API's for the shipped
+    examples, the app team's own for theirs), whose history the record is checked
+    against; None outside one."""
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(folder), "rev-parse", "--show-toplevel"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    return Path(done.stdout.strip()) if done.returncode == 0 else None
+
+
+def shown(path: Path) -> str:
+    """A path as scripts print it: under the checkout, relative to it."""
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
 
 
 def entry_of(declared: Iterable[ItemType], release: int) -> Entry:
