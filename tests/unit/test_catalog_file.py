@@ -5,6 +5,8 @@ and the type, field or enum value."""
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -19,6 +21,7 @@ from api.settings import DEFAULT_CATALOG_FILE, PROJECT_ROOT, catalog_choice
 from scripts.release_record import Record, entry_of
 
 FAMILY = PROJECT_ROOT / "examples" / "family"
+TASKS = PROJECT_ROOT / "examples" / "tasks"
 
 
 def test_the_default_app_is_the_family_example_read_from_its_file() -> None:
@@ -190,3 +193,34 @@ def test_a_server_of_a_bad_declaration_does_not_start(tmp_path: Path) -> None:
     )
     assert done.returncode != 0
     assert f"CatalogError: {path}:5: T.a: maximum is a number" in done.stderr, done.stderr
+
+
+def test_a_breaking_edit_of_an_apps_file_is_refused_by_its_evolution_check_naming_the_field(
+    tmp_path: Path,
+) -> None:
+    """The task tracker's folder copied outside the checkout, its catalog edited as a
+    team would (an Int's maximum narrowed, a String become an Int): the check of that
+    app (SYNC_CATALOG_FILE) against its own releases/ refuses both, naming them."""
+    shutil.copytree(TASKS, tmp_path / "tasks", ignore=shutil.ignore_patterns("clients"))
+    path = tmp_path / "tasks" / "catalog.yaml"
+    text = path.read_text()
+    for before, after in (
+        (
+            "priority: {kind: Int, minimum: 1, maximum: 5}",
+            "priority: {kind: Int, minimum: 1, maximum: 4}",
+        ),
+        ("title: {kind: String, maxLength: 200}", "title: {kind: Int}"),
+    ):
+        assert before in text
+        text = text.replace(before, after)
+    path.write_text(text)
+    done = subprocess.run(
+        [sys.executable, "-m", "scripts.evolution_check"],
+        env={**os.environ, "SYNC_CATALOG_FILE": str(path)},
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 1, done.stdout
+    assert "field Task.priority" in done.stdout and "field Task.title" in done.stdout, done.stdout
