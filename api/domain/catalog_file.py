@@ -31,7 +31,7 @@ _NAME = re.compile(r"[A-Za-z][A-Za-z0-9]*")
 _CODE = re.compile(r"[A-Z][A-Z0-9_]*")
 _TOP = {"builtinsSince", "enums", "types"}
 _TYPE = {"code", "description", "since", "fields"}
-_ENUM = {"values", "description"}
+_ENUM = {"values"}
 _VALUE = {"name", "since"}
 _FIELD = {
     "kind",
