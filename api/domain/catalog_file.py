@@ -48,6 +48,8 @@ _FIELD = {
     "required",
 }
 _KINDS = {kind.value: kind for kind in FieldKind}
+# What every synchronized item has already (contract 2): no field takes these names.
+_RESERVED_FIELDS = {"id", "tenantID", "changeToken", "createdAt", "updatedAt", "writtenBy"}
 
 
 class CatalogError(ValueError):
@@ -211,6 +213,10 @@ def _type(name: str, spec: Any, line: int, enums: dict[str, Any]) -> ItemType:
     fields = _section(spec["fields"], spec.lines["fields"], f"{name}.fields")
     if not fields:
         raise _Refused(spec.lines["fields"], name, "a type declares at least one field")
+    for field in fields.keys() & _RESERVED_FIELDS:
+        raise _Refused(
+            fields.lines[field], f"{name}.{field}", "every item has it: name it otherwise"
+        )
     declared = tuple(
         _field(f"{name}.", field, value, fields.lines[field], enums)
         for field, value in fields.items()

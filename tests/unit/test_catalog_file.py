@@ -164,6 +164,12 @@ def test_every_kind_and_attribute_is_read(tmp_path: Path) -> None:
             5,
             "B: code X is A's too",
         ),
+        # A field every item has already.
+        (
+            "types:\n  T:\n    code: T\n    fields:\n      a: {kind: Int}\n      createdAt: {kind: Time}\n",
+            6,
+            "T.createdAt: every item has it",
+        ),
         # Not YAML.
         ("types: [\n", 2, "not YAML"),
     ],
