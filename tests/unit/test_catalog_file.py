@@ -166,7 +166,8 @@ def test_every_kind_and_attribute_is_read(tmp_path: Path) -> None:
         ),
         # A field every item has already.
         (
-            "types:\n  T:\n    code: T\n    fields:\n      a: {kind: Int}\n      createdAt: {kind: Time}\n",
+            "types:\n  T:\n    code: T\n    fields:\n      a: {kind: Int}\n"
+            "      createdAt: {kind: Time}\n",
             6,
             "T.createdAt: every item has it",
         ),
