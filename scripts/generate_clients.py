@@ -5,7 +5,8 @@ schemas"). Written into OUT:
 - schema.graphql: the schema a server of that release serves (graphql-codegen's
   input for TypeScript types and typed documents);
 - rxdb/schemas.json: each type's RxDB collection schema (JSON Schema), `version` the
-  number of later releases that added to the type (each an identity migration);
+  number of later releases that added a field to the type (each an identity
+  migration);
 - watermelondb/schema.js: the WatermelonDB `appSchema` (version: the release), the
   column map `tables` that `createSyncAPI` takes, and the `schemaMigrations` steps
   from each recorded release to the next (createTable, addColumns);
@@ -80,9 +81,8 @@ def _property(spec: Field) -> dict[str, Any]:
 def rxdb(declared: tuple[ItemType, ...], release: int) -> dict[str, Any]:
     schemas: dict[str, Any] = {}
     for item_type in releases.at(declared, release):
-        grew = {f.since for f in item_type.fields} | {
-            r for f in item_type.fields for _, r in f.enum_since if r <= release
-        }
+        # An enum value a release adds changes no property (an enum is a string).
+        grew = {f.since for f in item_type.fields}
         schemas[item_type.name] = {
             "version": len({r for r in grew if item_type.since < r <= release}),
             "primaryKey": "id",

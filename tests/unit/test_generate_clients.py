@@ -108,3 +108,20 @@ def test_a_release_adding_a_field_of_each_kind_gives_its_migration_and_versions(
         and "toVersion" not in first["watermelondb/schema.js"]
     )
     assert first["schema.graphql"] == (kinds.FILE.parent / "schema.graphql").read_text()
+
+
+def test_a_release_adding_only_an_enum_value_changes_no_collection_or_table(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "catalog.yaml"
+    text = kinds.FILE.read_text()
+    assert "values: [TODO, DOING, DONE]" in text
+    path.write_text(
+        text.replace("[TODO, DOING, DONE]", "[TODO, DOING, DONE, {name: LATER, since: 2}]")
+    )
+    files = generate(path, None)
+    rxdb = json.loads(files["rxdb/schemas.json"])
+    assert {name: schema["version"] for name, schema in rxdb.items()} == dict.fromkeys(rxdb, 0)
+    watermelon = files["watermelondb/schema.js"]
+    assert "version: 2," in watermelon and "{ toVersion: 2, steps: [\n    ] }" in watermelon
+    assert "  LATER\n" in files["schema.graphql"]
