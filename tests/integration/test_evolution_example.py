@@ -1,9 +1,10 @@
 """docs/evolution.md's example followed in a copy of this checkout, as an app team
-would: a field and an enum value declared in the app's catalog (examples/family/catalog.yaml,
-edited as text) with `since` the next release, then `scripts/export-schema` and
-`scripts/record-release`. The evolution check then passes, and so do the tests that
-read the catalog (the unit tests, the writes' validation): a test that assumes the
-catalog is at the release it is today fails here."""
+would: a field and an enum value declared in the app's catalog
+(examples/family/catalog.yaml, edited as text) with `since` the next release, then
+`scripts/export-schema`, `scripts/record-release` and `scripts/generate-clients`.
+The evolution check then passes, and so do the tests that read the catalog (the
+unit tests, the writes' validation): a test that assumes the catalog is at the
+release it is today fails here."""
 
 from __future__ import annotations
 
@@ -112,6 +113,8 @@ def test_following_the_docs_example_passes_the_check_and_the_tests(tmp_path: Pat
     assert f"  {value}\n" in (app / "schema.graphql").read_text()
     recorded = _run(copy, sys.executable, "-m", "scripts.record_release")
     assert f"examples/family/releases/{release}.json" in recorded, recorded
+    clients = ("--catalog", str(path), "--out", str(app / "clients"))
+    _run(copy, sys.executable, "-m", "scripts.generate_clients", *clients)
     checked = _run(copy, sys.executable, "-m", "scripts.evolution_check")
     assert f"keep releases 1 to {release}" in checked, checked
     assert f'"name": "{field}"' in (app / "releases" / f"{release}.json").read_text()
