@@ -74,7 +74,7 @@ class _Mapping(dict[str, Any]):
         self.lines: dict[str, int] = {}
 
 
-class _Loader(yaml.SafeLoader):
+class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
     pass
 
 
