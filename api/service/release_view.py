@@ -10,7 +10,6 @@ from api.domain import catalog
 from api.domain.item_types import ItemType
 from api.domain.records import Record
 from api.domain.tokens import token_before
-from api.domain.visibility import VISIBILITY_RELEASE
 from api.service.ports import Page
 
 
@@ -49,10 +48,11 @@ class ReleaseView:
 
 
 def left_views(page: Page, release: int | None) -> Page:
-    """For a client of a release before LeftViewItem (VISIBILITY_RELEASE), or one that
-    declares none, each sentinel of a record that left its view as a DeletedItem (the
+    """For a client of a release before LeftViewItem (the app's VISIBILITY_RELEASE), or
+    one that declares none, each sentinel of a record that left its view as a DeletedItem (the
     same local effect: forget it; contract 3.12)."""
-    if release is not None and release >= VISIBILITY_RELEASE:
+    known = catalog.VISIBILITY_RELEASE
+    if release is not None and known is not None and release >= known:
         return page
     if not any(r.left_view for r in page.items):
         return page

@@ -16,13 +16,13 @@ from typing import Any
 import pytest
 from botocore.config import Config
 
-from api.domain.catalog import PERSON
 from api.domain.cursor import CursorCodec
 from api.realtime.signals import Audience
 from api.realtime.streams import StreamFollower
 from api.service import SyncService
 from api.settings import Settings
 from api.storage.store import DynamoStore
+from tests.support.family import PERSON
 from tests.support.faults import Fault, connection_refused, dynamodb_error, hooks_on
 
 # A capability beyond the sync core: scripts/test --all (pyproject's `slow`).
