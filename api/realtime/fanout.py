@@ -15,6 +15,7 @@ from strawberry.utils.aio import aclosing
 
 from api import metrics
 from api.auth import Principal
+from api.domain.audiences import UNTOLD, Audience, in_audience
 from api.domain.errors import SyncError
 from api.domain.membership import Access, Roster
 from api.graphql.errors import with_codes
@@ -22,7 +23,6 @@ from api.realtime.aws_messages import execute, next_message
 from api.realtime.aws_runtime import FanOutIncomplete, Runtime
 from api.realtime.connections import Subscription
 from api.realtime.failed_batches import tenants_in_batch
-from api.realtime.signals import Audience, in_audience
 
 logger = logging.getLogger("api.realtime")
 
@@ -44,6 +44,27 @@ class _OneEvent:
         self, tenant_id: str, after: str | None, user: str = ""
     ) -> AsyncIterator[str]:
         if after is None or self._token > after:
+            yield self._token
+
+
+class _CheckedEvent(_OneEvent):
+    """A drain's token (UNTOLD) for a subscriber outside the head's audience: sent
+    only if its member's view has a change newer than its since and than the last
+    token sent on its subscription (one read: `latest_seen`)."""
+
+    def __init__(self, rt: Runtime, subscription: Subscription, token: str) -> None:
+        super().__init__(token)
+        self._rt = rt
+        self._subscription = subscription
+
+    async def changes(
+        self, tenant_id: str, after: str | None, user: str = ""
+    ) -> AsyncIterator[str]:
+        floor = max((t for t in (after, self._subscription.last) if t is not None), default=None)
+        if floor is not None and self._token <= floor:
+            return
+        seen = await asyncio.to_thread(self._rt.service.latest_seen, tenant_id, floor, user)
+        if seen is not None:
             yield self._token
 
 
@@ -72,10 +93,12 @@ async def _fan_out_tenant(
     try:
         # A change outside a member's view pokes none of its subscriptions (nor reads
         # the roster for them): they are left out before anything is read or sent.
+        # A drain's poke (UNTOLD) goes to the others only once their views are read.
+        untold = audience is not None and audience >= UNTOLD
         subscriptions = [
             s
             for s in await asyncio.to_thread(_subscriptions_of, rt, tenant_id)
-            if in_audience(s.sub, audience)
+            if untold or in_audience(s.sub, audience)
         ]
         # Who is still a member (contract 6): one Query of the tenant's roster per
         # change and instance, whatever its subscribers (docs/realtime.md).
@@ -101,11 +124,16 @@ async def _fan_out_tenant(
         if roster is not None and roster.moved and roster.access(subscription.sub).role is None:
             removed.append(subscription)  # told alone (NOT_A_MEMBER), then let go
             continue
-        key = subscription.operation.key()
-        if key not in payloads:
-            access = None if roster is None else roster.access(subscription.sub)
-            payloads[key] = await _event(rt, subscription, token, access)
-        message = payloads[key]
+        access = None if roster is None else roster.access(subscription.sub)
+        if not in_audience(subscription.sub, audience):
+            # Its own operation, run on its own view's read (`_CheckedEvent`).
+            checked = _CheckedEvent(rt, subscription, token)
+            message = await _event(rt, subscription, token, access, checked)
+        else:
+            key = subscription.operation.key()
+            if key not in payloads:
+                payloads[key] = await _event(rt, subscription, token, access)
+            message = payloads[key]
         if message is not None:
             messages.append((subscription, {**message, "id": subscription.subscription_id}))
     for connection_id in expired:
@@ -141,12 +169,17 @@ def _subscriptions_of(rt: Runtime, tenant_id: str) -> list[Subscription]:
 
 
 async def _event(
-    rt: Runtime, subscription: Subscription, token: str, access: Access | None
+    rt: Runtime,
+    subscription: Subscription,
+    token: str,
+    access: Access | None,
+    feed: _OneEvent | None = None,
 ) -> dict[str, Any] | None:
     """The `next` message of one subscription for `token` (None: not newer than its
     since); `access`: its caller's, from the roster (not read again)."""
     principal = Principal(subscription.sub, frozenset({subscription.tenant_id}), subscription.until)
-    source = await execute(rt, subscription.operation, principal, _OneEvent(token), access)
+    feed = feed or _OneEvent(token)
+    source = await execute(rt, subscription.operation, principal, feed, access)
     async with aclosing(source):
         async for result in source:
             if isinstance(result, PreExecutionError):
@@ -183,6 +216,7 @@ async def drain(rt: Runtime, record: dict[str, Any]) -> int:
     heads: dict[str, tuple[str, Audience]] = {}
     for tenant_id in sorted(tenants):
         latest = await asyncio.to_thread(rt.service.latest_change, tenant_id, None)
-        if latest is not None:  # whose changes the batch held is not told: every member
-            heads[tenant_id] = (latest, None)
+        if latest is not None:  # whose changes the batch held is not told: each checks
+            audience = await asyncio.to_thread(rt.service.catch_up_audience, tenant_id)
+            heads[tenant_id] = (latest, audience)
     return await fan_out(rt, heads)

@@ -14,7 +14,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from api.realtime.signals import Audience
+from api.domain.audiences import Audience
 
 # Principals named for one tenant at most: a change's audience is at most 21
 # members' streams, and a post's merged changes are each one's (a follower given

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from starlette.requests import Request
 from starlette.responses import Response
 
+from api.domain.audiences import Audience
 from api.domain.errors import BadUserInput
 from api.domain.identifiers import check_identifier
 from api.realtime.poke_posts import audiences_of
@@ -28,7 +29,7 @@ from api.realtime.relay import (
     WINDOW,
     signature,
 )
-from api.realtime.signals import Audience, is_deletion
+from api.realtime.signals import is_deletion
 from api.worker_threads import RunBlocking, anyio_pool
 
 logger = logging.getLogger("api.realtime")

@@ -72,8 +72,8 @@ import urllib.parse
 import urllib.request
 from collections.abc import Callable, Mapping
 
+from api.domain.audiences import Audience, merged
 from api.realtime.poke_posts import post_body
-from api.realtime.signals import Audience, merged
 
 logger = logging.getLogger("api.realtime")
 

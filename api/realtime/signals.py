@@ -15,8 +15,8 @@ import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 
+from api.domain.audiences import UNTOLD, Audience, in_audience
 from api.domain.errors import BadUserInput, TenantDeleted, Unavailable
-from api.domain.visibility import principals_of
 
 # Published in place of a token when a tenant is being deleted: its subscriptions
 # end with TENANT_DELETED (it sorts above every token, so it is never overwritten).
@@ -32,23 +32,6 @@ def deleting(last_token: str | None) -> str:
     """The deletion's mark, naming the tenant's last token before it if known."""
     named = f"{DELETING}/{last_token}"
     return named if last_token is not None and is_deletion(named) else DELETING
-
-
-# Who a poke is for (docs/realtime.md, "Who is poked"): the `sub`s of the members
-# whose view the change is in, or None for every member (a change of a tenant-wide
-# record, a deletion's mark, a catch-up that cannot tell).
-Audience = frozenset[str] | None
-
-
-def merged(first: Audience, second: Audience) -> Audience:
-    """The audience of two changes told as one poke: whoever either is for."""
-    return None if first is None or second is None else first | second
-
-
-def in_audience(sub: str, audience: Audience) -> bool:
-    """Whether a poke for `audience` is for the member `sub` (through any of its
-    principals: its own stream's)."""
-    return audience is None or not audience.isdisjoint(principals_of(sub))
 
 
 def is_deletion(token: str) -> bool:
@@ -93,19 +76,26 @@ class Slot:
     ready: asyncio.Event = field(default_factory=asyncio.Event)
     # The newest token the subscription holds (its `since`, then each one sent).
     held: str | None = None
+    # Whether the waiting token is known to be of a change in its member's view (not
+    # a catch-up's, UNTOLD), and whether the token taken last was.
+    told: bool = True
+    taken_told: bool = True
 
     def offer(self, token: str, audience: Audience = None) -> None:
         """On the slot's event loop: keep `token` if it is newer than what waits and
         this subscription's member is in its `audience` (a change outside its view
-        pokes it not). A deletion naming a last token older than the one this
-        subscription holds is about an earlier life of the tenant: it is ignored."""
-        if not in_audience(self.user, audience):
+        pokes it not; an UNTOLD one is kept, to check). A deletion naming a last
+        token older than the one this subscription holds is about an earlier life
+        of the tenant: it is ignored."""
+        mine = in_audience(self.user, audience)
+        if not mine and (audience is None or not audience >= UNTOLD):
             return
         deletion, last = _deletion_of(token)
         if deletion and last is not None and self.held is not None and self.held > last:
             return
         if self.token is None or token > self.token:
             self.token = token
+            self.told = mine
             self.ready.set()
 
     async def take(self) -> str:
@@ -114,6 +104,7 @@ class Slot:
             raise TenantDeleted("this tenant was deleted")
         self.ready.clear()
         token, self.token = self.token, None
+        self.taken_told, self.told = self.told, True
         assert token is not None
         return token
 
@@ -212,6 +203,13 @@ class LiveFeed:
             last = first or after
             while True:
                 token = await slot.take()
+                if not slot.taken_told and (last is None or token > last):
+                    # A catch-up's token: sent only if the member's view changed since
+                    # the last one sent (one read), as that change's token.
+                    seen = await self._first_bound(tenant_id, last, user)
+                    if seen is None:
+                        continue
+                    token = seen
                 if last is None or token > last:
                     last = slot.held = token
                     if self._on_poke is not None:

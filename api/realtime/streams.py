@@ -22,9 +22,9 @@ import time
 from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any
 
-from api.domain.chain import NO_MAIN, split_stream_key
+from api.domain.audiences import UNTOLD, Audience, head_audience, merged
 from api.realtime.failures import RepeatedFailures
-from api.realtime.signals import DELETING, Audience, deleting, merged
+from api.realtime.signals import DELETING, deleting
 from api.storage import keys
 
 logger = logging.getLogger("api.realtime")
@@ -82,19 +82,11 @@ def head_pokes(
 
 
 def audience_of(image: Mapping[str, Any]) -> Audience:
-    """Whose view a head's transaction changed, from its image: every member when
-    it wrote an entry of the tenant's log (a tenant-wide record's version, or a
-    sentinel every member gets), else the members whose stream partitions it put
-    entries in (a restricted record's versions, its deletion, a LeftView)."""
+    """Whose view a head's transaction changed, from its image (`head_audience`)."""
     # (Imported here: a socket's $connect imports this module, never PynamoDB.)
     from api.storage.codecs import head_from_raw
 
-    head = head_from_raw(dict(image))
-    if not head.restricted:
-        return None  # a tenant whose records every member sees: as before
-    if any(token != NO_MAIN for token in head.main_entry_tokens()):
-        return None
-    return frozenset(split_stream_key(key)[1] for key in head.stream_put)
+    return head_audience(head_from_raw(dict(image)))
 
 
 def announced_servers(records: Iterable[Mapping[str, Any]]) -> dict[str, str]:
@@ -260,10 +252,10 @@ def publish_heads(
 ) -> None:
     """Read the heads of `tenants` (consistent BatchGetItem, 100 a call) and publish
     each tenant's token: 1 read unit a tenant. Raises if throttling leaves some
-    unread after 5 rounds, so that the caller tries again. Each is published to every
-    member: a catch-up follows pokes that may have been missed, whose audiences the
-    head does not tell (a member may be poked for a change outside its view; the
-    poke carries only the token)."""
+    unread after 5 rounds, so that the caller tries again. A head whose transaction
+    was not every member's is published to its audience, and UNTOLD to the others:
+    a catch-up follows pokes that may have been missed, whose audiences the head
+    does not tell, so each of their subscriptions checks its member's view first."""
     ordered = sorted(tenants)
     for start in range(0, len(ordered), _BATCH_GET_KEYS):
         wanted = [
@@ -279,8 +271,10 @@ def publish_heads(
                 {"eventName": "MODIFY", "dynamodb": {"Keys": item, "NewImage": item}}
                 for item in answer.get("Responses", {}).get(table_name, [])
             ]
-            for tenant_id, token in head_changes(heads, named_deletions=True).items():
-                publish(tenant_id, token, None)
+            for tenant_id, (token, audience) in head_pokes(heads, named_deletions=True).items():
+                # The head's transaction's audience is told; the others check (a
+                # head of every member's: every member, as before).
+                publish(tenant_id, token, merged(audience, UNTOLD))
             request = answer.get("UnprocessedKeys") or {}
             if not request:
                 break

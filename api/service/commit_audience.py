@@ -15,12 +15,9 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any, cast
 
+from api.domain.audiences import Audience
 from api.domain.mutations import Write
 from api.service.ports import Store
-
-# The principals of the streams a transaction wrote in, or None: every member (it
-# wrote an entry of the tenant's main log). As `api.realtime.signals.Audience`.
-Audience = frozenset[str] | None
 
 
 def audience_of(writes: Sequence[Write]) -> Audience:

@@ -30,6 +30,7 @@ from typing import Any
 
 from ulid import ULID
 
+from api.domain import catalog
 from api.domain.errors import NotFound
 from api.domain.exports import ExportJob, ExportPhase
 from api.domain.identifiers import check_identifier
@@ -245,11 +246,12 @@ class TenantExport:
                 limit=limit,
                 max_scanned=min(STEP_SCANNED, max(0, entries - limit - 2)),
                 sub=job.asked_by,  # the caller's view: its stream read beside the log
+                release=catalog.RELEASE,  # what it serves (LeftViewItem from visibilitySince)
             )
             # A first sync's deletions are the latest write's: not the tenant's data
             # (nor, in the caller's view, a record that left it).
             kept = [r for r in page.items if not (initial and (r.deleted or r.left_view))]
-            lines += [{_kind(r): record_json(r)} for r in kept]
+            lines += [{_kind(r): _line(r)} for r in kept]
             ended = page.cursor is None
             phase: ExportPhase
             if not ended:
@@ -308,6 +310,14 @@ class TenantExport:
             after, parts=job.parts + len(parts), bytes=job.bytes + sum(map(len, parts))
         )
         return after, parts, len(lines), max(map(len, encoded), default=0)
+
+
+def _line(record: Record) -> dict[str, Any]:
+    """A record of a sync's pages as its line holds it: a LeftView sentinel as the
+    `LeftViewItem` a sync returns (its id, type and token; no fields)."""
+    if not record.left_view:
+        return record_json(record)
+    return {**record_json(dataclasses.replace(record, deleted=True)), "__typename": "LeftViewItem"}
 
 
 def _kind(record: Record) -> str:

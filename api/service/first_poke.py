@@ -4,6 +4,7 @@ records not every member sees, only a change in the caller's view pokes it
 
 from __future__ import annotations
 
+from api.domain.audiences import Audience, catch_up_audience
 from api.service.ports import Store
 from api.service.reading import Reading
 
@@ -29,3 +30,9 @@ class FirstPoke:
         page = self._reading.changes(tenant_id, since=after, limit=1, sub=sub)
         # Not the tenant's newest token: that one may be of a change outside the view.
         return page.items[-1].change_token if page.items else None
+
+    def catch_up_audience(self, tenant_id: str) -> Audience:
+        """Whom a catch-up's poke of the tenant's head is for (`catch_up_audience`):
+        one GetItem of the head."""
+        head = self._store.head(tenant_id)
+        return None if head is None else catch_up_audience(head)

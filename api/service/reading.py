@@ -21,7 +21,7 @@ from api.ordering import wall_clock_ms
 from api.service.ports import Page, Store
 from api.service.release_view import ReleaseView as ReleaseView
 from api.service.release_view import left_views
-from api.service.views import merged, principal_of, stream_bound
+from api.service.views import after_life, merged, principal_of, stream_bound
 
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
@@ -229,9 +229,8 @@ class Reading:
             items, more = self._store.changes(tenant_id, position.after, upper, limit)
             if position.streams and reads.sub is not None:
                 principal = principal_of(reads.sub)
-                stream = self._store.stream_range(
-                    tenant_id, principal, position.after, upper, limit
-                )
+                start = after_life(position.after, position.born)
+                stream = self._store.stream_range(tenant_id, principal, start, upper, limit)
                 items, more = merged(items, more, *stream, limit)
             page = self._page(tenant_id, items, more, upper, settled, position.born)
             return self._streamed(tenant_id, page, position.streams)
@@ -299,7 +298,8 @@ class Reading:
             # Who sees what: the caller's stream up to the head, one Query; the head's
             # token bounds the sync only once its stream entries are read too.
             principal = principal_of(reads.sub)
-            stream, stream_more = self._store.stream_range(tenant_id, principal, after, head, limit)
+            start = after_life(after, tail.born)
+            stream, stream_more = self._store.stream_range(tenant_id, principal, start, head, limit)
             if not aged:
                 bound = stream_bound(tail.last, bound, stream, principal, after) or tail.settled
             if bound is not None:
@@ -346,7 +346,8 @@ class Reading:
         )
         assert upper is not None
         page_ = self._page(tenant_id, items, True, upper, page.settled, page.born)
-        return replace(page_, scanned=scanned)
+        streams = page.cursor is not None and self._cursors.decode(tenant_id, page.cursor).streams
+        return replace(self._streamed(tenant_id, page_, streams), scanned=scanned)
 
     def _page(
         self,

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from api.domain.audiences import Audience
 from api.domain.cursor import CursorCodec
 from api.domain.retention import Retention
 from api.ordering import wall_clock_ms
 from api.service.attachments import DEFAULT_QUOTA_BYTES, Attachments, BlobStore, Quota
 from api.service.blob_views import BlobViews
-from api.service.commit_audience import Audience, CommitAudiences
+from api.service.commit_audience import CommitAudiences
 from api.service.exports import ExportFiles, ExportJobs, TenantExport
 from api.service.first_poke import FirstPoke
 from api.service.history import History
@@ -73,7 +74,9 @@ class SyncService:
         self.get = self.reading.get
         self.changes = self.reading.changes
         self.latest_change = self.reading.latest_change
-        self.latest_seen = FirstPoke(store, self.reading).latest_seen
+        first_poke = FirstPoke(store, self.reading)
+        self.latest_seen = first_poke.latest_seen
+        self.catch_up_audience = first_poke.catch_up_audience  # blocking: the AWS drain
         self.catch_up = self.upgrades.catch_up
         self.apply = self.writing.apply
         self.push = self.writing.push

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from api.domain.chain import Head, split_stream_key
 from api.domain.records import Record
+from api.domain.tokens import token_before
 from api.domain.visibility import principals_of
 
 
@@ -13,6 +14,16 @@ def principal_of(sub: str) -> str:
     """The one stream a caller reads (a member's own; groups will add theirs)."""
     (principal,) = principals_of(sub)
     return principal
+
+
+def after_life(after: str | None, born: str | None) -> str | None:
+    """Where a stream Query starts: after `after`, and never below the tenant's first
+    token `born` (its streams may still hold entries of a deleted life of the tenant
+    id, which a deletion does not sweep yet; their tokens are below `born`)."""
+    if born is None:
+        return after
+    floor = token_before(born)
+    return floor if after is None or after < floor else after
 
 
 def stream_bound(

@@ -168,7 +168,8 @@ Access patterns:
                            a GetItem head (xid) before each DeleteObjects; then Query
                            (keys only, consistent) each
                            of T#<tenant>, T#<tenant>#HIST, T#<tenant>#LATER, T#<tenant>#SUB,
-                           T#<tenant>#EXP, T#<tenant>#MEM, T#<tenant>#BLOB, T#<tenant>#LOG
+                           T#<tenant>#EXP, T#<tenant>#MEM, T#<tenant>#BLOB, T#<tenant>#LOG,
+                           first the streams of its records' audiences (entity items' ow, vw)
                            and per page GetItem head (xid), BatchWriteItem deletes,
                            UpdateItem head (xn, conditioned on xid), 5,000 items a call;
                            last: GetItem head and usage (consistent), TransactWriteItems:

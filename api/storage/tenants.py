@@ -27,6 +27,7 @@ from api.storage import codecs, deletion_usage, keys
 from api.storage.errors import error_code, translated
 from api.storage.models import HeadItem, RecordItem
 from api.storage.reads import TOTAL_CAPACITY, connection
+from api.storage.stream_sweep import restricted, stream_partitions
 
 # The tenant's partitions (api.storage.keys); the log's holds the head, removed last.
 # Not its fence (`keys.fence_pk`), which outlives every deletion.
@@ -155,9 +156,11 @@ def remove_items(tenant_id: str, mark: DeletionMark, limit: int) -> int:
     once the head is found still marked by `mark` (else DeletionOver): a call held
     between its pages removes nothing of the tenant written again meanwhile."""
     removed = 0
-    for partition in _PARTITIONS:
-        pk = partition(tenant_id)
-        kept = keys.HEAD_SK if partition is not keys.blobs_pk else keys.USAGE_SK
+    head = _item(keys.log_pk(tenant_id), keys.HEAD_SK)
+    # Its streams first: they are found from its entity items (api.storage.stream_sweep).
+    streams = stream_partitions(tenant_id) if restricted(head) else []
+    for pk in [*streams, *(partition(tenant_id) for partition in _PARTITIONS)]:
+        kept = keys.USAGE_SK if pk == keys.blobs_pk(tenant_id) else keys.HEAD_SK
         while removed < limit:
             page = _keys_page(pk, min(1000, limit - removed + 2))
             doomed = [k for k in page if k[codecs.SK]["S"] != kept][: limit - removed]

@@ -646,12 +646,49 @@ def test_a_private_change_is_fanned_out_to_its_audiences_subscriptions_alone(
         "sent": 1
     }
     assert _tokens(alice, "alice") == [secret] and _tokens(bob, "bob") == []
+    # Bob subscribing again from before it: no first event (nothing in his view).
+    bob.subscribe("again", tenant, since=first.record.change_token)
+    assert _tokens(bob, "again") == []
     wide = gql.execute(
         "mutation($i: CreatePersonInput!) { createPerson(input: $i) { person { changeToken } } }",
         {"i": {"tenantID": tenant, "person": {"givenName": "Both"}}},
         bearer([tenant], sub="bob"),
     )["data"]["createPerson"]["person"]["changeToken"]
     assert aws.stream_handler({"Records": _head_filter(stream.records_until_head_of(tenant))}) == {
-        "sent": 2
+        "sent": 3
     }
     assert _tokens(alice, "alice") == [secret, wide] and _tokens(bob, "bob") == [wide]
+    assert _tokens(bob, "again") == [wide]
+
+
+def test_a_drained_batch_of_private_changes_pokes_only_whose_view_changed(
+    management: ManagementApi, settings: Settings, tenant: str
+) -> None:
+    """The drain reads the head, not the batch's records: its transaction's audience
+    is told, every other subscription checks its member's view first (one read)."""
+    service = SyncService(DynamoStore(), CursorCodec(settings.cursor_secret))
+    first = service.apply(Mutation("create", PERSON, tenant, None, None, {}), "carol", OWNER)
+    since = first.record.change_token
+    devices = {sub: Device(management) for sub in ("alice", "bob", "carol")}
+    for sub, device in devices.items():
+        device.init([tenant], bearer([tenant], sub=sub)["Authorization"])
+        device.subscribe(sub, tenant, since=since)
+    stream = TableStream(settings)
+
+    def private(sub: str) -> str:
+        mine = Visibility(sub)
+        made = Mutation(
+            "create", PERSON, tenant, None, None, {}, visibility=mine, sets_visibility=True
+        )
+        return service.apply(made, sub, OWNER).record.change_token
+
+    bobs = private("bob")  # missed by the fan-out, then the head is Alice's
+    alices = private("alice")
+    batch = _head_filter(stream.records_until_head_of(tenant))
+    message = {"messageId": "m1", "body": json.dumps(_failure_record(stream, batch))}
+    queue = {"Records": [{**message, "eventSource": "aws:sqs"}]}
+    assert aws.drain_handler(queue) == {"batchItemFailures": []}
+    assert _tokens(devices["alice"], "alice") == [alices]  # the head's audience
+    assert _tokens(devices["bob"], "bob") == [alices]  # checked: his view changed (bobs)
+    assert _tokens(devices["carol"], "carol") == []  # checked: hers did not
+    assert bobs < alices

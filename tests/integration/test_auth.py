@@ -194,6 +194,18 @@ def _operations() -> dict[str, tuple[str, Callable[[str, dict[str, Any]], dict[s
                 }
             },
         ),
+        "setVisibility": (
+            "mutation($i: SetVisibilityInput!) { setVisibility(input: $i) "
+            "{ item { id changeToken } } }",
+            lambda t, e: {
+                "i": {
+                    "tenantID": t,
+                    "id": e[p]["id"],
+                    "changeToken": e[p]["changeToken"],
+                    "visibility": {"sharedWith": []},
+                }
+            },
+        ),
         "pushChanges": (
             "mutation($i: PushChangesInput!) { pushChanges(input: $i) "
             "{ results { status item { id } } } }",

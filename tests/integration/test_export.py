@@ -247,7 +247,7 @@ def test_only_owners_export_and_the_link_is_a_presigned_get_of_the_tenants_expor
     # A job older than 7 days is NOT_FOUND, even before DynamoDB's TTL removes it.
     later = _service(settings, clock_ms=lambda: int(time.time() * 1000) + KEPT_S * 1000)
     with pytest.raises(NotFound):
-        later.exports.export_tenant(tenant, export_id, "owner")
+        later.exports.export_tenant(tenant, export_id, "tester")  # its caller's, expired
 
 
 def test_two_calls_racing_on_one_export_write_each_line_once(
@@ -258,7 +258,9 @@ def test_two_calls_racing_on_one_export_write_each_line_once(
     service = _service(settings)
     job = service.exports.export_tenant(tenant, None, "owner", steps=0)
     threads = [
-        threading.Thread(target=lambda: service.exports.export_tenant(tenant, job.export_id, "o"))
+        threading.Thread(
+            target=lambda: service.exports.export_tenant(tenant, job.export_id, "owner")
+        )
         for _ in range(4)
     ]
     for t in threads:

@@ -20,7 +20,9 @@ from starlette.applications import Starlette
 from starlette.routing import Route
 from starlette.testclient import TestClient
 
+from api.domain.audiences import Audience
 from api.realtime import relay
+from api.realtime.poke_posts import post_body
 from api.realtime.poke_receiver import PokeReceiver
 from api.realtime.relay import PATH, WINDOW, PokeRelay, signature
 
@@ -176,3 +178,34 @@ def test_posts_arriving_out_of_order_are_each_taken_once() -> None:
     assert _post(client, 3, 1, "later-reader") == 204
     assert _post(client, 2, 10_000, "earlier-reader-again") == 409
     assert receiver.refused == len(numbers) + 3
+
+
+def test_a_posts_audiences_reach_the_followers_hub() -> None:
+    """A poke for some members' streams is published for them alone on the follower
+    (docs/realtime.md, "Who is poked"); one without, and a post of a server from
+    before audiences, for every member; a malformed audience refuses the post."""
+    published: list[tuple[str, str, Audience]] = []
+    receiver = PokeReceiver(
+        "me", KEY, lambda t, token, audience: published.append((t, token, audience)), lambda: None
+    )
+    client = TestClient(Starlette(routes=[Route(PATH, receiver.take, methods=["POST"])]))
+
+    def post(seq: int, message: dict[str, object]) -> int:
+        body = json.dumps(message).encode()
+        headers = {
+            relay.TO_HEADER: "me",
+            relay.EPOCH_HEADER: "2",
+            relay.SEQ_HEADER: str(seq),
+            relay.SIGNATURE_HEADER: signature(KEY, "me", 2, seq, body),
+        }
+        return client.post(PATH, content=body, headers=headers).status_code
+
+    pokes = {"t": (TOKEN, frozenset({"m:alice"})), "u": (TOKEN, None)}
+    assert post(1, json.loads(post_body(pokes, catch_up=False))) == 204
+    assert post(2, {"catchUp": False, "pokes": {"v": TOKEN}}) == 204  # an earlier build's
+    assert post(3, {"catchUp": False, "pokes": {"w": TOKEN}, "audiences": {"w": "m:a"}}) == 400
+    assert sorted(published) == [
+        ("t", TOKEN, frozenset({"m:alice"})),
+        ("u", TOKEN, None),
+        ("v", TOKEN, None),
+    ]

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 from botocore.config import Config
 
+from api.domain.audiences import Audience
 from api.domain.cursor import CursorCodec
-from api.realtime.signals import Audience
 from api.realtime.streams import StreamFollower
 from api.service import SyncService
 from api.settings import Settings

@@ -269,3 +269,59 @@ def test_history_holds_only_the_versions_the_caller_saw(gql: GraphQLClient, tena
     alice.share("p1", tenant_wide, [])
     body = carol.call(_HISTORY, {"t": tenant, "id": "p1"})
     assert body["errors"][0]["extensions"]["code"] == "NOT_FOUND", body
+
+
+_PUSH = (
+    "mutation($i: PushChangesInput!) { pushChanges(input: $i) { results {"
+    f" status error {{ code }} item {{ {_ITEM} }} }} }} }}"
+)
+
+
+def test_a_push_creates_puts_and_shares_with_visibilities(gql: GraphQLClient, tenant: str) -> None:
+    alice, bob = Member(gql, tenant, "alice"), Member(gql, tenant, "bob")
+    token = alice.create("p1", None)
+    entries = [
+        {
+            "putPerson": {
+                "tenantID": tenant,
+                "id": "p2",
+                "state": {"person": {"givenName": "x"}, "visibility": {"sharedWith": ["bob"]}},
+            }
+        },
+        {
+            "setVisibility": {
+                "tenantID": tenant,
+                "id": "p1",
+                "changeToken": token,
+                "visibility": {"sharedWith": []},
+                "clientMutationID": "s1",
+            }
+        },
+        {"setVisibility": {"tenantID": tenant, "id": "nope", "changeToken": token}},
+    ]
+    results = alice.data(_PUSH, {"i": {"tenantID": tenant, "mutations": entries}})
+    put, shared, missing = results["pushChanges"]["results"]
+    assert put["status"] == "APPLIED"
+    assert put["item"]["visibility"] == {"owner": "alice", "sharedWith": ["bob"]}
+    assert shared["status"] == "APPLIED"
+    assert shared["item"]["visibility"] == {"owner": "alice", "sharedWith": []}
+    assert missing["status"] == "REJECTED" and missing["error"]["code"] == "NOT_FOUND"
+    # The same share again (its clientMutationID): its first outcome, visibility included.
+    again = alice.data(_PUSH, {"i": {"tenantID": tenant, "mutations": [entries[1]]}})
+    (replayed,) = again["pushChanges"]["results"]
+    assert replayed["item"] == shared["item"]
+    device = Device(bob)
+    device.sync()
+    assert set(device.held) == {"p2"}
+
+
+def test_a_first_sync_leaves_sentinels_out(gql: GraphQLClient, tenant: str) -> None:
+    alice, bob = Member(gql, tenant, "alice"), Member(gql, tenant, "bob")
+    token = alice.create("p1", ["bob"])
+    alice.share("p1", token, [])  # a sentinel in bob's stream
+    wide = alice.create("p2", None)
+    alice.share("p2", wide, [])  # a sentinel in the main log
+    alice.create("p3", None)  # the head's transaction: both sentinels are settled
+    device = Device(bob, limit=1)
+    device.sync()
+    assert set(device.held) == {"p3"} and device.seen == {"Person"}

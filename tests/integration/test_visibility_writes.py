@@ -17,7 +17,7 @@ from api.domain.records import Record
 from api.domain.visibility import Visibility
 from api.service import PushStatus, SyncService
 from api.settings import Settings
-from api.storage import keys
+from api.storage import codecs, keys
 from api.storage.store import DynamoStore
 from tests.support.family import PERSON
 from tests.support.store_state import _query_all
@@ -250,3 +250,131 @@ def test_a_stale_write_that_lost_the_record_from_its_view_gets_no_current(
     )
     assert result.status is PushStatus.REJECTED and result.record is None
     assert isinstance(result.error, NotFound)
+
+
+def test_a_write_whose_checks_do_not_fit_reads_the_previous_stream_entries_first(
+    ddb: Any, settings: Settings, tenant: str, inject: Inject
+) -> None:
+    """A record shared with 20 shared anew with 20 others (its owner stays) puts 41
+    stream entries and removes 21; the next such write of another server cannot
+    check them in its own transaction (62 checks beside its 66 items): it reads them
+    first (one BatchGetItem), then commits without those checks (docs/ordering.md,
+    "Who sees what", 11)."""
+    first, second = _service(), _service()
+    v1 = _write(
+        first, _create(tenant, "p1", Visibility.of(None, [f"a{i}" for i in range(20)])), by="o"
+    )
+    v2 = _write(first, _share(v1, Visibility.of(None, [f"b{i}" for i in range(20)])), by="o")
+    head = _Tenant(ddb, settings, tenant).head()
+    assert (len(head["vp"]["SS"]), len(head["vx"]["SS"])) == (41, 21)
+    calls: list[tuple[str, int]] = []
+    inject(
+        "provide-client-params.dynamodb.TransactWriteItems",
+        lambda params, **_: calls.append(("transact", len(params["TransactItems"]))),
+    )
+    inject(
+        "provide-client-params.dynamodb.BatchGetItem",
+        lambda params, **_: calls.append(
+            ("batch get", sum(len(t["Keys"]) for t in params["RequestItems"].values()))
+        ),
+    )
+    v3 = _write(second, _share(v2, Visibility.of(None, [f"c{i}" for i in range(20)])), by="o")
+    # The push's read of the entity, the read of the 62 stream entries, one transaction
+    # of its own items (21 removed, 41 put, entity, copy, version, head) and no checks
+    # of the previous stream entries.
+    assert calls == [("batch get", 1), ("batch get", 62), ("transact", 66)], calls
+    assert set(_Tenant(ddb, settings, tenant).stream("c0")) == {v3.change_token}
+
+
+def test_a_deleted_tenants_streams_go_and_its_next_life_shows_nothing_of_them(
+    ddb: Any, settings: Settings, tenant: str
+) -> None:
+    """A deletion removes the streams of every member in the audience of one of the
+    tenant's records; and a member's first sync of the tenant written again reads its
+    stream from the tenant's new first token only (sentinels of a member that left
+    every audience are not swept: they expire)."""
+    state = _Tenant(ddb, settings, tenant)
+    service = _service()
+    _write(service, _create(tenant, "old", Visibility("", ())), by="alice")
+    _write(service, _create(tenant, "shared", Visibility("", ("bob",))), by="carol")
+    assert state.stream("alice") and state.stream("bob") and state.stream("carol")
+    while not service.delete_tenant(tenant, tenant, "alice").done:
+        pass
+    assert (state.stream("alice"), state.stream("bob"), state.stream("carol")) == ({}, {}, {})
+    _write(service, _create(tenant, "old2", Visibility("", ())), by="alice")
+    # Not swept (as one a deletion missed would be): read from the new first token.
+    ddb.put_item(
+        TableName=settings.table_name,
+        Item={
+            **codecs.raw_key(keys.stream_pk(tenant, "m:alice"), "01" + "0" * 24),
+            "ty": {"S": "PERSON"},
+            "id": {"S": "old"},
+            "tok": {"S": "01" + "0" * 24},
+            "ca": {"N": "0"},
+            "ow": {"S": "alice"},
+            "vw": {"L": []},
+        },
+    )
+    new = _write(service, _create(tenant, "new", Visibility("", ())), by="alice")
+    page = service.changes(tenant, sub="alice")
+    assert [r.id for r in page.items] == ["old2", "new"]
+    assert page.change_token == new.change_token
+
+
+def test_what_a_private_or_shared_write_costs_beside_a_tenant_wide_one(
+    settings: Settings, tenant: str, inject: Inject
+) -> None:
+    """Write units by AWS's rules, 2 per item of a transaction under 1 KB (a
+    ConditionCheck too; DynamoDB Local does not report them per item): a create,
+    then an update by another server (which checks the create's entries), per
+    visibility; then a create of another record by a third server, which checks
+    what the update put and removed. Private: the same as tenant-wide; shared with
+    k members: 2k more for the create (k more stream entries), 4k more for the
+    update (k more put, k more removed, the checks riding on the removals), 4k more
+    for the next transaction of another server (k more entries checked present, k
+    more checked gone)."""
+    sizes: list[int] = []
+    inject(
+        "provide-client-params.dynamodb.TransactWriteItems",
+        lambda params, **_: sizes.append(len(params["TransactItems"])),
+    )
+
+    def units(visibility: Visibility | None, name: str) -> tuple[int, int, int]:
+        v1 = _write(_service(), _create(f"{tenant}-{name}", "p1", visibility), by="o")
+        created = 2 * sizes[-1]
+        changes = {"familyName": "L"}
+        update = Mutation("update", PERSON, v1.tenant_id, "p1", v1.change_token, changes)
+        _write(_service(), update, by="o")
+        updated = 2 * sizes[-1]
+        _write(_service(), _create(v1.tenant_id, "p2", None), by="o")
+        return created, updated, 2 * sizes[-1]
+
+    wide = units(None, "wide")
+    private = units(Visibility("", ()), "private")
+    shared = {
+        k: units(Visibility.of(None, [f"m{i}" for i in range(k)]), f"k{k}") for k in (1, 5, 20)
+    }
+    print("write units (create, update, next server's create):", wide, private, shared)
+    assert private == wide, (private, wide)
+    for k, written in shared.items():
+        assert written == (private[0] + 2 * k, private[1] + 4 * k, private[2] + 4 * k), k
+
+
+def test_a_push_packs_at_most_40_stream_entries_in_a_transaction_of_several_writes(
+    settings: Settings, tenant: str, inject: Inject
+) -> None:
+    """Three creations shared with 19 members (20 stream entries each): 66 items would
+    fit one transaction, but the next would then check 60 stream entries; two go
+    together (40), the third alone (STREAM_ITEMS_CAP)."""
+    sizes: list[int] = []
+    inject(
+        "provide-client-params.dynamodb.TransactWriteItems",
+        lambda params, **_: sizes.append(len(params["TransactItems"])),
+    )
+    shared = Visibility.of(None, [f"m{i}" for i in range(19)])
+    creates = [_create(tenant, f"p{i}", shared) for i in range(3)]
+    results = _service().push(tenant, creates, by="o", role="writer")
+    assert [r.status for r in results] == [PushStatus.APPLIED] * 3
+    # Each write: entity, 20 stream entries, copy; the first transaction also the
+    # fence, each its head.
+    assert sizes == [2 * 22 + 2, 22 + 1], sizes

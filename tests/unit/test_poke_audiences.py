@@ -9,6 +9,7 @@ import json
 import threading
 from typing import Any
 
+from api.domain.audiences import UNTOLD, Audience, merged
 from api.domain.chain import NO_MAIN
 from api.domain.cursor import CursorCodec
 from api.domain.membership import OWNER
@@ -16,7 +17,7 @@ from api.domain.mutations import Mutation, Verb
 from api.domain.visibility import Visibility, member_principal
 from api.realtime.poke_posts import audiences_of, post_body
 from api.realtime.relay import _Follower
-from api.realtime.signals import Audience, TenantSignals, merged
+from api.realtime.signals import LiveFeed, TenantSignals
 from api.realtime.streams import head_pokes
 from api.service import SyncService
 from api.storage import keys
@@ -161,3 +162,32 @@ def test_a_heads_image_says_whose_view_its_transaction_changed() -> None:
         "two": (T2, frozenset({ALICE, BOB})),
         "mixed": (T2, None),
     }
+
+
+def test_a_catch_ups_untold_poke_reaches_a_subscription_only_if_its_view_changed() -> None:
+    """A catch-up publishes the head's token UNTOLD to those outside the head's
+    audience: each subscription reads its own view first (`first_bound`, the
+    service's `latest_seen`) and is sent that change's token, or nothing."""
+    views = {"alice": T1, "bob": None}  # what a sync from each one's token would reach
+    reads: list[tuple[str, str | None]] = []
+
+    async def seen(tenant: str, after: str | None, user: str) -> str | None:
+        reads.append((user, after))
+        return views[user] if after is None or (views[user] or "") > after else None
+
+    async def run() -> None:
+        signals = TenantSignals(10)
+        feed = LiveFeed(signals, seen)
+        alices, bobs = feed.changes("t", T1, "alice"), feed.changes("t", T1, "bob")
+        pending = [asyncio.ensure_future(s.__anext__()) for s in (alices, bobs)]
+        await asyncio.sleep(0.01)  # both registered, their first reads done
+        views["alice"] = T2
+        signals.publish("t", T3, merged(frozenset({member_principal("carol")}), UNTOLD))
+        done, _ = await asyncio.wait(pending, timeout=1)
+        assert [f.result() for f in done] == [T2]  # Alice's view changed: her change's token
+        assert not pending[1].done()  # Bob's did not: nothing
+        assert sorted(reads) == [("alice", T1), ("alice", T1), ("bob", T1), ("bob", T1)]
+        pending[1].cancel()
+        await asyncio.gather(pending[1], return_exceptions=True)
+
+    asyncio.run(run())

@@ -1,0 +1,52 @@
+"""A deleted tenant's streams (who sees what, `keys.stream_pk`): the stream of each
+member in the audience of one of its records, found from its entity items' owners
+and shares before those go (`api.storage.tenants`). A stream whose member left every
+audience holds only sentinels, which expire (TTL, the retention), and a tenant
+written again reads its streams from its new first token only."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from api.domain.visibility import member_principal
+from api.storage import codecs, keys
+from api.storage.errors import translated
+from api.storage.models import HeadItem, RecordItem
+from api.storage.reads import TOTAL_CAPACITY, connection
+
+_OWNER = RecordItem.owner.attr_name
+_SHARED = RecordItem.shared.attr_name
+_RESTRICTED = HeadItem.restricted.attr_name
+
+
+def restricted(head: dict[str, Any] | None) -> bool:
+    """Whether a head (DynamoDB's JSON) says its tenant has had a restricted record."""
+    return head is not None and _RESTRICTED in head
+
+
+def stream_partitions(tenant_id: str) -> list[str]:
+    """The streams of every member in the audience of one of the tenant's records:
+    its entity items' `ow` and `vw`, read in consistent Query pages."""
+    subs: set[str] = set()
+    start: dict[str, Any] | None = None
+    while True:
+        request: dict[str, Any] = {
+            "ReturnConsumedCapacity": TOTAL_CAPACITY,
+            "TableName": RecordItem.Meta.table_name,
+            "KeyConditionExpression": "#pk = :pk",
+            "ExpressionAttributeNames": {"#pk": codecs.PK, "#ow": _OWNER, "#vw": _SHARED},
+            "ExpressionAttributeValues": {":pk": {"S": keys.tenant_pk(tenant_id)}},
+            "ProjectionExpression": "#ow, #vw",
+            "ConsistentRead": True,
+        }
+        if start is not None:
+            request["ExclusiveStartKey"] = start
+        with translated():
+            answer = connection().client.query(**request)
+        for item in answer.get("Items", []):
+            if _SHARED in item and _OWNER in item:
+                subs.add(item[_OWNER]["S"])
+                subs.update(value["S"] for value in item[_SHARED]["L"])
+        start = answer.get("LastEvaluatedKey")
+        if start is None:
+            return [keys.stream_pk(tenant_id, member_principal(s)) for s in sorted(subs)]
