@@ -4,6 +4,7 @@ bytes, and what makes a declared blob valid. Plain Python, no S3."""
 from __future__ import annotations
 
 import base64
+import hashlib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -39,6 +40,8 @@ class Blob:
     sha256: str  # 64 lowercase hex digits
     size: int
     content_type: str
+    # Who uploads it (`uploader_tag`), signed into its upload link: "" none named.
+    uploader: str = ""
 
     @property
     def checksum(self) -> str:
@@ -54,6 +57,7 @@ class StoredBlob:
     sha256: str | None
     size: int
     content_type: str
+    uploader: str | None = None  # the uploader_tag its upload link named, if any
 
     def holds(self, blob: Blob) -> bool:
         return (self.sha256, self.size, self.content_type) == (
@@ -80,6 +84,12 @@ class PresignedUpload:
     url: str
     headers: dict[str, str]
     expires_at: datetime
+
+
+def uploader_tag(sub: str) -> str:
+    """The uploader named in an upload's object metadata: a digest of its sub (32 hex
+    digits; a sub itself may hold what a header may not)."""
+    return hashlib.sha256(sub.encode()).hexdigest()[:32]
 
 
 def check_sha256(value: str) -> str:

@@ -20,6 +20,18 @@ def merged(first: Audience, second: Audience) -> Audience:
     return None if first is None or second is None else first | second
 
 
+def coalesced(one: tuple[str, Audience], other: tuple[str, Audience]) -> tuple[str, Audience]:
+    """Two changes told as one poke (a stream batch's heads of a tenant, a relay's
+    pending poke): the newer token, for the newer change's audience. A member the
+    older change was for, and the newer not, is never handed the newer token (a
+    change outside its view, whose time it tells): the poke is UNTOLD for it, and
+    its subscription reads its own view first (as a catch-up's)."""
+    (_, older), (token, newer) = sorted((one, other), key=lambda poke: poke[0])
+    if newer is None or (older is not None and older <= newer):
+        return token, newer
+    return token, newer | UNTOLD
+
+
 def in_audience(sub: str, audience: Audience) -> bool:
     """Whether a poke for `audience` is for the member `sub` (through any of its
     principals: its own stream's)."""

@@ -191,6 +191,15 @@ class StoredOutcome:
     error: SyncError | None = None
     expires_at: int = 0  # epoch seconds; kept at least until then
 
+    @property
+    def versions(self) -> tuple[Record, ...]:
+        """The versions a replay of it answers with: its record, or its error's current."""
+        if self.record is not None:
+            return (self.record,)
+        if isinstance(self.error, CurrentVersionError):
+            return (self.error.current,)
+        return ()
+
     def to_json(self) -> str:
         if self.record is not None:
             return json.dumps({"record": _record_to_json(self.record)}, separators=(",", ":"))

@@ -146,10 +146,11 @@ async def request_upload(
     attachments = info.context.service.attachments
     if attachments is None:
         raise Unavailable("attachments are not served here")
+    by = info.context.caller().sub
     answer = await for_tenant(
         info,
         tenantID,
-        lambda _: attachments.request_upload(tenantID, sha256, size, contentType),
+        lambda _: attachments.request_upload(tenantID, sha256, size, contentType, by),
         role=WRITER,
     )
     return to_upload_payload(answer)

@@ -54,7 +54,8 @@ class DeletedItem(SynchronizedItem):
 
 @strawberry.type(
     description="Sentinel of a record that left the caller's view (it was not deleted; "
-    "others still see it): forget it, its attachments, its history and queued edits to it."
+    "others still see it): forget it, its attachments, its history and queued edits to it. "
+    "Its visibility is null: who sees the record now is not told."
 )
 class LeftViewItem(SynchronizedItem):
     type: DeletedItemType  # type: ignore[valid-type]

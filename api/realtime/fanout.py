@@ -48,9 +48,11 @@ class _OneEvent:
 
 
 class _CheckedEvent(_OneEvent):
-    """A drain's token (UNTOLD) for a subscriber outside the head's audience: sent
-    only if its member's view has a change newer than its since and than the last
-    token sent on its subscription (one read: `latest_seen`)."""
+    """A token told UNTOLD (a drain's, or changes coalesced into one poke) to a
+    subscriber outside its audience: an event only if its member's view has a change
+    newer than its since and than the last token sent on its subscription (one read:
+    `latest_seen`), carrying that change's token, never the newer one it was told
+    (whose change it does not see)."""
 
     def __init__(self, rt: Runtime, subscription: Subscription, token: str) -> None:
         super().__init__(token)
@@ -65,7 +67,7 @@ class _CheckedEvent(_OneEvent):
             return
         seen = await asyncio.to_thread(self._rt.service.latest_seen, tenant_id, floor, user)
         if seen is not None:
-            yield self._token
+            yield seen
 
 
 async def fan_out(rt: Runtime, changes: dict[str, tuple[str, Audience]]) -> int:

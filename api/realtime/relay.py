@@ -72,7 +72,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import Callable, Mapping
 
-from api.domain.audiences import Audience, merged
+from api.domain.audiences import Audience, coalesced
 from api.realtime.poke_posts import post_body
 
 logger = logging.getLogger("api.realtime")
@@ -250,9 +250,9 @@ class _Follower:
             threading.Thread(target=self._run, name="poke-relay", daemon=True).start()
 
     def offer(self, tenant_id: str, token: str, audience: Audience = None) -> None:
-        with self._lock:  # the newest token, for whoever any of them was for
+        with self._lock:  # the newest token, for its audience (others: UNTOLD)
             was = self._pokes.get(tenant_id, (token, audience))
-            self._pokes[tenant_id] = (max(token, was[0]), merged(audience, was[1]))
+            self._pokes[tenant_id] = coalesced((token, audience), was)
             if len(self._pokes) > MAX_PENDING_TENANTS:
                 self._pokes.clear()
                 self._catch_up = True

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any
 
-from api.domain.audiences import UNTOLD, Audience, head_audience, merged
+from api.domain.audiences import UNTOLD, Audience, coalesced, head_audience, merged
 from api.realtime.failures import RepeatedFailures
 from api.realtime.signals import DELETING, deleting
 from api.storage import keys
@@ -77,7 +77,7 @@ def head_pokes(
         if before is None:
             newest[tenant_id] = (token, audience)
         else:
-            newest[tenant_id] = (max(token, before[0]), merged(audience, before[1]))
+            newest[tenant_id] = coalesced((token, audience), before)
     return newest
 
 

@@ -28,7 +28,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor, wait
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
@@ -42,6 +42,7 @@ from api.domain.attachments import (
     check_sha256,
     declared_blob,
     referenced_blob,
+    uploader_tag,
 )
 from api.domain.errors import (
     AttachmentMissing,
@@ -223,7 +224,7 @@ class Attachments:
                 del self._links[key]
 
     def request_upload(
-        self, tenant_id: str, sha256: str, size: int, content_type: str
+        self, tenant_id: str, sha256: str, size: int, content_type: str, by: str = ""
     ) -> UploadAnswer:
         blob = declared_blob(tenant_id, sha256, size, content_type)  # bad input: nothing asked
         generation = self._generation(tenant_id)  # TENANT_DELETED: nothing written
@@ -232,6 +233,8 @@ class Attachments:
         # upload is answered, which stores the same bytes again under the same key.
         hidden = self._views is not None and self._views.restricted(tenant_id)
         stored = None if hidden else self._blobs.stat(tenant_id, sha256, generation)
+        if hidden and by:  # its link names the uploader: a write of `by` may use it
+            blob = replace(blob, uploader=uploader_tag(by))
         if stored is not None and stored.holds(blob):
             return UploadAnswer(already_present=True)
         # Absent, or bytes that are not the declared ones: this upload replaces them,
@@ -289,21 +292,27 @@ class Attachments:
         worker thread's, in the tenant's admission): at most one signature each."""
         return {sha256: self.download_link(tenant_id, sha256) for sha256 in dict.fromkeys(sha256s)}
 
-    def missing(self, blobs: Iterable[Blob]) -> dict[Blob, SyncError]:
+    def missing(self, blobs: Iterable[Blob], by: str | None = None) -> dict[Blob, SyncError]:
         """Of the blobs some writes reference, those the store does not hold with
         exactly that sha256, size and type, each with why (ATTACHMENT_MISSING; or
         UNAVAILABLE when the store did not answer in time). One HeadObject per
         distinct blob, REFERENCE_CHECKS at a time: a push of 100 entries each with a
         new photo waits for 13 rounds of some 20 ms on S3, not 100; and for at most
         REFERENCE_DEADLINE_S in all. First one read of the tenant's generation (its
-        usage item): a tenant being deleted refuses each blob with TENANT_DELETED."""
+        usage item): a tenant being deleted refuses each blob with TENANT_DELETED.
+        In a tenant with restricted records (one GetItem of its head), a blob is held
+        for the writer `by` only if `by` uploaded its current version (the bytes may be
+        only in another member's private record): else ATTACHMENT_MISSING, as absent."""
         distinct = list(dict.fromkeys(blobs))
         if not distinct:
             return {}
         generations: dict[str, str | SyncError] = {}
+        uploaders: dict[str, str | None] = {}  # tenant -> the uploader a blob needs
         for tenant_id in {b.tenant_id for b in distinct}:
             try:
                 generations[tenant_id] = self._generation(tenant_id)
+                hidden = self._views is not None and self._views.restricted(tenant_id)
+                uploaders[tenant_id] = uploader_tag(by or "") if hidden else None
             except SyncError as exc:  # TENANT_DELETED, or UNAVAILABLE: its writes alone
                 generations[tenant_id] = exc
         checked = [b for b in distinct if isinstance(generations[b.tenant_id], str)]
@@ -312,13 +321,15 @@ class Attachments:
         }
         if not checked:
             return refused
+
+        def check(b: Blob) -> SyncError | None:
+            return self._check(b, str(generations[b.tenant_id]), uploaders[b.tenant_id])
+
         if len(checked) == 1:
-            found = {checked[0]: self._check(checked[0], str(generations[checked[0].tenant_id]))}
+            found = {checked[0]: check(checked[0])}
         else:
             pool = ThreadPoolExecutor(min(REFERENCE_CHECKS, len(checked)))
-            futures = {
-                pool.submit(self._check, b, str(generations[b.tenant_id])): b for b in checked
-            }
+            futures = {pool.submit(check, b): b for b in checked}
             done, _ = wait(futures, timeout=REFERENCE_DEADLINE_S)
             # Checks still running end with their own S3 timeouts; nobody waits.
             pool.shutdown(wait=False, cancel_futures=True)
@@ -326,7 +337,7 @@ class Attachments:
             found = {b: f.result() if f in done else late for f, b in futures.items()}
         return refused | {b: error for b, error in found.items() if error is not None}
 
-    def _check(self, blob: Blob, generation: str) -> SyncError | None:
+    def _check(self, blob: Blob, generation: str, uploader: str | None) -> SyncError | None:
         try:
             stored = self._blobs.stat(blob.tenant_id, blob.sha256, generation)
         except SyncError as exc:  # UNAVAILABLE: this blob's writes alone
@@ -334,6 +345,8 @@ class Attachments:
         except Exception:  # a bug or a refusal (403): this blob's writes alone
             logger.exception("checking blob %s failed", blob.sha256)
             return InternalError("checking the attachment failed")
+        if stored is not None and uploader is not None and stored.uploader != uploader:
+            return _why(blob, None)  # not the writer's upload: as if absent
         return None if stored is not None and stored.holds(blob) else _why(blob, stored)
 
     def attachment(

@@ -13,7 +13,6 @@ from api.domain.catalog import MEMBER
 from api.domain.errors import (
     BadUserInput,
     InternalError,
-    NotFound,
     RoleForbidden,
     SyncError,
     Unavailable,
@@ -34,6 +33,7 @@ from api.domain.visibility import (
     visibility_refusal,
 )
 from api.service.ports import PushResult, PushStatus, Written
+from api.service.replaying import absent, replay_for
 
 # A state-based write that loses a race compares again with the winner this often.
 PUT_ATTEMPTS = 3
@@ -222,18 +222,14 @@ def _decide(entry: Entry, known: Known) -> Plan | Written | SyncError:
     mutation = entry.mutation
     cmid = mutation.client_mutation_id
     if cmid is not None and cmid in known.outcomes:
-        return replay(known.outcomes[cmid], mutation.fingerprint())
+        return replay_for(mutation, entry.by, known.outcomes[cmid], known.records)
     if entry.losses >= PUT_ATTEMPTS:
         return Unavailable(f"{mutation.item_type.name} {mutation.entity_id} keeps changing; retry")
     item_type, changes = mutation.item_type, mutation.changes
     entity_id = mutation.entity_id or new_entity_id()
     current = known.records.get(entity_id)
     if current is not None and not sees(current.visibility, entry.by):
-        # Outside the caller's view: as if it did not exist, and nothing of it told
-        # (a create of a taken id: NOT_FOUND without a current version).
-        if mutation.verb == "create" or (mutation.verb == "put" and mutation.assumed is None):
-            return NotFound(f"{item_type.name} {entity_id} cannot be created: the id is taken")
-        return not_found(item_type, entity_id, None)
+        return absent(mutation, entity_id)
     if mutation.verb == "put":
         return _with_visibility(entry, _decide_put(entry, current))
     expected = mutation.expected_token
@@ -270,6 +266,8 @@ def _with_visibility(
         return decision
     mutation, current = entry.mutation, decision.current
     asked = mutation.visibility if mutation.sets_visibility or mutation.verb == "share" else None
+    if asked is not None and decision.member is not None:
+        return BadUserInput("a Member record is seen by the whole tenant: it takes no visibility")
     if asked is not None and not asked.owner:
         owner = entry.by if current is None else (current.owner or entry.by)
         if owner is None:
@@ -362,19 +360,6 @@ def internal_error() -> InternalError:
         "internal server error in this entry; resend it (with its clientMutationID a "
         "resend never applies it twice)"
     )
-
-
-def replay(stored: StoredOutcome, fingerprint: str) -> Written:
-    """A stored outcome answered again; BadUserInput when its id named another mutation."""
-    if stored.fingerprint != fingerprint:
-        raise BadUserInput(
-            f"clientMutationID {stored.client_mutation_id} was already used for another mutation"
-        )
-    if stored.error is not None:
-        stored.error.replayed = True
-        raise stored.error
-    assert stored.record is not None
-    return Written(stored.record, replayed=True)
 
 
 def _version(

@@ -286,7 +286,11 @@ class TenantExport:
             # Only the versions the caller saw: each by its own visibility (an earlier
             # version shared with the caller is in, a record's versions private to
             # another are not; contract 3.12).
+            # And only of records in the caller's view now, as history answers (one
+            # BatchGetItem of the page's records).
             shown = [r for r in versions if sees(r.visibility, job.asked_by)]
+            seen = self._reading.seen(job.tenant_id, {r.id for r in shown}, job.asked_by)
+            shown = [r for r in shown if r.id in seen]
             lines += [{"version": record_json(r)} for r in shown]
             after = dataclasses.replace(
                 job,

@@ -59,8 +59,9 @@ class History:
     ) -> Versions:
         """Earlier versions of `entity_id` (not the current one), newest first; a
         page of `limit` (at most MAX_VERSIONS), continued with `cursor`. For a caller
-        `sub` (contract 3.12): NOT_FOUND when the entity is outside its view (one
-        GetItem), and only the versions whose own visibility included it."""
+        `sub` (contract 3.12): NOT_FOUND when the entity is outside its view, as
+        for an id no record has (one GetItem), and only the versions whose own
+        visibility included it, in full pages."""
         check_identifier(tenant_id, "tenantID")
         check_identifier(entity_id, "id")
         limit = DEFAULT_VERSIONS if limit is None else limit
@@ -69,15 +70,46 @@ class History:
         before = None if cursor is None else check_token(cursor, "cursor")
         gone_before = self._retention.gone_before(self._clock_ms())
         current = self._store.get(tenant_id, entity_id)
-        if current is not None and not sees(current.visibility, sub):
+        if current is None or not sees(current.visibility, sub):
+            # No record has this id, or it is outside the caller's view: one answer
+            # for both (after the head's read: TENANT_DELETED first, if so), so that
+            # history tells a hidden record from none in no way.
+            self._store.head(tenant_id)
             raise NotFound(f"{entity_id} does not exist")
-        items, more = self._store.versions(tenant_id, entity_id, before, limit, gone_before)
-        last = items[-1].change_token if more and items else None
-        items = [r for r in items if sees(r.visibility, sub)]
+        items, last = self._visible(tenant_id, entity_id, before, limit, gone_before, sub)
         # TENANT_DELETED while the tenant is being deleted: one GetItem of its head
         # (1 read unit), after the Query, so that a deletion marked before it is seen.
         self._store.head(tenant_id)
         return Versions(items, last)
+
+    def _visible(
+        self,
+        tenant_id: str,
+        entity_id: str,
+        before: str | None,
+        limit: int,
+        gone_before: int,
+        sub: str | None,
+    ) -> tuple[list[Record], str | None]:
+        """Up to `limit` versions the caller saw, below `before`, and a cursor only if
+        another it saw follows: the versions it never saw are read past, never
+        counted (a page of them would tell how often the record changed unseen). A
+        page whose Query stopped at DynamoDB's 1 MB page ends at its last version
+        seen, with a cursor (one that saw none reads on)."""
+        seen: list[Record] = []
+        more = True
+        while more and len(seen) <= limit:
+            size = limit + 1 - len(seen)  # one past the page: whether a seen one follows
+            items, more = self._store.versions(tenant_id, entity_id, before, size, gone_before)
+            seen += [r for r in items if sees(r.visibility, sub)]
+            if not items:
+                break
+            before = items[-1].change_token
+            if more and len(items) < size and seen and len(seen) <= limit:
+                return seen, seen[-1].change_token  # cut at 1 MB: the rest next page
+        if len(seen) > limit:
+            return seen[:limit], seen[limit - 1].change_token
+        return seen, None
 
     def restore(
         self,

@@ -13,7 +13,7 @@ from api.domain.cursor import CursorCodec, Position
 from api.domain.errors import BadUserInput, TenantDeleted
 from api.domain.identifiers import check_identifier
 from api.domain.item_types import ItemType
-from api.domain.records import LogTail, Record
+from api.domain.records import Record
 from api.domain.retention import Retention
 from api.domain.tokens import check_token, token_before, token_ms
 from api.domain.visibility import sees
@@ -21,7 +21,8 @@ from api.ordering import wall_clock_ms
 from api.service.ports import Page, Store
 from api.service.release_view import ReleaseView as ReleaseView
 from api.service.release_view import left_views
-from api.service.views import after_life, merged, principal_of, stream_bound
+from api.service.type_paging import FIRST_MARGIN, scan_size
+from api.service.views import after_life, check_since, merged, principal_of, stream_bound
 
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
@@ -31,26 +32,6 @@ MAX_LIMIT = 1000
 # read units; then the page stops with a cursor. The worst request is then three
 # full pages' reads (contract 3.4).
 MAX_SCANNED = 2 * MAX_LIMIT
-# The largest Query while filling such a page (a limit of 1 once cost one Query
-# per entry read).
-SCAN_PAGE = MAX_LIMIT
-# Its first Queries beyond the page's first are sized to the wanted entries the page
-# still misses, at the density of wanted entries it has read so far, plus this many
-# standard deviations of a Poisson count of them: the next page re-reads what a page
-# read past its last item, and a Query's size is rounded up to 4 KB (DynamoDB Local
-# reports whole read units per Query). Then full pages. A 1-in-3 type of a tenant of
-# 5,000 entries of some 340 bytes, in pages of 100, read 3.45x the units of pages of
-# 1,000 in Queries of 1,000; sized so, 1.15x (484 against 421; the whole tenant in
-# pages of 100 reads 1.18x its pages of 1,000: scripts/bench-types-paging). A model
-# of the same reads put these margins at 1.15x, the best it found at 1.12x with more
-# Queries, and a Limit that knew where the page ends at 1.07x.
-SCAN_MARGINS = (0.0, 1.0, 2.0)
-# A page of chosen types asks its first Query for this many standard deviations
-# (of a Poisson count, sqrt(limit)) more than its limit, up to MAX_LIMIT: a type of
-# 99% of a tenant's entries otherwise fills a page of 100 only with a second Query
-# of 2-3 entries, a whole read unit for 1 KB (Queries round up to 4 KB). Four
-# entries more cost about a third of a unit (scripts/bench-types-paging, people).
-FIRST_MARGIN = 0.4
 # The first read of a sync takes the head and up to this many of the newest log
 # entries in one Query. A sync of at most TAIL_ITEMS - 1 changes ends with that
 # read when its entries are linked (`api.domain.chain`): the Limit leaves room
@@ -77,6 +58,9 @@ class _Reads:
     born: str | None = None
     # The caller (None: not known, it sees tenant-wide records only).
     sub: str | None = None
+    # The sync reads the caller's stream beside the main log: every cursor it makes
+    # says so, whichever page it cuts.
+    streams: bool = False
 
     def owe(self, low: str, upper: str, low_ms: int, from_cursor: bool) -> None:
         # The first range a request reads is its lowest: later ones continue above it.
@@ -111,6 +95,14 @@ class Reading:
         if record is None or record.deleted or record.item_type is not item_type:
             return None
         return record if sees(record.visibility, sub) else None
+
+    def seen(self, tenant_id: str, entity_ids: set[str], sub: str | None) -> set[str]:
+        """Those of `entity_ids` whose record (deleted or not) the caller `sub` sees
+        now: one BatchGetItem (none for no id)."""
+        if not entity_ids:
+            return set()
+        records, _ = self._store.read_many(tenant_id, sorted(entity_ids), ())
+        return {i for i, r in records.items() if sees(r.visibility, sub)}
 
     def changes(
         self,
@@ -180,12 +172,12 @@ class Reading:
                     items.append(record)
                     if len(items) == limit and record is not page.items[-1]:
                         # Full before the end of what was read: continue after it.
-                        return self._cut(tenant_id, items, page, scanned)
+                        return self._cut(tenant_id, items, page, scanned, reads.streams)
             # A Query of Limit n reads n + 1 entries when more follow.
             room = max_scanned - scanned - 1
             if len(items) == limit or page.cursor is None or room < 1:
                 return replace(page, items=items, scanned=scanned)
-            size = min(room, _scan_size(limit - len(items), len(items), read, queries))
+            size = min(room, scan_size(limit - len(items), len(items), read, queries))
             page = self._changes(tenant_id, None, page.cursor, size, reads)
             scanned += len(page.items) + (page.cursor is not None)
             queries += 1
@@ -203,7 +195,7 @@ class Reading:
             check_token(after, "since")
         tail = self._store.log_tail(tenant_id, after, 1)
         if after is not None:
-            _check_since(tail, after)
+            check_since(tail, after)
         bound = tail.bound
         return bound if bound is not None and (after is None or bound > after) else None
 
@@ -226,6 +218,7 @@ class Reading:
                 low = max(position.after, settled)
                 reads.owe(low, upper, max(token_ms(low), token_ms(upper) - 1), True)
             reads.upper, reads.born = upper, position.born
+            reads.streams = position.streams and reads.sub is not None
             items, more = self._store.changes(tenant_id, position.after, upper, limit)
             if position.streams and reads.sub is not None:
                 principal = principal_of(reads.sub)
@@ -233,8 +226,31 @@ class Reading:
                 stream = self._store.stream_range(tenant_id, principal, start, upper, limit)
                 items, more = merged(items, more, *stream, limit)
             page = self._page(tenant_id, items, more, upper, settled, position.born)
-            return self._streamed(tenant_id, page, position.streams)
+            if more or not reads.streams:
+                return self._streamed(tenant_id, page, position.streams)
+            return self._lifted(tenant_id, page, limit, reads)
         return self._first_page(tenant_id, after, limit, reads)
+
+    def _lifted(self, tenant_id: str, page: Page, limit: int, reads: _Reads) -> Page:
+        """The last page of a sync with streams, whose bound (`page.change_token`) is a
+        head's `pv` (its first stream Query, cut by its Limit, had not reached the
+        head's entries): with the head's transaction if it is the latest, the one
+        right above, and its entries are read now (docs/ordering.md, "Who sees what")."""
+        upper = page.change_token
+        assert upper is not None
+        rest = self._first_page(tenant_id, upper, limit, reads, quiet=True)
+        if not rest.items:
+            return page
+        items = page.items + rest.items
+        if rest.cursor is None and len(items) <= limit:
+            return replace(rest, items=items)
+        top = (
+            self._cursors.decode(tenant_id, rest.cursor).upper if rest.cursor else rest.change_token
+        )
+        assert top is not None
+        return self._streamed(
+            tenant_id, self._page(tenant_id, items[:limit], True, top, None, page.born), True
+        )
 
     def _settle(self, tenant_id: str, reads: _Reads) -> None:
         """After a request's last read: TENANT_DELETED if it read with a cursor of a
@@ -258,15 +274,18 @@ class Reading:
         if reads.owed_low is not None:
             self._retention.check_kept(reads.owed_ms, self._clock_ms(), reads.from_cursor)
 
-    def _first_page(self, tenant_id: str, after: str | None, limit: int, reads: _Reads) -> Page:
+    def _first_page(
+        self, tenant_id: str, after: str | None, limit: int, reads: _Reads, quiet: bool = False
+    ) -> Page:
         """The first page of a sync: one read of the head and the newest entries gives
         the sync's upper bound, and often every change below it (`api.domain.chain`).
         A first sync (no `after`) leaves out the deletions the read proves settled."""
         started_ms = self._clock_ms()
         tail = self._store.log_tail(tenant_id, after, min(limit, TAIL_ITEMS))
         if after is not None:
-            _check_since(tail, after)
-        if tail.head is None:
+            check_since(tail, after)
+        if tail.head is None or quiet and tail.settled != after:
+            # (`quiet`: only the transaction right above `after`, `Reading._lifted`.)
             # No write has made the head yet (or the first is still being applied).
             return Page(items=[], cursor=None, change_token=None)
         head = tail.head
@@ -291,6 +310,7 @@ class Reading:
             reads.owe(settled or "", tail.bound, token_ms(tail.bound) - 1, False)
         bound = tail.bound
         streams = tail.last is not None and tail.last.restricted and reads.sub is not None
+        reads.streams = streams
         stream: list[Record] = []
         stream_more = False
         ahead = after is None or after < head  # else the stream owes nothing either
@@ -335,9 +355,12 @@ class Reading:
         position = replace(self._cursors.decode(tenant_id, page.cursor), streams=True)
         return replace(page, cursor=self._cursors.encode(tenant_id, position))
 
-    def _cut(self, tenant_id: str, items: list[Record], page: Page, scanned: int) -> Page:
+    def _cut(
+        self, tenant_id: str, items: list[Record], page: Page, scanned: int, streams: bool
+    ) -> Page:
         """`items`, full, ending inside `page` (which has more, or a cursor): a page
-        whose cursor continues right after its last item, within `page`'s bound."""
+        whose cursor continues right after its last item, within `page`'s bound, and
+        reads the caller's stream too if the sync does (`streams`)."""
         assert page.cursor is not None or page.change_token is not None
         upper = (
             self._cursors.decode(tenant_id, page.cursor).upper
@@ -346,7 +369,6 @@ class Reading:
         )
         assert upper is not None
         page_ = self._page(tenant_id, items, True, upper, page.settled, page.born)
-        streams = page.cursor is not None and self._cursors.decode(tenant_id, page.cursor).streams
         return replace(self._streamed(tenant_id, page_, streams), scanned=scanned)
 
     def _page(
@@ -365,31 +387,3 @@ class Reading:
         position = Position(after=last, upper=upper, settled=settled, born=born)
         next_cursor = self._cursors.encode(tenant_id, position)
         return Page(items=items, cursor=next_cursor, change_token=last, settled=settled, born=born)
-
-
-def _scan_size(missing: int, kept: int, read: int, queries: int) -> int:
-    """The Limit of a page's next Query beyond its first (`queries` made so far):
-    enough for `missing` wanted entries at the density seen so far, `kept` of `read`
-    (SCAN_MARGINS); a full page after those, or while none was seen."""
-    if kept == 0 or queries >= len(SCAN_MARGINS):
-        return SCAN_PAGE
-    wanted = missing + SCAN_MARGINS[queries] * math.sqrt(missing)
-    return min(SCAN_PAGE, math.ceil(wanted * read / kept))
-
-
-def _check_since(tail: LogTail, since: str) -> None:
-    """A `since` the tenant cannot have given: from before its deletion, or newer
-    than its every change (a sync and a subscription refuse it alike)."""
-    if tail.head is None:
-        # Its tokens are gone: deleted (contract 3.8), or never written.
-        raise TenantDeleted(
-            "this tenant holds no changes: drop your copy and sync with since: null"
-        )
-    if tail.born is not None and since < tail.born:
-        raise TenantDeleted(
-            "since is from before this tenant was deleted: drop your copy and sync with since: null"
-        )
-    if since > tail.head:
-        raise BadUserInput(
-            "since is newer than every change of this tenant; sync again with since: null"
-        )

@@ -59,7 +59,8 @@ def with_attachments(
             b: AttachmentMissing("attachments are not served here") for b in blobs
         }
     else:
-        refused = attachments.missing(blobs)
+        by = next((e.by for e in todo if wanted[e.position]), None)  # one caller a push
+        refused = attachments.missing(blobs, by)
     kept: list[Entry] = []
     for entry in todo:
         error = next((refused[b] for b in wanted[entry.position] if b in refused), None)

@@ -48,16 +48,23 @@ class ReleaseView:
 
 
 def left_views(page: Page, release: int | None) -> Page:
-    """For a client of a release before LeftViewItem (the app's VISIBILITY_RELEASE), or
-    one that declares none, each sentinel of a record that left its view as a DeletedItem (the
-    same local effect: forget it; contract 3.12)."""
-    known = catalog.VISIBILITY_RELEASE
-    if release is not None and known is not None and release >= known:
-        return page
+    """Each sentinel of a record that left the caller's view without its visibility
+    (the audience it has now is not the caller's to know); for a client of a release
+    before LeftViewItem (the app's VISIBILITY_RELEASE: none when its catalog names
+    none), or one that declares none, as a DeletedItem (the same local effect: forget
+    it; contract 3.12)."""
     if not any(r.left_view for r in page.items):
         return page
+    known = catalog.VISIBILITY_RELEASE
+    old = release is None or known is None or release < known
     items = [
-        replace(r, deleted=True, left_view=False, fields={}) if r.left_view else r
+        (
+            replace(r, deleted=True, left_view=False, fields={}, visibility=None)
+            if old
+            else replace(r, visibility=None)
+        )
+        if r.left_view
+        else r
         for r in page.items
     ]
     return replace(page, items=items)

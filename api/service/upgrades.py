@@ -31,7 +31,7 @@ from api.domain.records import Record
 from api.domain.tokens import check_token, token_before
 from api.domain.visibility import principals_of, sees
 from api.service.ports import Page, Store
-from api.service.reading import DEFAULT_LIMIT, MAX_LIMIT, ReleaseView
+from api.service.reading import DEFAULT_LIMIT, MAX_LIMIT, MAX_SCANNED, ReleaseView
 
 # A copy's place in the tenant's copies: (type code, release, entity id).
 Position = tuple[str, int, str]
@@ -92,21 +92,31 @@ class Upgrades:
                 )
         assert head is not None
         wanted = dict(floors)
-        if head.copies:
-            items, last = self._copies_page(tenant_id, head, up_to, floors, reached, limit, by)
-        else:
-            items, last = self._log_page(tenant_id, head, up_to, reached, limit, by)
-        kept = [
-            r
-            for r in items
-            if r.change_token <= up_to
-            and not r.deleted
-            and not r.left_view
-            and sees(r.visibility, by)
-            and view.knows(r.item_type)
-            and r.item_type.code in wanted
-            and _release(r) >= wanted[r.item_type.code]
-        ]
+
+        def shown(r: Record) -> bool:
+            return (
+                r.change_token <= up_to
+                and not r.deleted
+                and not r.left_view
+                and sees(r.visibility, by)
+                and view.knows(r.item_type)
+                and r.item_type.code in wanted
+                and _release(r) >= wanted[r.item_type.code]
+            )
+
+        read = 0
+        while True:
+            if head.copies:
+                items, last = self._copies_page(tenant_id, head, up_to, floors, reached, limit, by)
+            else:
+                items, last = self._log_page(tenant_id, head, up_to, reached, limit, by)
+            kept = [r for r in items if shown(r)]
+            read += len(items)
+            # A page of only records outside the view (or not asked) reads on, up to
+            # MAX_SCANNED of them: an empty page would count them for the caller.
+            if kept or last is None or read >= MAX_SCANNED:
+                break
+            reached = last
         next_cursor = (
             None
             if last is None

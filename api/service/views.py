@@ -1,11 +1,12 @@
 """A sync of a tenant with restricted records (docs/ordering.md, "Who sees what"):
 the caller's stream read beside the main log, the bound both prove, and the pages
-that merge them by token."""
+that merge them by token; and the check of a sync's `since` against the log's tail."""
 
 from __future__ import annotations
 
 from api.domain.chain import Head, split_stream_key
-from api.domain.records import Record
+from api.domain.errors import BadUserInput, TenantDeleted
+from api.domain.records import LogTail, Record
 from api.domain.tokens import token_before
 from api.domain.visibility import principals_of
 
@@ -62,3 +63,21 @@ def merged(
     by_token.update({r.change_token: r for r in stream})
     items = [by_token[t] for t in sorted(by_token) if edge is None or t <= edge]
     return items[:limit], edge is not None or len(items) > limit
+
+
+def check_since(tail: LogTail, since: str) -> None:
+    """A `since` the tenant cannot have given: from before its deletion, or newer
+    than its every change (a sync and a subscription refuse it alike)."""
+    if tail.head is None:
+        # Its tokens are gone: deleted (contract 3.8), or never written.
+        raise TenantDeleted(
+            "this tenant holds no changes: drop your copy and sync with since: null"
+        )
+    if tail.born is not None and since < tail.born:
+        raise TenantDeleted(
+            "since is from before this tenant was deleted: drop your copy and sync with since: null"
+        )
+    if since > tail.head:
+        raise BadUserInput(
+            "since is newer than every change of this tenant; sync again with since: null"
+        )

@@ -42,6 +42,7 @@ from api.service.deciding import (
 )
 from api.service.ports import PushResult, PushStatus, Store, Written
 from api.service.referencing import typed, with_attachments
+from api.service.replaying import replay_for
 from api.service.tenant_check import TenantCheck
 
 logger = logging.getLogger(__name__)
@@ -372,7 +373,8 @@ class Writing:
                 mutation, PushStatus.APPLIED, record=decision.record, replayed=decision.replayed
             )
         cmid = mutation.client_mutation_id
-        if cmid is None or decision.replayed or not is_stored_error(decision):
+        kept = decision.replayed or not is_stored_error(decision)  # nothing to store
+        if cmid is None or cmid in known.outcomes or kept:  # stored: a replay refused
             return answer(mutation, decision)
         outcome = StoredOutcome(cmid, mutation.fingerprint(), error=decision, expires_at=expiry())
         try:
@@ -392,7 +394,7 @@ class Writing:
         if stored is None:  # recorded, then expired in between: vanishingly rare
             return answer(mutation, Unavailable("retry this mutation"))
         try:
-            written = deciding.replay(stored, mutation.fingerprint())
+            written = replay_for(mutation, entry.by, stored, {})
         except SyncError as exc:
             return answer(mutation, exc)
         return PushResult(mutation, PushStatus.APPLIED, record=written.record, replayed=True)

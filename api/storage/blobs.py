@@ -74,6 +74,9 @@ def cors_configuration(origins: Sequence[str]) -> dict[str, Any]:
 # User metadata of a marked blob (S3 sends it as x-amz-meta-unreferenced-since): the
 # sweep found no entity referencing it, at this time (epoch seconds).
 MARK_METADATA = "unreferenced-since"
+# Who uploaded the bytes (`uploader_tag`): named by the signed upload link of a tenant
+# with restricted records, and checked when a write references them (contract 3.10).
+UPLOADER_METADATA = "uploader"
 
 
 class S3Blobs:
@@ -108,7 +111,9 @@ class S3Blobs:
             checked = None
         if self._hashes_bytes and checked is not None:
             checked = checked if self._sha256_of(key, size) == checked else None
-        return StoredBlob(sha256=checked, size=size, content_type=head.get("ContentType", ""))
+        uploader = head.get("Metadata", {}).get(UPLOADER_METADATA)
+        content_type = head.get("ContentType", "")
+        return StoredBlob(sha256=checked, size=size, content_type=content_type, uploader=uploader)
 
     def _sha256_of(self, key: str, size: int) -> str | None:
         if size > MAX_BLOB_BYTES:  # never read more than a blob may hold
@@ -145,6 +150,8 @@ class S3Blobs:
             "ChecksumAlgorithm": "SHA256",
             "ChecksumSHA256": blob.checksum,
         }
+        if blob.uploader:  # who uploads it (a tenant with restricted records)
+            params["Metadata"] = {UPLOADER_METADATA: blob.uploader}
         expires_at = _in(expires_in)  # before signing: never later than the URL's end
         with translated():
             url = self._client.generate_presigned_url(
@@ -158,6 +165,8 @@ class S3Blobs:
             "x-amz-checksum-sha256": blob.checksum,
             "x-amz-sdk-checksum-algorithm": "SHA256",
         }
+        if blob.uploader:
+            headers[f"x-amz-meta-{UPLOADER_METADATA}"] = blob.uploader
         return PresignedUpload(url=url, headers=headers, expires_at=expires_at)
 
     def presign_download(

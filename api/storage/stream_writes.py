@@ -25,6 +25,7 @@ class StreamWrites:
         self._head = head
         self._streams = streams
         self._check = frozenset(streams.check)
+        self._gone = frozenset(streams.gone)
         # The main log's chain: each main entry links to the previous main entry.
         self._first_main = head if streams.main is None else streams.main
         self._prev_main = None if self._first_main == NO_MAIN else self._first_main
@@ -54,12 +55,20 @@ class StreamWrites:
         for principal in entries.streams_removed:
             assert expected is not None
             key = stream_key(expected, principal)
-            checked = key in self._check
+            # One action per item: the chain's check rides on this delete (a stale
+            # write's delete of an entry the previous transaction removed: absent).
+            condition = (
+                RecordItem.sk.exists()
+                if key in self._check
+                else RecordItem.sk.does_not_exist()
+                if key in self._gone
+                else None
+            )
             tx.delete(
                 RecordItem(keys.stream_pk(self._tenant_id, principal), expected),
-                condition=RecordItem.sk.exists() if checked else None,
+                condition=condition,
             )
-            actions.append(("chain" if checked else "old entry", True))
+            actions.append(("chain" if condition is not None else "old entry", True))
             self._removed.add(key)
         for principal, what in entries.streams.items():
             left = what == "left"
@@ -76,7 +85,7 @@ class StreamWrites:
         for key in sorted(self._check - self._removed):
             self._condition_check(tx, key, RecordItem.sk.exists())
             count += 1
-        for key in sorted(set(self._streams.gone)):
+        for key in sorted(self._gone - self._removed):
             self._condition_check(tx, key, RecordItem.sk.does_not_exist())
             count += 1
         return count

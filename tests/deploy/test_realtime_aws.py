@@ -665,7 +665,8 @@ def test_a_drained_batch_of_private_changes_pokes_only_whose_view_changed(
     management: ManagementApi, settings: Settings, tenant: str
 ) -> None:
     """The drain reads the head, not the batch's records: its transaction's audience
-    is told, every other subscription checks its member's view first (one read)."""
+    is told, every other subscription checks its member's view first (one read) and
+    is sent the token of the change it found there, not the head's."""
     service = SyncService(DynamoStore(), CursorCodec(settings.cursor_secret))
     first = service.apply(Mutation("create", PERSON, tenant, None, None, {}), "carol", OWNER)
     since = first.record.change_token
@@ -689,6 +690,7 @@ def test_a_drained_batch_of_private_changes_pokes_only_whose_view_changed(
     queue = {"Records": [{**message, "eventSource": "aws:sqs"}]}
     assert aws.drain_handler(queue) == {"batchItemFailures": []}
     assert _tokens(devices["alice"], "alice") == [alices]  # the head's audience
-    assert _tokens(devices["bob"], "bob") == [alices]  # checked: his view changed (bobs)
+    # Checked: his view changed (bobs), whose token he is sent, never alice's.
+    assert _tokens(devices["bob"], "bob") == [bobs]
     assert _tokens(devices["carol"], "carol") == []  # checked: hers did not
     assert bobs < alices

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from api.domain.cursor import CursorCodec
-from api.domain.errors import NotFound, RoleForbidden
+from api.domain.errors import BadUserInput, NotFound, RoleForbidden
 from api.domain.mutations import Mutation
 from api.domain.records import Record
 from api.domain.visibility import Visibility
@@ -19,7 +19,7 @@ from api.service import PushStatus, SyncService
 from api.settings import Settings
 from api.storage import codecs, keys
 from api.storage.store import DynamoStore
-from tests.support.family import PERSON
+from tests.support.family import MEMBER, PERSON
 from tests.support.store_state import _query_all
 
 Inject = Callable[[str, Callable[..., Any]], None]
@@ -378,3 +378,42 @@ def test_a_push_packs_at_most_40_stream_entries_in_a_transaction_of_several_writ
     # Each write: entity, 20 stream entries, copy; the first transaction also the
     # fence, each its head.
     assert sizes == [2 * 22 + 2, 22 + 1], sizes
+
+
+def test_a_member_record_takes_no_visibility(settings: Settings, tenant: str) -> None:
+    mutation = Mutation(
+        "create",
+        MEMBER,
+        tenant,
+        "olga",
+        None,
+        {"role": "OWNER"},
+        visibility=Visibility("", ()),
+        sets_visibility=True,
+    )
+    with pytest.raises(BadUserInput, match="Member"):
+        _write(_service(), mutation, by="olga", role="owner")
+
+
+def test_a_write_whose_record_leaves_the_view_before_it_commits_gets_no_current(
+    settings: Settings, tenant: str, inject: Inject
+) -> None:
+    """bob's update read the record shared with him; alice unshares it before bob's
+    transaction commits: its entity's condition fails and the cancellation carries
+    the current version, which bob no longer sees: NOT_FOUND, never that version."""
+    alice_service, bob_service = _service(), _service()
+    v1 = _write(alice_service, _create(tenant, "p1", Visibility("", ("bob",))), by="alice")
+    raced: list[Record] = []
+    started: list[bool] = []
+
+    def unshare_once(**_: Any) -> None:
+        if not started:  # alice's own write reads too: once
+            started.append(True)
+            raced.append(_write(alice_service, _share(v1, Visibility("", ())), by="alice"))
+
+    inject("after-call.dynamodb.BatchGetItem", unshare_once)
+    update = Mutation("update", PERSON, tenant, "p1", v1.change_token, {"familyName": "B"})
+    (result,) = bob_service.push(tenant, [update], by="bob", role="writer")
+    assert raced, "the race did not happen"
+    assert result.status is PushStatus.REJECTED and result.record is None
+    assert isinstance(result.error, NotFound) and "Ann" not in str(result.error)

@@ -9,7 +9,7 @@ import json
 import threading
 from typing import Any
 
-from api.domain.audiences import UNTOLD, Audience, merged
+from api.domain.audiences import UNTOLD, Audience, coalesced, merged
 from api.domain.chain import NO_MAIN
 from api.domain.cursor import CursorCodec
 from api.domain.membership import OWNER
@@ -54,6 +54,20 @@ def test_changes_told_as_one_poke_are_for_whoever_any_was_for() -> None:
     assert merged(frozenset({ALICE}), frozenset({BOB})) == frozenset({ALICE, BOB})
     assert merged(frozenset({ALICE}), None) is None
     assert merged(None, frozenset({BOB})) is None
+
+
+def test_changes_told_as_one_poke_hand_the_newer_token_only_to_its_audience() -> None:
+    """The newer token is told to the newer change's audience; a member only the
+    older change was for checks its own view (UNTOLD), never handed the newer token."""
+    shared, private = (T1, frozenset({ALICE, BOB})), (T2, frozenset({ALICE}))
+    assert coalesced(shared, private) == (T2, frozenset({ALICE}) | UNTOLD)
+    assert coalesced(private, shared) == (T2, frozenset({ALICE}) | UNTOLD)
+    assert coalesced((T1, frozenset({ALICE})), (T2, frozenset({ALICE, BOB}))) == (
+        T2,
+        frozenset({ALICE, BOB}),
+    )
+    assert coalesced((T1, None), (T2, frozenset({BOB}))) == (T2, frozenset({BOB}) | UNTOLD)
+    assert coalesced((T1, frozenset({BOB})), (T2, None)) == (T2, None)
 
 
 def test_a_relay_post_carries_each_tenants_audience_and_none_for_every_member() -> None:
@@ -118,18 +132,19 @@ def test_a_commit_is_told_with_whose_view_it_changed() -> None:
     assert [token for _, token, _ in told] == sorted(token for _, token, _ in told)
 
 
-def test_a_followers_pending_poke_is_for_whoever_any_of_its_changes_was_for() -> None:
+def test_a_followers_pending_poke_hands_no_member_a_token_outside_its_view() -> None:
     """The relay keeps one entry per tenant for a follower: a burst of Alice's private
-    change then Bob's is one post of the newest token, for both."""
+    change then Bob's is one post of the newest token, for Bob, and UNTOLD for the
+    others (Alice's subscription reads her view: Bob's token tells her nothing)."""
     never = threading.Event()  # no post goes out: its senders wait for the reader
     follower = _Follower("f", "http://127.0.0.1:9", b"k", 1.0, never, lambda: (1, 1))
     try:
         follower.offer("t", T1, frozenset({ALICE}))
         follower.offer("t", T2, frozenset({BOB}))
         follower.offer("u", T2, frozenset({BOB}))
-        follower.offer("u", T1)  # every member's, older: the token stays, the audience grows
+        follower.offer("u", T1)  # every member's, older: the token stays, for Bob
         pokes, _ = follower._take()
-        assert pokes == {"t": (T2, frozenset({ALICE, BOB})), "u": (T2, None)}
+        assert pokes == {"t": (T2, frozenset({BOB}) | UNTOLD), "u": (T2, frozenset({BOB}) | UNTOLD)}
     finally:
         follower.stop()
 
