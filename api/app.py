@@ -18,6 +18,7 @@ from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette_compress import CompressMiddleware
 
 from api import metric_sinks, metrics, request_log
+from api.domain import catalog
 from api.domain.audiences import Audience
 from api.domain.cursor import CursorCodec
 from api.domain.devices import WRITER_DEVICE
@@ -59,7 +60,7 @@ def create_app(
     Prometheus's at /metrics; `api.metrics`)."""
     settings = settings or Settings.from_env()
     run_blocking = run_blocking or anyio_pool()
-    for warning in settings.check():
+    for warning in settings.check(catalog.RELEASE):
         logger.warning(warning)
     sink = sink or metric_sinks.for_server(settings.metrics)
     settings.apply_local_credentials()

@@ -15,6 +15,9 @@ from typing import Any
 from api.domain.retention import DEFAULT_RETENTION_S
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
+# The app whose data this API serves when SYNC_CATALOG_FILE is not set: the shipped
+# example (docs/evolution.md, "An app's data").
+DEFAULT_CATALOG_FILE = PROJECT_ROOT / "examples" / "family" / "catalog.yaml"
 DEFAULT_AUTH_SECRET = "dev-secret-change-me"
 
 # DynamoDB Local accepts any credentials; real AWS must never get these.
@@ -194,13 +197,12 @@ class Settings:
             ),
         )
 
-    def check(self) -> list[str]:
-        """Refuse unsafe combinations; returns warnings to log for merely risky ones."""
-        from api.domain.catalog import RELEASE  # the release this process serves
-
-        if not 1 <= self.min_client_release <= RELEASE:
+    def check(self, served_release: int | None = None) -> list[str]:
+        """Refuse unsafe combinations; returns warnings to log for merely risky ones.
+        `served_release`: the catalog release this process serves (api.domain.catalog)."""
+        if served_release is not None and not 1 <= self.min_client_release <= served_release:
             raise ValueError(
-                f"MIN_CLIENT_RELEASE must be a release this server serves: 1 to {RELEASE}"
+                f"MIN_CLIENT_RELEASE must be a release this server serves: 1 to {served_release}"
             )
         if self.jwt_jwks_url and not self.jwt_issuer:
             raise ValueError("JWT_JWKS_URL is set but JWT_ISSUER is not: set the token issuer")
@@ -306,6 +308,30 @@ class Settings:
         if self.is_local_engine or local_s3 or local_sns:
             for key, value in _LOCAL_DUMMY_CREDENTIALS.items():
                 os.environ.setdefault(key, value)
+
+
+@dataclass(frozen=True)
+class CatalogChoice:
+    """Which app's catalog this process serves, read once at import by
+    api.domain.catalog (the GraphQL schema is built from it at import)."""
+
+    # SYNC_CATALOG_FILE: the app's catalog file (YAML; docs/evolution.md).
+    file: Path
+    # SYNC_RELEASE (tests only): serve an earlier recorded release beside the newest.
+    release: int | None
+    # SYNC_CATALOG (tests only): a catalog in Python, `module:attribute`.
+    module: str | None
+
+
+def catalog_choice(env: Mapping[str, str] | None = None) -> CatalogChoice:
+    env = os.environ if env is None else env
+    file = env.get("SYNC_CATALOG_FILE")
+    release = env.get("SYNC_RELEASE")
+    return CatalogChoice(
+        file=Path(file).resolve() if file else DEFAULT_CATALOG_FILE,
+        release=int(release) if release else None,
+        module=env.get("SYNC_CATALOG") or None,
+    )
 
 
 def _flag(value: str | None, *, default: bool) -> bool:

@@ -80,7 +80,6 @@ from starlette.testclient import TestClient
 
 from api.app import create_app
 from api.auth import make_local_token
-from api.domain.catalog import PERSON
 from api.domain.records import Record
 from api.domain.tokens import next_token, token_time
 from api.service import exports as export_rules
@@ -94,6 +93,7 @@ from scripts.benchmarks.harness import SECRET, local_engine_settings
 from scripts.benchmarks.page import RESULTS, commit, machine
 from scripts.benchmarks.sweep_turns import sweep_rows
 from tests.support.bulk import bulk_deletions_and_reminders, bulk_people
+from tests.support.family import PERSON
 from tests.support.relay_capture import captured
 from tests.support.servers import api_server, one_stream_reader
 from tests.support.sockets import flooder, wait_for_a_slot

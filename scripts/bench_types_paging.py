@@ -30,7 +30,6 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from api.domain.catalog import PERSON, REMINDER
 from api.domain.cursor import CursorCodec
 from api.domain.item_types import ItemType
 from api.domain.records import Record
@@ -44,6 +43,7 @@ from scripts.benchmarks import types_paging
 from scripts.benchmarks.harness import realistic_person
 from scripts.benchmarks.page import commit, machine
 from scripts.local_engine import LocalEngine, free_port
+from tests.support.family import PERSON, REMINDER
 
 RECORDS = 5000
 # The commit before the scan's Queries were sized (reading.py as it was).

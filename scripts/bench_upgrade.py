@@ -33,7 +33,6 @@ from starlette.testclient import TestClient  # noqa: E402
 
 from api.app import create_app  # noqa: E402
 from api.auth import make_local_token  # noqa: E402
-from api.domain.catalog import REMINDER  # noqa: E402
 from api.domain.records import Record  # noqa: E402
 from api.domain.tokens import next_token, token_time  # noqa: E402
 from api.storage import models  # noqa: E402
@@ -48,6 +47,7 @@ from scripts.benchmarks.upgrade import (  # noqa: E402
     print_upgrade,
 )
 from tests.support import release2  # noqa: E402
+from tests.support.family import REMINDER  # noqa: E402
 
 TENANT = "upgrade"
 PUSH = (

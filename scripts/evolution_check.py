@@ -33,7 +33,7 @@ from api.domain import releases
 from api.domain.item_types import ItemType
 from scripts.evolution_report import Report
 from scripts.record_history import check_history
-from scripts.release_record import ROOT, SCHEMA_FILE, Record, entry_of, flatten
+from scripts.release_record import ROOT, SCHEMA_FILE, Record, app_repo, entry_of, flatten
 
 # The catalog's kinds a String or an ID would narrow to (their values are strings
 # too, but fewer of them): item_types' normalizers.
@@ -299,7 +299,7 @@ def _shown(path: Path) -> str:
 def main() -> int:
     from api.domain import catalog
 
-    report = run(Record(), catalog.ALL_TYPES, SCHEMA_FILE.read_text(), ROOT)
+    report = run(Record(), catalog.ALL_TYPES, SCHEMA_FILE.read_text(), app_repo())
     if report.ok:
         if report.notes:
             print(report.text())

@@ -12,21 +12,21 @@ ADVICE = {
     "removed": (
         "Deprecate instead of removing or renaming: keep it in the catalog (a client or a "
         "server of an earlier release still reads, sends and stores it), mark a field "
-        '@deprecated (Field(..., deprecated="Use X.")), stop writing it from the app, and '
-        "add the new one with since={next}."
+        '@deprecated (`deprecated: "Use X."` on the field), stop writing it from the app, '
+        "and add the new one with `since: {next}`."
     ),
     "code": (
         "A type's code is stored in every item of the type and is its DeletedItemType "
         "value: keep each type's code for ever, and give a new type a code never recorded."
     ),
     "kind": (
-        "Keep the field's kind: deprecate the field (Field(..., deprecated=...), then stop "
-        "writing it) and add a new field of the new kind with since={next}."
+        "Keep the field's kind: deprecate the field (`deprecated: why`, then stop "
+        "writing it) and add a new field of the new kind with `since: {next}`."
     ),
     "narrowed": (
         "Keep the constraint (stored values and clients of an earlier release hold what "
         "it allowed): check the narrower rule in the app, or deprecate the field and add "
-        "a new one with the narrower constraint and since={next}. A wider one (a higher "
+        "a new one with the narrower constraint and `since: {next}`. A wider one (a higher "
         "maxLength) is allowed."
     ),
     "required": (
@@ -35,15 +35,17 @@ ADVICE = {
     ),
     "moved": (
         "A recorded release keeps its entries: declare it with the since it was recorded "
-        "with; what is new gets since={next}."
+        "with; what is new gets `since: {next}`."
     ),
     "unrecorded": (
-        "Declare what is new with since={next} (nothing may join a release that shipped), "
-        "then run scripts/export-schema and scripts/record-release and commit releases/."
+        "Declare what is new with `since: {next}` (nothing may join a release that "
+        "shipped), then run scripts/export-schema and scripts/record-release and commit "
+        "the app's releases/."
     ),
     "rewritten": (
         "Recorded releases are append-only: restore the record as committed "
-        "(git checkout <commit> -- releases/) and make the change in the catalog, as a "
+        "(git checkout <commit> -- <the app's folder>/releases/) and make the change in the "
+        "catalog, as a "
         "new release."
     ),
     "schema": (

@@ -11,7 +11,7 @@ from api.domain import releases
 from api.domain.item_types import ItemType
 from scripts.evolution_check import run
 from scripts.evolution_report import Report
-from scripts.release_record import ROOT, SCHEMA_FILE, Record, entry_of
+from scripts.release_record import SCHEMA_FILE, Record, app_repo, entry_of, shown
 
 
 def record_release(
@@ -44,7 +44,7 @@ def main() -> int:
     if sdl.strip() != default_schema().as_str().strip():
         print("record-release: schema.graphql is out of date: run scripts/export-schema first")
         return 1
-    report, written = record_release(Record(), catalog.ALL_TYPES, sdl, ROOT)
+    report, written = record_release(Record(), catalog.ALL_TYPES, sdl, app_repo())
     if report.problems:
         print("record-release: refused, the change would break a recorded release")
         print(report.text())
@@ -52,9 +52,12 @@ def main() -> int:
     if report.notes:
         print(report.text())
     for path in written:
-        print(f"wrote {path.relative_to(ROOT)}")
+        print(f"wrote {shown(path)}")
     if written:
-        print("commit releases/ with the catalog change (recorded releases are append-only)")
+        print(
+            "commit the releases/ folder beside the app's catalog with the catalog change "
+            "(recorded releases are append-only)"
+        )
     return 0
 
 

@@ -1,5 +1,6 @@
-"""The record of the catalog's releases (releases/, docs/evolution.md): what each
-release that shipped declared, so that scripts/check can refuse a change that would
+"""The record of an app's catalog releases (the releases/ folder beside its catalog
+file, as examples/family/releases/; docs/evolution.md): what each release that
+shipped declared, so that scripts/check can refuse a change that would
 break a client or a server of that release.
 
 releases/N.json is release N's catalog: its types (name, code, since), each type's
@@ -15,19 +16,56 @@ They are dev and CI files: the Lambda bundle ships api/ alone.
 from __future__ import annotations
 
 import json
+import subprocess
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from api.domain.item_types import Field, FieldKind, ItemType
+from api.settings import DEFAULT_CATALOG_FILE, catalog_choice
 
 ROOT = Path(__file__).resolve().parents[1]
-RECORD_DIR = ROOT / "releases"
-SCHEMA_FILE = ROOT / "schema.graphql"
+
+
+def schema_file(catalog_file: Path) -> Path:
+    """The schema an app's server serves, as committed: the default app's (the family
+    example) is the checkout's own schema.graphql, at its root (docs/layout.md); any
+    other app's sits beside its catalog file."""
+    if catalog_file.resolve() == DEFAULT_CATALOG_FILE.resolve():
+        return ROOT / "schema.graphql"
+    return catalog_file.parent / "schema.graphql"
+
+
+# The app's folder (SYNC_CATALOG_FILE's): its catalog and its recorded releases;
+# and the schema its server serves.
+APP_DIR = catalog_choice().file.parent
+RECORD_DIR = APP_DIR / "releases"
+SCHEMA_FILE = schema_file(catalog_choice().file)
 # The kinds whose values max_length bounds (item_types._string); other kinds ignore it.
 _BOUNDED = (FieldKind.STRING, FieldKind.ID)
 
 Entry = dict[str, Any]
+
+
+def app_repo(folder: Path = APP_DIR) -> Path | None:
+    """The git checkout that holds an app's folder (the API's for the shipped
+    examples, the app team's own for theirs), whose history the record is checked
+    against; None outside one."""
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(folder), "rev-parse", "--show-toplevel"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    return Path(done.stdout.strip()) if done.returncode == 0 else None
+
+
+def shown(path: Path) -> str:
+    """A path as scripts print it: under the checkout, relative to it."""
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
 
 
 def entry_of(declared: Iterable[ItemType], release: int) -> Entry:

@@ -1,32 +1,23 @@
-"""The synchronized item types this product ships.
+"""The synchronized item types this process serves: the app's, declared in its own
+file (SYNC_CATALOG_FILE; api.domain.catalog_file, docs/evolution.md), and the API's
+own (Member), declared here and merged with them. An app type cannot take a
+built-in type's name or code.
 
-Adding a type, a field or an enum value: declare it here with the release that adds
-it (`since`), then record the release (docs/evolution.md; `scripts/check` refuses a
-change that would break a deployed client). A type's `code` is persisted in every
-stored item; never rename it.
+The app's file is read once, at import (the GraphQL schema is built from it then):
+a declaration the API cannot serve stops the process with the file, the line and
+the type, field or enum value named.
 """
 
 from __future__ import annotations
 
 import enum
+from dataclasses import replace
 
+from api import settings
 from api.domain import releases
+from api.domain.catalog_file import AppCatalog, load
 from api.domain.item_types import Field, FieldKind, ItemType, unknown_type
 from api.domain.membership import OWNER
-
-
-class RelationshipType(enum.Enum):
-    SELF = "SELF"
-    PARTNER = "PARTNER"
-    CHILD = "CHILD"
-    PARENT = "PARENT"
-    SIBLING = "SIBLING"
-    GRANDPARENT = "GRANDPARENT"
-    GRANDCHILD = "GRANDCHILD"
-    RELATIVE = "RELATIVE"
-    FRIEND = "FRIEND"
-    COLLEAGUE = "COLLEAGUE"
-    OTHER = "OTHER"
 
 
 class MemberRole(enum.Enum):
@@ -35,39 +26,10 @@ class MemberRole(enum.Enum):
     READER = "READER"
 
 
-PERSON = ItemType(
-    name="Person",
-    code="PERSON",
-    description="A member of the tenant's family or team.",
-    fields=(
-        Field("givenName", max_length=200),
-        Field("familyName", max_length=200),
-        Field("dateOfBirth", FieldKind.DATE),
-        Field("relationship", FieldKind.ENUM, enum=RelationshipType),
-        Field("phoneNumber", max_length=50),
-        Field("emailAddress", max_length=320),
-        Field("profileColor", FieldKind.COLOR, description="#RRGGBB"),
-        Field("occupation", max_length=200),
-        Field("photo", FieldKind.ATTACHMENT, description="A picture of the person."),
-    ),
-)
-
-REMINDER = ItemType(
-    name="Reminder",
-    code="REMINDER",
-    description="Something to do, optionally for one person and by a due time.",
-    fields=(
-        Field("title", max_length=500),
-        Field("notes", max_length=8000),
-        Field("dueAt", FieldKind.TIME),
-        Field("personID", FieldKind.ID, max_length=64, description="The Person it is about."),
-        Field("completed", FieldKind.BOOLEAN),
-        Field("file", FieldKind.ATTACHMENT, description="A document or picture it needs."),
-    ),
-)
-
 # Membership as data (contract 6): its id is the member's `sub`; only an owner
 # writes one, and the first moves the tenant from its token claims to these records.
+# Declared with since 1; an app's `builtinsSince` moves it to the release that
+# first served it (`builtins`).
 MEMBER = ItemType(
     name="Member",
     code="MEMBER",
@@ -78,25 +40,48 @@ MEMBER = ItemType(
             "role",
             FieldKind.ENUM,
             enum=MemberRole,
-            since=2,
             required=True,
             description="Required. OWNER: everything, Member records and the tenant's "
             "deletion and export too; WRITER: writes records; READER: reads.",
         ),
-        Field("displayName", max_length=200, since=2, description="How apps show the member."),
+        Field("displayName", max_length=200, description="How apps show the member."),
     ),
-    since=2,
     write_role=OWNER,
     named_ids=True,
 )
+BUILTIN: tuple[ItemType, ...] = (MEMBER,)
 
+
+def builtins(since: int) -> tuple[ItemType, ...]:
+    """The API's own types as an app whose release `since` first served them declares them."""
+    return tuple(
+        replace(t, since=since, fields=tuple(replace(f, since=since) for f in t.fields))
+        for t in BUILTIN
+    )
+
+
+def declared_by(app: AppCatalog) -> tuple[ItemType, ...]:
+    """Every release's types of an app: its own, then the API's."""
+    return (*app.types, *builtins(app.builtins_since))
+
+
+CHOICE = settings.catalog_choice()
+# The app this process serves, as its file declares it.
+APP = load(CHOICE.file, reserved=BUILTIN)
 # Every release's types, as declared.
-DECLARED: tuple[ItemType, ...] = (PERSON, REMINDER, MEMBER)
+DECLARED: tuple[ItemType, ...] = declared_by(APP)
+MEMBER = next(t for t in DECLARED if t.code == MEMBER.code)
+# The app's release whose clients may set visibilities and are sent LeftViewItem
+# (contract 3.12): an earlier release's, or one that declares none, gets a
+# DeletedItem instead. The family app's is 3; an app's file says its own
+# (`visibilitySince`; left out, None: no release of the app's clients knows them yet).
+VISIBILITY_RELEASE: int | None = APP.visibility_since
 
 # What this process serves: the latest release of the declaration, unless a test
 # picks an earlier one or a catalog of its own (api.domain.releases).
-ALL_TYPES, ITEM_TYPES, RELEASE = releases.served(DECLARED)
+ALL_TYPES, ITEM_TYPES, RELEASE = releases.served(DECLARED, CHOICE.module, CHOICE.release)
 BY_CODE = {t.code: t for t in ITEM_TYPES}
+BY_NAME = {t.name: t for t in ALL_TYPES}
 
 
 def of_code(code: str) -> ItemType:

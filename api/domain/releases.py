@@ -5,14 +5,14 @@ Every type, field and enum value carries the release that added it (`since`); a
 release's catalog is the declaration without what came later. A server serves its
 catalog's latest release; tests run a server of an earlier one beside it, on one
 table, as a rollback or a rolling deploy does (SYNC_RELEASE), and a catalog of their
-own (SYNC_CATALOG, `module:attribute` of a tuple of item types). Both are read here,
-at import, because the GraphQL schema is built from the catalog at import.
+own in Python (SYNC_CATALOG, `module:attribute` of a tuple of item types). Both are
+read by api.settings (`catalog_choice`) and applied here, at import, because the
+GraphQL schema is built from the catalog at import.
 """
 
 from __future__ import annotations
 
 import importlib
-import os
 import re
 from collections.abc import Iterable
 from typing import Any
@@ -42,14 +42,17 @@ def at(declared: Iterable[ItemType], release: int) -> tuple[ItemType, ...]:
 Catalog = tuple[ItemType, ...]
 
 
-def served(declared: Catalog) -> tuple[Catalog, Catalog, int]:
-    """(the whole declaration, the catalog this process serves, its release)."""
-    chosen = os.environ.get("SYNC_CATALOG")
-    if chosen:
-        module, _, attribute = chosen.partition(":")
-        declared = getattr(importlib.import_module(module), attribute or "DECLARED")
+def served(
+    declared: Catalog, module: str | None = None, chosen: int | None = None
+) -> tuple[Catalog, Catalog, int]:
+    """(the whole declaration, the catalog this process serves, its release):
+    `declared`, or the catalog of `module` (`module:attribute`), at release `chosen`
+    (None: the newest)."""
+    if module:
+        name, _, attribute = module.partition(":")
+        declared = getattr(importlib.import_module(name), attribute or "DECLARED")
     newest = latest(declared)
-    release = int(os.environ.get("SYNC_RELEASE") or newest)
+    release = chosen or newest
     if not 1 <= release <= newest:
         raise ValueError(f"SYNC_RELEASE must be a recorded release, 1 to {newest}")
     return declared, at(declared, release), release

@@ -21,8 +21,6 @@ from api.domain.membership import OWNER
 # A restricted record is shared with at most this many members besides its owner:
 # its audience (owner and shared) has at most 21 streams.
 MAX_SHARED = 20
-# The catalog release whose clients may set visibilities and are sent LeftViewItem.
-VISIBILITY_RELEASE = 3
 _MEMBER = "m:"
 _MAX_SUB = 256
 

@@ -6,8 +6,8 @@ from typing import Any
 
 import strawberry
 
+from api.domain.catalog import VISIBILITY_RELEASE
 from api.domain.errors import BadUserInput
-from api.domain.visibility import VISIBILITY_RELEASE
 from api.domain.visibility import Visibility as DomainVisibility
 
 
@@ -21,10 +21,16 @@ class Visibility:
     sharedWith: list[strawberry.ID]
 
 
+_SINCE = (
+    f"Catalog release {VISIBILITY_RELEASE} and later."
+    if VISIBILITY_RELEASE is not None
+    else "No release of this app's catalog yet (its visibilitySince)."
+)
+
+
 @strawberry.input(
     description="Who may see a record: its owner (null: the writer, or the record's owner) "
-    f"and at most 20 members it is shared with ([]: private). Catalog release "
-    f"{VISIBILITY_RELEASE} and later."
+    f"and at most 20 members it is shared with ([]: private). {_SINCE}"
 )
 class VisibilityInput:
     owner: strawberry.ID | None = None
@@ -42,11 +48,13 @@ def to_visibility(visibility: DomainVisibility | None) -> Visibility | None:
 
 def from_input(value: Any, release: int | None) -> tuple[DomainVisibility | None, bool]:
     """The visibility an input asks for, and whether it asks for one (absent: no).
-    An app that declares a release before VISIBILITY_RELEASE may not set one."""
+    An app that declares a release before the app's VISIBILITY_RELEASE (any, when its
+    catalog names none) may not set one."""
     if value is None or value is strawberry.UNSET:
         return None, False
-    if release is not None and release < VISIBILITY_RELEASE:
-        raise BadUserInput(
-            f"visibility needs catalog release {VISIBILITY_RELEASE}; this app declares {release}"
-        )
+    if release is not None and (VISIBILITY_RELEASE is None or release < VISIBILITY_RELEASE):
+        needed = "a release its catalog names (visibilitySince)"
+        if VISIBILITY_RELEASE is not None:
+            needed = f"catalog release {VISIBILITY_RELEASE}"
+        raise BadUserInput(f"visibility needs {needed}; this app declares {release}")
     return DomainVisibility.of(value.owner, value.sharedWith), True

@@ -246,7 +246,7 @@ class TenantExport:
                 limit=limit,
                 max_scanned=min(STEP_SCANNED, max(0, entries - limit - 2)),
                 sub=job.asked_by,  # the caller's view: its stream read beside the log
-                release=catalog.RELEASE,  # what this server serves (LeftViewItem from 3)
+                release=catalog.RELEASE,  # what it serves (LeftViewItem from visibilitySince)
             )
             # A first sync's deletions are the latest write's: not the tenant's data
             # (nor, in the caller's view, a record that left it).

@@ -10,7 +10,6 @@ from api.domain import catalog
 from api.domain.item_types import ItemType
 from api.domain.records import Record
 from api.domain.tokens import token_before
-from api.domain.visibility import VISIBILITY_RELEASE
 from api.service.ports import Page
 
 
@@ -51,11 +50,13 @@ class ReleaseView:
 def left_views(page: Page, release: int | None) -> Page:
     """Each sentinel of a record that left the caller's view without its visibility
     (the audience it has now is not the caller's to know); for a client of a release
-    before LeftViewItem (VISIBILITY_RELEASE), or one that declares none, as a
-    DeletedItem (the same local effect: forget it; contract 3.12)."""
+    before LeftViewItem (the app's VISIBILITY_RELEASE: none when its catalog names
+    none), or one that declares none, as a DeletedItem (the same local effect: forget
+    it; contract 3.12)."""
     if not any(r.left_view for r in page.items):
         return page
-    old = release is None or release < VISIBILITY_RELEASE
+    known = catalog.VISIBILITY_RELEASE
+    old = release is None or known is None or release < known
     items = [
         (
             replace(r, deleted=True, left_view=False, fields={}, visibility=None)

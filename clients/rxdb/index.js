@@ -138,7 +138,13 @@ export function replicateSyncAPI({
   const fields = Object.keys(properties).filter((f) => f !== primary && !f.startsWith("_"));
   // Attachment fields (GraphQL `Attachment`): the reference only, never the link.
   const attachments = new Set(fields.filter((f) => isAttachmentProperty(properties[f])));
-  const leaf = (f) => (attachments.has(f) ? `${f} { ${REFERENCE.join(" ")} }` : f);
+  // An object field (or a list of objects) selects its sub-fields, as the schema's
+  // properties (or items' properties) name them: scripts/generate-clients writes them.
+  const subFields = Object.fromEntries(
+    fields.filter((f) => !attachments.has(f) && objectKeys(properties[f])).map((f) => [f, objectKeys(properties[f])]),
+  );
+  const leaf = (f) =>
+    attachments.has(f) ? `${f} { ${REFERENCE.join(" ")} }` : subFields[f] ? `${f} { ${subFields[f].join(" ")} }` : f;
   // Every request declares the app's catalog release (docs/evolution.md).
   const headersNow = async () => ({
     ...(typeof headers === "function" ? await headers() : headers),
@@ -225,7 +231,9 @@ export function replicateSyncAPI({
     const doc = { [primary]: item.id, [DELETED]: false };
     for (const f of fields) {
       const value = f in item || !fill || fill[DELETED] ? item[f] : fill[f];
-      if (value !== null && value !== undefined) doc[f] = attachments.has(f) ? reference(value) : value;
+      if (value !== null && value !== undefined) {
+        doc[f] = attachments.has(f) ? reference(value) : subFields[f] ? withoutNulls(value) : value;
+      }
     }
     return doc;
   };
@@ -833,6 +841,19 @@ export const attachmentProperty = {
   },
   required: REFERENCE,
 };
+
+// The sub-fields of an object property, or of a list of objects' items (else null).
+function objectKeys(property) {
+  const object = property?.type === "array" ? property.items : property;
+  return object?.type === "object" && object.properties ? Object.keys(object.properties) : null;
+}
+
+// An object (or a list of them) as stored: the sub-fields that are set (a sub-field
+// the server answers null is not set, as the app writes it).
+function withoutNulls(value) {
+  if (Array.isArray(value)) return value.map(withoutNulls);
+  return Object.fromEntries(Object.entries(value).filter(([, v]) => v !== null && v !== undefined));
+}
 
 function isAttachmentProperty(property) {
   const inner = property?.type === "object" ? Object.keys(property.properties ?? {}) : [];

@@ -155,7 +155,13 @@ export function createSyncAPI(options) {
     const columns = spec.columns ?? {};
     const fields = Object.keys(columns);
     const attachments = new Set(spec.attachments ?? []);
-    const leaf = (f) => (attachments.has(f) ? `${f} { ${REFERENCE.join(" ")} }` : f);
+    // Lists and objects: JSON-encoded string columns (`json`); an object field (or a
+    // list of objects) selects its sub-fields (`objects`). scripts/generate-clients
+    // writes both.
+    const json = new Set(spec.json ?? []);
+    const objects = spec.objects ?? {};
+    const leaf = (f) =>
+      attachments.has(f) ? `${f} { ${REFERENCE.join(" ")} }` : objects[f] ? `${f} { ${objects[f].join(" ")} }` : f;
     // The releases that added the type (`release`) and each field (`fieldReleases`),
     // default 1: what a server of an earlier release can be asked (a rollback).
     const fieldReleases = spec.fieldReleases ?? {};
@@ -169,6 +175,7 @@ export function createSyncAPI(options) {
       fields,
       fieldOfColumn: Object.fromEntries(fields.map((f) => [columns[f], f])),
       attachments,
+      json,
       release: spec.release ?? 1,
       fieldsAt,
       selectionAt: (served) => `... on ${typeName} { changeToken ${fieldsAt(served).map(leaf).join(" ")} }`,
@@ -359,13 +366,18 @@ export function createSyncAPI(options) {
     const raw = { id: item.id, [tokenColumn]: item.changeToken };
     for (const f of t.fieldsAt(served)) {
       const value = item[f] ?? null;
-      raw[t.columns[f]] = value !== null && t.attachments.has(f) ? JSON.stringify(pick(value)) : value;
+      raw[t.columns[f]] =
+        value === null ? null
+        : t.attachments.has(f) ? JSON.stringify(pick(value))
+        : t.json.has(f) ? JSON.stringify(withoutNulls(value))
+        : value;
     }
     return raw;
   }
   function fieldValue(t, field, value) {
     if (value === undefined || value === "") return null; // WatermelonDB's empty column
     if (t.attachments.has(field) && value !== null) return pick(typeof value === "string" ? JSON.parse(value) : value);
+    if (t.json.has(field) && typeof value === "string") return JSON.parse(value);
     return value;
   }
   function fieldsOf(t, raw, columns) {
@@ -883,6 +895,14 @@ function splitKey(key) {
 
 function pick(value) {
   return { sha256: value.sha256, size: value.size, contentType: value.contentType };
+}
+
+// A list or an object as a column holds it: an object's sub-fields that are set (the
+// server answers the others null).
+function withoutNulls(value) {
+  if (Array.isArray(value)) return value.map((v) => (v !== null && typeof v === "object" ? withoutNulls(v) : v));
+  if (value === null || typeof value !== "object") return value;
+  return Object.fromEntries(Object.entries(value).filter(([, v]) => v !== null && v !== undefined));
 }
 
 function same(a, b) {

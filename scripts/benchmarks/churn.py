@@ -9,13 +9,13 @@ import random
 import time
 from typing import Any
 
-from api.domain.catalog import PERSON
 from api.domain.records import Record
 from api.domain.retention import DEFAULT_RETENTION_S
 from api.domain.tokens import next_token, token_time
 from api.storage.store import DynamoStore
 from scripts.benchmarks.harness import CHANGES, Harness, realistic_person
 from scripts.benchmarks.scale import sync_in_process
+from tests.support.family import PERSON
 
 # DynamoDB Standard storage, us-east-1, per GB-month (the first 25 GB are free).
 STORAGE_GB_MONTH_USD = 0.25

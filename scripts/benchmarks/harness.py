@@ -19,7 +19,6 @@ from typing import Any
 import httpx2
 from starlette.testclient import TestClient
 
-from api.domain.catalog import PERSON
 from api.domain.records import Record
 from api.domain.tokens import next_token, token_time
 from api.settings import Settings
@@ -29,6 +28,7 @@ from scripts.benchmarks.prices import PRICES_AS_OF, per_million_ops
 from scripts.benchmarks.raw import head_token
 from scripts.local_engine import LocalEngine, free_port
 from scripts.local_s3 import LocalS3, ensure_bucket
+from tests.support.family import PERSON
 
 SECRET = "bench-secret-" + "x" * 40
 TABLE = "bench"

@@ -8,11 +8,11 @@ import threading
 import time
 from typing import Any
 
-from api.domain.catalog import PERSON
 from api.domain.records import Record
 from api.domain.tokens import next_token
 from api.service.reading import TAIL_ITEMS
 from api.storage import keys
+from tests.support.family import PERSON
 
 HEAD_BYTES = 70  # the head item: pk, sk, its token and the one before (prev)
 

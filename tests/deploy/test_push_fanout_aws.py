@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 
-from api.domain.catalog import PERSON
 from api.domain.cursor import CursorCodec
 from api.domain.membership import OWNER
 from api.domain.mutations import Mutation
@@ -26,6 +25,7 @@ from api.storage.store import DynamoStore
 from scripts.local_s3 import LocalS3
 from tests.deploy.test_realtime_aws import TableStream, _emf, _failure_record, _head_filter
 from tests.support import sns
+from tests.support.family import PERSON
 from tests.support.gql import GraphQLClient, bearer
 
 pytestmark = pytest.mark.serial

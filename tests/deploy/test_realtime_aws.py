@@ -16,7 +16,6 @@ from typing import Any
 import pytest
 
 from api.auth import make_local_token
-from api.domain.catalog import PERSON
 from api.domain.cursor import CursorCodec
 from api.domain.membership import OWNER
 from api.domain.mutations import Mutation
@@ -26,6 +25,7 @@ from api.service import SyncService
 from api.settings import Settings
 from api.storage import keys, models
 from api.storage.store import DynamoStore
+from tests.support.family import PERSON
 from tests.support.faults import dynamodb_error, hooks_on
 from tests.support.gql import TEST_AUTH_SECRET, GraphQLClient, bearer
 from tests.support.management_api import ManagementApi

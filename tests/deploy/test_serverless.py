@@ -476,6 +476,7 @@ def test_the_artifact_holds_the_code_and_its_arm64_dependencies(packaged: dict[s
         native_tags = artifact.read(wheel).decode()
         header = artifact.read("api/__pycache__/lambda_handler.cpython-313.pyc")[:8]
     assert "api/lambda_handler.py" in names and "api/storage/table.json" in names
+    assert "examples/family/catalog.yaml" in names  # the app's data (SYNC_CATALOG_FILE)
     # Bytecode for every module, of the runtime's version (Python ignores another's):
     # Lambda's code directory is read-only, and without it each cold start compiles
     # every module it imports. 3.13's magic number; hash-based and unchecked (PEP 552,

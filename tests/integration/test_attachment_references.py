@@ -16,7 +16,6 @@ from typing import Any
 import httpx2
 import pytest
 
-from api.domain import catalog
 from api.domain.cursor import CursorCodec
 from api.domain.mutations import Mutation
 from api.service import SyncService
@@ -24,6 +23,7 @@ from api.settings import Settings
 from api.storage.blobs import S3Blobs
 from api.storage.keys import blob_key
 from api.storage.store import DynamoStore
+from tests.support import family
 from tests.support.blobs import reference, upload
 from tests.support.gql import GraphQLClient, bearer
 from tests.support.store_state import tenant_state
@@ -248,9 +248,9 @@ def test_a_silent_blob_store_refuses_only_the_entries_with_new_references(
         service = SyncService(DynamoStore(), CursorCodec(settings.cursor_secret), blobs=blobs)
         photos = [reference(os.urandom(50)) for _ in range(20)]
         mutations = [
-            Mutation("create", catalog.PERSON, tenant, changes={"photo": p}) for p in photos
+            Mutation("create", family.PERSON, tenant, changes={"photo": p}) for p in photos
         ]
-        mutations.insert(3, Mutation("create", catalog.PERSON, tenant, changes={"givenName": "Bo"}))
+        mutations.insert(3, Mutation("create", family.PERSON, tenant, changes={"givenName": "Bo"}))
         started = time.monotonic()
         results = service.push(tenant, mutations)
         elapsed = time.monotonic() - started

@@ -17,7 +17,6 @@ from typing import Any
 import pytest
 
 from api.domain.attachments import StoredBlob
-from api.domain.catalog import PERSON
 from api.domain.cursor import CursorCodec
 from api.domain.records import Record
 from api.service import SyncService, blob_sweep
@@ -29,6 +28,7 @@ from api.storage.keys import blob_key, registry_shard, tenant_blobs_prefix
 from api.storage.store import DynamoStore
 from tests.support.blobs import upload
 from tests.support.bulk import bulk_people
+from tests.support.family import PERSON
 from tests.support.gql import GraphQLClient
 
 # A capability beyond the sync core: scripts/test --all (pyproject's `slow`).

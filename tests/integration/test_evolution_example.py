@@ -1,13 +1,13 @@
 """docs/evolution.md's example followed in a copy of this checkout, as an app team
-would: a field and an enum value declared in the catalog (api/domain/catalog.py,
-edited as text) with `since` the next release, then `scripts/export-schema` and
-`scripts/record-release`. The evolution check then passes, and so do the tests that
-read the catalog (the unit tests, the writes' validation): a test that assumes the
-catalog is at the release it is today fails here."""
+would: a field and an enum value declared in the app's catalog
+(examples/family/catalog.yaml, edited as text) with `since` the next release, then
+`scripts/export-schema`, `scripts/record-release` and `scripts/generate-clients`.
+The evolution check then passes, and so do the tests that read the catalog (the
+unit tests, the writes' validation): a test that assumes the catalog is at the
+release it is today fails here."""
 
 from __future__ import annotations
 
-import ast
 import os
 import shutil
 import subprocess
@@ -18,6 +18,7 @@ import pytest
 
 from api.domain import catalog, releases
 from api.settings import PROJECT_ROOT
+from tests.support import family
 
 pytestmark = pytest.mark.slow  # a copy of the checkout, and a pytest run inside it
 
@@ -52,52 +53,32 @@ def _unused(name: str, taken: set[str], release: int) -> str:
 
 
 def _follow_the_doc(source: str, release: int) -> tuple[str, str, str]:
-    """catalog.py's text with the doc's field (on Person) and enum value (on the enum
-    of Person.relationship) declared `since` `release`; (text, field, value)."""
-    person = catalog.PERSON
+    """The family app's catalog.yaml with the doc's field (on Person) and enum value
+    (of Person.relationship's enum) declared `since` `release`; (text, field, value)."""
+    person = family.PERSON
     relationship = next(f for f in person.fields if f.name == "relationship")
     assert relationship.enum is not None
     field = _unused("nickname", {f.name for f in person.fields}, release)
     value = _unused("COUSIN", set(relationship.enum.__members__), release)
     lines = source.splitlines(keepends=True)
-    inserts: list[tuple[int, int, str]] = []  # (line index, column, text), applied last first
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.ClassDef) and node.name == relationship.enum.__name__:
-            # The member, on a line of its own after the enum's last one.
-            inserts.append((node.end_lineno or 0, 0, f'    {value} = "{value}"\n'))
-        elif (
-            isinstance(node, ast.Call)
-            and getattr(node.func, "id", None) == "Field"
-            and node.args
-            and isinstance(node.args[0], ast.Constant)
-            and node.args[0].value == "relationship"
-        ):
-            given = next((k for k in node.keywords if k.arg == "enum_since"), None)
-            if given is None:  # `enum_since=((value, release),)` before the call's `)`
-                at = (node.end_lineno or 0) - 1, (node.end_col_offset or 0) - 1
-                inserts.append((*at, f', enum_since=(("{value}", {release}),)'))
-            else:  # one more pair, first in the tuple
-                at = given.value.lineno - 1, given.value.col_offset + 1
-                inserts.append((*at, f'("{value}", {release}), '))
-        elif (
-            isinstance(node, ast.Assign)
-            and getattr(node.targets[0], "id", None) == "PERSON"
-            and isinstance(node.value, ast.Call)
-        ):
-            fields = next(k.value for k in node.value.keywords if k.arg == "fields")
-            assert isinstance(fields, ast.Tuple) and fields.elts
-            last = fields.elts[-1].end_lineno or 0
-            text = f'        Field("{field}", max_length=100, since={release}),\n'
-            inserts.append((last, 0, text))
-    assert len(inserts) == 3, f"the catalog's shape changed: update this test ({inserts})"
-    for index, column, text in sorted(inserts, reverse=True):
-        if column == 0 and index == len(lines):
-            lines.append(text)
-        elif column == 0:
-            lines.insert(index, text)
-        else:
-            lines[index] = lines[index][:column] + text + lines[index][column:]
+    # The enum's values: a flow list `values: [...]` whose last line ends with `]`.
+    at = next(i for i, line in enumerate(lines) if line.strip() == "RelationshipType:")
+    end = next(i for i in range(at, len(lines)) if lines[i].rstrip().endswith("]"))
+    lines[end] = lines[end].rstrip()[:-1] + f", {{name: {value}, since: {release}}}]\n"
+    # The field: a line after Person's last field (the last line indented as one).
+    at = next(i for i, line in enumerate(lines) if line.strip() == "Person:")
+    fields = next(i for i in range(at, len(lines)) if lines[i].strip() == "fields:")
+    indent = _indent(lines[fields + 1])
+    last = fields + 1
+    while last + 1 < len(lines) and lines[last + 1].strip() and _indent(lines[last + 1]) == indent:
+        last += 1
+    text = " " * indent + f"{field}: {{kind: String, maxLength: 100, since: {release}}}\n"
+    lines.insert(last + 1, text)
     return "".join(lines), field, value
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip())
 
 
 def _run(copy: Path, *args: str, timeout: float = 600) -> str:
@@ -120,20 +101,24 @@ def test_following_the_docs_example_passes_the_check_and_the_tests(tmp_path: Pat
     copy = tmp_path / "checkout"
     _copy(copy)
     release = releases.latest(catalog.DECLARED) + 1
-    path = copy / "api" / "domain" / "catalog.py"
+    app = copy / "examples" / "family"
+    path = app / "catalog.yaml"
     text, field, value = _follow_the_doc(path.read_text(), release)
     path.write_text(text)
 
     # scripts/export-schema, scripts/record-release, scripts/check's evolution step.
     strawberry = str(Path(sys.executable).with_name("strawberry"))
     schema = "api.graphql.schema:default_schema"
-    _run(copy, strawberry, "export-schema", schema, "--output", "schema.graphql")
+    # The family app's schema is the checkout's root schema.graphql.
+    _run(copy, strawberry, "export-schema", schema, "--output", str(copy / "schema.graphql"))
     assert f"  {value}\n" in (copy / "schema.graphql").read_text()
     recorded = _run(copy, sys.executable, "-m", "scripts.record_release")
-    assert f"releases/{release}.json" in recorded, recorded
+    assert f"examples/family/releases/{release}.json" in recorded, recorded
+    clients = ("--catalog", str(path), "--out", str(app / "clients"), "--app-schema")
+    _run(copy, sys.executable, "-m", "scripts.generate_clients", *clients)
     checked = _run(copy, sys.executable, "-m", "scripts.evolution_check")
     assert f"keep releases 1 to {release}" in checked, checked
-    assert f'"name": "{field}"' in (copy / "releases" / f"{release}.json").read_text()
+    assert f'"name": "{field}"' in (app / "releases" / f"{release}.json").read_text()
 
     python = (sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider")
     tested = _run(copy, *python, *AFFECTED, timeout=900)

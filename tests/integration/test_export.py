@@ -23,7 +23,6 @@ import pytest
 from starlette.testclient import TestClient
 from ulid import ULID
 
-from api.domain.catalog import REMINDER
 from api.domain.cursor import CursorCodec
 from api.domain.errors import NotFound, TenantDeleted, Unavailable
 from api.domain.exports import ExportJob, ExportPhase
@@ -40,6 +39,7 @@ from api.storage.export_files import S3ExportFiles
 from api.storage.exports import ExportTable
 from api.storage.store import DynamoStore
 from tests.support.bulk import bulk_deletions_and_reminders, bulk_people
+from tests.support.family import REMINDER
 from tests.support.faults import Fault, LoseResponse, connection_refused, hooks_on
 from tests.support.gql import GraphQLClient, GraphQLError, bearer, post_data
 from tests.support.servers import api_server, crash

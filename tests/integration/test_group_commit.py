@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
-from api.domain.catalog import PERSON
 from api.domain.cursor import CursorCodec
 from api.domain.mutations import Mutation
 from api.service import PushStatus, SyncService
 from api.settings import Settings
 from api.storage.store import DynamoStore
+from tests.support.family import PERSON
 from tests.support.gql import GraphQLClient
 from tests.support.random_pushes import compare_grouped_with_one_by_one
 from tests.support.store_state import assert_consistent, tenant_state

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import pytest
 
-from api.domain.catalog import PERSON, REMINDER
 from api.domain.errors import NotFound, TenantDeleted
 from api.domain.records import Record
 from api.ordering import wall_clock_ms
 from api.service import SyncService
 from api.settings import Settings
 from api.storage.store import DynamoStore
+from tests.support.family import PERSON, REMINDER
 from tests.support.short_retention import RETENTION_S, Clock, short_retention_service
 
 

@@ -84,7 +84,7 @@ def test_unstorable_text_is_bad_input_naming_the_field(
 
 
 def test_text_with_tabs_newlines_and_any_language_is_stored() -> None:
-    from api.domain.catalog import PERSON
+    from tests.support.family import PERSON
 
     value = "Zoë\tO'Brien\n李 👩‍👩‍👧"
     assert PERSON.normalize_changes({"givenName": value}) == {"givenName": value}

@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 
-from api.domain.catalog import REMINDER
 from api.domain.cursor import CursorCodec
 from api.domain.errors import TransactionConflict
 from api.domain.mutations import Mutation, Write
@@ -23,6 +22,7 @@ from api.settings import Settings
 from api.storage import codecs, keys
 from api.storage.store import DynamoStore
 from tests.support import release2
+from tests.support.family import REMINDER
 
 
 def _record(tenant: str, entity_id: str, after: str | None, **fields: str) -> Record:

@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 
-from api.domain import catalog
 from api.domain.cursor import CursorCodec
 from api.domain.mutations import Mutation
 from api.domain.records import Record
@@ -22,6 +21,7 @@ from api.service.reading import TAIL_ITEMS
 from api.settings import Settings
 from api.storage import keys
 from api.storage.store import DynamoStore
+from tests.support import family
 
 Inject = Callable[[str, Callable[..., Any]], None]
 
@@ -32,8 +32,8 @@ def _seed(tenant: str, n: int) -> list[Record]:
     for i in range(n):
         token = next_token(int(time.time() * 1000), token)
         at = token_time(token)
-        fields = catalog.PERSON.normalize_changes({"givenName": f"p{i}"})
-        records.append(Record(catalog.PERSON, tenant, f"p{i:03d}", token, at, at, fields=fields))
+        fields = family.PERSON.normalize_changes({"givenName": f"p{i}"})
+        records.append(Record(family.PERSON, tenant, f"p{i:03d}", token, at, at, fields=fields))
     DynamoStore().bulk_load(tenant, records)
     return records
 
@@ -143,7 +143,7 @@ def test_a_page_never_exceeds_its_limit_after_a_group_commit(
     tenant's start), and the linked group above a range read in pages."""
     older = [r.change_token for r in _seed(tenant, below)] if below else []
     creates = [
-        Mutation("create", catalog.PERSON, tenant, f"g{i:02d}", None, {}) for i in range(PUSH)
+        Mutation("create", family.PERSON, tenant, f"g{i:02d}", None, {}) for i in range(PUSH)
     ]
     group = [r.record.change_token for r in service.push(tenant, creates)]  # type: ignore[union-attr]
     tokens = older + group

@@ -11,7 +11,6 @@ import pytest
 from botocore.exceptions import ReadTimeoutError
 from starlette.testclient import TestClient
 
-from api.domain import catalog
 from api.domain.cursor import CursorCodec
 from api.domain.errors import RoleForbidden
 from api.domain.membership import OWNER, Access
@@ -22,6 +21,7 @@ from api.storage import capacity, keys
 from api.storage.store import DynamoStore
 from tests.integration.test_export import EXPORT, _export, _lines, _stored
 from tests.integration.test_realtime import _connect, _init, _receive, _subscribe
+from tests.support import family
 from tests.support.faults import LoseResponse, dynamodb_error
 from tests.support.gql import GraphQLClient, bearer
 from tests.support.store_state import tenant_state
@@ -337,7 +337,7 @@ def test_two_owners_removing_each_other_at_once_leave_one_owner(
     service = SyncService(DynamoStore(), CursorCodec(settings.cursor_secret))
 
     def member(verb: Verb, sub: str, token: str | None, fields: dict[str, Any]) -> Mutation:
-        return Mutation(verb, catalog.MEMBER, tenant, sub, token, fields)
+        return Mutation(verb, family.MEMBER, tenant, sub, token, fields)
 
     olga = service.apply(member("create", "olga", None, {"role": "OWNER"}), "olga", OWNER)
     pat = service.apply(member("create", "pat", None, {"role": "OWNER"}), "olga", OWNER, True)

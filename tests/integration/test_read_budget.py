@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
-from api.domain import catalog
 from api.domain.records import Record
 from api.domain.tokens import next_token, token_time
 from api.service.reading import MAX_SCANNED
 from api.settings import Settings
 from api.storage.store import DynamoStore
+from tests.support import family
 from tests.support.gql import GraphQLClient
 
 Inject = Callable[[str, Callable[..., Any]], None]
@@ -33,8 +33,8 @@ def _people_then_a_reminder(tenant: str, gql: GraphQLClient) -> None:
     for i in range(PEOPLE):
         token = next_token(int(time.time() * 1000) - 60_000, token)
         at = token_time(token)
-        fields = catalog.PERSON.normalize_changes({"givenName": f"p{i}"})
-        records.append(Record(catalog.PERSON, tenant, f"p{i:05d}", token, at, at, fields=fields))
+        fields = family.PERSON.normalize_changes({"givenName": f"p{i}"})
+        records.append(Record(family.PERSON, tenant, f"p{i:05d}", token, at, at, fields=fields))
     for start in range(0, PEOPLE, 2500):
         DynamoStore().bulk_load(tenant, records[start : start + 2500])
     gql.create(tenant, "Reminder", {"title": "the one"}, id="r1")

@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 
-from api.domain.catalog import PERSON
 from api.domain.errors import ResyncRequired, TenantDeleted
 from api.domain.records import Record
 from api.ordering import wall_clock_ms
 from api.service import SyncService
 from api.settings import Settings
 from api.storage.store import DynamoStore
+from tests.support.family import PERSON
 from tests.support.short_retention import (
     EXPIRED_S,
     RETENTION_S,

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from api.domain.catalog import PERSON
 from api.domain.cursor import CursorCodec
 from api.service import SyncService
 from api.settings import Settings
 from api.storage.store import DynamoStore
+from tests.support.family import PERSON
 from tests.support.store_state import assert_consistent, tenant_state
 
 NOW_MS = 1_795_300_000_000

@@ -17,12 +17,12 @@ import pytest
 from botocore.config import Config
 
 from api.domain.audiences import Audience
-from api.domain.catalog import PERSON
 from api.domain.cursor import CursorCodec
 from api.realtime.streams import StreamFollower
 from api.service import SyncService
 from api.settings import Settings
 from api.storage.store import DynamoStore
+from tests.support.family import PERSON
 from tests.support.faults import Fault, connection_refused, dynamodb_error, hooks_on
 
 # A capability beyond the sync core: scripts/test --all (pyproject's `slow`).

@@ -5,12 +5,12 @@ read units DynamoDB Local reports (ConsumedCapacity)."""
 
 from __future__ import annotations
 
-from api.domain.catalog import PERSON, REMINDER
 from api.domain.cursor import CursorCodec
 from api.service.reading import Reading
 from api.settings import Settings
 from api.storage.store import DynamoStore
 from scripts.bench_types_paging import seed, sync
+from tests.support.family import PERSON, REMINDER
 
 RECORDS = 1500
 

@@ -13,7 +13,6 @@ from typing import Any
 import httpx2
 import pytest
 
-from api.domain.catalog import PERSON
 from api.domain.cursor import CursorCodec
 from api.domain.mutations import Mutation
 from api.domain.visibility import Visibility
@@ -22,6 +21,7 @@ from api.settings import Settings
 from api.storage.store import DynamoStore
 from tests.integration.test_visibility_sync import Device, Member, _view
 from tests.support.blobs import REQUEST_UPLOAD, reference, sha256_of
+from tests.support.family import PERSON
 from tests.support.gql import GraphQLClient
 
 _HISTORY = (

@@ -26,7 +26,7 @@ from api.domain.cursor import CursorCodec
 from api.domain.membership import OWNER
 from api.domain.mutations import Mutation, Verb
 from api.domain.records import Record
-from api.domain.visibility import VISIBILITY_RELEASE, Visibility
+from api.domain.visibility import Visibility
 from api.graphql.context import RELEASE_HEADER
 from api.realtime.streams import publish_heads
 from api.service import SyncService
@@ -38,6 +38,7 @@ from api.storage.export_files import S3ExportFiles
 from api.storage.exports import ExportTable
 from api.storage.store import DynamoStore
 from tests.integration.test_realtime import _connect, _init, _receive, _subscribe
+from tests.support import family
 from tests.support.blobs import REQUEST_UPLOAD, reference, sha256_of
 from tests.support.gql import GraphQLClient, bearer
 
@@ -109,7 +110,7 @@ def _write(
     verb: Verb = "create" if token is None else "update"
     mutation = Mutation(
         verb,
-        catalog.PERSON,
+        family.PERSON,
         tenant,
         entity_id,
         token,
@@ -492,9 +493,11 @@ def test_a_record_that_leaves_the_callers_view_during_its_export_leaves_the_file
         .read()
     )
     lines = [json.loads(line) for line in gzip.decompress(body).splitlines()]
-    # A LeftViewItem for a server of catalog release 3 on, else a DeletedItem (what a
-    # client of its release is sent: the same local effect).
-    kind = "leftView" if catalog.RELEASE >= VISIBILITY_RELEASE else "deleted"
+    # A LeftViewItem for a server of the app's visibilitySince release on (the family
+    # app's 3), else a DeletedItem (what a client of its release is sent: the same
+    # local effect).
+    known = catalog.VISIBILITY_RELEASE
+    kind = "leftView" if known is not None and known <= catalog.RELEASE else "deleted"
     (left,) = [line[kind] for line in lines if kind in line]
     typename = "LeftViewItem" if kind == "leftView" else "DeletedItem"
     assert left["id"] == diary.id and left["__typename"] == typename

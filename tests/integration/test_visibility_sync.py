@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from api.domain.catalog import PERSON
 from api.domain.cursor import CursorCodec
 from api.domain.mutations import Mutation
 from api.domain.visibility import Visibility, sees
@@ -18,6 +17,7 @@ from api.service import SyncService
 from api.settings import Settings
 from api.storage import capacity, codecs, keys
 from api.storage.store import DynamoStore
+from tests.support.family import PERSON
 from tests.support.gql import GraphQLClient, bearer
 from tests.support.store_state import _query_all
 

@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 
-from api.domain.catalog import MEMBER, PERSON
 from api.domain.cursor import CursorCodec
 from api.domain.errors import BadUserInput, NotFound, RoleForbidden
 from api.domain.mutations import Mutation
@@ -20,6 +19,7 @@ from api.service import PushStatus, SyncService
 from api.settings import Settings
 from api.storage import codecs, keys
 from api.storage.store import DynamoStore
+from tests.support.family import MEMBER, PERSON
 from tests.support.store_state import _query_all
 
 Inject = Callable[[str, Callable[..., Any]], None]

@@ -6,13 +6,13 @@ from typing import Any
 
 import pytest
 
-from api.domain import catalog
 from api.settings import Settings
+from tests.support import family
 from tests.support.gql import GraphQLClient, GraphQLError
 from tests.support.store_state import assert_consistent, tenant_state
 
 # Every field of a Person, unset: what `current` carries for the ones not written.
-PERSON_FIELDS = dict.fromkeys(catalog.PERSON.field_names)
+PERSON_FIELDS = dict.fromkeys(family.PERSON.field_names)
 
 
 def _expect_error(code: str, call: Any, *args: Any) -> GraphQLError:
@@ -269,7 +269,7 @@ def test_malformed_scalars_are_rejected_by_graphql_validation(
     gql: GraphQLClient, tenant: str
 ) -> None:
     unknown = "NOT_A_RELATIONSHIP"  # no release's value: COUSIN is evolution.md's example
-    assert unknown not in catalog.RelationshipType.__members__
+    assert unknown not in family.RelationshipType.__members__
     for fields in ({"dateOfBirth": "1990-02-30"}, {"relationship": unknown}, {"givenName": 5}):
         body = gql.execute(
             "mutation($i: CreatePersonInput!) { createPerson(input: $i) { person { id } } }",

@@ -5,10 +5,10 @@ from __future__ import annotations
 import random
 import time
 
-from api.domain.catalog import PERSON, REMINDER
 from api.domain.records import Record
 from api.domain.tokens import next_token, token_time
 from api.storage.store import DynamoStore
+from tests.support.family import PERSON, REMINDER
 
 
 def bulk_people(tenant: str, count: int) -> list[Record]:

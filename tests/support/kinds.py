@@ -1,58 +1,29 @@
-"""A catalog of its own with a type using every field kind of docs/contract.md's
-"Field kinds" (numbers, lists, objects, lists of objects), each with bounds.
+"""The second shipped example app, a task tracker (examples/tasks/catalog.yaml),
+loaded from its file: its Task type has a field of every kind of docs/contract.md's
+"Field kinds" (numbers, lists, objects, lists of objects), each with bounds, and
+its Project type the scalar kinds a list does not hold (Color, Attachment).
 
-A server serves it with SYNC_CATALOG=tests.support.kinds (SERVER_ENV).
+A server serves it with SYNC_CATALOG_FILE set to the file (SERVER_ENV).
 """
 
 from __future__ import annotations
 
 import enum
 
-from api.domain.item_types import Field, FieldKind, ItemType
+from api.domain import catalog
+from api.domain.catalog_file import load
+from api.domain.item_types import Field, ItemType
+from api.settings import PROJECT_ROOT
 
-
-class Stage(enum.Enum):
-    TODO = "TODO"
-    DOING = "DOING"
-    DONE = "DONE"
-
-
-ADDRESS = (
-    Field("street", max_length=100),
-    Field("city", max_length=60),
-    Field("postalCode", max_length=10),
-    Field("floor", FieldKind.INT, minimum=-5, maximum=200),
-    Field("latitude", FieldKind.FLOAT, minimum=-90, maximum=90),
-    Field("doorCodes", FieldKind.LIST, of=FieldKind.STRING, max_length=8, max_items=3),
-)
-
-TASK = ItemType(
-    name="Task",
-    code="TASK",
-    description="A task of a tracker: every field kind.",
-    fields=(
-        Field("title", max_length=200),
-        Field("priority", FieldKind.INT, minimum=1, maximum=5),
-        Field("count", FieldKind.INT),
-        Field("score", FieldKind.FLOAT),
-        Field("ratio", FieldKind.FLOAT, minimum=0, maximum=1),
-        Field("tags", FieldKind.LIST, of=FieldKind.STRING, max_length=20, max_items=5),
-        Field("ids", FieldKind.LIST, of=FieldKind.ID, max_length=64),
-        Field("counts", FieldKind.LIST, of=FieldKind.INT, minimum=0),
-        Field("scores", FieldKind.LIST, of=FieldKind.FLOAT),
-        Field("flags", FieldKind.LIST, of=FieldKind.BOOLEAN),
-        Field("days", FieldKind.LIST, of=FieldKind.DATE),
-        Field("times", FieldKind.LIST, of=FieldKind.TIME),
-        Field("stages", FieldKind.LIST, of=FieldKind.ENUM, enum=Stage),
-        Field("address", FieldKind.OBJECT, fields=ADDRESS),
-        Field(
-            "checklist",
-            FieldKind.LIST,
-            of=FieldKind.OBJECT,
-            max_items=10,
-            fields=(Field("text", max_length=100), Field("done", FieldKind.BOOLEAN)),
-        ),
-    ),
-)
+FILE = PROJECT_ROOT / "examples" / "tasks" / "catalog.yaml"
+APP = load(FILE, reserved=catalog.BUILTIN)
+PROJECT, TASK = APP.types
+_BY_NAME = {f.name: f for f in TASK.fields}
+assert _BY_NAME["stages"].enum is not None
+Stage: type[enum.Enum] = _BY_NAME["stages"].enum
+ADDRESS: tuple[Field, ...] = _BY_NAME["address"].fields
+# The Task type alone, as the kinds' evolution tests record it.
 DECLARED: tuple[ItemType, ...] = (TASK,)
-SERVER_ENV = {"SYNC_CATALOG": "tests.support.kinds"}
+# Every type a server of the app serves (its own and the API's).
+ALL: tuple[ItemType, ...] = catalog.declared_by(APP)
+SERVER_ENV = {"SYNC_CATALOG_FILE": str(FILE)}

@@ -21,7 +21,7 @@ from scripts.evolution_check import run
 from scripts.evolution_report import ADVICE, Report
 from scripts.record_release import record_release
 from scripts.release_record import ROOT, SCHEMA_FILE, Record, entry_of
-from tests.support import release2
+from tests.support import family, release2
 
 SDL = SCHEMA_FILE.read_text()
 # Release 1's schema as recorded (the record is append-only): what
@@ -87,7 +87,7 @@ def test_the_products_record_holds_its_releases_and_the_repository_passes() -> N
 
 def test_removing_an_enum_value_is_refused(record: Record) -> None:
     narrowed = enum.Enum(  # type: ignore[misc]
-        "RelationshipType", {v: v for v in catalog.RelationshipType.__members__ if v != "OTHER"}
+        "RelationshipType", {v: v for v in family.RelationshipType.__members__ if v != "OTHER"}
     )
     report = _check(record, _with_field("relationship", enum=narrowed))
     _refused(report, "removed", "enum value RelationshipType.OTHER was removed or renamed")
@@ -112,8 +112,8 @@ def test_renaming_a_field_is_refused(record: Record) -> None:
 
 def test_reusing_or_changing_a_code_is_refused(record: Record) -> None:
     note = ItemType(name="Note", code="REMINDER", fields=(Field("text"),), since=NEXT)
-    reminder = replace(catalog.REMINDER, code="TODO")
-    declared = tuple(reminder if t is catalog.REMINDER else t for t in catalog.DECLARED)
+    reminder = replace(family.REMINDER, code="TODO")
+    declared = tuple(reminder if t is family.REMINDER else t for t in catalog.DECLARED)
     report = _check(record, (*declared, note))
     _refused(
         report,

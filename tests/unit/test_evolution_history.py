@@ -14,6 +14,7 @@ from api.domain.item_types import ItemType
 from scripts.evolution_check import run
 from scripts.evolution_report import ADVICE
 from scripts.release_record import SCHEMA_FILE, Record, entry_of
+from tests.support import family
 
 SDL = SCHEMA_FILE.read_text()
 
@@ -30,13 +31,12 @@ def _git(repo: Path, *args: str) -> None:
 def _narrowed() -> tuple[ItemType, ...]:
     """The product's catalog with Person.givenName's maxLength lowered to 100."""
     person = replace(
-        catalog.PERSON,
+        family.PERSON,
         fields=tuple(
-            replace(f, max_length=100) if f.name == "givenName" else f
-            for f in catalog.PERSON.fields
+            replace(f, max_length=100) if f.name == "givenName" else f for f in family.PERSON.fields
         ),
     )
-    return tuple(person if t is catalog.PERSON else t for t in catalog.DECLARED)
+    return tuple(person if t is family.PERSON else t for t in catalog.DECLARED)
 
 
 def _write(record: Record, declared: tuple[ItemType, ...]) -> None:

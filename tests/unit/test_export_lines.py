@@ -5,16 +5,16 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from api.domain import catalog
 from api.domain.records import Record
 from api.domain.visibility import Visibility
 from api.service.exports import _kind, _line
+from tests.support import family
 
 
 def test_a_left_view_is_a_left_view_line_without_fields() -> None:
     at = datetime(2026, 11, 28, tzinfo=UTC)
     left = Record(
-        catalog.PERSON,
+        family.PERSON,
         "t",
         "p1",
         "01KAXW0000000000000000001A",
@@ -36,5 +36,5 @@ def test_a_left_view_is_a_left_view_line_without_fields() -> None:
         "writtenBy": None,
         "type": "PERSON",
     }
-    kept = Record(catalog.PERSON, "t", "p2", "01KAXW0000000000000000002A", at, at)
+    kept = Record(family.PERSON, "t", "p2", "01KAXW0000000000000000002A", at, at)
     assert _kind(kept) == "entity" and _line(kept)["__typename"] == "Person"

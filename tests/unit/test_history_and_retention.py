@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import pytest
 
-from api.domain.catalog import PERSON
 from api.domain.cursor import CursorCodec
 from api.domain.errors import NotFound, ResyncRequired
 from api.domain.mutations import Mutation
@@ -14,6 +13,7 @@ from api.domain.records import Conflict
 from api.domain.retention import Retention
 from api.ordering import wall_clock_ms
 from api.service import SyncService
+from tests.support.family import PERSON
 from tests.support.memory_store import MemoryStore
 
 T = "family1"

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from api.domain.catalog import PERSON, REMINDER, RelationshipType
 from api.domain.errors import BadUserInput
 from api.domain.identifiers import check_identifier
 from api.domain.item_types import MAX_ITEM_BYTES, apply_changes, check_size
 from tests.support import release2
+from tests.support.family import PERSON, REMINDER, RelationshipType
 
 
 def test_valid_person_fields_are_normalized() -> None:
@@ -16,7 +16,7 @@ def test_valid_person_fields_are_normalized() -> None:
         {
             "givenName": "Ann",
             "dateOfBirth": "1990-04-01",
-            "relationship": RelationshipType.CHILD,
+            "relationship": RelationshipType["CHILD"],
             "profileColor": "#A1b2C3",
         }
     )

@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
-from api.domain.catalog import MEMBER, PERSON
 from api.domain.cursor import CursorCodec
 from api.domain.errors import BadUserInput, NotAMember, RoleForbidden
 from api.domain.membership import OWNER, READER, WRITER, Access, Caller, member_write_refusal
 from api.domain.mutations import Mutation, State, Verb
 from api.service import PushStatus, SyncService
+from tests.support.family import MEMBER, PERSON
 from tests.support.memory_store import MemoryStore
 
 T = "family1"

@@ -9,7 +9,6 @@ import json
 import threading
 from typing import Any
 
-from api.domain import catalog
 from api.domain.audiences import UNTOLD, Audience, coalesced, merged
 from api.domain.chain import NO_MAIN
 from api.domain.cursor import CursorCodec
@@ -22,6 +21,7 @@ from api.realtime.signals import LiveFeed, TenantSignals
 from api.realtime.streams import head_pokes
 from api.service import SyncService
 from api.storage import keys
+from tests.support import family
 from tests.support.memory_store import MemoryStore
 
 T1 = "01KAXW0000000000000000001A"
@@ -96,7 +96,7 @@ def _person(
     fields = {"givenName": "Ann"} if verb != "share" else {}
     return Mutation(
         verb,
-        catalog.PERSON,
+        family.PERSON,
         "t",
         entity_id,
         token,

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 from api.graphql.schema import default_schema
 from api.settings import PROJECT_ROOT
+from scripts.release_record import schema_file
 
 
 def test_committed_schema_matches_the_served_schema() -> None:
@@ -43,3 +48,22 @@ def test_changes_keeps_the_contracts_arguments_and_adds_only_optional_ones() -> 
     assert {k: arguments[k] for k in contract} == contract
     assert all(not t.endswith("!") for k, t in arguments.items() if k not in contract)
     assert str(changes.type) == "SynchronizedItemList!"
+
+
+def test_every_shipped_apps_committed_schema_is_the_schema_its_server_serves() -> None:
+    for app in sorted((PROJECT_ROOT / "examples").glob("*/catalog.yaml")):
+        served = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                "from api.graphql.schema import default_schema as s; print(s().as_str())",
+            ],
+            env={**os.environ, "SYNC_CATALOG_FILE": str(app)},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        committed = schema_file(app).read_text()
+        assert committed.strip() == served.strip(), (
+            f"{schema_file(app)} is out of date: SYNC_CATALOG_FILE={app} scripts/export-schema"
+        )

@@ -11,7 +11,6 @@ from dataclasses import replace
 
 import pytest
 
-from api.domain.catalog import PERSON, REMINDER
 from api.domain.cursor import CursorCodec
 from api.domain.errors import BadUserInput, NotFound, TenantDeleted
 from api.domain.item_types import ItemType
@@ -20,6 +19,7 @@ from api.domain.records import AlreadyExists, Conflict
 from api.domain.tokens import next_token
 from api.ordering import wall_clock_ms
 from api.service import PushStatus, SyncService
+from tests.support.family import PERSON, REMINDER
 from tests.support.memory_store import MemoryStore
 
 T = "family1"

@@ -9,9 +9,12 @@ release skipped (`SyncClient`, at its first sync after the upgrade)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import enum
+import json
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
+from pathlib import Path
 from typing import Any
 
 from api.domain import catalog, releases
@@ -38,6 +41,23 @@ class ClientSchema:
         release = releases.latest(declared) if release is None else release
         return cls(releases.at(declared, release), release)
 
+    @classmethod
+    def load(cls, path: str | Path) -> ClientSchema:
+        """The schema scripts/generate-clients wrote (python/client_schema.json): a
+        release of the app's catalog, as its release record holds it."""
+        entry = json.loads(Path(path).read_text())
+        values = {e["name"]: {v["name"]: v["since"] for v in e["values"]} for e in entry["enums"]}
+        types = tuple(
+            ItemType(
+                name=t["name"],
+                code=t["code"],
+                since=t["since"],
+                fields=tuple(_field(f, values) for f in t["fields"]),
+            )
+            for t in entry["types"]
+        )
+        return cls(types, entry["release"])
+
     def at(self, release: int) -> ClientSchema:
         """This release's view of an earlier one (what a server of it validates)."""
         return ClientSchema(releases.at(self.item_types, release), release)
@@ -51,7 +71,10 @@ class ClientSchema:
             spec = specs.get(name)
             if spec is None:
                 return False
-            if spec.enum is not None and value is not None and value not in spec.enum.__members__:
+            if spec.enum is None or value is None:
+                continue
+            values = value if isinstance(value, list) else [value]  # a LIST of ENUM too
+            if any(v not in spec.enum.__members__ for v in values):
                 return False
         return True
 
@@ -76,12 +99,7 @@ class ClientSchema:
         return (
             _COMMON
             + "".join(
-                f" ... on {t.name} {{ "
-                + " ".join(
-                    f"{f.name} {_REFERENCE}" if f.kind is FieldKind.ATTACHMENT else f.name
-                    for f in t.fields
-                )
-                + " }"
+                f" ... on {t.name} {{ " + " ".join(_selected(f) for f in t.fields) + " }"
                 for t in self.item_types
             )
             + " ... on DeletedItem { type }"
@@ -130,6 +148,38 @@ class ClientSchema:
         does not declare (a later release's, from a server of that release)."""
         names = self.fields.get(item["__typename"])
         return None if names is None else {name: item.get(name) for name in names}
+
+
+def _field(entry: Mapping[str, Any], enums: Mapping[str, Mapping[str, int]]) -> Field:
+    """A field of a release record's entry (scripts/release_record.py)."""
+    kind = FieldKind(entry["kind"])
+    attributes: dict[str, Any] = {"since": entry.get("since", 1)}
+    if "of" in entry:
+        attributes |= {"of": FieldKind(entry["of"]), "max_items": entry["maxItems"]}
+    for key, attribute in (("maxLength", "max_length"), ("minimum", "minimum")):
+        if key in entry:
+            attributes[attribute] = entry[key]
+    if "maximum" in entry:
+        attributes["maximum"] = entry["maximum"]
+    if "enum" in entry:
+        since = enums[entry["enum"]]
+        attributes["enum"] = enum.Enum(entry["enum"], {v: v for v in since})
+        attributes["enum_since"] = tuple((v, r) for v, r in since.items() if r > 1)
+    if "fields" in entry:
+        attributes["fields"] = tuple(
+            _field({k: v for k, v in sub.items() if k != "since"}, enums) for sub in entry["fields"]
+        )
+    return Field(entry["name"], kind, **attributes)
+
+
+def _selected(spec: Field) -> str:
+    """A field as a sync selects it: an attachment as its reference, an OBJECT (or a
+    LIST of them) with its sub-fields."""
+    if spec.kind is FieldKind.ATTACHMENT:
+        return f"{spec.name} {_REFERENCE}"
+    if spec.fields:
+        return f"{spec.name} {{ {' '.join(sub.name for sub in spec.fields)} }}"
+    return spec.name
 
 
 # The product's catalog, as this process serves it.
