@@ -11,6 +11,7 @@ from api.domain.devices import PushDevice as Device
 from api.domain.errors import Unavailable
 from api.graphql.context import for_tenant
 from api.graphql.directives import authenticated
+from api.service import SyncService
 from api.service.pushes import Pushes
 
 
@@ -49,8 +50,10 @@ def _device(device: Device) -> PushDevice:
     )
 
 
-def _pushes(info: strawberry.Info) -> Pushes:
-    pushes: Pushes | None = info.context.service.pushes
+def _pushes(service: SyncService) -> Pushes:
+    """The service's pushes; asked inside `for_tenant`, so that a caller is first told
+    whether it may use the tenant at all (UNAUTHENTICATED, FORBIDDEN)."""
+    pushes: Pushes | None = service.pushes
     if pushes is None:
         raise Unavailable("silent pushes are not configured on this server")
     return pushes
@@ -58,11 +61,11 @@ def _pushes(info: strawberry.Info) -> Pushes:
 
 async def register_push_device(info: strawberry.Info, input: RegisterPushDeviceInput) -> PushDevice:
     info.context.budget.spend_writes(1)
-    pushes, sub = _pushes(info), info.context.caller().sub
+    sub = info.context.caller().sub
     device = await for_tenant(
         info,
         input.tenantID,
-        lambda _: pushes.register(
+        lambda svc: _pushes(svc).register(
             sub, input.tenantID, input.platform.value, input.deviceToken, input.deviceID
         ),
     )
@@ -73,14 +76,16 @@ async def unregister_push_device(
     info: strawberry.Info, tenantID: strawberry.ID, deviceID: strawberry.ID
 ) -> bool:
     info.context.budget.spend_writes(1)
-    pushes, sub = _pushes(info), info.context.caller().sub
-    return await for_tenant(info, tenantID, lambda _: pushes.unregister(sub, tenantID, deviceID))
+    sub = info.context.caller().sub
+    return await for_tenant(
+        info, tenantID, lambda svc: _pushes(svc).unregister(sub, tenantID, deviceID)
+    )
 
 
 async def push_devices(info: strawberry.Info, tenantID: strawberry.ID) -> list[PushDevice]:
     info.context.budget.spend_items(1)
-    pushes, sub = _pushes(info), info.context.caller().sub
-    found = await for_tenant(info, tenantID, lambda _: pushes.mine(sub, tenantID))
+    sub = info.context.caller().sub
+    found = await for_tenant(info, tenantID, lambda svc: _pushes(svc).mine(sub, tenantID))
     return [_device(d) for d in found]
 
 

@@ -15,6 +15,7 @@ from starlette.testclient import TestClient
 from api.app import create_app
 from api.graphql.context import RELEASE_HEADER
 from api.settings import Settings
+from scripts.local_engine import free_port
 from scripts.local_s3 import LocalS3
 from tests.integration.test_silent_pushes import DEVICES, _call, _endpoints, _register, _wait
 from tests.support import sns
@@ -32,8 +33,17 @@ DELETE_MEMBER = (
 
 
 @pytest.fixture(scope="module")
-def push_settings(settings: Settings, blob_engine: LocalS3) -> Settings:
-    local = dataclasses.replace(settings, sns_endpoint=blob_engine.endpoint)
+def sns_engine() -> Iterator[LocalS3]:
+    """A local engine of the module's own for SNS: what `tests.support.sns` reads back
+    (`/moto-api/data.json`) is every service's state of its engine, and the session's
+    engine, shared with every other test, answered it 500 in a full parallel run."""
+    with LocalS3(free_port()) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def push_settings(settings: Settings, sns_engine: LocalS3) -> Settings:
+    local = dataclasses.replace(settings, sns_endpoint=sns_engine.endpoint)
     arns = sns.applications(local.sns_client())
     return dataclasses.replace(
         local,
