@@ -61,6 +61,15 @@ def blob_engine() -> Iterator[LocalS3]:
         yield running
 
 
+@pytest.fixture(scope="module")
+def sns_engine() -> Iterator[LocalS3]:
+    """A local engine of the module's own for SNS: what `tests.support.sns` reads back
+    (`/moto-api/data.json`) is every service's state of its engine, and the session's
+    blob engine, shared with every other test, answered it 500 in CI's full parallel run."""
+    with LocalS3(free_port()) as running:
+        yield running
+
+
 @pytest.fixture(scope="session")
 def settings(engine: LocalEngine, blob_engine: LocalS3) -> Settings:
     settings = dataclasses.replace(

@@ -37,17 +37,17 @@ CREATE = (
 
 @pytest.fixture
 def queue(
-    settings: Settings, blob_engine: LocalS3, monkeypatch: pytest.MonkeyPatch
+    settings: Settings, sns_engine: LocalS3, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[tuple[Settings, str, Any]]:
     """The fan-out's environment with pushes on (serverless.yml's), a window of 1 s."""
-    local = settings.__class__(**{**settings.__dict__, "sns_endpoint": blob_engine.endpoint})
+    local = settings.__class__(**{**settings.__dict__, "sns_endpoint": sns_engine.endpoint})
     arns = sns.applications(local.sns_client())
     import boto3
 
-    client = boto3.client("sqs", region_name=local.aws_region, endpoint_url=blob_engine.endpoint)
+    client = boto3.client("sqs", region_name=local.aws_region, endpoint_url=sns_engine.endpoint)
     url = client.create_queue(QueueName="sync-push-flushes")["QueueUrl"]
     env = {
-        "SNS_ENDPOINT": blob_engine.endpoint,
+        "SNS_ENDPOINT": sns_engine.endpoint,
         "PUSH_APNS_APPLICATION_ARN": arns["APNS"],
         "PUSH_FCM_APPLICATION_ARN": arns["FCM"],
         "PUSH_QUEUE_URL": url,

@@ -15,7 +15,6 @@ from starlette.testclient import TestClient
 from api.app import create_app
 from api.graphql.context import RELEASE_HEADER
 from api.settings import Settings
-from scripts.local_engine import free_port
 from scripts.local_s3 import LocalS3
 from tests.integration.test_silent_pushes import DEVICES, _call, _endpoints, _register, _wait
 from tests.support import sns
@@ -30,15 +29,6 @@ MEMBER = "mutation($i: CreateMemberInput!) { createMember(input: $i) { member { 
 DELETE_MEMBER = (
     "mutation($i: DeleteMemberInput!) { deleteMember(input: $i) { deletedItem { changeToken } } }"
 )
-
-
-@pytest.fixture(scope="module")
-def sns_engine() -> Iterator[LocalS3]:
-    """A local engine of the module's own for SNS: what `tests.support.sns` reads back
-    (`/moto-api/data.json`) is every service's state of its engine, and the session's
-    engine, shared with every other test, answered it 500 in a full parallel run."""
-    with LocalS3(free_port()) as running:
-        yield running
 
 
 @pytest.fixture(scope="module")

@@ -38,8 +38,8 @@ CREATE = (
 
 
 @pytest.fixture(scope="module")
-def push_settings(settings: Settings, blob_engine: LocalS3) -> Settings:
-    local = dataclasses.replace(settings, sns_endpoint=blob_engine.endpoint)
+def push_settings(settings: Settings, sns_engine: LocalS3) -> Settings:
+    local = dataclasses.replace(settings, sns_endpoint=sns_engine.endpoint)
     arns = sns.applications(local.sns_client())
     return dataclasses.replace(
         local,
