@@ -3,7 +3,10 @@ version of it committed before (`git log`), so that regenerating releases/ canno
 make a break pass (scripts/evolution_check.py; docs/evolution.md).
 
 CI checks out a clone of the branch, whose history holds every commit that touched
-releases/, the merge base's included. A shallow clone holds only its last commits:
+releases/, the merge base's included. A recorded file is followed across its move
+into the folder (a rename in a commit of the folder's history): the family app's releases were recorded in the repository's
+root releases/ before they moved into examples/family/, and a version committed
+there binds as much as one committed in the app's folder. A shallow clone holds only its last commits:
 the check says so and compares with what it has.
 """
 
@@ -28,7 +31,9 @@ def _git(repo: Path, *args: str) -> str | None:
 
 
 def committed_versions(repo: Path, folder: str) -> dict[tuple[str, str], str]:
-    """{(path under `folder`, blob id): the oldest commit holding it} over HEAD's history."""
+    """{(path under `folder`, blob id): the oldest commit holding it} over HEAD's
+    history, a file's versions under the path it had before it moved into `folder`
+    too (one move: the family app's)."""
     log = _git(repo, "log", "--format=%H", "HEAD", "--", folder) or ""
     versions: dict[tuple[str, str], str] = {}
     for commit in log.split():  # newest first: the last one seen is the oldest
@@ -36,7 +41,28 @@ def committed_versions(repo: Path, folder: str) -> dict[tuple[str, str], str]:
         for line in listing.splitlines():
             meta, _, path = line.partition("\t")
             versions[(path, meta.split()[2])] = commit
+    for commit in log.split():
+        for old, new in _renames(repo, commit, folder):
+            for earlier in (_git(repo, "log", "--format=%H", commit, "--", old) or "").split():
+                blob = (_git(repo, "rev-parse", f"{earlier}:{old}") or "").strip()
+                if blob:  # oldest last: the last one seen wins
+                    versions[(new, blob)] = earlier
     return versions
+
+
+def _renames(repo: Path, commit: str, folder: str) -> list[tuple[str, str]]:
+    """(old path, new path under `folder`) of each file `commit` moved into `folder`
+    (renames only: a copy, as of schema.graphql into a new release, is a new file)."""
+    diff = (
+        _git(repo, "diff-tree", "-r", "-M", "--diff-filter=R", "--name-status", "--root", commit)
+        or ""
+    )
+    moved: list[tuple[str, str]] = []
+    for line in diff.splitlines()[1:]:
+        parts = line.split("\t")
+        if len(parts) == 3 and parts[2].startswith(f"{folder}/"):
+            moved.append((parts[1], parts[2]))
+    return moved
 
 
 def check_history(report: Report, record: Record, repo: Path) -> None:

@@ -102,3 +102,24 @@ def test_a_shallow_clone_is_checked_as_far_as_it_goes(tmp_path: Path) -> None:
     assert any("shallow clone" in note for note in report.notes)
     # Its one commit holds the record as it was: the rewrite is still seen.
     assert "field Person.givenName was changed" in report.text()
+
+
+def test_a_release_rewritten_as_its_folder_moved_is_refused(tmp_path: Path) -> None:
+    """A record moved to another folder (the family app's, from the root releases/ to
+    examples/family/releases/) keeps its history: a version committed before the
+    move binds, even when the move's own commit rewrote it."""
+    _git(tmp_path, "init", "-q")
+    _write(Record(tmp_path / "releases"), catalog.DECLARED)
+    _git(tmp_path, "add", "releases")
+    _git(tmp_path, "commit", "-q", "-m", "release 1, at the root")
+    (tmp_path / "app").mkdir()
+    _git(tmp_path, "mv", "releases", "app/releases")
+    moved = Record(tmp_path / "app" / "releases")
+    narrowed = _narrowed()
+    _write(moved, narrowed)
+    _git(tmp_path, "commit", "-q", "-am", "the record moves, rewritten from a narrowed catalog")
+    report = run(moved, narrowed, SDL, tmp_path)
+    assert not report.ok
+    text = report.text()
+    assert "app/releases/1.json, as committed in " in text
+    assert "field Person.givenName was changed (maxLength 200 -> 100)" in text
