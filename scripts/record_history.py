@@ -4,10 +4,11 @@ make a break pass (scripts/evolution_check.py; docs/evolution.md).
 
 CI checks out a clone of the branch, whose history holds every commit that touched
 releases/, the merge base's included. A recorded file is followed across its move
-into the folder (a rename in a commit of the folder's history): the family app's releases were recorded in the repository's
-root releases/ before they moved into examples/family/, and a version committed
-there binds as much as one committed in the app's folder. A shallow clone holds only its last commits:
-the check says so and compares with what it has.
+into the folder (a rename in a commit of the folder's history): the family app's
+releases were recorded in the repository's root releases/ before they moved into
+examples/family/, and a version committed there binds as much as one committed in
+the app's folder. A shallow clone holds only its last commits: the check says so
+and compares with what it has.
 """
 
 from __future__ import annotations
