@@ -167,6 +167,12 @@ def _compare_field(
         report.add(
             "kind", f"{key}: its enum changed from {was.get('enum')} to {now.get('enum')}", number
         )
+    elif was.get("type") != now.get("type"):
+        report.add(
+            "kind",
+            f"{key}: a Ref to {was.get('type')} became a Ref to {now.get('type')}",
+            number,
+        )
     else:
         for bound, wider in _BOUNDS.items():
             _compare_bound(report, number, key, bound, was.get(bound), now.get(bound), wider)

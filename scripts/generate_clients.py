@@ -80,6 +80,8 @@ def _property(spec: Field) -> dict[str, Any]:
         return schema
     if kind in (FieldKind.STRING, FieldKind.ID):
         return {"type": "string", "maxLength": spec.max_length}
+    if kind is FieldKind.REF:  # a record's id (api.domain.identifiers: 1-64 characters)
+        return {"type": "string", "maxLength": 64}
     assert kind in _STRINGS  # an enum value a later release adds arrives as its name
     return {"type": "string"}
 
@@ -110,8 +112,10 @@ def _has_json(item_type: ItemType) -> bool:
 
 
 def _columns(item_type: ItemType) -> list[dict[str, Any]]:
+    """Each field's column; a Ref's indexed, as WatermelonDB's relations' columns are."""
     return [
         {"name": snake(f.name), "type": _COLUMN.get(f.kind, "string"), "isOptional": True}
+        | ({"isIndexed": True} if f.kind is FieldKind.REF else {})
         for f in item_type.fields
     ]
 
@@ -133,6 +137,12 @@ def watermelondb(declared: tuple[ItemType, ...], release: int, source: str) -> s
             **(
                 {"objects": {f.name: [s.name for s in f.fields] for f in t.fields if f.fields}}
                 if any(f.fields for f in t.fields)
+                else {}
+            ),
+            # Ref fields: the table of the type each one's id is of (a relation).
+            **(
+                {"refs": {f.name: snake(f.ref) for f in t.fields if f.ref}}
+                if any(f.ref for f in t.fields)
                 else {}
             ),
             # What a server of an earlier release can be asked (a rollback).

@@ -118,6 +118,8 @@ def _field_entry(spec: Field, release: int, enums: dict[str, dict[str, int]]) ->
             values[value] = min(values.get(value, since), since)
     if spec.fields:
         field["fields"] = [_field_entry(sub, release, enums) for sub in spec.fields]
+    if spec.ref is not None:
+        field["type"] = spec.ref
     return field
 
 

@@ -7,13 +7,15 @@ its `fields`), `enums` (each its `values`, a value a name or `{name, since}`) an
 left out), and `visibilitySince`, its release whose clients are sent `LeftViewItem`
 and may set visibilities (contract 3.12; left out: none yet). A field is
 a `kind` (a `FieldKind` value: String, ID, Boolean, Date, Time, Enum, Color,
-Attachment, Int, Float, List, Object) and the attributes its kind takes: `maxLength`,
+Attachment, Int, Float, List, Object, Ref) and the attributes its kind takes: `maxLength`,
 `minimum`, `maximum`, `enum`, `of` and `maxItems` (a List), `fields` (an Object, or a
-List of them), `since`, `deprecated`, `description`, `required`.
+List of them), `type` (a Ref: the type whose record's id it holds), `since`,
+`deprecated`, `description`, `required`.
 
 A declaration the API cannot serve is refused (CatalogError) with the file, the line
 and what it names: an unknown key or kind, a value of the wrong type, a duplicate, a
-name GraphQL cannot carry, an enum not declared, or what `field_kinds` refuses.
+name GraphQL cannot carry, an enum not declared, a Ref to a type the catalog does
+not declare (or not yet at the field's release), or what `field_kinds` refuses.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ _FIELD = {
     "deprecated",
     "description",
     "required",
+    "type",
 }
 _KINDS = {kind.value: kind for kind in FieldKind}
 # What every synchronized item has already (contract 2): no field takes these names.
@@ -155,7 +158,31 @@ def _catalog(path: Path, document: Any, reserved: tuple[ItemType, ...]) -> AppCa
             raise _Refused(line, name, f"code {item_type.code} is {codes[item_type.code]}'s too")
         codes[item_type.code] = name
         declared.append(item_type)
+    _check_refs(types_, declared, reserved, builtins)
     return AppCatalog(path, tuple(declared), builtins, visibility)
+
+
+def _check_refs(
+    types_: _Mapping, declared: list[ItemType], reserved: tuple[ItemType, ...], builtins: int
+) -> None:
+    """Each Ref names a type the catalog declares (the API's own from `builtinsSince`),
+    one its field's release has."""
+    since = {t.name: t.since for t in declared} | {t.name: builtins for t in reserved}
+    for item_type in declared:
+        for spec in item_type.fields:
+            if spec.ref is None:
+                continue
+            line = types_[item_type.name]["fields"].lines[spec.name]
+            what = f"{item_type.name}.{spec.name}"
+            if spec.ref not in since:
+                raise _Refused(line, what, f"type {spec.ref!r} is not declared")
+            if since[spec.ref] > max(spec.since, item_type.since):
+                raise _Refused(
+                    line,
+                    what,
+                    f"type {spec.ref} is added in release {since[spec.ref]}, "
+                    f"after the field's {max(spec.since, item_type.since)}",
+                )
 
 
 def _section(
@@ -269,6 +296,10 @@ def _field(owner: str, name: str, spec: Any, line: int, enums: dict[str, Any]) -
         attributes["fields"] = tuple(
             _field(f"{what}.", sub, value, subs.lines[sub], enums) for sub, value in subs.items()
         )
+    if "type" in spec:
+        if kind is not FieldKind.REF or not isinstance(spec["type"], str):
+            raise _Refused(spec.lines["type"], what, "only a Ref names a type, by its name")
+        attributes["ref"] = spec["type"]
     if "required" in spec:
         if not isinstance(spec["required"], bool):
             raise _Refused(spec.lines["required"], what, "required is true or false")

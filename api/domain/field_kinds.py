@@ -29,6 +29,9 @@ class FieldKind(enum.Enum):
     FLOAT = "Float"  # a finite double, within the field's bounds
     LIST = "List"  # a list of one kind (`Field.of`), at most `Field.max_items`
     OBJECT = "Object"  # a small structure of the sub-fields `Field.fields`
+    # The id of a record of another type of the catalog (`Field.ref`): its form is
+    # checked, not that the record exists, nor its type (contract 3.2.1).
+    REF = "Ref"
 
 
 # The kinds a list holds, and an object's sub-fields have (a sub-field may also be a
@@ -138,6 +141,13 @@ def check_declaration(spec: Any, owner: str = "") -> None:
         raise ValueError(f"{name}: only an OBJECT (or a LIST of them) declares sub-fields")
     if kind is FieldKind.ENUM and spec.enum is None:
         raise ValueError(f"{name}: an ENUM names its enum")
+    if spec.kind is FieldKind.REF:
+        if owner:
+            raise ValueError(f"{name}: an object's sub-field cannot be a REF")
+        if not spec.ref:
+            raise ValueError(f"{name}: a REF names the type it refers to")
+    elif spec.ref is not None:
+        raise ValueError(f"{name}: only a REF names a type")
 
 
 def _names(kinds: frozenset[FieldKind]) -> str:

@@ -21,6 +21,7 @@ from api.domain.attachments import reference
 from api.domain.errors import BadUserInput
 from api.domain.field_kinds import DEFAULT_MAX_ITEMS, check_declaration, double, whole_number
 from api.domain.field_kinds import FieldKind as FieldKind
+from api.domain.identifiers import is_identifier
 from api.domain.timestamps import format_time, parse_date, parse_time
 
 # The release of content a server's catalog does not declare (a later release's,
@@ -61,6 +62,9 @@ class Field:
     # A value is required: a create (or a put's state) must set it, and no write may
     # clear it (BAD_USER_INPUT naming the field).
     required: bool = False
+    # REF: the name of the type whose record's id the field holds (catalog_file checks
+    # that the catalog declares it, by the field's release).
+    ref: str | None = None
 
     def __post_init__(self) -> None:
         check_declaration(self)
@@ -166,6 +170,15 @@ def _attachment(spec: Field, value: Any) -> dict[str, Any]:
         raise ValueError(str(exc)) from None
 
 
+def _ref(spec: Field, value: Any) -> str:
+    if not is_identifier(value):
+        raise ValueError(
+            f"must be the id of a {spec.ref}: 1-64 characters of letters, digits, '_', "
+            "'.', ':' or '-'"
+        )
+    return str(value)
+
+
 def _int(spec: Field, value: Any) -> int:
     return whole_number(value, spec.minimum, spec.maximum)
 
@@ -223,6 +236,7 @@ _NORMALIZERS = {
     FieldKind.FLOAT: _float,
     FieldKind.LIST: _list,
     FieldKind.OBJECT: _object,
+    FieldKind.REF: _ref,
 }
 
 

@@ -25,6 +25,19 @@ class HexColorDirective:
     """The value is a color in the form #RRGGBB (validated by the server)."""
 
 
+@strawberry.schema_directive(
+    locations=[Location.FIELD_DEFINITION, Location.INPUT_FIELD_DEFINITION],
+    name="references",
+    print_definition=True,
+)
+class ReferencesDirective:
+    """The value is the id of a record of the named type (a Ref field, contract 3.2.1):
+    only its form is checked; the record may be one the server has not seen yet, and
+    a client resolves it in its own copy, which holds only what its member sees."""
+
+    type: str
+
+
 class RequireValidToken(BasePermission):
     """Enforces `@isAuthenticated`: the request's bearer JWT, verified once per request
     before its document was even parsed (`api.app`), must have been valid."""

@@ -24,6 +24,7 @@ _SCALARS: dict[FieldKind, Any] = {
     FieldKind.COLOR: str,
     FieldKind.INT: int,
     FieldKind.FLOAT: float,
+    FieldKind.REF: strawberry.ID,  # the record's id, marked @references(type:)
 }
 # One GraphQL enum per enum the served catalog's fields use (an earlier release's
 # view of a grown enum is a class of its own, `Field.at`).

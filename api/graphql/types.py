@@ -13,10 +13,10 @@ import strawberry
 
 from api.domain import catalog
 from api.domain.errors import NotFound
-from api.domain.item_types import FieldKind, ItemType
+from api.domain.item_types import Field, FieldKind, ItemType
 from api.domain.mutations import OUTCOME_RETENTION_S, Mutation, State, Verb
 from api.domain.records import Record
-from api.graphql.directives import HexColorDirective
+from api.graphql.directives import HexColorDirective, ReferencesDirective
 from api.graphql.field_types import from_graphql_value, graphql_type, to_graphql_value
 from api.graphql.scalars import Time
 from api.graphql.visibility_types import Visibility, VisibilityInput, from_input, to_visibility
@@ -178,6 +178,12 @@ class ItemTypeSchema:
         }
 
 
+def _input_directives(spec: Field) -> list[Any]:
+    if spec.kind is FieldKind.COLOR:
+        return [HexColorDirective()]
+    return [ReferencesDirective(type=spec.ref)] if spec.ref else []
+
+
 def build_item_type_schema(item_type: ItemType) -> ItemTypeSchema:
     name = item_type.name
     field_name = _lower_first(name)
@@ -187,7 +193,10 @@ def build_item_type_schema(item_type: ItemType) -> ItemTypeSchema:
             {f.name: graphql_type(name, f) | None for f in item_type.fields},
             {
                 f.name: strawberry.field(
-                    default=None, description=f.description, deprecation_reason=f.deprecated
+                    default=None,
+                    description=f.description,
+                    deprecation_reason=f.deprecated,
+                    directives=[ReferencesDirective(type=f.ref)] if f.ref else (),
                 )
                 for f in item_type.fields
             },
@@ -204,7 +213,7 @@ def build_item_type_schema(item_type: ItemType) -> ItemTypeSchema:
                     default=strawberry.UNSET,
                     description=f.description,
                     deprecation_reason=f.deprecated,
-                    directives=[HexColorDirective()] if f.kind is FieldKind.COLOR else (),
+                    directives=_input_directives(f),
                 )
                 for f in item_type.fields
             },

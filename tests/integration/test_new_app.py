@@ -33,6 +33,7 @@ RELEASE_2 = (
     "      labels: {kind: List, of: String, maxLength: 10, maxItems: 3, since: 2}\n"
     "      place:\n        kind: Object\n        since: 2\n"
     "        fields: {city: {kind: String, maxLength: 60}, floor: {kind: Int}}\n"
+    "      project: {kind: Ref, type: Project, since: 2}\n"
 )
 
 
@@ -54,7 +55,7 @@ def _script(app: Path, name: str, *args: str) -> str:
 @pytest.fixture(scope="module")
 def app(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("new-app")
-    first = kinds.FILE.read_text()
+    first = kinds.RELEASE_1_TEXT  # the tracker's release 1; this app's 2 is its own
     (folder / "catalog.yaml").write_text(first)
     _script(folder, "export-schema")
     assert "wrote" in _script(folder, "record-release")
@@ -113,6 +114,7 @@ def test_devices_of_both_releases_converge_and_an_upgrade_catches_up(
 ) -> None:
     old = _device(app, url, tmp_path / "old.sqlite3", tenant, 1)
     new = _device(app, url, tmp_path / "new.sqlite3", tenant, 2)
+    project = old.create("Project", {"name": "House"})
     task = old.create("Task", {"title": "fence", "tags": ["home"], "priority": 2})
     old.sync()
     new.sync()
@@ -122,7 +124,7 @@ def test_devices_of_both_releases_converge_and_an_upgrade_catches_up(
     new.update(
         task,
         {"title": "fence!", "estimate": 3, "weight": 2.5, "labels": ["diy"]}
-        | {"place": {"city": "Lyon", "floor": 2}},
+        | {"place": {"city": "Lyon", "floor": 2}, "project": project},
     )
     assert old.sync().applied == 1
     assert new.sync().conflicts == 1
@@ -148,4 +150,5 @@ def test_devices_of_both_releases_converge_and_an_upgrade_catches_up(
         "weight": 2.5,
         "labels": ["diy"],
         "place": {"city": "Lyon", "floor": 2},
+        "project": project,
     }

@@ -27,6 +27,8 @@ pytestmark = pytest.mark.slow  # a server process of its own
 
 # The reference client's schema as scripts/generate-clients wrote it for the app.
 SCHEMA = ClientSchema.load(kinds.FILE.parent / "clients" / "python" / "client_schema.json")
+# A device of the app's release 1, before who sees what (visibilitySince: 2).
+RELEASE_1 = ClientSchema.of(kinds.ALL, 1)
 TASK: dict[str, Any] = {
     "title": "paint the fence",
     "priority": 3,
@@ -140,7 +142,7 @@ def test_members_and_who_sees_what_serve_the_task_tracker_from_its_visibility_re
 ) -> None:
     """Its file names release 2 (visibilitySince): a client of it sets visibilities
     and is sent LeftViewItems; one of release 1 (the reference client with its
-    generated ClientSchema) or of none is sent a DeletedItem and forgets the record."""
+    ClientSchema) or of none is sent a DeletedItem and forgets the record."""
     with httpx2.Client(base_url=url, timeout=30) as http:
         gql = GraphQLClient(http)
 
@@ -172,7 +174,7 @@ def test_members_and_who_sees_what_serve_the_task_tracker_from_its_visibility_re
             tmp_path / "bob.sqlite3",
             tenant,
             HttpTransport(url, bearer([tenant], sub="bob")["Authorization"].split()[1]),
-            schema=SCHEMA,
+            schema=RELEASE_1,
         )
         bobs.sync()
         assert bobs.get("t1") is not None

@@ -186,6 +186,29 @@ def test_every_kind_and_attribute_is_read(tmp_path: Path) -> None:
             1,
             "visibilitySince: visibilitySince is a release",
         ),
+        # A Ref to a type the catalog does not declare, or not yet at its release.
+        (
+            "types:\n  T:\n    code: T\n    fields:\n      a: {kind: Ref, type: Nope}\n",
+            5,
+            "T.a: type 'Nope' is not declared",
+        ),
+        (
+            "types:\n  T:\n    code: T\n    fields:\n      a: {kind: Ref, type: U}\n"
+            "  U:\n    code: U\n    since: 2\n    fields: {b: {kind: Int}}\n",
+            5,
+            "T.a: type U is added in release 2, after the field's 1",
+        ),
+        # A Ref without its type; a type on a field of another kind.
+        (
+            "types:\n  T:\n    code: T\n    fields:\n      a: {kind: Ref}\n",
+            5,
+            "T.a: a REF names the type",
+        ),
+        (
+            "types:\n  T:\n    code: T\n    fields:\n      a: {kind: ID, type: T}\n",
+            5,
+            "T.a: only a Ref names a type",
+        ),
         # Not YAML.
         ("types: [\n", 2, "not YAML"),
     ],

@@ -31,13 +31,13 @@ def record(tmp_path: Path) -> Record:
 
 
 def _changed(name: str, **changes: Any) -> Types:
-    fields = tuple(replace(f, **changes) if f.name == name else f for f in kinds.TASK.fields)
-    return (replace(kinds.TASK, fields=fields),)
+    fields = tuple(replace(f, **changes) if f.name == name else f for f in kinds.TASK_1.fields)
+    return (replace(kinds.TASK_1, fields=fields),)
 
 
 def _sub_changed(name: str, sub: str, **changes: Any) -> Types:
     """The kinds' catalog with an address's sub-field changed (removed: no changes)."""
-    address = next(f for f in kinds.TASK.fields if f.name == "address")
+    address = next(f for f in kinds.TASK_1.fields if f.name == "address")
     subs = tuple(
         replace(f, **changes) if f.name == sub else f
         for f in address.fields
@@ -156,7 +156,7 @@ def test_a_breaking_change_of_a_kind_or_a_bound_is_refused_naming_the_field(
 def test_a_sub_field_added_to_a_recorded_object_is_refused(record: Record) -> None:
     """An app of the recorded release writes the whole object without it, and so
     clears it: the new sub-field goes in a new field."""
-    address = next(f for f in kinds.TASK.fields if f.name == "address")
+    address = next(f for f in kinds.TASK_1.fields if f.name == "address")
     declared = _changed("address", fields=(*address.fields, Field("country", max_length=2)))
     report = _check(record, declared)
     assert not report.ok
@@ -176,8 +176,8 @@ def test_a_wider_bound_passes_with_a_note(record: Record) -> None:
             )
         },
     }
-    fields = tuple(replace(f, **widened.get(f.name, {})) for f in kinds.TASK.fields)
-    declared: Types = (replace(kinds.TASK, fields=fields),)
+    fields = tuple(replace(f, **widened.get(f.name, {})) for f in kinds.TASK_1.fields)
+    declared: Types = (replace(kinds.TASK_1, fields=fields),)
     report = _check(record, declared)
     assert report.ok, report.text()
     notes = "\n".join(report.notes)
@@ -192,3 +192,34 @@ def test_a_wider_bound_passes_with_a_note(record: Record) -> None:
         "field Task.address.latitude: maximum widened from 90 to None",
     ]:
         assert what in notes, notes
+
+
+def test_a_refs_target_type_changed_or_its_kind_is_refused(tmp_path: Path) -> None:
+    """Task.projectID (a Ref to Project, the tracker's release 2): a Ref to another
+    type, or an ID, is a changed kind; the record names its type."""
+    record = Record(tmp_path / "releases")
+    for number in (1, 2):
+        record.write(entry_of(kinds.ALL, number), "")
+    fields = {f["name"]: f for f in record.entry(2)["types"][1]["fields"]}
+    assert fields["projectID"] == {
+        "name": "projectID",
+        "kind": "Ref",
+        "type": "Project",
+        "since": 2,
+    }
+    assert _check(record, kinds.ALL).ok
+
+    def task_with(**changes: Any) -> Types:
+        return tuple(
+            replace(t, fields=tuple(
+                replace(f, **changes) if f.name == "projectID" else f for f in t.fields
+            )) if t is kinds.TASK else t
+            for t in kinds.ALL
+        )  # fmt: skip
+
+    report = _check(record, task_with(ref="Member"))
+    assert not report.ok
+    assert "field Task.projectID: a Ref to Project became a Ref to Member" in report.text()
+    assert ADVICE["kind"].format(next=3) in report.text()
+    report = _check(record, task_with(kind=FieldKind.ID, ref=None))
+    assert "field Task.projectID: a Ref became an ID (kind changed)" in report.text()

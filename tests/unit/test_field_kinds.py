@@ -1,4 +1,4 @@
-"""The field kinds INT, FLOAT, LIST and OBJECT (docs/contract.md, "Field kinds"):
+"""The field kinds INT, FLOAT, LIST, OBJECT and REF (docs/contract.md, "Field kinds"):
 each value checked, the declarations refused that the kinds cannot serve, the size
 of a value counted as the JSON a client gets, and a double kept exactly by the
 store's encoding. Through the API: tests/integration/test_field_kinds.py."""
@@ -27,6 +27,7 @@ from tests.support.kinds import TASK, Stage
         ({"tags": []}, {"tags": []}),
         ({"address": {"city": "Oslo", "floor": None}}, {"address": {"city": "Oslo"}}),
         ({"checklist": [{"text": "a"}, {}]}, {"checklist": [{"text": "a"}, {}]}),
+        ({"projectID": "01JD0000000000000000000000"}, {"projectID": "01JD0000000000000000000000"}),
         (
             {"days": ["2024-02-29"], "times": ["2026-11-21T23:02:38.1Z"]},
             {"days": ["2024-02-29"], "times": ["2026-11-21T23:02:38.100Z"]},
@@ -74,6 +75,13 @@ def test_valid_values_are_normalized(changes: dict[str, Any], normalized: dict[s
         ("checklist", [{"text": "x"}] * 11, "Task.checklist: must hold at most 10 items"),
         ("checklist", [{"text": "x", "sub": {}}], "Task.checklist: item 0: has no sub-field"),
         ("checklist", [["x"]], "Task.checklist: item 0: must be an object"),
+        # A Ref: an id's form (api.domain.identifiers), not whether the record exists.
+        ("projectID", "", "Task.projectID: must be the id of a Project"),
+        ("projectID", "a/b", "Task.projectID: must be the id of a Project"),
+        ("projectID", "-a", "Task.projectID: must be the id of a Project"),
+        ("projectID", "p" * 65, "Task.projectID: must be the id of a Project"),
+        ("projectID", 5, "Task.projectID: must be the id of a Project"),
+        ("projectID", {"id": "p1"}, "Task.projectID: must be the id of a Project"),
     ],
 )
 def test_bad_values_are_refused_naming_the_field(field: str, value: Any, message: str) -> None:
@@ -108,6 +116,10 @@ _REFUSED: list[tuple[dict[str, Any], str]] = [
         "x.a: a sub-field has",
     ),
     ({"kind": FieldKind.OBJECT, "fields": (Field("p", FieldKind.ATTACHMENT),)}, "x.p: a sub"),
+    ({"kind": FieldKind.REF}, "a REF names the type"),
+    ({"kind": FieldKind.ID, "ref": "Project"}, "only a REF names a type"),
+    ({"kind": FieldKind.LIST, "of": FieldKind.REF, "ref": "Project"}, "a LIST holds one of"),
+    ({"kind": FieldKind.OBJECT, "fields": (Field("p", FieldKind.REF, ref="P"),)}, "x.p: a sub"),
 ]
 
 

@@ -165,6 +165,8 @@ def _field(entry: Mapping[str, Any], enums: Mapping[str, Mapping[str, int]]) -> 
         since = enums[entry["enum"]]
         attributes["enum"] = enum.Enum(entry["enum"], {v: v for v in since})
         attributes["enum_since"] = tuple((v, r) for v, r in since.items() if r > 1)
+    if "type" in entry:
+        attributes["ref"] = entry["type"]
     if "fields" in entry:
         attributes["fields"] = tuple(
             _field({k: v for k, v in sub.items() if k != "since"}, enums) for sub in entry["fields"]
