@@ -60,7 +60,7 @@ def create_app(
     Prometheus's at /metrics; `api.metrics`)."""
     settings = settings or Settings.from_env()
     run_blocking = run_blocking or anyio_pool()
-    for warning in settings.check(catalog.RELEASE):
+    for warning in (*settings.check(catalog.RELEASE), *catalog.APP.warnings):
         logger.warning(warning)
     sink = sink or metric_sinks.for_server(settings.metrics)
     settings.apply_local_credentials()

@@ -29,6 +29,7 @@ from typing import Any
 
 import yaml
 
+from api.domain.item_bounds import oversized
 from api.domain.item_types import Field, FieldKind, ItemType
 
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9]*")
@@ -70,6 +71,9 @@ class AppCatalog:
     types: tuple[ItemType, ...]
     builtins_since: int
     visibility_since: int | None = None
+    # A type whose fields at their bounds add up to more than a record holds, named
+    # (item_bounds): served, each write checked; the server logs them at start.
+    warnings: tuple[str, ...] = ()
 
 
 class _Mapping(dict[str, Any]):
@@ -159,7 +163,8 @@ def _catalog(path: Path, document: Any, reserved: tuple[ItemType, ...]) -> AppCa
         codes[item_type.code] = name
         declared.append(item_type)
     _check_refs(types_, declared, reserved, builtins)
-    return AppCatalog(path, tuple(declared), builtins, visibility)
+    warnings = tuple(f"{path}: {w}" for w in oversized(tuple(declared)))
+    return AppCatalog(path, tuple(declared), builtins, visibility, warnings)
 
 
 def _check_refs(
