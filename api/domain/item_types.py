@@ -96,9 +96,10 @@ class Field:
         except (ValueError, TypeError) as exc:
             raise BadUserInput(f"{owner}{self.name}: {exc}") from None
 
-    @property
+    @functools.cached_property
     def item(self) -> Field:
-        """A LIST's item: this field with the item's kind (its bounds, enum, sub-fields)."""
+        """A LIST's item: this field with the item's kind (its bounds, enum, sub-fields);
+        made once per field (a page of records reads it for every list)."""
         assert self.of is not None
         return replace(self, kind=self.of, of=None, since=1, enum_since=(), deprecated=None)
 

@@ -26,6 +26,8 @@ _SCALARS: dict[FieldKind, Any] = {
     FieldKind.FLOAT: float,
     FieldKind.REF: strawberry.ID,  # the record's id, marked @references(type:)
 }
+# The kinds whose stored value is the GraphQL value (to_graphql_value returns it).
+_AS_STORED = frozenset(_SCALARS) - {FieldKind.ENUM}
 # One GraphQL enum per enum the served catalog's fields use (an earlier release's
 # view of a grown enum is a class of its own, `Field.at`).
 _ENUMS: dict[type[enum.Enum], Any] = {}
@@ -50,7 +52,7 @@ def graphql_type(owner: str, spec: Field, input: bool = False) -> Any:
 @functools.cache
 def _object_types(owner: str, spec: Field) -> tuple[Any, Any]:
     """(`<Type><Field>`, `<Type><Field>Input`): built once per declaration."""
-    name = owner + spec.name[0].upper() + spec.name[1:]
+    name = object_type_name(owner, spec)
     subs = spec.fields
     output = strawberry.type(
         _class(
@@ -76,6 +78,11 @@ def _object_types(owner: str, spec: Field) -> tuple[Any, Any]:
     return output, input_type
 
 
+def object_type_name(owner: str, spec: Field) -> str:
+    """The object type of OBJECT field `spec` of item type `owner` (`TaskAddress`)."""
+    return owner + spec.name[0].upper() + spec.name[1:]
+
+
 def _class(name: str, annotations: dict[str, Any], defaults: dict[str, Any]) -> Any:
     return type(name, (), {"__annotations__": annotations, "__module__": __name__, **defaults})
 
@@ -94,6 +101,12 @@ def to_graphql_value(owner: str, spec: Field, tenant_id: str, value: Any) -> Any
         return spec.enum.__members__.get(value)
     if spec.kind is FieldKind.LIST:
         item = spec.item
+        if item.kind in _AS_STORED:  # a list's items are never null
+            return list(value)
+        if item.kind is FieldKind.ENUM:
+            assert item.enum is not None
+            members = item.enum.__members__
+            return [members[v] for v in value if v in members]
         items = (to_graphql_value(owner, item, tenant_id, v) for v in value)
         return [v for v in items if v is not None]
     if spec.kind is FieldKind.OBJECT:

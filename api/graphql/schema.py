@@ -35,6 +35,7 @@ from api.graphql.execution import (
     plain_record_classes,
     plain_record_fields,
 )
+from api.graphql.field_types import object_type_name
 from api.graphql.scalars import SCALAR_MAP
 from api.graphql.subscription import subscription_fields
 from api.graphql.types import ITEM_TYPE_SCHEMAS, LeftViewItem
@@ -212,6 +213,13 @@ def make_schema(settings: Settings) -> SyncSchema:
         "LeftViewItem",
         "Attachment",
         "Visibility",
+        # OBJECT fields' types (TaskAddress): plain, as the records that hold them.
+        *(
+            object_type_name(s.item_type.name, f)
+            for s in ITEM_TYPE_SCHEMAS
+            for f in s.item_type.fields
+            if f.fields
+        ),
     ]
     context_class.plain_fields = plain_record_fields(schema, record_types)
     context_class.plain_classes = plain_record_classes(schema, context_class.plain_fields)

@@ -209,8 +209,23 @@ def _plain(value: dict[str, Any]) -> Any:
     if kind == "M":
         return {name: _plain(nested) for name, nested in inner.items()}
     if kind == "L":
-        return [_plain(nested) for nested in inner]
+        return _plain_list(inner)
     return None
+
+
+def _plain_list(values: list[dict[str, Any]]) -> list[Any]:
+    """A List's items: _plain's, the scalars without a call each (a page of records
+    at their bounds holds some 60,000 items)."""
+    plain: list[Any] = []
+    for value in values:
+        ((kind, inner),) = value.items()
+        if kind == "S" or kind == "BOOL":
+            plain.append(inner)
+        elif kind == "N":
+            plain.append(int(inner))
+        else:
+            plain.append(_plain(value))
+    return plain
 
 
 def outcome_item(tenant_id: str, outcome: StoredOutcome) -> OutcomeItem:

@@ -53,6 +53,10 @@ def _revived(spec: Field, value: Any) -> Any:
         return float(value)
     if kind is FieldKind.LIST and isinstance(value, list):
         item = spec.item
+        if item.kind is FieldKind.FLOAT:
+            return [float(v) if isinstance(v, str) else v for v in value]
+        if item.kind is not FieldKind.OBJECT:
+            return value  # no double in it
         return [_revived(item, v) for v in value]
     if kind is FieldKind.OBJECT and isinstance(value, dict):
         subs = {f.name: f for f in spec.fields}
