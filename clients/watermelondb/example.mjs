@@ -1,35 +1,25 @@
-// A WatermelonDB device, whole (README.md shows it): the schema, a model, the
-// adapter, the Database, the sync; a person saved, synced, edited, synced again, and
-// the tenant's people printed. LokiJS in memory here (Node); an app passes its own
+// A WatermelonDB device, whole (README.md shows it): the generated schema, a model,
+// the adapter, the Database, the sync; a person saved, synced, edited, synced again,
+// and the tenant's people printed. LokiJS in memory here (Node); an app passes its own
 // adapter (SQLite in React Native, LokiJS over IndexedDB in a browser). From
 // clients/watermelondb after `npm ci` (Node 19+), with the API up:
+//   ../../scripts/generate-clients --out generated
 //   node example.mjs http://127.0.0.1:8000/graphql family1 "$(../../scripts/token --sub me --tenant family1)"
-import { Database, Model, appSchema, tableSchema } from "@nozbe/watermelondb";
+import { Database, Model } from "@nozbe/watermelondb";
 import LokiModule from "@nozbe/watermelondb/adapters/lokijs/index.js";
 import loggerModule from "@nozbe/watermelondb/utils/common/logger/index.js";
-import { createSyncAPI, syncColumns } from "@offline-sync-api/watermelondb";
+import { createSyncAPI } from "@offline-sync-api/watermelondb";
+// Written from the app's catalog by scripts/generate-clients (docs/clients.md): the
+// appSchema, its migrations, the column map and the release, never by hand.
+import { migrations, release, schema, tables } from "./generated/watermelondb/schema.js";
 
 const LokiJSAdapter = LokiModule.default ?? LokiModule;
 (loggerModule.default ?? loggerModule).silence(); // WatermelonDB's own log lines
 const [url, tenantID, token] = process.argv.slice(2);
 
-const schema = appSchema({
-  version: 1,
-  tables: [
-    tableSchema({
-      name: "people",
-      columns: [
-        { name: "given_name", type: "string", isOptional: true },
-        { name: "family_name", type: "string", isOptional: true },
-        ...syncColumns(), // change_token
-      ],
-    }),
-  ],
-});
-
 // With Babel's decorators: @field("given_name") givenName; in plain JavaScript:
 class Person extends Model {
-  static table = "people";
+  static table = "person"; // the generated table of the catalog's Person
   get givenName() {
     return this._getRaw("given_name");
   }
@@ -38,24 +28,34 @@ class Person extends Model {
   }
 }
 
+// A model for each table the generated schema syncs (the family app's three types).
+class Reminder extends Model {
+  static table = "reminder";
+}
+class Member extends Model {
+  static table = "member";
+}
+
 const adapter = new LokiJSAdapter({
   schema,
+  migrations,
   dbName: `example-${tenantID}`,
   useWebWorker: false, // Node: in memory
   useIncrementalIndexedDB: false, // required (a browser app: true)
 });
-const database = new Database({ adapter, modelClasses: [Person] });
+const database = new Database({ adapter, modelClasses: [Person, Reminder, Member] });
 
 const api = createSyncAPI({
   database,
   url,
   tenantID,
   getToken: async () => token, // ask your auth for a fresh one (refresh: true after a 401)
-  tables: { people: { type: "PERSON", columns: { givenName: "given_name", familyName: "family_name" } } },
+  tables, // each table's type and its columns' names, generated
+  release, // the catalog release the generated files are of
   onRejected: ({ table, id, code }) => console.warn("not synced", table, id, code),
 });
 
-const people = database.get("people");
+const people = database.get("person");
 await api.sync(); // the tenant's people, pulled
 
 // Saved locally at once (offline too); the next sync pushes it.

@@ -26,6 +26,8 @@ from tests.support.servers import api_server
 pytestmark = pytest.mark.serial  # scripts/test --all runs it alone (pyproject.toml)
 
 MODULE = PROJECT_ROOT / "clients" / "watermelondb"
+# The default app's generated WatermelonDB schema (scripts/generate-clients).
+COMMITTED_SCHEMA = PROJECT_ROOT / "examples" / "family" / "clients" / "watermelondb" / "schema.js"
 DEPS = node_packages.WATERMELONDB.target
 TENANTS = (
     "bulk",
@@ -386,6 +388,10 @@ def test_the_readme_s_complete_example_runs_as_written(
     example = (MODULE / "example.mjs").read_text()
     assert f"```js\n{example}```" in (MODULE / "README.md").read_text()
     shutil.copy(MODULE / "example.mjs", module_dir / "example.mjs")
+    # What `scripts/generate-clients --out generated` writes for the default app.
+    generated = module_dir / "generated" / "watermelondb"
+    generated.mkdir(parents=True, exist_ok=True)
+    shutil.copy(COMMITTED_SCHEMA, generated / "schema.js")
     token = bearer([tenant], secret=TEST_AUTH_SECRET)["Authorization"].split()[1]
     node = shutil.which("node")
     assert node
