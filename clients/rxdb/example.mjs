@@ -3,31 +3,21 @@
 import { addRxPlugin } from "rxdb";
 import { RxDBAttachmentsPlugin } from "rxdb/plugins/attachments";
 import {
-  attachmentProperty,
   attachmentURL,
   hashAttachment,
   replicateSyncAPI,
   uploadAttachment,
 } from "@offline-sync-api/rxdb";
+// The collection schemas scripts/generate-clients writes from the app's catalog
+// (`scripts/generate-clients --out generated`; docs/clients.md), never by hand.
+import schemas from "./generated/rxdb/schemas.json" with { type: "json" };
 
 addRxPlugin(RxDBAttachmentsPlugin); // for the local copy of bytes not uploaded yet
 
 export async function addCollections(db) {
   await db.addCollections({
-    people: {
-      schema: {
-        version: 0,
-        primaryKey: "id",
-        type: "object",
-        properties: {
-          id: { type: "string", maxLength: 64 },
-          givenName: { type: "string" },
-          familyName: { type: "string" },
-          photo: attachmentProperty, // {sha256, size, contentType}: Person.photo
-        },
-        required: ["id"],
-      },
-    },
+    // Every field of the catalog's Person; photo: {sha256, size, contentType}.
+    people: { schema: schemas.Person },
     // Local only (not replicated): the bytes of photos attached offline, by sha256.
     uploads: {
       schema: {

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from filelock import FileLock
 
-from api.settings import PROJECT_ROOT
+from api.settings import DEFAULT_CATALOG_FILE, PROJECT_ROOT
 from tests.support import node_packages
 from tests.support.node_packages import NODE_22 as NODE
 from tests.support.node_packages import NPM_22 as NPM
@@ -18,6 +18,8 @@ from tests.support.node_packages import node_22_env as node_env
 
 MODULE = PROJECT_ROOT / "clients" / "rxdb"
 DEPS = node_packages.RXDB.target
+# The default app's generated collection schemas (scripts/generate-clients).
+GENERATED = DEFAULT_CATALOG_FILE.parent / "clients" / "rxdb" / "schemas.json"
 # The module's sources and tests, copied next to the installed packages.
 SOURCES = ("index.js", "example.mjs", "test", "examples")
 
@@ -46,6 +48,10 @@ def _install() -> Path:
             )
         else:
             _copy_changed(source, DEPS / name)
+    # example.mjs's collection schemas: what `scripts/generate-clients --out generated`
+    # writes for the default app (the family example's, committed).
+    (DEPS / "generated" / "rxdb").mkdir(parents=True, exist_ok=True)
+    _copy_changed(GENERATED, DEPS / "generated" / "rxdb" / "schemas.json")
     return DEPS
 
 
