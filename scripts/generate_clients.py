@@ -12,7 +12,7 @@ schemas"). Written into OUT:
   from each recorded release to the next (createTable, addColumns);
 - python/client_schema.json: the reference client's ClientSchema
   (`sync_client.schema.ClientSchema.load`), the catalog of that release as the
-  release record holds it.
+  release record holds it, and the app's `visibilitySince`.
 
 `--app-schema` puts schema.graphql where the app keeps the one its server serves
 (scripts/export-schema's file: the repository's root schema.graphql for the default
@@ -216,8 +216,18 @@ def generate(catalog_file: Path, release: int | None) -> dict[str, str]:
         "schema.graphql": schema_graphql(catalog_file, release),
         "rxdb/schemas.json": json.dumps(rxdb(declared, release), indent=2) + "\n",
         "watermelondb/schema.js": watermelondb(declared, release, str(source)),
-        "python/client_schema.json": json.dumps(entry_of(declared, release), indent=2) + "\n",
+        "python/client_schema.json": json.dumps(_python(app, declared, release), indent=2) + "\n",
     }
+
+
+def _python(app: Any, declared: tuple[ItemType, ...], release: int) -> dict[str, Any]:
+    """The reference client's ClientSchema: the release record's entry, and the app's
+    `visibilitySince` when it names one (its clients of that release on select and
+    handle LeftViewItem)."""
+    entry = entry_of(declared, release)
+    if app.visibility_since is not None:
+        entry["visibilitySince"] = app.visibility_since
+    return entry
 
 
 def stale(paths: dict[str, Path], files: dict[str, str]) -> list[str]:
