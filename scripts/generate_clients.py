@@ -120,7 +120,9 @@ def _js(value: Any) -> str:
     return json.dumps(value, indent=2)
 
 
-def watermelondb(declared: tuple[ItemType, ...], release: int, source: str) -> str:
+def watermelondb(
+    declared: tuple[ItemType, ...], release: int, source: str, visibility_since: int | None = None
+) -> str:
     served = releases.at(declared, release)
     tables = {
         snake(t.name): {
@@ -179,7 +181,14 @@ def watermelondb(declared: tuple[ItemType, ...], release: int, source: str) -> s
         "import { addColumns, createTable, schemaMigrations } from "
         '"@nozbe/watermelondb/Schema/migrations/index.js";\n\n'
         f"export const release = {release};\n\n"
-        "// createSyncAPI({ tables, release, ... }): each table's type and its columns.\n"
+        + (
+            "// The app's release whose clients are sent LeftViewItem (contract 3.12).\n"
+            f"export const visibilitySince = {visibility_since};\n\n"
+            if visibility_since is not None
+            else ""
+        )
+        + "// createSyncAPI({ tables, release, visibilitySince, ... }): each table's type and"
+        " its columns.\n"
         f"export const tables = {_js(tables)};\n\n"
         f"export const schema = appSchema({{\n  version: {release},\n  tables: [\n"
         f"{schema},\n  ],\n}});\n\n"
@@ -212,10 +221,11 @@ def generate(catalog_file: Path, release: int | None) -> dict[str, str]:
     if not 1 <= release <= newest:
         raise SystemExit(f"generate-clients: --release is 1 to {newest} for {catalog_file}")
     source = catalog_file.relative_to(ROOT) if catalog_file.is_relative_to(ROOT) else catalog_file
+    visibility = app.visibility_since
     return {
         "schema.graphql": schema_graphql(catalog_file, release),
         "rxdb/schemas.json": json.dumps(rxdb(declared, release), indent=2) + "\n",
-        "watermelondb/schema.js": watermelondb(declared, release, str(source)),
+        "watermelondb/schema.js": watermelondb(declared, release, str(source), visibility),
         "python/client_schema.json": json.dumps(_python(app, declared, release), indent=2) + "\n",
     }
 
