@@ -17,7 +17,7 @@ from typing import Protocol
 
 from api.domain.audiences import UNTOLD, Audience, in_audience
 from api.domain.devices import PushDevice, check_registration, push_message
-from api.domain.errors import Unavailable
+from api.domain.errors import TooManyDevices, Unavailable
 from api.domain.membership import Roster
 
 logger = logging.getLogger("api.pushes")
@@ -32,7 +32,9 @@ PUSH_CONCURRENCY = 16
 class Devices(Protocol):
     def get(self, tenant_id: str, device_id: str) -> PushDevice | None: ...
     def register(self, device: PushDevice, per_member: int, per_tenant: int, new: bool) -> None: ...
-    def remove(self, tenant_id: str, device_id: str, sub: str | None) -> bool: ...
+    def remove(
+        self, tenant_id: str, device_id: str, sub: str | None, registered_at_ms: int | None = None
+    ) -> bool: ...
     def devices(self, tenant_id: str) -> list[PushDevice]: ...
     def claim(self, device: PushDevice, token: str, now_ms: int, window_ms: int) -> bool: ...
     def defer(self, device: PushDevice, token: str) -> bool: ...
@@ -74,8 +76,12 @@ class Pushes:
         per_tenant: int = DEFAULT_PER_TENANT,
         members: Callable[[str, str], Roster] | None = None,
         seen: Callable[[str, str | None, str], str | None] | None = None,
+        roster: Callable[[str], Roster] | None = None,
     ) -> None:
         self._devices = devices
+        # The tenant's roster read now (one Query, never a cached one): whose devices
+        # are swept, their member gone (`sweep`); without it none are.
+        self._roster = roster
         # The tenant's roster after a token (`Membership.roster_at`, read once per
         # tenant and change in a process): a removed member's devices get nothing.
         self._members = members
@@ -106,8 +112,39 @@ class Pushes:
         device = PushDevice(
             tenant_id, device_id, platform, device_token, sub, endpoint, self._clock_ms()
         )
-        self._devices.register(device, self._per_member, self._per_tenant, new=known is None)
+        new = known is None
+        try:
+            self._devices.register(device, self._per_member, self._per_tenant, new=new)
+        except TooManyDevices:
+            # A bound reached with registrations of members the tenant no longer has:
+            # they are swept, and the registration tried once more.
+            if not new or not self.sweep(tenant_id, self._devices.devices(tenant_id)):
+                raise
+            self._devices.register(device, self._per_member, self._per_tenant, new=new)
         return device
+
+    def sweep(self, tenant_id: str, devices: list[PushDevice]) -> list[str]:
+        """Remove those of `devices` whose member the tenant (one of membership as data)
+        no longer has, by its roster read now; their ids. Each removal is conditioned on
+        the registration read (its member and instant), so one made again since stays.
+        Their endpoints stay: SNS gives one endpoint per token, which the same phone's
+        registration for another tenant may share (as `unregister`)."""
+        if self._roster is None or not devices:
+            return []
+        roster = self._roster(tenant_id)
+        if not roster.moved:
+            return []
+        removed = [
+            d.device_id
+            for d in devices
+            if roster.access(d.sub).role is None
+            and self._devices.remove(tenant_id, d.device_id, d.sub, d.registered_at_ms)
+        ]
+        if removed:
+            logger.info(
+                "push devices of former members removed from %s: %s", tenant_id, removed
+            )
+        return removed
 
     def unregister(self, sub: str, tenant_id: str, device_id: str) -> bool:
         """Remove the caller's device; False if it has none of that id. Its endpoint
@@ -185,7 +222,10 @@ class Pushes:
         roster = self._members(tenant_id, newest)
         if not roster.moved:
             return devices
-        return [d for d in devices if roster.access(d.sub).role is not None]
+        kept = [d for d in devices if roster.access(d.sub).role is not None]
+        if len(kept) < len(devices):  # no longer members: their registrations go
+            self.sweep(tenant_id, [d for d in devices if roster.access(d.sub).role is None])
+        return kept
 
     def _views_changed(
         self, tenant_id: str, devices: list[PushDevice]

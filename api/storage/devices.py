@@ -111,9 +111,12 @@ class DeviceTable:
                 ) from exc
             raise
 
-    def remove(self, tenant_id: str, device_id: str, sub: str | None) -> bool:
-        """Delete the device (`sub`: only if that member's) and lower both counts;
-        False if it was not there (or another member's)."""
+    def remove(
+        self, tenant_id: str, device_id: str, sub: str | None, registered_at_ms: int | None = None
+    ) -> bool:
+        """Delete the device (`sub`: only if that member's; `registered_at_ms`: only
+        the registration of that instant, not one made again since) and lower both
+        counts; False if it was not there (or another member's, or another one)."""
         device = self.get(tenant_id, device_id)
         if device is None or (sub is not None and device.sub != sub):
             return False
@@ -124,6 +127,10 @@ class DeviceTable:
             "ExpressionAttributeNames": {"#by": "by"},
             "ExpressionAttributeValues": {":by": {"S": device.sub}},
         }
+        if registered_at_ms is not None:
+            delete["ConditionExpression"] += " AND #at = :at"
+            delete["ExpressionAttributeNames"]["#at"] = "at"
+            delete["ExpressionAttributeValues"][":at"] = {"N": str(registered_at_ms)}
         try:
             with translated():
                 _client().transact_write_items(
