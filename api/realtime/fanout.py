@@ -226,4 +226,7 @@ async def drain(rt: Runtime, record: dict[str, Any]) -> int:
     try:
         return await fan_out(rt, heads)
     finally:  # and their silent pushes, by the same audiences (UNTOLD: each checks)
-        push_all(rt, {t: (token, None, audience) for t, (token, audience) in heads.items()})
+        # Whether the batch's heads carried the flag of push devices is not known
+        # here: where a round reads devices, the flag is set (a no-op if it was).
+        changes = {t: (token, None, audience) for t, (token, audience) in heads.items()}
+        push_all(rt, changes, unflagged=heads)

@@ -39,9 +39,11 @@ def writes(records: Iterable[Mapping[str, Any]]) -> dict[str, Change]:
     one of them, or None when they name no device or several, and the members whose
     view they changed, coalesced as pokes coalesce them: the newest change's, UNTOLD
     for a member only an older one was for; None, every member); a tenant being
-    deleted is left out (nothing is pushed for it)."""
+    deleted is left out (nothing is pushed for it), and so is a tenant whose heads
+    say it has no push device (`has_devices`): its round would read none."""
     found: dict[str, tuple[str, Audience]] = {}
     devices: dict[str, set[str | None]] = {}
+    flagged = {t for t, has in _flags(records).items() if has is not False}
     for record in records:
         if record.get("eventName") not in ("INSERT", "MODIFY"):
             continue
@@ -64,14 +66,48 @@ def writes(records: Iterable[Mapping[str, Any]]) -> dict[str, Change]:
         found[tenant_id] = poke if before is None else coalesced(poke, before)
     changes: dict[str, Change] = {}
     for tenant_id, (token, audience) in found.items():
+        if tenant_id not in flagged:
+            continue
         named = devices[tenant_id]
         changes[tenant_id] = (token, next(iter(named)) if len(named) == 1 else None, audience)
     return changes
 
 
-def push_all(rt: Runtime, changes: Mapping[str, Change]) -> int:
+def _flags(records: Iterable[Mapping[str, Any]]) -> dict[str, bool | None]:
+    """Tenant -> whether its heads among `records` say it has push devices: True, one
+    carries the flag a registration sets (`keys.PUSH_DEVICES_ATTRIBUTE`, which every
+    later write's update of the head keeps); None, none does but one is the tenant's
+    first (no previous token: devices registered before the head existed are not
+    flagged, so its round reads them, and flags the head); False, neither."""
+    flags: dict[str, bool | None] = {}
+    for record in records:
+        change = record.get("dynamodb", {})
+        key = change.get("Keys", {})
+        tenant_id = keys.tenant_of_head(
+            key.get("pk", {}).get("S", ""), key.get("sk", {}).get("S", "")
+        )
+        if tenant_id is None:
+            continue
+        image = change.get("NewImage", {})
+        if keys.PUSH_DEVICES_ATTRIBUTE in image:
+            flags[tenant_id] = True
+        elif keys.HEAD_PREV_ATTRIBUTE not in image and flags.get(tenant_id) is not True:
+            flags[tenant_id] = None
+        else:
+            flags.setdefault(tenant_id, False)
+    return flags
+
+
+def unflagged(records: Iterable[Mapping[str, Any]]) -> set[str]:
+    """The tenants of `records` pushed without the head's flag (a first write's)."""
+    return {t for t, has in _flags(records).items() if has is None}
+
+
+def push_all(rt: Runtime, changes: Mapping[str, Change], unflagged: Iterable[str] = ()) -> int:
     """Each tenant's round; how many pushes were sent. Raises FanOutIncomplete once
-    every tenant was tried if any round failed."""
+    every tenant was tried if any round failed. `unflagged`: tenants whose head does
+    not carry the flag of push devices; where their round reads some, it is set."""
+    first = set(unflagged)
     pushes = rt.pushes
     if pushes is None:
         return 0
@@ -86,6 +122,12 @@ def push_all(rt: Runtime, changes: Mapping[str, Change]) -> int:
         sent += len(done.sent)
         failed += done.failed
         _later(rt, tenant_id, done)
+        if tenant_id in first and done.devices:
+            try:
+                pushes.flag(tenant_id)
+            except Exception:  # any: this round pushed; a later write's reads again
+                logger.exception("the push devices' flag of %s was not set", tenant_id)
+                failed += 1
     _count(rt, sent, failed)
     if failed:
         raise FanOutIncomplete(f"{failed} silent pushes failed")

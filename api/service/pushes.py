@@ -36,6 +36,7 @@ class Devices(Protocol):
         self, tenant_id: str, device_id: str, sub: str | None, registered_at_ms: int | None = None
     ) -> bool: ...
     def devices(self, tenant_id: str) -> list[PushDevice]: ...
+    def flag(self, tenant_id: str) -> None: ...
     def claim(self, device: PushDevice, token: str, now_ms: int, window_ms: int) -> bool: ...
     def defer(self, device: PushDevice, token: str) -> bool: ...
     def release(self, device: PushDevice, token: str) -> None: ...
@@ -57,6 +58,7 @@ class PushRound:
     # When the earliest token left waiting is due (epoch ms; None: none waits).
     due_ms: int | None = None
     failed: int = 0  # publishes that failed (their tokens wait for the next round)
+    devices: int = 0  # the tenant's devices the round read
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def wait_until(self, due: int) -> None:
@@ -141,9 +143,7 @@ class Pushes:
             and self._devices.remove(tenant_id, d.device_id, d.sub, d.registered_at_ms)
         ]
         if removed:
-            logger.info(
-                "push devices of former members removed from %s: %s", tenant_id, removed
-            )
+            logger.info("push devices of former members removed from %s: %s", tenant_id, removed)
         return removed
 
     def unregister(self, sub: str, tenant_id: str, device_id: str) -> bool:
@@ -174,6 +174,11 @@ class Pushes:
         (`flush`, at the round's `due_ms`)."""
         return self._round(tenant_id, token, writer, audience)
 
+    def flag(self, tenant_id: str) -> None:
+        """Mark the tenant's head as having push devices (a round of its first write
+        found some, registered before the head existed)."""
+        self._devices.flag(tenant_id)
+
     def flush(self, tenant_id: str) -> PushRound:
         """Push the tokens waiting for their window's end, where it has passed."""
         return self._round(tenant_id, None, None, None)
@@ -189,9 +194,11 @@ class Pushes:
         if not any(self._endpoints.enabled(p) for p in ("APNS", "FCM")):
             return done
         untold = audience is not None and audience >= UNTOLD
+        registered = self._devices.devices(tenant_id)
+        done.devices = len(registered)
         candidates = [
             d
-            for d in self._devices.devices(tenant_id)
+            for d in registered
             if d.device_id != writer
             and (untold or in_audience(d.sub, audience))
             and (token is not None or d.pending is not None)

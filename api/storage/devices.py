@@ -9,7 +9,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from api.domain.devices import PushDevice
-from api.domain.errors import Forbidden, TenantDeleted, TooManyDevices
+from api.domain.errors import Forbidden, TenantDeleted, TooManyDevices, Unavailable
 from api.storage import codecs, keys
 from api.storage.deletion_usage import MARK_ID
 from api.storage.errors import error_code, translated
@@ -76,40 +76,29 @@ class DeviceTable:
         else:
             put["ConditionExpression"] = "#by = :by"
             put["ExpressionAttributeValues"] = {":by": {"S": device.sub}}
-        actions: list[dict[str, Any]] = [
-            {
-                "ConditionCheck": {
-                    "TableName": _table(),
-                    "Key": codecs.raw_key(keys.log_pk(t), keys.HEAD_SK),
-                    "ConditionExpression": "attribute_not_exists(#x)",
-                    "ExpressionAttributeNames": {"#x": MARK_ID},
-                }
-            },
-            {"Put": put},
-        ]
-        if new:
-            actions += [
+        counts = (
+            [
                 _count(t, keys.DEVICE_COUNT_SK, 1, per_tenant),
                 _count(t, keys.member_devices_sk(device.sub), 1, per_member),
             ]
-        try:
-            with translated():
-                _client().transact_write_items(
-                    TransactItems=actions, ReturnConsumedCapacity=TOTAL_CAPACITY
-                )
-        except ClientError as exc:
-            reasons = _reasons(exc)
-            if reasons[0] == "ConditionalCheckFailed":
-                raise TenantDeleted("this tenant is being deleted") from exc
-            if reasons[1] == "ConditionalCheckFailed":
-                raise Forbidden("this deviceID is registered by another member") from exc
-            if "ConditionalCheckFailed" in reasons[2:]:
-                which = "tenant" if reasons[2] == "ConditionalCheckFailed" else "member"
-                bound = per_tenant if which == "tenant" else per_member
-                raise TooManyDevices(
-                    f"at most {bound} push devices per {which}; unregister one first"
-                ) from exc
-            raise
+            if new
+            else []
+        )
+        for _ in range(_HEAD_TRIES):
+            try:
+                with translated():
+                    _client().transact_write_items(
+                        TransactItems=[_head_flagged(t), {"Put": put}, *counts],
+                        ReturnConsumedCapacity=TOTAL_CAPACITY,
+                    )
+                return
+            except ClientError as exc:
+                reasons = _reasons(exc)
+                if reasons[0] != "ConditionalCheckFailed":
+                    _refused(reasons, exc, per_member, per_tenant)
+                    raise
+                # The head changed since it was read (written first, or marked).
+        raise Unavailable("the tenant's head kept changing; retry")
 
     def remove(
         self, tenant_id: str, device_id: str, sub: str | None, registered_at_ms: int | None = None
@@ -146,6 +135,9 @@ class DeviceTable:
                 return False  # removed meanwhile
             raise
         return True
+
+    def flag(self, tenant_id: str) -> None:
+        flag_head(tenant_id)
 
     def devices(self, tenant_id: str) -> list[PushDevice]:
         """Every device of the tenant (one consistent Query a page)."""
@@ -237,6 +229,97 @@ class DeviceTable:
                 return False
             raise
         return True
+
+
+# A registration's transaction tried again when the head changed meanwhile.
+_HEAD_TRIES = 3
+
+
+def _head_flagged(tenant_id: str) -> dict[str, Any]:
+    """A registration's action on the tenant's head, read now (strongly consistent):
+    it holds no deletion mark, and carries the flag that the tenant has push devices
+    (`keys.PUSH_DEVICES_ATTRIBUTE`: set here if absent, an update every later write
+    keeps). A tenant without a head yet (no write) is checked to still have none: its
+    first write's round reads the devices anyway. TenantDeleted: the head is marked."""
+    head_key = codecs.raw_key(keys.log_pk(tenant_id), keys.HEAD_SK)
+    names = {"#x": MARK_ID, "#t": "tok", "#p": keys.PUSH_DEVICES_ATTRIBUTE}
+    with translated():
+        head = (
+            _client()
+            .get_item(
+                TableName=_table(),
+                Key=head_key,
+                ConsistentRead=True,
+                ProjectionExpression="#x, #t, #p",
+                ExpressionAttributeNames=names,
+                ReturnConsumedCapacity=TOTAL_CAPACITY,
+            )
+            .get("Item")
+        )
+    if head is not None and MARK_ID in head:
+        raise TenantDeleted("this tenant is being deleted")
+    check = {"TableName": _table(), "Key": head_key}
+    if head is None:
+        cond = "attribute_not_exists(#t) AND attribute_not_exists(#x)"
+        used = {n: names[n] for n in ("#t", "#x")}
+        return {
+            "ConditionCheck": {
+                **check,
+                "ConditionExpression": cond,
+                "ExpressionAttributeNames": used,
+            }
+        }
+    if keys.PUSH_DEVICES_ATTRIBUTE in head:
+        cond = "attribute_exists(#p) AND attribute_not_exists(#x)"
+        used = {n: names[n] for n in ("#p", "#x")}
+        return {
+            "ConditionCheck": {
+                **check,
+                "ConditionExpression": cond,
+                "ExpressionAttributeNames": used,
+            }
+        }
+    return {
+        "Update": {
+            **check,
+            "ExpressionAttributeNames": names,
+            "UpdateExpression": "SET #p = :one",
+            "ConditionExpression": "attribute_exists(#t) AND attribute_not_exists(#x)",
+            "ExpressionAttributeValues": {":one": {"N": "1"}},
+        }
+    }
+
+
+def _refused(reasons: list[str], exc: ClientError, per_member: int, per_tenant: int) -> None:
+    """A registration's refusal by its transaction's cancellation reasons (the head's
+    aside): Forbidden (another member's device id) or TooManyDevices."""
+    if reasons[1] == "ConditionalCheckFailed":
+        raise Forbidden("this deviceID is registered by another member") from exc
+    if "ConditionalCheckFailed" in reasons[2:]:
+        which = "tenant" if reasons[2] == "ConditionalCheckFailed" else "member"
+        bound = per_tenant if which == "tenant" else per_member
+        raise TooManyDevices(
+            f"at most {bound} push devices per {which}; unregister one first"
+        ) from exc
+
+
+def flag_head(tenant_id: str) -> None:
+    """Set the head's flag that the tenant has push devices, where its head has none
+    (its first write's round found devices registered before the head existed)."""
+    try:
+        with translated():
+            _client().update_item(
+                TableName=_table(),
+                Key=codecs.raw_key(keys.log_pk(tenant_id), keys.HEAD_SK),
+                UpdateExpression="SET #p = :one",
+                ConditionExpression="attribute_exists(#t) AND attribute_not_exists(#p)",
+                ExpressionAttributeNames={"#t": "tok", "#p": keys.PUSH_DEVICES_ATTRIBUTE},
+                ExpressionAttributeValues={":one": {"N": "1"}},
+                ReturnConsumedCapacity=TOTAL_CAPACITY,
+            )
+    except ClientError as exc:
+        if error_code(exc) != "ConditionalCheckFailedException":
+            raise
 
 
 def _count(tenant_id: str, sk: str, step: int, bound: int | None = None) -> dict[str, Any]:

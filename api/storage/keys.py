@@ -278,6 +278,12 @@ _FENCE_SUFFIX = "#FENCE"
 TTL_ATTRIBUTE = "exp"
 # On a head: the tenant is being deleted (who asked); realtime reads it off the stream.
 DELETING_ATTRIBUTE = "xby"
+# On a head: a push device was registered for the tenant (set by the registration,
+# kept by every write's update of the head); the stream's fan-out reads it off the
+# head's image and Queries the tenant's devices only where it is (or where the head
+# is the tenant's first: without `HEAD_PREV_ATTRIBUTE`, its previous token).
+PUSH_DEVICES_ATTRIBUTE = "pd"
+HEAD_PREV_ATTRIBUTE = "pv"
 
 
 def _partition(suffix: str) -> Callable[[str], str]:
