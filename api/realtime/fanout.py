@@ -226,7 +226,5 @@ async def drain(rt: Runtime, record: dict[str, Any]) -> int:
     try:
         return await fan_out(rt, heads)
     finally:  # and their silent pushes, by the same audiences (UNTOLD: each checks)
-        # Whether the batch's heads carried the flag of push devices is not known
-        # here: where a round reads devices, the flag is set (a no-op if it was).
         changes = {t: (token, None, audience) for t, (token, audience) in heads.items()}
-        push_all(rt, changes, unflagged=heads)
+        push_all(rt, changes, mark_empty=True)

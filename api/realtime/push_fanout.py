@@ -39,11 +39,11 @@ def writes(records: Iterable[Mapping[str, Any]]) -> dict[str, Change]:
     one of them, or None when they name no device or several, and the members whose
     view they changed, coalesced as pokes coalesce them: the newest change's, UNTOLD
     for a member only an older one was for; None, every member); a tenant being
-    deleted is left out (nothing is pushed for it), and so is a tenant whose heads
-    say it has no push device (`has_devices`): its round would read none."""
+    deleted is left out (nothing is pushed for it), and so is a tenant whose newest
+    head among them says it has no push device (`keys.NO_PUSH_DEVICES_ATTRIBUTE`)."""
     found: dict[str, tuple[str, Audience]] = {}
     devices: dict[str, set[str | None]] = {}
-    flagged = {t for t, has in _flags(records).items() if has is not False}
+    empty: dict[str, bool] = {}
     for record in records:
         if record.get("eventName") not in ("INSERT", "MODIFY"):
             continue
@@ -56,6 +56,7 @@ def writes(records: Iterable[Mapping[str, Any]]) -> dict[str, Change]:
         token = image.get("tok", {}).get("S")
         if tenant_id is None or not isinstance(token, str):
             continue
+        empty[tenant_id] = keys.NO_PUSH_DEVICES_ATTRIBUTE in image
         if keys.DELETING_ATTRIBUTE in image:
             found.pop(tenant_id, None)
             devices[tenant_id] = {None}
@@ -66,48 +67,18 @@ def writes(records: Iterable[Mapping[str, Any]]) -> dict[str, Change]:
         found[tenant_id] = poke if before is None else coalesced(poke, before)
     changes: dict[str, Change] = {}
     for tenant_id, (token, audience) in found.items():
-        if tenant_id not in flagged:
+        if empty[tenant_id]:
             continue
         named = devices[tenant_id]
         changes[tenant_id] = (token, next(iter(named)) if len(named) == 1 else None, audience)
     return changes
 
 
-def _flags(records: Iterable[Mapping[str, Any]]) -> dict[str, bool | None]:
-    """Tenant -> whether its heads among `records` say it has push devices: True, one
-    carries the flag a registration sets (`keys.PUSH_DEVICES_ATTRIBUTE`, which every
-    later write's update of the head keeps); None, none does but one is the tenant's
-    first (no previous token: devices registered before the head existed are not
-    flagged, so its round reads them, and flags the head); False, neither."""
-    flags: dict[str, bool | None] = {}
-    for record in records:
-        change = record.get("dynamodb", {})
-        key = change.get("Keys", {})
-        tenant_id = keys.tenant_of_head(
-            key.get("pk", {}).get("S", ""), key.get("sk", {}).get("S", "")
-        )
-        if tenant_id is None:
-            continue
-        image = change.get("NewImage", {})
-        if keys.PUSH_DEVICES_ATTRIBUTE in image:
-            flags[tenant_id] = True
-        elif keys.HEAD_PREV_ATTRIBUTE not in image and flags.get(tenant_id) is not True:
-            flags[tenant_id] = None
-        else:
-            flags.setdefault(tenant_id, False)
-    return flags
-
-
-def unflagged(records: Iterable[Mapping[str, Any]]) -> set[str]:
-    """The tenants of `records` pushed without the head's flag (a first write's)."""
-    return {t for t, has in _flags(records).items() if has is None}
-
-
-def push_all(rt: Runtime, changes: Mapping[str, Change], unflagged: Iterable[str] = ()) -> int:
+def push_all(rt: Runtime, changes: Mapping[str, Change], mark_empty: bool = False) -> int:
     """Each tenant's round; how many pushes were sent. Raises FanOutIncomplete once
-    every tenant was tried if any round failed. `unflagged`: tenants whose head does
-    not carry the flag of push devices; where their round reads some, it is set."""
-    first = set(unflagged)
+    every tenant was tried if any round failed. `mark_empty`: a tenant whose round
+    read no device gets the mark on its head that it has none (unless one was
+    registered meanwhile), so that the stream's next heads of it run no round."""
     pushes = rt.pushes
     if pushes is None:
         return 0
@@ -122,12 +93,11 @@ def push_all(rt: Runtime, changes: Mapping[str, Change], unflagged: Iterable[str
         sent += len(done.sent)
         failed += done.failed
         _later(rt, tenant_id, done)
-        if tenant_id in first and done.devices:
+        if mark_empty and not done.devices:
             try:
-                pushes.flag(tenant_id)
-            except Exception:  # any: this round pushed; a later write's reads again
-                logger.exception("the push devices' flag of %s was not set", tenant_id)
-                failed += 1
+                pushes.mark_empty(tenant_id)
+            except Exception:  # any: without the mark, the next round reads again
+                logger.exception("the head of %s was not marked as without devices", tenant_id)
     _count(rt, sent, failed)
     if failed:
         raise FanOutIncomplete(f"{failed} silent pushes failed")

@@ -36,7 +36,7 @@ class Devices(Protocol):
         self, tenant_id: str, device_id: str, sub: str | None, registered_at_ms: int | None = None
     ) -> bool: ...
     def devices(self, tenant_id: str) -> list[PushDevice]: ...
-    def flag(self, tenant_id: str) -> None: ...
+    def mark_empty(self, tenant_id: str) -> bool: ...
     def claim(self, device: PushDevice, token: str, now_ms: int, window_ms: int) -> bool: ...
     def defer(self, device: PushDevice, token: str) -> bool: ...
     def release(self, device: PushDevice, token: str) -> None: ...
@@ -174,10 +174,11 @@ class Pushes:
         (`flush`, at the round's `due_ms`)."""
         return self._round(tenant_id, token, writer, audience)
 
-    def flag(self, tenant_id: str) -> None:
-        """Mark the tenant's head as having push devices (a round of its first write
-        found some, registered before the head existed)."""
-        self._devices.flag(tenant_id)
+    def mark_empty(self, tenant_id: str) -> bool:
+        """Say on the tenant's head that it has no device (a round found none), unless
+        one was registered meanwhile: the stream's fan-out then runs no round for
+        it until a registration."""
+        return self._devices.mark_empty(tenant_id)
 
     def flush(self, tenant_id: str) -> PushRound:
         """Push the tokens waiting for their window's end, where it has passed."""

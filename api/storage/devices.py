@@ -88,7 +88,7 @@ class DeviceTable:
             try:
                 with translated():
                     _client().transact_write_items(
-                        TransactItems=[_head_flagged(t), {"Put": put}, *counts],
+                        TransactItems=[_head_check(t), {"Put": put}, *counts],
                         ReturnConsumedCapacity=TOTAL_CAPACITY,
                     )
                 return
@@ -136,8 +136,8 @@ class DeviceTable:
             raise
         return True
 
-    def flag(self, tenant_id: str) -> None:
-        flag_head(tenant_id)
+    def mark_empty(self, tenant_id: str) -> bool:
+        return mark_empty(tenant_id)
 
     def devices(self, tenant_id: str) -> list[PushDevice]:
         """Every device of the tenant (one consistent Query a page)."""
@@ -235,14 +235,14 @@ class DeviceTable:
 _HEAD_TRIES = 3
 
 
-def _head_flagged(tenant_id: str) -> dict[str, Any]:
+def _head_check(tenant_id: str) -> dict[str, Any]:
     """A registration's action on the tenant's head, read now (strongly consistent):
-    it holds no deletion mark, and carries the flag that the tenant has push devices
-    (`keys.PUSH_DEVICES_ATTRIBUTE`: set here if absent, an update every later write
-    keeps). A tenant without a head yet (no write) is checked to still have none: its
-    first write's round reads the devices anyway. TenantDeleted: the head is marked."""
+    it holds no deletion mark, and no longer says the tenant has no push device
+    (`keys.NO_PUSH_DEVICES_ATTRIBUTE`: removed here where present, so the fan-out
+    reads the devices from this transaction on; else checked still absent, on a head
+    or where the tenant has none yet). TenantDeleted: the head is marked."""
     head_key = codecs.raw_key(keys.log_pk(tenant_id), keys.HEAD_SK)
-    names = {"#x": MARK_ID, "#t": "tok", "#p": keys.PUSH_DEVICES_ATTRIBUTE}
+    names = {"#x": MARK_ID, "#n": keys.NO_PUSH_DEVICES_ATTRIBUTE}
     with translated():
         head = (
             _client()
@@ -250,7 +250,7 @@ def _head_flagged(tenant_id: str) -> dict[str, Any]:
                 TableName=_table(),
                 Key=head_key,
                 ConsistentRead=True,
-                ProjectionExpression="#x, #t, #p",
+                ProjectionExpression="#x, #n",
                 ExpressionAttributeNames=names,
                 ReturnConsumedCapacity=TOTAL_CAPACITY,
             )
@@ -258,36 +258,17 @@ def _head_flagged(tenant_id: str) -> dict[str, Any]:
         )
     if head is not None and MARK_ID in head:
         raise TenantDeleted("this tenant is being deleted")
-    check = {"TableName": _table(), "Key": head_key}
-    if head is None:
-        cond = "attribute_not_exists(#t) AND attribute_not_exists(#x)"
-        used = {n: names[n] for n in ("#t", "#x")}
+    check = {"TableName": _table(), "Key": head_key, "ExpressionAttributeNames": names}
+    if head is not None and keys.NO_PUSH_DEVICES_ATTRIBUTE in head:
         return {
-            "ConditionCheck": {
+            "Update": {
                 **check,
-                "ConditionExpression": cond,
-                "ExpressionAttributeNames": used,
+                "UpdateExpression": "REMOVE #n",
+                "ConditionExpression": "attribute_exists(#n) AND attribute_not_exists(#x)",
             }
         }
-    if keys.PUSH_DEVICES_ATTRIBUTE in head:
-        cond = "attribute_exists(#p) AND attribute_not_exists(#x)"
-        used = {n: names[n] for n in ("#p", "#x")}
-        return {
-            "ConditionCheck": {
-                **check,
-                "ConditionExpression": cond,
-                "ExpressionAttributeNames": used,
-            }
-        }
-    return {
-        "Update": {
-            **check,
-            "ExpressionAttributeNames": names,
-            "UpdateExpression": "SET #p = :one",
-            "ConditionExpression": "attribute_exists(#t) AND attribute_not_exists(#x)",
-            "ExpressionAttributeValues": {":one": {"N": "1"}},
-        }
-    }
+    cond = "attribute_not_exists(#n) AND attribute_not_exists(#x)"
+    return {"ConditionCheck": {**check, "ConditionExpression": cond}}
 
 
 def _refused(reasons: list[str], exc: ClientError, per_member: int, per_tenant: int) -> None:
@@ -303,23 +284,47 @@ def _refused(reasons: list[str], exc: ClientError, per_member: int, per_tenant: 
         ) from exc
 
 
-def flag_head(tenant_id: str) -> None:
-    """Set the head's flag that the tenant has push devices, where its head has none
-    (its first write's round found devices registered before the head existed)."""
+def mark_empty(tenant_id: str) -> bool:
+    """Say on the tenant's head that it has no push device, in one transaction with the
+    check that its count of devices is 0 (so a registration committed since the
+    round's read of the devices leaves the head as it is: it then removes the mark
+    itself, `_head_check`); False when it was not set (a device, the mark there
+    already, or the tenant being deleted)."""
+    count = codecs.raw_key(keys.devices_pk(tenant_id), keys.DEVICE_COUNT_SK)
     try:
         with translated():
-            _client().update_item(
-                TableName=_table(),
-                Key=codecs.raw_key(keys.log_pk(tenant_id), keys.HEAD_SK),
-                UpdateExpression="SET #p = :one",
-                ConditionExpression="attribute_exists(#t) AND attribute_not_exists(#p)",
-                ExpressionAttributeNames={"#t": "tok", "#p": keys.PUSH_DEVICES_ATTRIBUTE},
-                ExpressionAttributeValues={":one": {"N": "1"}},
+            _client().transact_write_items(
+                TransactItems=[
+                    {
+                        "ConditionCheck": {
+                            "TableName": _table(),
+                            "Key": count,
+                            "ConditionExpression": "attribute_not_exists(n) OR n <= :zero",
+                            "ExpressionAttributeValues": {":zero": {"N": "0"}},
+                        }
+                    },
+                    {
+                        "Update": {
+                            "TableName": _table(),
+                            "Key": codecs.raw_key(keys.log_pk(tenant_id), keys.HEAD_SK),
+                            "UpdateExpression": "SET #n = :one",
+                            "ConditionExpression": "attribute_exists(#t) AND "
+                            "attribute_not_exists(#n) AND attribute_not_exists(#x)",
+                            "ExpressionAttributeNames": {
+                                "#t": "tok",
+                                "#n": keys.NO_PUSH_DEVICES_ATTRIBUTE,
+                                "#x": MARK_ID,
+                            },
+                            "ExpressionAttributeValues": {":one": {"N": "1"}},
+                        }
+                    },
+                ],
                 ReturnConsumedCapacity=TOTAL_CAPACITY,
             )
     except ClientError as exc:
-        if error_code(exc) != "ConditionalCheckFailedException":
-            raise
+        _reasons(exc)  # raises anything but a cancellation
+        return False
+    return True
 
 
 def _count(tenant_id: str, sk: str, step: int, bound: int | None = None) -> dict[str, Any]:

@@ -278,12 +278,12 @@ _FENCE_SUFFIX = "#FENCE"
 TTL_ATTRIBUTE = "exp"
 # On a head: the tenant is being deleted (who asked); realtime reads it off the stream.
 DELETING_ATTRIBUTE = "xby"
-# On a head: a push device was registered for the tenant (set by the registration,
-# kept by every write's update of the head); the stream's fan-out reads it off the
-# head's image and Queries the tenant's devices only where it is (or where the head
-# is the tenant's first: without `HEAD_PREV_ATTRIBUTE`, its previous token).
-PUSH_DEVICES_ATTRIBUTE = "pd"
-HEAD_PREV_ATTRIBUTE = "pv"
+# On a head: the tenant has no push device (set by a fan-out round that found none
+# while the tenant's count of devices was 0, removed by the next registration's
+# transaction; kept by every write's update of the head): the stream's fan-out runs
+# no round for a head carrying it. A head without it (any written before it existed)
+# has its devices read.
+NO_PUSH_DEVICES_ATTRIBUTE = "nd"
 
 
 def _partition(suffix: str) -> Callable[[str], str]:

@@ -69,25 +69,27 @@ def _head(settings: Settings, tenant: str) -> dict[str, Any]:
 def test_a_commit_of_a_tenant_without_devices_reads_none(
     queue: tuple[Settings, str, Any], settings: Settings, gql: GraphQLClient, tenant: str
 ) -> None:
-    """Two writes (the tenant's first, then one with a previous token): neither
-    round calls DynamoDB on the device partition, so no read unit is spent there."""
-    for _ in range(2):
+    """The tenant's first write: its round reads the devices, finds none and marks the
+    head; the next write's head carries the mark, so its round is not run: no call
+    on the device partition, no read unit spent there."""
+    for n in range(2):
         stream = TableStream(settings)
-        _write(gql, tenant, None)
+        token = _write(gql, tenant, None)
         records = _head_filter(stream.records_until_head_of(tenant))
+        assert records[-1]["dynamodb"]["NewImage"]["tok"]["S"] == token
         with device_reads(tenant) as calls:
             assert aws.stream_handler({"Records": records}) == {"sent": 0, "pushed": 0}
-        assert calls == [] or calls[0][0] == "Query" and len(calls) == 1
-    # The second round, past the tenant's first write, read nothing of its devices.
+        if n == 0:
+            assert [name for name, _ in calls] == ["Query"]
+            assert keys.NO_PUSH_DEVICES_ATTRIBUTE in _head(settings, tenant)
     assert calls == [], f"the device partition was read: {calls}"
 
 
-def test_a_device_registered_before_the_first_write_is_pushed_and_flags_the_head(
+def test_a_device_registered_before_the_first_write_is_pushed_every_write(
     queue: tuple[Settings, str, Any], settings: Settings, gql: GraphQLClient, tenant: str
 ) -> None:
-    """No head when Bob registers: the first write's round reads the devices (its head
-    has no previous token), pushes Bob's and flags the head; the next write's head
-    carries the flag, so its round reads the devices too."""
+    """Bob registers before the tenant has a head: the first write's round reads the
+    devices, pushes Bob's and leaves the head unmarked; so does the next write's."""
     push_settings, _, _ = queue
     pushes = make_pushes(push_settings)
     assert pushes is not None
@@ -95,30 +97,32 @@ def test_a_device_registered_before_the_first_write_is_pushed_and_flags_the_head
     stream = TableStream(settings)
     first = _write(gql, tenant, None)
     records = _head_filter(stream.records_until_head_of(tenant))
-    assert keys.PUSH_DEVICES_ATTRIBUTE not in records[-1]["dynamodb"]["NewImage"]
     assert aws.stream_handler({"Records": records}) == {"sent": 0, "pushed": 1}
     found = sns.published(str(push_settings.sns_endpoint))
     assert [sns.payload(m)["changeToken"] for m in found[arn]] == [first]
-    assert keys.PUSH_DEVICES_ATTRIBUTE in _head(settings, tenant)
+    assert keys.NO_PUSH_DEVICES_ATTRIBUTE not in _head(settings, tenant)
 
     stream = TableStream(settings)
     _write(gql, tenant, None)
     records = _head_filter(stream.records_until_head_of(tenant))
-    assert keys.PUSH_DEVICES_ATTRIBUTE in records[-1]["dynamodb"]["NewImage"]
+    assert tenant in push_fanout.writes(records)
     with device_reads(tenant) as calls:
         aws.stream_handler({"Records": records})  # within Bob's window: it waits
     assert [name for name, _ in calls][:1] == ["Query"]
 
 
-def test_a_registration_after_writes_flags_the_head_and_its_change_pushes_the_newest(
+def test_a_registration_removes_the_mark_and_its_change_pushes_the_newest(
     queue: tuple[Settings, str, Any], settings: Settings, gql: GraphQLClient, tenant: str
 ) -> None:
-    """Writes before any device: no round reads devices. Cat registers: the head gets
-    the flag, a change of the head the stream carries with the newest token, whose
-    round pushes it to Cat's device (so a write the registration raced is not missed);
-    the next write's round reads the devices."""
+    """Writes before any device: the head is marked, no round runs. Cat registers:
+    her transaction removes the mark, a change of the head the stream carries with
+    the newest token, whose round pushes it to Cat's device (so a write the
+    registration raced is not missed); registering again writes no head change,
+    and the next write's round runs."""
     push_settings, _, _ = queue
-    _write(gql, tenant, None)  # the tenant's first: its round reads (and finds none)
+    stream = TableStream(settings)
+    _write(gql, tenant, None)
+    aws.stream_handler({"Records": _head_filter(stream.records_until_head_of(tenant))})
     stream = TableStream(settings)
     newest = _write(gql, tenant, None)
     records = _head_filter(stream.records_until_head_of(tenant))
@@ -130,15 +134,30 @@ def test_a_registration_after_writes_flags_the_head_and_its_change_pushes_the_ne
     arn = pushes.register("cat", tenant, "APNS", "c4" * 32, "cat-phone").endpoint
     records = _head_filter(stream.records_until_head_of(tenant))
     image = records[-1]["dynamodb"]["NewImage"]
-    assert keys.PUSH_DEVICES_ATTRIBUTE in image and image["tok"]["S"] == newest
+    assert keys.NO_PUSH_DEVICES_ATTRIBUTE not in image and image["tok"]["S"] == newest
     assert aws.stream_handler({"Records": records}) == {"sent": 0, "pushed": 1}
     found = sns.published(str(push_settings.sns_endpoint))
     assert [sns.payload(m)["changeToken"] for m in found[arn]] == [newest]
 
-    # Registering again (an app's every start) writes no head change.
-    pushes.register("cat", tenant, "APNS", "c4" * 32, "cat-phone")
+    pushes.register("cat", tenant, "APNS", "c4" * 32, "cat-phone")  # an app's next start
     stream = TableStream(settings)
     later = _write(gql, tenant, None)
     records = _head_filter(stream.records_until_head_of(tenant))
     assert [r["dynamodb"]["NewImage"]["tok"]["S"] for r in records] == [later]
     assert tenant in push_fanout.writes(records)
+
+
+def test_a_registration_racing_the_mark_keeps_the_head_unmarked(
+    queue: tuple[Settings, str, Any], settings: Settings, gql: GraphQLClient, tenant: str
+) -> None:
+    """A round read no device, then Dan registered before its mark: the mark is not
+    set (its transaction checks the tenant's count of devices), so the next write's
+    round reads Dan's device."""
+    push_settings, _, _ = queue
+    _write(gql, tenant, None)
+    pushes = make_pushes(push_settings)
+    assert pushes is not None
+    assert pushes.flush(tenant).devices == 0  # a round's read: none
+    pushes.register("dan", tenant, "APNS", "d5" * 32, "dan-phone")
+    assert pushes.mark_empty(tenant) is False
+    assert keys.NO_PUSH_DEVICES_ATTRIBUTE not in _head(settings, tenant)
