@@ -42,6 +42,7 @@ from api.realtime import push_fanout
 from api.realtime.aws_runtime import build_runtime
 from api.settings import PROJECT_ROOT, Settings
 from api.storage import keys, models
+from api.storage.devices import NO_PUSH_DEVICES_ATTRIBUTE
 from scripts.benchmarks.harness import SECRET, local_engines
 from scripts.benchmarks.prices import (
     APPSYNC_CONNECTION_MINUTE_USD,
@@ -129,7 +130,7 @@ def no_devices(settings: Settings, rounds: int) -> dict[str, float]:
     client = models.RecordItem._get_connection().connection.client
     tenant = "bench-no-devices"
     key = {"pk": {"S": keys.log_pk(tenant)}, "sk": {"S": keys.HEAD_SK}}
-    image = {**key, "tok": {"S": "01JBENCH" + "1" * 18}, keys.NO_PUSH_DEVICES_ATTRIBUTE: {"N": "1"}}
+    image = {**key, "tok": {"S": "01JBENCH" + "1" * 18}, NO_PUSH_DEVICES_ATTRIBUTE: {"N": "1"}}
     record = {"eventName": "MODIFY", "dynamodb": {"Keys": key, "NewImage": image}}
     given = push_fanout.writes([record])
     times: list[float] = []

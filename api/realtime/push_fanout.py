@@ -24,6 +24,7 @@ from api.realtime.aws_runtime import FanOutIncomplete, Runtime
 from api.realtime.streams import audience_of
 from api.service.pushes import PushRound
 from api.storage import keys
+from api.storage.devices import NO_PUSH_DEVICES_ATTRIBUTE
 
 logger = logging.getLogger("api.pushes")
 
@@ -40,7 +41,7 @@ def writes(records: Iterable[Mapping[str, Any]]) -> dict[str, Change]:
     view they changed, coalesced as pokes coalesce them: the newest change's, UNTOLD
     for a member only an older one was for; None, every member); a tenant being
     deleted is left out (nothing is pushed for it), and so is a tenant whose newest
-    head among them says it has no push device (`keys.NO_PUSH_DEVICES_ATTRIBUTE`)."""
+    head among them says it has no push device (`NO_PUSH_DEVICES_ATTRIBUTE`)."""
     found: dict[str, tuple[str, Audience]] = {}
     devices: dict[str, set[str | None]] = {}
     empty: dict[str, bool] = {}
@@ -56,7 +57,7 @@ def writes(records: Iterable[Mapping[str, Any]]) -> dict[str, Change]:
         token = image.get("tok", {}).get("S")
         if tenant_id is None or not isinstance(token, str):
             continue
-        empty[tenant_id] = keys.NO_PUSH_DEVICES_ATTRIBUTE in image
+        empty[tenant_id] = NO_PUSH_DEVICES_ATTRIBUTE in image
         if keys.DELETING_ATTRIBUTE in image:
             found.pop(tenant_id, None)
             devices[tenant_id] = {None}

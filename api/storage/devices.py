@@ -16,6 +16,13 @@ from api.storage.errors import error_code, translated
 from api.storage.models import RecordItem
 from api.storage.reads import TOTAL_CAPACITY, connection
 
+# On a head: the tenant has no push device (set by a fan-out round that found none
+# while the tenant's count of devices was 0, removed by the next registration's
+# transaction; kept by every write's update of the head): the stream's fan-out runs
+# no round for a head carrying it. A head without it (any written before it existed)
+# has its devices read.
+NO_PUSH_DEVICES_ATTRIBUTE = "nd"
+
 
 def _table() -> str:
     return str(RecordItem.Meta.table_name)
@@ -238,11 +245,11 @@ _HEAD_TRIES = 3
 def _head_check(tenant_id: str) -> dict[str, Any]:
     """A registration's action on the tenant's head, read now (strongly consistent):
     it holds no deletion mark, and no longer says the tenant has no push device
-    (`keys.NO_PUSH_DEVICES_ATTRIBUTE`: removed here where present, so the fan-out
+    (`NO_PUSH_DEVICES_ATTRIBUTE`: removed here where present, so the fan-out
     reads the devices from this transaction on; else checked still absent, on a head
     or where the tenant has none yet). TenantDeleted: the head is marked."""
     head_key = codecs.raw_key(keys.log_pk(tenant_id), keys.HEAD_SK)
-    names = {"#x": MARK_ID, "#n": keys.NO_PUSH_DEVICES_ATTRIBUTE}
+    names = {"#x": MARK_ID, "#n": NO_PUSH_DEVICES_ATTRIBUTE}
     with translated():
         head = (
             _client()
@@ -259,7 +266,7 @@ def _head_check(tenant_id: str) -> dict[str, Any]:
     if head is not None and MARK_ID in head:
         raise TenantDeleted("this tenant is being deleted")
     check = {"TableName": _table(), "Key": head_key, "ExpressionAttributeNames": names}
-    if head is not None and keys.NO_PUSH_DEVICES_ATTRIBUTE in head:
+    if head is not None and NO_PUSH_DEVICES_ATTRIBUTE in head:
         return {
             "Update": {
                 **check,
@@ -312,7 +319,7 @@ def mark_empty(tenant_id: str) -> bool:
                             "attribute_not_exists(#n) AND attribute_not_exists(#x)",
                             "ExpressionAttributeNames": {
                                 "#t": "tok",
-                                "#n": keys.NO_PUSH_DEVICES_ATTRIBUTE,
+                                "#n": NO_PUSH_DEVICES_ATTRIBUTE,
                                 "#x": MARK_ID,
                             },
                             "ExpressionAttributeValues": {":one": {"N": "1"}},

@@ -278,12 +278,6 @@ _FENCE_SUFFIX = "#FENCE"
 TTL_ATTRIBUTE = "exp"
 # On a head: the tenant is being deleted (who asked); realtime reads it off the stream.
 DELETING_ATTRIBUTE = "xby"
-# On a head: the tenant has no push device (set by a fan-out round that found none
-# while the tenant's count of devices was 0, removed by the next registration's
-# transaction; kept by every write's update of the head): the stream's fan-out runs
-# no round for a head carrying it. A head without it (any written before it existed)
-# has its devices read.
-NO_PUSH_DEVICES_ATTRIBUTE = "nd"
 
 
 def _partition(suffix: str) -> Callable[[str], str]:

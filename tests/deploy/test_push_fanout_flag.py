@@ -17,6 +17,7 @@ from api.push_setup import make_pushes
 from api.realtime import aws, push_fanout
 from api.settings import Settings
 from api.storage import keys
+from api.storage.devices import NO_PUSH_DEVICES_ATTRIBUTE
 from api.storage.reads import connection
 from tests.deploy.test_push_fanout_aws import _write, queue
 from tests.deploy.test_realtime_aws import TableStream, _head_filter
@@ -81,7 +82,7 @@ def test_a_commit_of_a_tenant_without_devices_reads_none(
             assert aws.stream_handler({"Records": records}) == {"sent": 0, "pushed": 0}
         if n == 0:
             assert [name for name, _ in calls] == ["Query"]
-            assert keys.NO_PUSH_DEVICES_ATTRIBUTE in _head(settings, tenant)
+            assert NO_PUSH_DEVICES_ATTRIBUTE in _head(settings, tenant)
     assert calls == [], f"the device partition was read: {calls}"
 
 
@@ -100,7 +101,7 @@ def test_a_device_registered_before_the_first_write_is_pushed_every_write(
     assert aws.stream_handler({"Records": records}) == {"sent": 0, "pushed": 1}
     found = sns.published(str(push_settings.sns_endpoint))
     assert [sns.payload(m)["changeToken"] for m in found[arn]] == [first]
-    assert keys.NO_PUSH_DEVICES_ATTRIBUTE not in _head(settings, tenant)
+    assert NO_PUSH_DEVICES_ATTRIBUTE not in _head(settings, tenant)
 
     stream = TableStream(settings)
     _write(gql, tenant, None)
@@ -134,7 +135,7 @@ def test_a_registration_removes_the_mark_and_its_change_pushes_the_newest(
     arn = pushes.register("cat", tenant, "APNS", "c4" * 32, "cat-phone").endpoint
     records = _head_filter(stream.records_until_head_of(tenant))
     image = records[-1]["dynamodb"]["NewImage"]
-    assert keys.NO_PUSH_DEVICES_ATTRIBUTE not in image and image["tok"]["S"] == newest
+    assert NO_PUSH_DEVICES_ATTRIBUTE not in image and image["tok"]["S"] == newest
     assert aws.stream_handler({"Records": records}) == {"sent": 0, "pushed": 1}
     found = sns.published(str(push_settings.sns_endpoint))
     assert [sns.payload(m)["changeToken"] for m in found[arn]] == [newest]
@@ -160,4 +161,4 @@ def test_a_registration_racing_the_mark_keeps_the_head_unmarked(
     assert pushes.flush(tenant).devices == 0  # a round's read: none
     pushes.register("dan", tenant, "APNS", "d5" * 32, "dan-phone")
     assert pushes.mark_empty(tenant) is False
-    assert keys.NO_PUSH_DEVICES_ATTRIBUTE not in _head(settings, tenant)
+    assert NO_PUSH_DEVICES_ATTRIBUTE not in _head(settings, tenant)
