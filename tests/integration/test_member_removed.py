@@ -30,6 +30,7 @@ from tests.integration.test_members import (
     _moved,
     _refusal,
 )
+from tests.integration.test_realtime import _connect, _init, _receive, _subscribe
 from tests.support.gql import GraphQLClient, bearer
 from tests.support.store_state import tenant_state
 
@@ -273,3 +274,22 @@ def test_a_catch_up_pages_through_members_whose_ids_hold_the_cursors_separator(
     assert last is not None
     ids = _caught_up(olga, tenant, last)
     assert sorted(ids) == sorted(["olga", AUTH0, GOOGLE, SAML])
+
+
+def test_an_open_subscription_of_a_member_set_to_removed_ends_with_not_a_member(
+    app_client: TestClient, gql: GraphQLClient, tenant: str
+) -> None:
+    """As for a deleted Member record (realtime.md): the removal is its last event."""
+    olga, _ = _moved(gql, tenant)
+    bob = olga.data(CREATE, {"i": {"tenantID": tenant, "id": "bob", "member": {"role": "READER"}}})
+    record = bob["createMember"]["member"]
+    with _connect(app_client) as ws:
+        _init(ws, bearer([tenant], sub="bob")["Authorization"])
+        assert _receive(ws) == {"type": "connection_ack"}
+        _subscribe(ws, "s", tenant, since=record["changeToken"])
+        _update(olga, tenant, record, "REMOVED")
+        refused = _receive(ws)
+        assert refused["id"] == "s" and refused["type"] == "next"
+        extensions = refused["payload"]["errors"][0]["extensions"]
+        assert (extensions["code"], extensions["reason"]) == ("FORBIDDEN", "NOT_A_MEMBER")
+        assert _receive(ws) == {"id": "s", "type": "complete"}
