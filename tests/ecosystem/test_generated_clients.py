@@ -104,6 +104,7 @@ def test_the_task_trackers_generated_watermelondb_schema_syncs_lists_and_objects
     assert json.loads(fence["counts"]) == [0, 2147483647]
     assert json.loads(fence["address"]) == {"city": "Lyon"}  # an object: one value
     assert json.loads(fence["checklist"]) == [{"text": "buy paint", "done": False}]
+    assert fence["project_id"] == "house"  # a Ref: an id in its indexed column
 
 
 @pytest.fixture(scope="module")
@@ -120,7 +121,8 @@ def rxdb_dir() -> Path:
 def _rxdb(rxdb_dir: Path, settings: Settings, app: str, env: dict[str, str]) -> dict[str, Any]:
     tenant = f"gen-{uuid.uuid4().hex[:8]}"
     token = bearer([tenant], secret=TEST_AUTH_SECRET)["Authorization"].split()[1]
-    release = "2" if app == "family" else "1"
+    # The release each device declares: the tracker's 2, which added Task.projectID.
+    release = "2"
     with api_server(settings, extra_env=env) as url:
         done = subprocess.run(
             [rxdb.NODE, "test/generated.mjs", f"{url}/graphql", token, tenant, release, app],
@@ -176,4 +178,5 @@ def test_the_task_trackers_generated_rxdb_schemas_replicate_every_kind(
         "stages": ["TODO", "DONE"],
         "address": {"city": "Lyon"},  # an object is one value: replaced whole
         "checklist": [],
+        "projectID": "house",  # a Ref: the project's id
     }

@@ -6,7 +6,8 @@
 //   node test/generated.mjs <graphql url> <bearer token> <tenant> <release> <app>
 // Prints one JSON line of findings for tests/ecosystem/test_generated_clients.py.
 import { readFileSync } from "node:fs";
-import { createRxDatabase } from "rxdb";
+import { addRxPlugin, createRxDatabase } from "rxdb";
+import { RxDBMigrationSchemaPlugin } from "rxdb/plugins/migration-schema";
 import { getRxStorageMemory } from "rxdb/plugins/storage-memory";
 import { replicateSyncAPI } from "../index.js";
 
@@ -37,6 +38,7 @@ const APPS = {
         stages: ["TODO", "DONE"],
         address: { city: "Paris", floor: -5, latitude: 48.8, doorCodes: ["12A"] },
         checklist: [{ text: "buy paint", done: false }, { text: "brush" }],
+        projectID: "house", // a Ref (release 2): the project's id
       });
     },
     edit: (db) =>
@@ -44,11 +46,18 @@ const APPS = {
   },
 };
 const TYPES = APPS[app].types;
+// A generated schema's version counts the releases that added a field to its type:
+// an identity strategy each (the fields a release adds are optional; docs/clients.md).
+addRxPlugin(RxDBMigrationSchemaPlugin);
+const identity = (schema) =>
+  Object.fromEntries(Array.from({ length: schema.version }, (_, i) => [i + 1, (doc) => doc]));
 
 async function device(name) {
   const db = await createRxDatabase({ name: `${name}-${tenant}`, storage: getRxStorageMemory() });
   await db.addCollections(
-    Object.fromEntries(Object.entries(TYPES).map(([c, [typeName]]) => [c, { schema: schemas[typeName] }])),
+    Object.fromEntries(
+      Object.entries(TYPES).map(([c, [typeName]]) => [c, { schema: schemas[typeName], migrationStrategies: identity(schemas[typeName]) }]),
+    ),
   );
   const errors = [];
   const states = Object.entries(TYPES).map(([c, [typeName, type]]) => {

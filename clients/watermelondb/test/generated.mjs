@@ -72,6 +72,7 @@ if (app === "tasks") {
       t._setRaw("stages", json(["TODO", "DONE"]));
       t._setRaw("address", json({ city: "Paris", floor: -5, latitude: 48.8, doorCodes: ["12A"] }));
       t._setRaw("checklist", json([{ text: "buy paint", done: false }]));
+      t._setRaw("project_id", "house"); // a Ref (release 2): the project's id, a string
     });
   });
   await phone.api.sync();
