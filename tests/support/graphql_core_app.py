@@ -15,6 +15,6 @@ def create_app(*args: Any, **kwargs: Any) -> Any:
     from api.app import create_app as create
     from api.graphql import schema
 
-    schema.PlainRecordExecutionContext = StrawberryGraphQLCoreExecutionContext  # type: ignore[misc]
+    schema.PlainRecordExecutionContext = StrawberryGraphQLCoreExecutionContext  # type: ignore[assignment,misc]
     schema.plain_record_fields = lambda *a: {}
     return create(*args, **kwargs)
