@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from api.domain import catalog, releases
+from api.domain.identifiers import SUBJECT_MAX
 from api.domain.item_types import Field, FieldKind, ItemType
 from scripts.release_record import ROOT, entry_of, schema_file
 
@@ -80,8 +81,8 @@ def _property(spec: Field) -> dict[str, Any]:
         return schema
     if kind in (FieldKind.STRING, FieldKind.ID):
         return {"type": "string", "maxLength": spec.max_length}
-    if kind is FieldKind.REF:  # a record's id (api.domain.identifiers: 1-64 characters)
-        return {"type": "string", "maxLength": 64}
+    if kind is FieldKind.REF:  # a record's id (api.domain.identifiers: a subject's at most)
+        return {"type": "string", "maxLength": SUBJECT_MAX}
     assert kind in _STRINGS  # an enum value a later release adds arrives as its name
     return {"type": "string"}
 

@@ -45,5 +45,10 @@ def check_entity_id(value: str, what: str, subjects: bool = True) -> str:
     return check_subject(value, what) if subjects else check_identifier(value, what)
 
 
+def is_subject(value: object) -> bool:
+    """Whether `value` has the form of any entity's id (a subject's, or an identifier)."""
+    return isinstance(value, str) and _SUBJECT_RE.fullmatch(value) is not None
+
+
 def is_identifier(value: object) -> bool:
     return isinstance(value, str) and _IDENTIFIER_RE.fullmatch(value) is not None

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 
 from api.domain.field_kinds import INT_MAX, INT_MIN
+from api.domain.identifiers import SUBJECT_MAX
 from api.domain.item_types import MAX_ITEM_BYTES, Field, FieldKind, ItemType
 
 # A code point takes at most 4 bytes in UTF-8; JSON escapes what check_text lets
@@ -25,7 +26,7 @@ _FIXED = {
     FieldKind.TIME: len("2026-11-28T22:10:00.000Z"),
     FieldKind.COLOR: len("#RRGGBB"),
     FieldKind.FLOAT: len("-1.7976931348623157e+308"),  # the longest repr of a double
-    FieldKind.REF: 64,  # an id (api.domain.identifiers)
+    FieldKind.REF: SUBJECT_MAX,  # an id, a Member's subject at most (api.domain.identifiers)
     FieldKind.ATTACHMENT: _ATTACHMENT,
 }
 

@@ -21,7 +21,7 @@ from api.domain.attachments import reference
 from api.domain.errors import BadUserInput
 from api.domain.field_kinds import DEFAULT_MAX_ITEMS, check_declaration, double, whole_number
 from api.domain.field_kinds import FieldKind as FieldKind
-from api.domain.identifiers import is_identifier
+from api.domain.identifiers import SUBJECT_MAX, is_subject
 from api.domain.timestamps import format_time, parse_date, parse_time
 
 # The release of content a server's catalog does not declare (a later release's,
@@ -172,10 +172,11 @@ def _attachment(spec: Field, value: Any) -> dict[str, Any]:
 
 
 def _ref(spec: Field, value: Any) -> str:
-    if not is_identifier(value):
+    if not is_subject(value):  # any entity's id: an identifier, or a Member's subject
         raise ValueError(
-            f"must be the id of a {spec.ref}: 1-64 characters of letters, digits, '_', "
-            "'.', ':' or '-'"
+            f"must be the id of a {spec.ref}: 1-{SUBJECT_MAX} characters of letters, "
+            "digits, '_', '.', ':', '@', '|', '+', '=', '/' or '-', starting with a letter "
+            "or digit"
         )
     return str(value)
 

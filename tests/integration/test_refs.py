@@ -73,7 +73,7 @@ def test_a_ref_is_an_id_checked_for_its_form_and_never_reveals_the_record(
         before = data("alice", _CHANGES, {})["changes"]["items"]
 
         # A malformed id, or a value GraphQL's ID does not take: refused, nothing written.
-        for bad, named in (("a/b", "Task.projectID"), ("", "Task.projectID"), (True, "ID")):
+        for bad, named in (("a#b", "Task.projectID"), ("", "Task.projectID"), (True, "ID")):
             task = {"tenantID": tenant, "task": {"title": "t", "projectID": bad}}
             body = call("alice", _TASK, {"i": task})
             (error,) = body["errors"]

@@ -28,6 +28,8 @@ from tests.support.kinds import TASK, Stage
         ({"address": {"city": "Oslo", "floor": None}}, {"address": {"city": "Oslo"}}),
         ({"checklist": [{"text": "a"}, {}]}, {"checklist": [{"text": "a"}, {}]}),
         ({"projectID": "01JD0000000000000000000000"}, {"projectID": "01JD0000000000000000000000"}),
+        # A Member's id is its token subject (contract 6): a Ref to one takes it.
+        ({"projectID": "auth0|5f7c8e"}, {"projectID": "auth0|5f7c8e"}),
         (
             {"days": ["2024-02-29"], "times": ["2026-11-21T23:02:38.1Z"]},
             {"days": ["2024-02-29"], "times": ["2026-11-21T23:02:38.100Z"]},
@@ -77,9 +79,10 @@ def test_valid_values_are_normalized(changes: dict[str, Any], normalized: dict[s
         ("checklist", [["x"]], "Task.checklist: item 0: must be an object"),
         # A Ref: an id's form (api.domain.identifiers), not whether the record exists.
         ("projectID", "", "Task.projectID: must be the id of a Project"),
-        ("projectID", "a/b", "Task.projectID: must be the id of a Project"),
+        ("projectID", "a#b", "Task.projectID: must be the id of a Project"),
+        ("projectID", "a b", "Task.projectID: must be the id of a Project"),
         ("projectID", "-a", "Task.projectID: must be the id of a Project"),
-        ("projectID", "p" * 65, "Task.projectID: must be the id of a Project"),
+        ("projectID", "p" * 257, "Task.projectID: must be the id of a Project"),
         ("projectID", 5, "Task.projectID: must be the id of a Project"),
         ("projectID", {"id": "p1"}, "Task.projectID: must be the id of a Project"),
     ],

@@ -39,7 +39,7 @@ def _at_bounds(spec: Field) -> Any:
         FieldKind.DATE: "2026-11-28",
         FieldKind.TIME: "2026-11-28T22:10:00.000Z",
         FieldKind.COLOR: "#112233",
-        FieldKind.REF: "p" * 64,
+        FieldKind.REF: "p" * 256,
         FieldKind.ATTACHMENT: {
             "sha256": "a" * 64,
             "size": 10**7,
