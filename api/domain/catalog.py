@@ -17,7 +17,7 @@ from api import settings
 from api.domain import releases
 from api.domain.catalog_file import AppCatalog, load
 from api.domain.item_types import Field, FieldKind, ItemType, unknown_type
-from api.domain.membership import OWNER
+from api.domain.membership import GROUPS_FIELD, MAX_MEMBER_GROUPS, OWNER
 
 
 class MemberRole(enum.Enum):
@@ -45,6 +45,15 @@ MEMBER = ItemType(
             "deletion and export too; WRITER: writes records; READER: reads.",
         ),
         Field("displayName", max_length=200, description="How apps show the member."),
+        Field(
+            GROUPS_FIELD,
+            FieldKind.LIST,
+            of=FieldKind.ID,
+            max_length=64,
+            max_items=MAX_MEMBER_GROUPS,
+            description=f"The groups the member is in (at most {MAX_MEMBER_GROUPS}): a "
+            "record shared with one of them is seen by the member (contract 3.12).",
+        ),
     ),
     write_role=OWNER,
     named_ids=True,
@@ -52,17 +61,28 @@ MEMBER = ItemType(
 BUILTIN: tuple[ItemType, ...] = (MEMBER,)
 
 
-def builtins(since: int) -> tuple[ItemType, ...]:
-    """The API's own types as an app whose release `since` first served them declares them."""
+def builtins(since: int, groups_since: int | None = None) -> tuple[ItemType, ...]:
+    """The API's own types as an app whose release `since` first served them, and
+    `groups_since` groups (None: none of its releases yet), declares them."""
+
+    def field_since(f: Field) -> int | None:
+        return (groups_since and max(groups_since, since)) if f.name == GROUPS_FIELD else since
+
     return tuple(
-        replace(t, since=since, fields=tuple(replace(f, since=since) for f in t.fields))
+        replace(
+            t,
+            since=since,
+            fields=tuple(
+                replace(f, since=s) for f in t.fields if (s := field_since(f)) is not None
+            ),
+        )
         for t in BUILTIN
     )
 
 
 def declared_by(app: AppCatalog) -> tuple[ItemType, ...]:
     """Every release's types of an app: its own, then the API's."""
-    return (*app.types, *builtins(app.builtins_since))
+    return (*app.types, *builtins(app.builtins_since, app.groups_since))
 
 
 CHOICE = settings.catalog_choice()
@@ -76,6 +96,9 @@ MEMBER = next(t for t in DECLARED if t.code == MEMBER.code)
 # DeletedItem instead. The family app's is 3; an app's file says its own
 # (`visibilitySince`; left out, None: no release of the app's clients knows them yet).
 VISIBILITY_RELEASE: int | None = APP.visibility_since
+# The app's release whose clients know groups (`groupsSince`; None: none yet): an
+# earlier release's visibility inputs naming groups are BAD_USER_INPUT.
+GROUPS_RELEASE: int | None = APP.groups_since
 
 # What this process serves: the latest release of the declaration, unless a test
 # picks an earlier one or a catalog of its own (api.domain.releases).

@@ -5,6 +5,7 @@ writing: a replay, a refusal, a no-op), and the records a plan writes."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any
@@ -18,7 +19,15 @@ from api.domain.errors import (
     Unavailable,
 )
 from api.domain.item_types import ItemType, apply_changes, check_size
-from api.domain.membership import Caller, at_least, member_role, member_write_refusal
+from api.domain.membership import (
+    Caller,
+    Roster,
+    at_least,
+    groups_refusal,
+    member_groups,
+    member_role,
+    member_write_refusal,
+)
 from api.domain.mutations import OUTCOME_RETENTION_S, Mutation, State, StoredOutcome, Write
 from api.domain.records import Conflict, CurrentVersionError, Record, not_found, write_refusal
 from api.domain.retention import Retention
@@ -77,6 +86,8 @@ class Known:
     # The tenant is one of membership as data (contract 6), as the request found it
     # or as a Member write of this push made it.
     moved: bool = False
+    # The tenant's members, read when a Member write changes groups (their bounds).
+    roster: Callable[[], Roster] = Roster
 
 
 @dataclass(frozen=True)
@@ -212,6 +223,10 @@ def decide(entry: Entry, known: Known, history: bool = False) -> Plan | Written 
         sub, role = decision.member
         caller = None if entry.by is None or entry.role is None else Caller(entry.by, entry.role)
         refusal = member_write_refusal(caller, known.moved, sub, role, decision.current is not None)
+        if refusal is None and role is not None:
+            held = member_groups(decision.current.fields) if decision.current else ()
+            wanted = member_groups(decision.state.fields)
+            refusal = groups_refusal(known.roster(), sub, held, wanted)
         if refusal is not None:
             return refusal
         decision = replace(decision, moving=not known.moved)

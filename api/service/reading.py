@@ -16,13 +16,13 @@ from api.domain.item_types import ItemType
 from api.domain.records import Record
 from api.domain.retention import Retention
 from api.domain.tokens import check_token, token_before, token_ms
-from api.domain.visibility import sees
+from api.domain.visibility import principals_of, sees
 from api.ordering import wall_clock_ms
 from api.service.ports import Page, Store
 from api.service.release_view import ReleaseView as ReleaseView
 from api.service.release_view import left_views
 from api.service.type_paging import FIRST_MARGIN, scan_size
-from api.service.views import after_life, check_since, merged, principal_of, stream_bound
+from api.service.views import after_life, check_since, merged, read_streams, stream_bound
 
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
@@ -221,9 +221,10 @@ class Reading:
             reads.streams = position.streams and reads.sub is not None
             items, more = self._store.changes(tenant_id, position.after, upper, limit)
             if position.streams and reads.sub is not None:
-                principal = principal_of(reads.sub)
                 start = after_life(position.after, position.born)
-                stream = self._store.stream_range(tenant_id, principal, start, upper, limit)
+                stream = read_streams(
+                    self._store.stream_range, tenant_id, reads.sub, start, upper, limit
+                )
                 items, more = merged(items, more, *stream, limit)
             page = self._page(tenant_id, items, more, upper, settled, position.born)
             if more or not reads.streams:
@@ -317,11 +318,13 @@ class Reading:
         if streams and ahead and bound is not None and tail.last and reads.sub is not None:
             # Who sees what: the caller's stream up to the head, one Query; the head's
             # token bounds the sync only once its stream entries are read too.
-            principal = principal_of(reads.sub)
             start = after_life(after, tail.born)
-            stream, stream_more = self._store.stream_range(tenant_id, principal, start, head, limit)
+            stream, stream_more = read_streams(
+                self._store.stream_range, tenant_id, reads.sub, start, head, limit
+            )
             if not aged:
-                bound = stream_bound(tail.last, bound, stream, principal, after) or tail.settled
+                mine = principals_of(reads.sub)
+                bound = stream_bound(tail.last, bound, stream, mine, after) or tail.settled
             if bound is not None:
                 kept = [r for r in tail.records if r.change_token <= bound]
                 tail = replace(tail, bound=bound, records=kept)

@@ -32,6 +32,7 @@ from api.domain.tokens import check_token, token_before
 from api.domain.visibility import principals_of, sees
 from api.service.ports import Page, Store
 from api.service.reading import DEFAULT_LIMIT, MAX_LIMIT, MAX_SCANNED, ReleaseView
+from api.service.views import read_streams
 
 # A copy's place in the tenant's copies: (type code, release, entity id).
 Position = tuple[str, int, str]
@@ -198,7 +199,7 @@ class Upgrades:
         tenant with restricted records, the caller's stream's the same way."""
         if reached is not None and not reached.startswith((_LOG, _COPY, _STREAM)):
             raise InvalidCursor("cursor is not this catch-up's")
-        stream = principals_of(by)[0] if head.restricted and by is not None else None
+        stream = by if head.restricted and by is not None else None
         if reached is not None and reached.startswith(_STREAM):
             if stream is None:
                 raise InvalidCursor("cursor is not this catch-up's")
@@ -220,10 +221,11 @@ class Upgrades:
         return entries + mine, last
 
     def _stream_page(
-        self, tenant_id: str, principal: str, reached: str, up_to: str, limit: int
+        self, tenant_id: str, by: str, reached: str, up_to: str, limit: int
     ) -> tuple[list[Record], str | None]:
+        """The caller's streams (its own, its groups') from `reached` up to `up_to`."""
         after = reached or None
-        entries, more = self._store.stream_range(tenant_id, principal, after, up_to, limit)
+        entries, more = read_streams(self._store.stream_range, tenant_id, by, after, up_to, limit)
         return entries, _STREAM + entries[-1].change_token if more and entries else None
 
 

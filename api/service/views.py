@@ -1,8 +1,11 @@
 """A sync of a tenant with restricted records (docs/ordering.md, "Who sees what"):
-the caller's stream read beside the main log, the bound both prove, and the pages
-that merge them by token; and the check of a sync's `since` against the log's tail."""
+the caller's streams (its own, its groups') read beside the main log, the bound they
+prove, and the pages that merge them by token; and the check of a sync's `since`
+against the log's tail."""
 
 from __future__ import annotations
+
+from collections.abc import Callable, Collection
 
 from api.domain.chain import Head, split_stream_key
 from api.domain.errors import BadUserInput, TenantDeleted
@@ -10,11 +13,35 @@ from api.domain.records import LogTail, Record
 from api.domain.tokens import token_before
 from api.domain.visibility import principals_of
 
+StreamRange = Callable[[str, str, str | None, str, int], tuple[list[Record], bool]]
 
-def principal_of(sub: str) -> str:
-    """The one stream a caller reads (a member's own; groups will add theirs)."""
-    (principal,) = principals_of(sub)
-    return principal
+
+def read_streams(
+    stream_range: StreamRange,
+    tenant_id: str,
+    sub: str,
+    after: str | None,
+    upper: str,
+    limit: int,
+) -> tuple[list[Record], bool]:
+    """The caller's streams (`principals_of`: its own, each of its groups') read with
+    one Query each from `after` up to `upper`, merged by token up to where every one
+    was read (a stream cut by its Limit was read up to its last entry); at one token
+    a version wins over a sentinel (one write puts its version in every stream of
+    its audience). And whether more follow."""
+    by_token: dict[str, Record] = {}
+    edges: list[str] = []
+    for principal in principals_of(sub):
+        items, more = stream_range(tenant_id, principal, after, upper, limit)
+        if more and items:
+            edges.append(items[-1].change_token)
+        for record in items:
+            held = by_token.get(record.change_token)
+            if held is None or held.left_view and not record.left_view:
+                by_token[record.change_token] = record
+    edge = min(edges) if edges else None
+    merged_ = [by_token[t] for t in sorted(by_token) if edge is None or t <= edge]
+    return merged_, edge is not None
 
 
 def after_life(after: str | None, born: str | None) -> str | None:
@@ -28,18 +55,22 @@ def after_life(after: str | None, born: str | None) -> str | None:
 
 
 def stream_bound(
-    head: Head, bound: str | None, stream: list[Record], principal: str, after: str | None
+    head: Head,
+    bound: str | None,
+    stream: list[Record],
+    principals: Collection[str],
+    after: str | None,
 ) -> str | None:
-    """The sync's bound once its stream Query returned `stream`: the head's token only
-    if the main log proved it (`bound`) and every entry the head's transaction put
-    in the caller's stream above `after` was returned; else None (the head's `prev`
-    bounds it)."""
+    """The sync's bound once its stream Queries returned `stream`: the head's token
+    only if the main log proved it (`bound`) and every entry the head's transaction
+    put in the caller's streams (`principals`) above `after` was returned; else None
+    (the head's `prev` bounds it)."""
     if bound != head.token:
         return bound
     owed = {
         token
         for token, p in map(split_stream_key, head.stream_put)
-        if p == principal and (after is None or token > after)
+        if p in principals and (after is None or token > after)
     }
     returned = {r.change_token for r in stream}
     return bound if owed <= returned else None

@@ -1,0 +1,224 @@
+"""Groups (contract 3.12 "Groups", 6 "Groups"): a record shared with a group of the
+tenant is seen by the members whose Member record lists it, on every path, and by
+no one else; moved out of the group, a member no longer sees it at its next
+request. Through the GraphQL API on DynamoDB Local."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from api.domain.membership import MAX_MEMBER_GROUPS
+from api.graphql.context import RELEASE_HEADER
+from api.settings import Settings
+from api.storage import keys
+from tests.integration.test_visibility_sync import Device
+from tests.integration.test_visibility_sync import Member as Syncer
+from tests.support.gql import GraphQLClient, bearer
+from tests.support.store_state import _query_all
+
+RELEASE = 4  # the family app's groupsSince
+MEMBER = "id changeToken role groups"
+CREATE_MEMBER = (
+    f"mutation($i: CreateMemberInput!) {{ createMember(input: $i) {{ member {{ {MEMBER} }} }} }}"
+)
+UPDATE_MEMBER = (
+    f"mutation($i: UpdateMemberInput!) {{ updateMember(input: $i) {{ member {{ {MEMBER} }} }} }}"
+)
+CREATE_PERSON = (
+    "mutation($i: CreatePersonInput!) { createPerson(input: $i) "
+    "{ person { id changeToken visibility { owner sharedWith groups } } } }"
+)
+UPDATE_PERSON = (
+    "mutation($i: UpdatePersonInput!) { updatePerson(input: $i) { person { id changeToken } } }"
+)
+PERSON = "query($t: ID!, $id: ID!) { person(tenantID: $t, id: $id) { id givenName } }"
+HISTORY = "query($t: ID!, $id: ID!) { history(tenantID: $t, id: $id) { items { changeToken } } }"
+CATCH_UP = (
+    "query($t: ID!, $u: ID!) { catchUp(tenantID: $t, upTo: $u, types: [PERSON], limit: 1000) "
+    "{ items { id } } }"
+)
+
+
+class Caller:
+    """One member's device, declaring the release that knows groups."""
+
+    def __init__(self, gql: GraphQLClient, tenant: str, sub: str) -> None:
+        self.gql, self.tenant, self.sub = gql, tenant, sub
+        self.headers = {**bearer([tenant], sub=sub), RELEASE_HEADER: str(RELEASE)}
+
+    def run(self, query: str, variables: dict[str, Any]) -> Any:
+        return self.gql.execute(query, variables, headers=self.headers)
+
+    def data(self, query: str, variables: dict[str, Any]) -> Any:
+        body = self.run(query, variables)
+        assert "errors" not in body, body
+        return body["data"]
+
+    def code(self, query: str, variables: dict[str, Any]) -> str:
+        body = self.run(query, variables)
+        (error,) = body["errors"]
+        return str(error["extensions"]["code"])
+
+    def member(self, sub: str, role: str, groups: list[str]) -> Any:
+        fields = {"role": role, "groups": groups}
+        return self.run(
+            CREATE_MEMBER, {"i": {"tenantID": self.tenant, "id": sub, "member": fields}}
+        )
+
+    def person(self, id: str, shared: list[str], groups: list[str]) -> str:
+        i = {
+            "tenantID": self.tenant,
+            "id": id,
+            "person": {"givenName": id},
+            "visibility": {"sharedWith": shared, "groups": groups},
+        }
+        return str(self.data(CREATE_PERSON, {"i": i})["createPerson"]["person"]["changeToken"])
+
+    def read(self, id: str) -> Any:
+        return self.data(PERSON, {"t": self.tenant, "id": id})["person"]
+
+
+def _family(gql: GraphQLClient, tenant: str) -> tuple[Caller, Caller, Caller, str]:
+    """olga (owner), bob (writer, in group kids) and carol (writer, in no group);
+    the token of bob's Member record."""
+    olga = Caller(gql, tenant, "olga")
+    assert "errors" not in olga.member("olga", "OWNER", []), "the move"
+    bob = olga.member("bob", "WRITER", ["kids"])
+    assert "errors" not in bob, bob
+    assert "errors" not in olga.member("carol", "WRITER", [])
+    token = bob["data"]["createMember"]["member"]["changeToken"]
+    return olga, Caller(gql, tenant, "bob"), Caller(gql, tenant, "carol"), token
+
+
+def _device(caller: Caller) -> Device:
+    syncer = Syncer(caller.gql, caller.tenant, caller.sub, role="owner")
+    syncer.headers = bearer([caller.tenant], sub=caller.sub)
+    return Device(syncer, release=RELEASE)
+
+
+def test_a_record_shared_with_a_group_is_seen_by_its_members_only(
+    gql: GraphQLClient, tenant: str
+) -> None:
+    olga, bob, carol, _ = _family(gql, tenant)
+    token = olga.person("p1", [], ["kids"])
+    olga.person("p2", [], [])  # olga's private record
+    bobs, carols = _device(bob), _device(carol)
+    for device in (bobs, carols):
+        device.sync()
+    assert set(bobs.held) == {"p1"} | {"olga", "bob", "carol"}
+    assert "p1" not in carols.held and "p2" not in carols.held | bobs.held
+    assert bob.read("p1") == {"id": "p1", "givenName": "p1"}
+    assert carol.read("p1") is None
+    assert carol.code(HISTORY, {"t": tenant, "id": "p1"}) == "NOT_FOUND"
+    assert {i["id"] for i in bob.data(CATCH_UP, {"t": tenant, "u": token})["catchUp"]["items"]} >= {
+        "p1"
+    }
+    assert "p1" not in {
+        i["id"] for i in carol.data(CATCH_UP, {"t": tenant, "u": token})["catchUp"]["items"]
+    }
+    update = {"tenantID": tenant, "id": "p1", "changeToken": token, "changes": {"givenName": "x"}}
+    assert carol.code(UPDATE_PERSON, {"i": update}) == "NOT_FOUND"
+    # bob, in the group, writes it; a stale token is a CONFLICT carrying what he sees.
+    written = bob.data(UPDATE_PERSON, {"i": update})["updatePerson"]["person"]["changeToken"]
+    body = bob.run(UPDATE_PERSON, {"i": update})
+    (error,) = body["errors"]
+    assert error["extensions"]["code"] == "CONFLICT"
+    assert error["extensions"]["current"]["changeToken"] == written
+    # carol's stale write of it is NOT_FOUND, without the version.
+    body = carol.run(UPDATE_PERSON, {"i": update})
+    assert body["errors"][0]["extensions"]["code"] == "NOT_FOUND"
+    assert "current" not in body["errors"][0]["extensions"]
+    assert olga.read("p1")["givenName"] == "x"
+    # Its history: the earlier version to bob, nothing to carol.
+    history = bob.data(HISTORY, {"t": tenant, "id": "p1"})["history"]["items"]
+    assert [v["changeToken"] for v in history] == [token]
+    assert carol.code(HISTORY, {"t": tenant, "id": "p1"}) == "NOT_FOUND"
+
+
+def test_a_member_moved_out_of_the_group_sees_none_of_its_records_at_its_next_request(
+    gql: GraphQLClient, tenant: str
+) -> None:
+    olga, bob, carol, bobs_token = _family(gql, tenant)
+    token = olga.person("p1", [], ["kids"])
+    assert bob.read("p1") is not None
+    moved = olga.data(
+        UPDATE_MEMBER,
+        {
+            "i": {
+                "tenantID": tenant,
+                "id": "bob",
+                "changeToken": bobs_token,
+                "changes": {"groups": []},
+            }
+        },
+    )
+    assert moved["updateMember"]["member"]["groups"] == []
+    assert bob.read("p1") is None
+    assert bob.code(HISTORY, {"t": tenant, "id": "p1"}) == "NOT_FOUND"
+    update = {"tenantID": tenant, "id": "p1", "changeToken": token, "changes": {"givenName": "x"}}
+    assert bob.code(UPDATE_PERSON, {"i": update}) == "NOT_FOUND"
+    fresh = _device(bob)
+    fresh.sync()
+    assert "p1" not in fresh.held
+    # And moved into it, carol sees it at her next request.
+    carols = carol.data(PERSON, {"t": tenant, "id": "carol"})  # not a person: null
+    assert carols["person"] is None
+    members = olga.data(
+        'query($t: ID!) { member(tenantID: $t, id: "carol") { changeToken } }', {"t": tenant}
+    )
+    olga.data(
+        UPDATE_MEMBER,
+        {
+            "i": {
+                "tenantID": tenant,
+                "id": "carol",
+                "changeToken": members["member"]["changeToken"],
+                "changes": {"groups": ["kids"]},
+            }
+        },
+    )
+    assert carol.read("p1") == {"id": "p1", "givenName": "p1"}
+
+
+def test_groups_are_member_data_within_bounds(
+    gql: GraphQLClient, tenant: str, ddb: Any, settings: Settings
+) -> None:
+    olga, _, _, _ = _family(gql, tenant)
+    access = {
+        i["sk"]["S"]: [g["S"] for g in i.get("gr", {}).get("L", [])]
+        for i in _query_all(ddb, settings.table_name, keys.members_pk(tenant))
+    }
+    assert access[keys.member_sk("bob")] == ["kids"]
+    # Past a member's bound, or a name that is not an id's: refused, nothing written.
+    too_many = [f"g{n}" for n in range(MAX_MEMBER_GROUPS + 1)]
+    for groups in (too_many, ["not a name"]):
+        body = olga.member("dave", "WRITER", groups)
+        assert body["errors"][0]["extensions"]["code"] == "BAD_USER_INPUT", body
+        assert "Member.groups" in body["errors"][0]["message"]
+        assert olga.data(
+            'query($t: ID!) { member(tenantID: $t, id: "dave") { id } }', {"t": tenant}
+        ) == {"member": None}
+    # A record's audience: at most 20 members and groups together.
+    i = {
+        "tenantID": tenant,
+        "person": {"givenName": "x"},
+        "visibility": {
+            "sharedWith": [f"m{n}" for n in range(15)],
+            "groups": [f"g{n}" for n in range(6)],
+        },
+    }
+    assert olga.code(CREATE_PERSON, {"i": i}) == "BAD_USER_INPUT"
+
+
+@pytest.mark.parametrize("release", [3])
+def test_a_client_before_groups_may_not_name_them(
+    gql: GraphQLClient, tenant: str, release: int
+) -> None:
+    olga, _, _, _ = _family(gql, tenant)
+    olga.headers[RELEASE_HEADER] = str(release)
+    i = {"tenantID": tenant, "person": {"givenName": "x"}, "visibility": {"groups": ["kids"]}}
+    body = olga.run(CREATE_PERSON.replace(" groups }", " }"), {"i": i})
+    assert body["errors"][0]["extensions"]["code"] == "BAD_USER_INPUT", body
+    assert "catalog release 4" in body["errors"][0]["message"]
