@@ -15,6 +15,8 @@ from typing import Any
 
 from api.domain.errors import BadUserInput, NotAMember, RoleForbidden, SyncError
 from api.domain.identifiers import is_identifier
+from api.domain.retention import Retention
+from api.domain.tokens import token_ms
 
 # A member's role in a tenant: each may do what the one after it may.
 OWNER, WRITER, READER = "owner", "writer", "reader"
@@ -36,10 +38,16 @@ class Viewer(str):
     what's checks (`api.domain.visibility.sees`) read its groups too."""
 
     groups: tuple[str, ...]
+    # The groups it joined or left within the retention, and the token of each's
+    # latest change (a sync from before it re-reads the group's stream).
+    changed: Mapping[str, str]
 
-    def __new__(cls, sub: str, groups: Iterable[str] = ()) -> Viewer:
+    def __new__(
+        cls, sub: str, groups: Iterable[str] = (), changed: Mapping[str, str] | None = None
+    ) -> Viewer:
         viewer = super().__new__(cls, sub)
         viewer.groups = tuple(sorted(set(groups)))
+        viewer.changed = dict(changed or {})
         return viewer
 
 
@@ -81,10 +89,13 @@ class Access:
     moved: bool = False
     role: str | None = None
     groups: tuple[str, ...] = ()
+    changed: Mapping[str, str] = field(default_factory=dict)
 
     def viewer(self, sub: str) -> Viewer:
         """The caller `sub` with the groups this access gives it (none unless moved)."""
-        return Viewer(sub, self.groups if self.moved and self.role is not None else ())
+        if not self.moved or self.role is None:
+            return Viewer(sub)
+        return Viewer(sub, self.groups, self.changed)
 
     def role_of(self, claimed: Callable[[], str]) -> str:
         """The caller's role: its Member record's in a moved tenant (NotAMember without
@@ -105,9 +116,15 @@ class Roster:
     moved: bool = False
     roles: Mapping[str, str] | None = None
     groups: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    changed: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
 
     def access(self, sub: str) -> Access:
-        return Access(self.moved, (self.roles or {}).get(sub), self.groups.get(sub, ()))
+        return Access(
+            self.moved,
+            (self.roles or {}).get(sub),
+            self.groups.get(sub, ()),
+            self.changed.get(sub, {}),
+        )
 
     def members_of(self, group: str) -> set[str]:
         return {sub for sub, groups in self.groups.items() if group in groups}
@@ -181,3 +198,20 @@ def groups_refusal(
                 f"Member.groups: group {group} already has {MAX_GROUP_MEMBERS} members"
             )
     return None
+
+
+def group_changes(
+    prior: Iterable[tuple[str, str]],
+    before: Mapping[str, Any] | None,
+    after: Mapping[str, Any] | None,
+    token: str,
+    retention: Retention,
+) -> tuple[tuple[str, str], ...]:
+    """A Member write's access item's groups joined or left (group, token): those of
+    `prior` within the `retention` at `token`, and each group its fields list
+    `before` or `after` (None: none) but not both, at the write's `token`."""
+    now = token_ms(token)
+    changes = {group: at for group, at in prior if not retention.past(token_ms(at), now)}
+    held, holds = member_groups(before or {}), member_groups(after or {})
+    changes.update(dict.fromkeys(set(held) ^ set(holds), token))
+    return tuple(sorted(changes.items()))

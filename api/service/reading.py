@@ -4,6 +4,7 @@ cursor continues; and the first token a new subscription is told."""
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -19,6 +20,7 @@ from api.domain.tokens import check_token, token_before, token_ms
 from api.domain.visibility import principals_of, sees
 from api.ordering import wall_clock_ms
 from api.service.ports import Page, Store
+from api.service.regroup import Regroup
 from api.service.release_view import ReleaseView as ReleaseView
 from api.service.release_view import left_views
 from api.service.type_paging import FIRST_MARGIN, scan_size
@@ -26,11 +28,10 @@ from api.service.views import after_life, check_since, merged, read_streams, str
 
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
-# Filling a page of chosen types reads, beyond the first page, at most this many
-# log entries (of every type) per request, all its fields together, each Query's
-# one past its Limit included: two full pages, about 700 KB of people, about 190
-# read units; then the page stops with a cursor. The worst request is then three
-# full pages' reads (contract 3.4).
+# Filling a page of chosen types reads, beyond the first page, at most this many log
+# entries (of every type) per request, each Query's one past its Limit included: two
+# full pages, about 700 KB of people, about 190 read units; then the page stops with
+# a cursor. The worst request is then three full pages' reads (contract 3.4).
 MAX_SCANNED = 2 * MAX_LIMIT
 # The first read of a sync takes the head and up to this many of the newest log
 # entries in one Query. A sync of at most TAIL_ITEMS - 1 changes ends with that
@@ -52,8 +53,7 @@ class _Reads:
     owed_ms: int = 0
     from_cursor: bool = False
     # The cursor's upper bound, when a Query followed a cursor (its own or one this
-    # request made): a head of the tenant when the sync began; and the tenant's
-    # first token then (None: not known).
+    # request made): a head when the sync began; and the tenant's first token then.
     upper: str | None = None
     born: str | None = None
     # The caller (None: not known, it sees tenant-wide records only).
@@ -80,6 +80,7 @@ class Reading:
         self._cursors = cursors
         self._clock_ms = clock_ms
         self._retention = retention or Retention()
+        self._regroup = Regroup(cursors, store.stream_range)
 
     def get(
         self, item_type: ItemType, tenant_id: str, entity_id: str, sub: str | None = None
@@ -205,7 +206,11 @@ class Reading:
         # A cursor carries its own position, but a `since` sent beside it is still
         # checked: a garbage one is the client's bug, answered rather than ignored.
         after = None if since is None else check_token(since, "since")
+        rest = functools.partial(self._changes, tenant_id, None, reads=reads)
         if cursor is not None:
+            regrouped = self._regroup.follow(tenant_id, cursor, limit, reads.sub, rest)
+            if regrouped is not None:  # a re-read of groups joined or left (its pages)
+                return regrouped
             position = self._cursors.decode(tenant_id, cursor)
             upper, settled = position.upper, position.settled
             if settled is None:
@@ -230,7 +235,10 @@ class Reading:
             if more or not reads.streams:
                 return self._streamed(tenant_id, page, position.streams)
             return self._lifted(tenant_id, page, limit, reads)
-        return self._first_page(tenant_id, after, limit, reads)
+        page = self._first_page(tenant_id, after, limit, reads)
+        if not reads.streams:
+            return page
+        return self._regroup.start(tenant_id, after, page, reads.sub, limit, rest)
 
     def _lifted(self, tenant_id: str, page: Page, limit: int, reads: _Reads) -> Page:
         """The last page of a sync with streams, whose bound (`page.change_token`) is a
@@ -286,8 +294,8 @@ class Reading:
         if after is not None:
             check_since(tail, after)
         if tail.head is None or quiet and tail.settled != after:
-            # (`quiet`: only the transaction right above `after`, `Reading._lifted`.)
-            # No write has made the head yet (or the first is still being applied).
+            # No write has made the head yet (or the first is still being applied);
+            # `quiet`: only the transaction right above `after` (`Reading._lifted`).
             return Page(items=[], cursor=None, change_token=None)
         head = tail.head
         settled = tail.settled if after is None else None

@@ -27,7 +27,7 @@ def access(tenant_id: str, sub: str) -> Access:
     item = items[0]
     if item[codecs.SK]["S"] != own:
         return Access(moved=True)
-    return Access(moved=True, role=_role(item), groups=_groups(item))
+    return Access(moved=True, role=_role(item), groups=_groups(item), changed=_changed(item))
 
 
 def roster(tenant_id: str) -> Roster:
@@ -35,6 +35,7 @@ def roster(tenant_id: str) -> Roster:
     read unit holds about 60 members)."""
     roles: dict[str, str] = {}
     groups: dict[str, tuple[str, ...]] = {}
+    changed: dict[str, dict[str, str]] = {}
     moved = False
     start: dict[str, Any] | None = None
     prefix = keys.member_sk("")
@@ -48,8 +49,10 @@ def roster(tenant_id: str) -> Roster:
                 roles[sk[len(prefix) :]] = role
                 if item_groups := _groups(item):
                     groups[sk[len(prefix) :]] = item_groups
+                if item_changed := _changed(item):
+                    changed[sk[len(prefix) :]] = item_changed
         if start is None:
-            return Roster(moved, roles, groups)
+            return Roster(moved, roles, groups, changed)
 
 
 def access_item(
@@ -58,6 +61,7 @@ def access_item(
     member: tuple[str, str | None],
     record: Record,
     guard: MemberGuard | None,
+    group_changes: tuple[tuple[str, str], ...] = (),
 ) -> tuple[str, str]:
     """A Member write's access item, in its transaction: put with its role, or deleted
     with the record; the writer's own (an owner keeps only the owner role) carries
@@ -71,6 +75,7 @@ def access_item(
     else:
         item.role, item.token = role, record.change_token
         item.groups = list(member_groups(record.fields)) or None  # type: ignore[arg-type]
+        item.changed = dict(group_changes) or None
         tx.save(item, condition=condition)
     return "delete" if role is None else "put", "guard" if own else "member"
 
@@ -89,6 +94,10 @@ def guard(
         return None
     tx.condition_check(MemberItem, pk, keys.member_sk(guard.writer), MemberItem.role == OWNER)
     return "check", "guard"
+
+
+def _changed(item: dict[str, Any]) -> dict[str, str]:
+    return {g: str(v["S"]) for g, v in item.get("gt", {}).get("M", {}).items()}
 
 
 def _groups(item: dict[str, Any]) -> tuple[str, ...]:

@@ -148,6 +148,8 @@ class MemberItem(Model):
     sk = UnicodeAttribute(range_key=True)
     role = UnicodeAttribute(null=True)
     groups = ListAttribute(of=UnicodeAttribute, attr_name="gr", null=True)
+    # The groups it joined or left within the retention: group -> that change's token.
+    changed = MapAttribute(attr_name="gt", null=True)  # type: ignore[var-annotated]
     token = UnicodeAttribute(attr_name="tok", null=True)
 
 

@@ -136,7 +136,9 @@ def commit(
                     checked = sk in check_later or sk in gone_later
                     puts.append(_Role("chain" if checked else "later", index))
                 if write.member is not None:
-                    action, kind = members.access_item(tx, tenant_id, write.member, record, guard)
+                    action, kind = members.access_item(
+                        tx, tenant_id, write.member, record, guard, write.group_changes
+                    )
                     (deletes if action == "delete" else puts).append(_Role(kind, index))
                 if write.outcome is not None:
                     tx.save(

@@ -92,10 +92,23 @@ def _family(gql: GraphQLClient, tenant: str) -> tuple[Caller, Caller, Caller, st
     return olga, Caller(gql, tenant, "bob"), Caller(gql, tenant, "carol"), token
 
 
-def _device(caller: Caller) -> Device:
+def _device(caller: Caller, limit: int = 2) -> Device:
     syncer = Syncer(caller.gql, caller.tenant, caller.sub, role="owner")
     syncer.headers = bearer([caller.tenant], sub=caller.sub)
-    return Device(syncer, release=RELEASE)
+    return Device(syncer, release=RELEASE, limit=limit)
+
+
+def _groups(olga: Caller, sub: str, groups: list[str]) -> None:
+    """olga moves `sub` into exactly `groups`."""
+    query = "query($t: ID!, $id: ID!) { member(tenantID: $t, id: $id) { changeToken } }"
+    token = olga.data(query, {"t": olga.tenant, "id": sub})["member"]["changeToken"]
+    changes = {
+        "tenantID": olga.tenant,
+        "id": sub,
+        "changeToken": token,
+        "changes": {"groups": groups},
+    }
+    olga.data(UPDATE_MEMBER, {"i": changes})
 
 
 def test_a_record_shared_with_a_group_is_seen_by_its_members_only(
@@ -222,3 +235,36 @@ def test_a_client_before_groups_may_not_name_them(
     body = olga.run(CREATE_PERSON.replace(" groups }", " }"), {"i": i})
     assert body["errors"][0]["extensions"]["code"] == "BAD_USER_INPUT", body
     assert "catalog release 4" in body["errors"][0]["message"]
+
+
+@pytest.mark.parametrize("limit", [1, 3, 100])
+def test_devices_of_members_moved_into_and_out_of_a_group_get_what_entered_and_left(
+    gql: GraphQLClient, tenant: str, limit: int
+) -> None:
+    olga, bob, carol, _ = _family(gql, tenant)
+    olga.person("p1", [], ["kids"])
+    olga.person("p2", [], ["kids"])
+    olga.person("p3", ["bob"], ["kids"])  # bob sees it as named too
+    olga.person("p4", [], [])
+    bobs, carols = _device(bob, limit), _device(carol, limit)
+    offline = _device(bob, limit)  # syncs once before, once after every change
+    for device in (bobs, carols, offline):
+        device.sync()
+    kids = {"p1", "p2", "p3"}
+    assert kids <= set(bobs.held) and not kids & set(carols.held)
+    # carol joins kids, bob leaves it; then a record is shared with kids anew.
+    _groups(olga, "carol", ["kids"])
+    carols.sync()
+    assert kids <= set(carols.held), carols.held
+    _groups(olga, "bob", [])
+    olga.person("p5", [], ["kids"])
+    for device in (bobs, carols, offline):
+        device.sync()
+    assert {"p1", "p2", "p5"}.isdisjoint(bobs.held) and "p3" in bobs.held
+    assert bobs.held == offline.held
+    assert "LeftViewItem" in bobs.seen
+    assert kids | {"p5"} <= set(carols.held) and "p4" not in carols.held
+    # A member with no change of groups since re-reads nothing: same as before.
+    again = dict(carols.held)
+    carols.sync()
+    assert carols.held == again
