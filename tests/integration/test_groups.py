@@ -10,11 +10,16 @@ from typing import Any
 import pytest
 
 from api.domain.membership import MAX_MEMBER_GROUPS
+from api.domain.mutations import Mutation
+from api.domain.visibility import Visibility
 from api.graphql.context import RELEASE_HEADER
 from api.settings import Settings
 from api.storage import keys
 from tests.integration.test_visibility_sync import Device
 from tests.integration.test_visibility_sync import Member as Syncer
+from tests.integration.test_visibility_writes import Inject, _create, _service, _write
+from tests.support.family import MEMBER as MEMBER_TYPE
+from tests.support.family import PERSON as PERSON_TYPE
 from tests.support.gql import GraphQLClient, bearer
 from tests.support.store_state import _query_all
 
@@ -268,3 +273,41 @@ def test_devices_of_members_moved_into_and_out_of_a_group_get_what_entered_and_l
     again = dict(carols.held)
     carols.sync()
     assert carols.held == again
+
+
+def test_a_record_shared_with_a_group_costs_what_one_shared_with_one_member_does(
+    settings: Settings, tenant: str, inject: Inject
+) -> None:
+    """Write units by AWS's rules (2 per item of a transaction under 1 KB, as in
+    test_visibility_writes): a create, an update by another server, and the next
+    server's create, of a record shared with one member, then with a group of n
+    members (n = 1, 5, 20): the group is one stream entry whatever n."""
+    sizes: list[int] = []
+    inject(
+        "provide-client-params.dynamodb.TransactWriteItems",
+        lambda params, **_: sizes.append(len(params["TransactItems"])),
+    )
+
+    def units(name: str, visibility: Visibility, n: int) -> tuple[int, int, int]:
+        t = f"{tenant}-{name}"
+        owner = Mutation("create", MEMBER_TYPE, t, "o", None, {"role": "OWNER", "groups": []})
+        _write(_service(), owner, by="o", role="owner")
+        fields = {"role": "READER", "groups": ["kids"]}
+        members = [Mutation("create", MEMBER_TYPE, t, f"m{i}", None, fields) for i in range(n)]
+        results = _service().push(t, members, by="o", role="owner", moved=True)
+        assert all(r.error is None for r in results), results
+        # (A write after the members', whose transaction the measured one checks.)
+        _write(_service(), _create(t, "p0", None), by="o")
+        v1 = _write(_service(), _create(t, "p1", visibility), by="o")
+        created = 2 * sizes[-1]
+        update = Mutation("update", PERSON_TYPE, t, "p1", v1.change_token, {"familyName": "L"})
+        _write(_service(), update, by="o")
+        updated = 2 * sizes[-1]
+        _write(_service(), _create(t, "p2", None), by="o")
+        return created, updated, 2 * sizes[-1]
+
+    member = units("member", Visibility.of(None, ["m0"]), 1)
+    group = {n: units(f"g{n}", Visibility.of(None, [], ["kids"]), n) for n in (1, 5, 20)}
+    print("write units (create, update, next server's create):", member, group)
+    for n, written in group.items():
+        assert written == member, (n, written, member)
