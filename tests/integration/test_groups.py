@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from api.domain.membership import MAX_MEMBER_GROUPS
+from api.domain.membership import MAX_MEMBER_GROUPS, Viewer
 from api.domain.mutations import Mutation
 from api.domain.visibility import Visibility
 from api.graphql.context import RELEASE_HEADER
 from api.settings import Settings
-from api.storage import keys
+from api.storage import capacity, keys
 from tests.integration.test_visibility_sync import Device
 from tests.integration.test_visibility_sync import Member as Syncer
 from tests.integration.test_visibility_writes import Inject, _create, _service, _write
@@ -311,3 +311,41 @@ def test_a_record_shared_with_a_group_costs_what_one_shared_with_one_member_does
     print("write units (create, update, next server's create):", member, group)
     for n, written in group.items():
         assert written == member, (n, written, member)
+
+
+def test_a_poll_after_changes_in_another_group_reads_what_an_idle_poll_reads(
+    settings: Settings, tenant: str
+) -> None:
+    """bob is in kids; 100 records of group adults are created and updated: his poll
+    reads the log's tail, his stream and kids' (each empty), no more read units than
+    his poll from the head before them, which reads the log's tail alone."""
+    service = _service()
+    owner = Mutation("create", MEMBER_TYPE, tenant, "o", None, {"role": "OWNER", "groups": []})
+    _write(service, owner, by="o", role="owner")
+    bob = Mutation(
+        "create", MEMBER_TYPE, tenant, "bob", None, {"role": "READER", "groups": ["kids"]}
+    )
+    (result,) = service.push(tenant, [bob], by="o", role="owner", moved=True)
+    assert result.error is None, result.error
+    adults = Visibility.of(None, [], ["adults"])
+    _write(service, _create(tenant, "seed", adults), by="o")
+    viewer = Viewer("bob", ["kids"])
+    bob_token = service.changes(tenant, sub=viewer).change_token
+
+    def poll() -> tuple[int, float, list[Any]]:
+        with capacity.metered() as meter:
+            page = service.changes(tenant, since=bob_token, sub=viewer)
+        return meter.calls, meter.read_units, page.items
+
+    idle = poll()
+    for i in range(100):
+        created = _write(service, _create(tenant, f"a{i}", adults), by="o")
+        update = Mutation(
+            "update", PERSON_TYPE, tenant, f"a{i}", created.change_token, {"familyName": "B"}
+        )
+        _write(service, update, by="o")
+    after = poll()
+    assert after[2] == [] and idle[2] == []
+    print("poll (calls, read units): idle", idle[:2], "after 200 changes of adults", after[:2])
+    assert (idle[0], after[0]) == (1, 3)
+    assert after[1] <= idle[1], (after, idle)
