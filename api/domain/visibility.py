@@ -167,6 +167,11 @@ class Entries:
     streams_removed: tuple[str, ...] = ()
 
     @property
+    def supersedes(self) -> bool:
+        """Whether it supersedes an entry of a group's stream (which then expires)."""
+        return any(map(is_group, self.streams_removed))
+
+    @property
     def stream_items(self) -> int:
         """Transaction items its stream entries take (puts and removals)."""
         return len(self.streams) + len(self.streams_removed)

@@ -191,7 +191,7 @@ class Plan:
         outcome = self.outcome
         kept = self.kept
         entries = self.entries
-        left = entries.main == "left" or "left" in entries.streams.values()
+        left = entries.main == "left" or "left" in entries.streams.values() or entries.supersedes
         return Write(
             record,
             self.expected,

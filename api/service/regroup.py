@@ -6,7 +6,10 @@ which group and where (signed, like every cursor).
 For each entry of the group's stream, in token order: a version the member sees
 now is sent when its token is at most `since` (above it, the pages that follow send
 it from a partition the member reads); a version it does not see is sent as a
-LeftView; a sentinel or a deletion is sent when its token is above `since`."""
+LeftView; a sentinel or a deletion is sent when its token is above `since`; a
+version superseded after `since` that the member does not see is sent as a
+LeftView (its entry is kept, superseded, for this: a write above the bound that
+took the record out of the group may have superseded it before the re-read read it)."""
 
 from __future__ import annotations
 
@@ -47,7 +50,12 @@ def reread(entries: list[Record], sub: str, since: str) -> list[Record]:
     """What a re-read sends of these entries of a group's stream (module docstring)."""
     sent: list[Record] = []
     for entry in entries:
-        if entry.left_view or entry.deleted:
+        if entry.superseded is not None:
+            # Its later state reached a device of a sync past `superseded` (or it is
+            # R's state at the bound, the later write being above it).
+            if entry.superseded > since and not sees(entry.visibility, sub):
+                sent.append(replace(entry, left_view=True, fields={}, superseded=None))
+        elif entry.left_view or entry.deleted:
             if entry.change_token > since:
                 sent.append(entry)
         elif sees(entry.visibility, sub):

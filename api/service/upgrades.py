@@ -182,7 +182,7 @@ class Upgrades:
         by_id = {r.id: r for r in entries}
         for principal in _streams_put(head, by):
             mine, _ = self._store.stream_range(tenant_id, principal, after, upper, head.entries)
-            by_id.update((r.id, r) for r in mine)
+            by_id.update((r.id, r) for r in mine if r.superseded is None)
         return sorted(by_id.values(), key=lambda r: r.change_token)
 
     def _log_page(

@@ -36,6 +36,8 @@ def read_streams(
         if more and items:
             edges.append(items[-1].change_token)
         for record in items:
+            if record.superseded is not None:
+                continue  # a group's entry a later write superseded (ordering.md, "Groups")
             held = by_token.get(record.change_token)
             if held is None or held.left_view and not record.left_view:
                 by_token[record.change_token] = record

@@ -40,6 +40,7 @@ _DELETING_BY = HeadItem.deleting_by.attr_name
 _OWNER = RecordItem.owner.attr_name
 _SHARED = RecordItem.shared.attr_name
 _GROUPS = RecordItem.groups.attr_name
+_SUPERSEDED = RecordItem.superseded.attr_name
 _LEFT_VIEW = RecordItem.left_view.attr_name
 _RESTRICTED = HeadItem.restricted.attr_name
 _LAST_MAIN = HeadItem.last_main.attr_name
@@ -189,6 +190,7 @@ def record_from_raw(tenant_id: str, raw: dict[str, Any]) -> Record:
         owner=raw[_OWNER]["S"] if _OWNER in raw else None,
         visibility=visibility_of(raw),
         left_view=raw.get(_LEFT_VIEW, {}).get("BOOL", False),
+        superseded=raw[_SUPERSEDED]["S"] if _SUPERSEDED in raw else None,
     )
 
 

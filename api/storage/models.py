@@ -122,6 +122,8 @@ class RecordItem(Model):
     # The groups it is shared with (absent: none).
     groups = ListAttribute(of=UnicodeAttribute, attr_name="vg", null=True)
     left_view = BooleanAttribute(attr_name="lv", null=True)
+    # An entry of a group's stream superseded by a later write: that write's token.
+    superseded = UnicodeAttribute(attr_name="sup", null=True)
 
 
 class OutcomeItem(Model):

@@ -16,6 +16,7 @@ from api.storage.errors import translated
 from api.storage.models import RecordItem
 from api.storage.reads import connection
 
+_SUPERSEDED = RecordItem.superseded.attr_name
 _BATCH_GET_KEYS = 100
 _BATCH_GET_ROUNDS = 5
 
@@ -30,6 +31,8 @@ def entries_applied(tenant_id: str, present: Collection[str], gone: Collection[s
         batch = wanted[start : start + _BATCH_GET_KEYS]
         pending = [_raw_key(tenant_id, key) for key in batch]
         for raw in _batch_get(pending):
+            if _SUPERSEDED in raw:
+                continue  # a group's entry superseded: removed, as far as the chain goes
             principal = raw[codecs.PK]["S"][len(keys.stream_pk(tenant_id, "")) :]
             found.add(stream_key(codecs.sort_key(raw), principal))
     return set(present) <= found and not (set(gone) & found)

@@ -349,3 +349,62 @@ def test_a_poll_after_changes_in_another_group_reads_what_an_idle_poll_reads(
     print("poll (calls, read units): idle", idle[:2], "after 200 changes of adults", after[:2])
     assert (idle[0], after[0]) == (1, 3)
     assert after[1] <= idle[1], (after, idle)
+
+
+def test_a_write_that_takes_a_record_out_of_the_group_during_the_re_read_is_not_missed(
+    settings: Settings, tenant: str, inject: Inject
+) -> None:
+    """bob left kids; his device's next sync re-reads kids' stream up to its bound.
+    Right before that Query, another server's write (above the bound) makes the
+    kids record private to o: it supersedes the record's entry in kids' stream and
+    puts its sentinel there above the bound, and bob does not read kids' stream
+    any more. The entry, superseded rather than removed, is still read: bob's device
+    is sent a LeftViewItem for it (docs/ordering.md, Theorem 7)."""
+    service = _service()
+    owner = Mutation("create", MEMBER_TYPE, tenant, "o", None, {"role": "OWNER", "groups": []})
+    _write(service, owner, by="o", role="owner")
+    fields = {"role": "READER", "groups": ["kids"]}
+    bob = Mutation("create", MEMBER_TYPE, tenant, "bob", None, fields)
+    (joined,) = service.push(tenant, [bob], by="o", role="owner", moved=True)
+    assert joined.record is not None
+    record = _write(service, _create(tenant, "p1", Visibility.of(None, [], ["kids"])), by="o")
+    first = service.changes(tenant, sub=service.membership.access(tenant, "bob").viewer("bob"))
+    assert "p1" in {r.id for r in first.items} and first.cursor is None
+    left = Mutation(
+        "update", MEMBER_TYPE, tenant, "bob", joined.record.change_token, {"groups": []}
+    )
+    (moved,) = service.push(tenant, [left], by="o", role="owner", moved=True)
+    assert moved.error is None, moved.error
+    viewer = service.membership.access(tenant, "bob").viewer("bob")
+    assert viewer.changed == {"kids": moved.record.change_token} if moved.record else False
+    kids = keys.stream_pk(tenant, "g:kids")
+    raced: list[str] = []
+
+    def race(params: dict[str, Any], **_: Any) -> None:
+        values = params.get("ExpressionAttributeValues", {}).values()
+        if raced or {"S": kids} not in values:
+            return
+        raced.append("yes")
+        private = Mutation(
+            "share",
+            PERSON_TYPE,
+            tenant,
+            "p1",
+            record.change_token,
+            {},
+            visibility=Visibility.of("o", []),
+            sets_visibility=True,
+        )
+        _write(_service(), private, by="o", role="owner")
+
+    inject("provide-client-params.dynamodb.Query", race)
+    items: list[Any] = []
+    page = service.changes(tenant, since=first.change_token, sub=viewer, release=RELEASE)
+    items += page.items
+    while page.cursor is not None:
+        page = service.changes(tenant, cursor=page.cursor, sub=viewer, release=RELEASE)
+        items += page.items
+    assert raced
+    assert [(r.id, r.left_view) for r in items if r.id == "p1"] == [("p1", True)], [
+        (r.id, r.change_token, r.visibility, r.left_view, r.superseded) for r in items
+    ]
