@@ -58,9 +58,9 @@ class _Reads:
     born: str | None = None
     # The caller (None: not known, it sees tenant-wide records only).
     sub: str | None = None
-    # The sync reads the caller's stream beside the main log: every cursor it makes
-    # says so, whichever page it cuts.
+    # The sync reads the caller's streams beside the main log (every cursor says so).
     streams: bool = False
+    limit: int = MAX_LIMIT  # the request's: a re-read's page holds at most this many
 
     def owe(self, low: str, upper: str, low_ms: int, from_cursor: bool) -> None:
         # The first range a request reads is its lowest: later ones continue above it.
@@ -130,7 +130,7 @@ class Reading:
         limit = DEFAULT_LIMIT if limit is None else limit
         if not 1 <= limit <= MAX_LIMIT:
             raise BadUserInput(f"limit must be between 1 and {MAX_LIMIT}")
-        reads = _Reads(sub=sub)
+        reads = _Reads(sub=sub, limit=limit)
         view = ReleaseView(catalog.RELEASE if release is None else release)
         page = self._collect(tenant_id, since, cursor, limit, types, max_scanned, reads, view)
         self._settle(tenant_id, reads)
@@ -161,6 +161,8 @@ class Reading:
             gone = record.deleted or record.left_view  # a first sync leaves both out
             return not (gone and settled is not None and record.change_token <= settled)
 
+        if page.regrouped:  # a re-read's page, at most `limit` items: never cut
+            return replace(page, items=[r for r in page.items if wanted(r)])
         if types is None and settled is None and all(view.knows(r.item_type) for r in page.items):
             return page
         items: list[Record] = []
@@ -203,12 +205,12 @@ class Reading:
     def _changes(
         self, tenant_id: str, since: str | None, cursor: str | None, limit: int, reads: _Reads
     ) -> Page:
-        # A cursor carries its own position, but a `since` sent beside it is still
-        # checked: a garbage one is the client's bug, answered rather than ignored.
+        # A `since` sent beside a cursor is still checked (a client's bug, answered).
         after = None if since is None else check_token(since, "since")
         rest = functools.partial(self._changes, tenant_id, None, reads=reads)
+        size = min(limit, reads.limit)
         if cursor is not None:
-            regrouped = self._regroup.follow(tenant_id, cursor, limit, reads.sub, rest)
+            regrouped = self._regroup.follow(tenant_id, cursor, size, reads.sub, rest)
             if regrouped is not None:  # a re-read of groups joined or left (its pages)
                 return regrouped
             position = self._cursors.decode(tenant_id, cursor)
@@ -238,7 +240,7 @@ class Reading:
         page = self._first_page(tenant_id, after, limit, reads)
         if not reads.streams:
             return page
-        return self._regroup.start(tenant_id, after, page, reads.sub, limit, rest)
+        return self._regroup.start(tenant_id, after, page, reads.sub, size, rest)
 
     def _lifted(self, tenant_id: str, page: Page, limit: int, reads: _Reads) -> Page:
         """The last page of a sync with streams, whose bound (`page.change_token`) is a
@@ -304,15 +306,14 @@ class Reading:
             # The head's transaction is older than the retention, so applied whole
             # (premise P3, docs/ordering.md), its removals of earlier entries too: a
             # first sync leaves its deletions out as well, and it bounds the sync
-            # although TTL may have removed its deletions' entries (which the read
-            # would need to prove it): the pages read up to it.
+            # although TTL may have removed the entries the read would prove it by.
             if after is None:
                 settled = head
             if tail.bound != head:
                 tail = replace(tail, bound=head, records=[], complete=False)
         if after is not None:
-            # Changes follow `since`: deletions among them may have expired. (A device
-            # up to date with a quiet tenant is not sent to resync, however old.)
+            # Changes follow `since`: deletions among them may have expired (a device up
+            # to date with a quiet tenant is not sent to resync, however old).
             reads.owe(after, head, token_ms(after), False)
         elif tail.bound is not None:
             # A first sync owes the deletions above `settled`: the head's transaction's.
@@ -324,8 +325,7 @@ class Reading:
         stream_more = False
         ahead = after is None or after < head  # else the stream owes nothing either
         if streams and ahead and bound is not None and tail.last and reads.sub is not None:
-            # Who sees what: the caller's stream up to the head, one Query; the head's
-            # token bounds the sync only once its stream entries are read too.
+            # The caller's streams up to the head, a Query each (its token bounds too).
             start = after_life(after, tail.born)
             stream, stream_more = read_streams(
                 self._store.stream_range, tenant_id, reads.sub, start, head, limit
@@ -339,8 +339,8 @@ class Reading:
                 stream_more &= bool(stream) and stream[-1].change_token < bound
                 stream = [r for r in stream if r.change_token <= bound]
         if bound is None or (after is not None and bound <= after):
-            # Nothing past `after` is provably complete yet (a write is still being
-            # applied): the device keeps its token and gets the change next time.
+            # Nothing past `after` is proven yet (a write is being applied): the device
+            # keeps its token and gets the change next time.
             return Page(items=[], cursor=None, change_token=after)
         more = False
         if tail.complete:

@@ -125,7 +125,7 @@ class Regroup:
                 return self._then(tenant_id, place, sent, limit, rest)
             place = replace(place, group=later[0], after=None)
         cursor = self._encode(tenant_id, place)
-        return Page(items=sent, cursor=cursor, change_token=place.since, born=place.born)
+        return Page(sent, cursor, place.since, born=place.born, regrouped=True)
 
     def _then(
         self, tenant_id: str, place: _Place, sent: list[Record], limit: int, rest: Rest
@@ -133,13 +133,13 @@ class Regroup:
         """The re-read's last page: what it sent, then the sync's pages of `(since,
         upper]` from their first (what room is left of this page)."""
         if place.upper <= place.since:
-            return Page(items=sent, cursor=None, change_token=place.since, born=place.born)
+            return Page(sent, None, place.since, born=place.born, regrouped=True)
         position = Position(place.since, place.upper, None, place.born, streams=True)
         cursor = self._cursors.encode(tenant_id, position)
         if len(sent) >= limit:
-            return Page(items=sent, cursor=cursor, change_token=place.since, born=place.born)
+            return Page(sent, cursor, place.since, born=place.born, regrouped=True)
         following = rest(cursor, limit - len(sent))
-        return replace(following, items=sent + following.items)
+        return replace(following, items=sent + following.items, regrouped=True)
 
     def _encode(self, tenant_id: str, place: _Place) -> str:
         body = "|".join(

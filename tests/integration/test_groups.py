@@ -408,3 +408,47 @@ def test_a_write_that_takes_a_record_out_of_the_group_during_the_re_read_is_not_
     assert [(r.id, r.left_view) for r in items if r.id == "p1"] == [("p1", True)], [
         (r.id, r.change_token, r.visibility, r.left_view, r.superseded) for r in items
     ]
+
+
+def test_a_sync_of_chosen_types_after_a_join_gets_the_groups_records_page_by_page(
+    settings: Settings, tenant: str
+) -> None:
+    service = _service()
+    owner = Mutation("create", MEMBER_TYPE, tenant, "o", None, {"role": "OWNER", "groups": []})
+    _write(service, owner, by="o", role="owner")
+    fields = {"role": "READER", "groups": []}
+    (bob,) = service.push(
+        tenant,
+        [Mutation("create", MEMBER_TYPE, tenant, "bob", None, fields)],
+        by="o",
+        role="owner",
+        moved=True,
+    )
+    assert bob.record is not None
+    kids = Visibility.of(None, [], ["kids"])
+    ids = [_write(service, _create(tenant, f"p{i}", kids), by="o").id for i in range(5)]
+    since = service.changes(tenant, sub=Viewer("bob")).change_token
+    join = Mutation(
+        "update", MEMBER_TYPE, tenant, "bob", bob.record.change_token, {"groups": ["kids"]}
+    )
+    (joined,) = service.push(tenant, [join], by="o", role="owner", moved=True)
+    assert joined.error is None, joined.error
+    viewer = service.membership.access(tenant, "bob").viewer("bob")
+    got: list[str] = []
+    cursor = None
+    for _ in range(20):
+        page = service.changes(
+            tenant,
+            since=None if cursor else since,
+            cursor=cursor,
+            limit=2,
+            types=frozenset({PERSON_TYPE}),
+            sub=viewer,
+            release=RELEASE,
+        )
+        assert len(page.items) <= 2
+        got += [r.id for r in page.items]
+        cursor = page.cursor
+        if cursor is None:
+            break
+    assert sorted(got) == sorted(ids)
