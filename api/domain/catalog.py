@@ -24,6 +24,23 @@ class MemberRole(enum.Enum):
     OWNER = "OWNER"
     WRITER = "WRITER"
     READER = "READER"
+    # A removed member (contract 6): its record stays, giving no access, so that an
+    # owner may write it again (re-add it) under the same id. Served from the app's
+    # `removedSince` release; an app that names none has no such role.
+    REMOVED = "REMOVED"
+
+
+# The roles of an app whose catalog names no `removedSince` (its one enum class).
+_ROLES_ONLY: type[enum.Enum] = enum.Enum(  # type: ignore[misc]
+    "MemberRole", {v: v for v in ("OWNER", "WRITER", "READER")}
+)
+
+
+_ROLE_DESCRIPTION = (
+    "Required. OWNER: everything, Member records and the tenant's deletion and export "
+    "too; WRITER: writes records; READER: reads"
+)
+_REMOVED_DESCRIPTION = "; REMOVED: no access (a removed member, written again: re-added)."
 
 
 # Membership as data (contract 6): its id is the member's `sub`; only an owner
@@ -41,8 +58,7 @@ MEMBER = ItemType(
             FieldKind.ENUM,
             enum=MemberRole,
             required=True,
-            description="Required. OWNER: everything, Member records and the tenant's "
-            "deletion and export too; WRITER: writes records; READER: reads.",
+            description=_ROLE_DESCRIPTION + ".",
         ),
         Field("displayName", max_length=200, description="How apps show the member."),
         Field(
@@ -59,30 +75,49 @@ MEMBER = ItemType(
     named_ids=True,
 )
 BUILTIN: tuple[ItemType, ...] = (MEMBER,)
+REMOVED = MemberRole.REMOVED.value
 
 
-def builtins(since: int, groups_since: int | None = None) -> tuple[ItemType, ...]:
-    """The API's own types as an app whose release `since` first served them, and
-    `groups_since` groups (None: none of its releases yet), declares them."""
-
-    def field_since(f: Field) -> int | None:
-        return (groups_since and max(groups_since, since)) if f.name == GROUPS_FIELD else since
-
+def builtins(
+    since: int, removed_since: int | None = None, groups_since: int | None = None
+) -> tuple[ItemType, ...]:
+    """The API's own types as an app whose release `since` first served them declares
+    them, with the Member role REMOVED from its release `removed_since` and the field
+    Member.groups from its release `groups_since` (None: never)."""
     return tuple(
         replace(
             t,
             since=since,
             fields=tuple(
-                replace(f, since=s) for f in t.fields if (s := field_since(f)) is not None
+                f
+                for f in (_builtin(f, since, removed_since, groups_since) for f in t.fields)
+                if f is not None
             ),
         )
         for t in BUILTIN
     )
 
 
+def _builtin(
+    field: Field, since: int, removed_since: int | None, groups_since: int | None
+) -> Field | None:
+    if field.name == GROUPS_FIELD:
+        return None if groups_since is None else replace(field, since=max(since, groups_since))
+    if field.enum is not MemberRole:
+        return replace(field, since=since)
+    if removed_since is None:
+        return replace(field, since=since, enum=_ROLES_ONLY)
+    return replace(
+        field,
+        since=since,
+        enum_since=((REMOVED, max(since, removed_since)),),
+        description=_ROLE_DESCRIPTION + _REMOVED_DESCRIPTION,
+    )
+
+
 def declared_by(app: AppCatalog) -> tuple[ItemType, ...]:
     """Every release's types of an app: its own, then the API's."""
-    return (*app.types, *builtins(app.builtins_since, app.groups_since))
+    return (*app.types, *builtins(app.builtins_since, app.removed_since, app.groups_since))
 
 
 CHOICE = settings.catalog_choice()
@@ -99,6 +134,12 @@ VISIBILITY_RELEASE: int | None = APP.visibility_since
 # The app's release whose clients know groups (`groupsSince`; None: none yet): an
 # earlier release's visibility inputs naming groups are BAD_USER_INPUT.
 GROUPS_RELEASE: int | None = APP.groups_since
+# The app's release whose clients know a Member's role REMOVED (None: none has it);
+# an earlier release's client, or one that declares none, is sent a removed member's
+# record as a DeletedItem (contract 6).
+REMOVED_RELEASE: int | None = (
+    None if APP.removed_since is None else max(APP.builtins_since, APP.removed_since)
+)
 
 # What this process serves: the latest release of the declaration, unless a test
 # picks an earlier one or a catalog of its own (api.domain.releases).
