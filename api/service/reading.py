@@ -24,7 +24,7 @@ from api.service.regroup import Regroup
 from api.service.release_view import ReleaseView as ReleaseView
 from api.service.release_view import for_client
 from api.service.type_paging import FIRST_MARGIN, scan_size
-from api.service.views import after_life, check_since, merged, read_streams, stream_bound
+from api.service.views import after_life, check_since, merged, read_streams, shown, stream_bound
 
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
@@ -134,7 +134,7 @@ class Reading:
         view = ReleaseView(catalog.RELEASE if release is None else release)
         page = self._collect(tenant_id, since, cursor, limit, types, max_scanned, reads, view)
         self._settle(tenant_id, reads)
-        return for_client(view.cut(page, since), release)
+        return for_client(view.cut(replace(page, items=shown(page.items)), since), release)
 
     def _collect(
         self,
@@ -322,12 +322,12 @@ class Reading:
         streams = tail.last is not None and tail.last.restricted and reads.sub is not None
         reads.streams = streams
         stream: list[Record] = []
-        stream_more = False
+        stream_edge: str | None = None
         ahead = after is None or after < head  # else the stream owes nothing either
         if streams and ahead and bound is not None and tail.last and reads.sub is not None:
             # The caller's streams up to the head, a Query each (its token bounds too).
             start = after_life(after, tail.born)
-            stream, stream_more = read_streams(
+            stream, stream_edge = read_streams(
                 self._store.stream_range, tenant_id, reads.sub, start, head, limit
             )
             if not aged:
@@ -336,7 +336,7 @@ class Reading:
             if bound is not None:
                 kept = [r for r in tail.records if r.change_token <= bound]
                 tail = replace(tail, bound=bound, records=kept)
-                stream_more &= bool(stream) and stream[-1].change_token < bound
+                stream_edge = stream_edge if stream_edge and stream_edge < bound else None
                 stream = [r for r in stream if r.change_token <= bound]
         if bound is None or (after is not None and bound <= after):
             # Nothing past `after` is proven yet (a write is being applied): the device
@@ -354,7 +354,7 @@ class Reading:
                 # Those and the linked entries are all of (after, bound], in order.
                 items = items + tail.records
         if streams:
-            items, more = merged(items, more, stream, stream_more, limit)
+            items, more = merged(items, more, stream, stream_edge, limit)
         more = more or len(items) > limit
         page = self._page(tenant_id, items[:limit], more, bound, settled, tail.born)
         return self._streamed(tenant_id, page, streams)

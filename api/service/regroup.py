@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 
 from api.domain.cursor import CursorCodec, Position
 from api.domain.errors import InvalidCursor
+from api.domain.membership import groups_of
 from api.domain.records import Record
 from api.domain.tokens import is_token
 from api.domain.visibility import group_principal, sees
@@ -46,16 +47,23 @@ def regrouped(sub: str | None, since: str | None) -> list[str]:
     return sorted(group for group, token in changed.items() if token > since)
 
 
-def reread(entries: list[Record], sub: str, since: str) -> list[Record]:
-    """What a re-read sends of these entries of a group's stream (module docstring)."""
+def reread(entries: list[Record], sub: str, since: str, group: str) -> list[Record]:
+    """What a re-read sends of these entries of `group`'s stream (module docstring),
+    none its member never saw through the group: one after it left the group, a
+    sentinel or a deletion from before it joined it."""
+    changed = getattr(sub, "changed", {}).get(group, since)
+    member = group in groups_of(sub)
     sent: list[Record] = []
     for entry in entries:
+        gone = entry.left_view or entry.deleted
+        if entry.change_token > changed if not member else gone and entry.change_token < changed:
+            continue
         if entry.superseded is not None:
             # Its later state reached a device of a sync past `superseded` (or it is
             # R's state at the bound, the later write being above it).
             if entry.superseded > since and not sees(entry.visibility, sub):
                 sent.append(replace(entry, left_view=True, fields={}, superseded=None))
-        elif entry.left_view or entry.deleted:
+        elif gone:
             if entry.change_token > since:
                 sent.append(entry)
         elif sees(entry.visibility, sub):
@@ -106,6 +114,8 @@ class Regroup:
         since, upper, born, group, after = parts[1:]
         if not all(is_token(t) for t in (since, upper, *(t for t in (born, after) if t))):
             raise InvalidCursor("cursor is malformed")
+        if group not in regrouped(sub, since):  # another caller's, or done meanwhile
+            raise InvalidCursor("cursor is not valid for this caller")
         place = _Place(since, upper, born or None, group, after or None)
         return self._page(tenant_id, place, sub, limit, rest)
 
@@ -116,7 +126,7 @@ class Regroup:
             principal = group_principal(place.group)
             room = limit - len(sent)  # a re-read sends at most one item an entry
             entries, more = self._stream_range(tenant_id, principal, start, place.upper, room)
-            sent += reread(entries, sub, place.since)
+            sent += reread(entries, sub, place.since, place.group)
             if more and entries:
                 place = replace(place, after=entries[-1].change_token)
                 continue

@@ -33,7 +33,7 @@ from api.domain.visibility import principals_of, sees
 from api.service.ports import Page, Store
 from api.service.reading import DEFAULT_LIMIT, MAX_LIMIT, MAX_SCANNED, ReleaseView
 from api.service.release_view import unknown_removal
-from api.service.views import read_streams
+from api.service.views import read_streams, shown
 
 # A copy's place in the tenant's copies: (type code, release, entity id).
 Position = tuple[str, int, str]
@@ -227,8 +227,8 @@ class Upgrades:
     ) -> tuple[list[Record], str | None]:
         """The caller's streams (its own, its groups') from `reached` up to `up_to`."""
         after = reached or None
-        entries, more = read_streams(self._store.stream_range, tenant_id, by, after, up_to, limit)
-        return entries, _STREAM + entries[-1].change_token if more and entries else None
+        entries, edge = read_streams(self._store.stream_range, tenant_id, by, after, up_to, limit)
+        return shown(entries), None if edge is None else _STREAM + edge
 
 
 def _streams_put(head: Head, by: str | None) -> list[str]:

@@ -15,7 +15,7 @@ from api.domain.visibility import Visibility
 from api.graphql.context import RELEASE_HEADER
 from api.settings import Settings
 from api.storage import capacity, keys
-from tests.integration.test_visibility_sync import Device
+from tests.integration.test_visibility_sync import _CHANGES, Device
 from tests.integration.test_visibility_sync import Member as Syncer
 from tests.integration.test_visibility_writes import Inject, _create, _service, _write
 from tests.support.family import MEMBER as MEMBER_TYPE
@@ -452,3 +452,80 @@ def test_a_sync_of_chosen_types_after_a_join_gets_the_groups_records_page_by_pag
         if cursor is None:
             break
     assert sorted(got) == sorted(ids)
+
+
+def test_a_re_read_tells_nothing_of_records_the_member_never_saw_through_the_group(
+    gql: GraphQLClient, tenant: str
+) -> None:
+    """carol joins kids after p1 left it (made private) and p2 was deleted: her device
+    is sent nothing of either. bob leaves kids, then p4 is shared with kids: his
+    device is sent nothing of p4. And bob's re-read cursor is not olga's."""
+    olga, bob, carol, _ = _family(gql, tenant)
+    token = olga.person("p1", [], ["kids"])
+    p2 = olga.person("p2", [], ["kids"])
+    olga.person("p3", [], ["kids"])
+    bobs, carols = _device(bob, limit=1), _device(carol, limit=1)
+    for device in (bobs, carols):
+        device.sync()
+    share = {"tenantID": tenant, "id": "p1", "changeToken": token, "visibility": {}}
+    olga.data(
+        "mutation($i: SetVisibilityInput!) { setVisibility(input: $i) { item { id } } }",
+        {"i": share},
+    )
+    olga.data(
+        "mutation($i: DeletePersonInput!) { deletePerson(input: $i) { deletedItem { id } } }",
+        {"i": {"tenantID": tenant, "id": "p2", "changeToken": p2}},
+    )
+    _groups(olga, "carol", ["kids"])
+    _groups(olga, "bob", [])
+    olga.person("p4", [], ["kids"])
+    seen: dict[str, list[str]] = {}
+    for device in (bobs, carols):
+        ids: list[str] = []
+        cursor, since = None, device.token
+        while True:
+            variables = {"t": tenant, "since": since, "cursor": cursor, "limit": 1}
+            body = device.member.call(_CHANGES, variables, RELEASE)
+            assert not body.get("errors"), body
+            page = body["data"]["changes"]
+            ids += [item["id"] for item in page["items"]]
+            if cursor is None and page["cursor"] and device is bobs:
+                # bob's re-read cursor, sent by olga (in no group): refused.
+                stolen = olga.run(
+                    "query($t: ID!, $c: String) { changes(tenantID: $t, cursor: $c) "
+                    "{ items { id } } }",
+                    {"t": tenant, "c": page["cursor"]},
+                )
+                assert stolen["errors"][0]["extensions"]["code"] == "INVALID_CURSOR", stolen
+            cursor = page["cursor"]
+            if cursor is None:
+                break
+        seen[device.member.sub] = ids
+    assert {"p3", "p4"} <= set(seen["carol"]) and not {"p1", "p2"} & set(seen["carol"])
+    assert {"p1", "p2", "p3"} <= set(seen["bob"]) and "p4" not in seen["bob"]
+
+
+def test_a_page_of_one_over_a_superseded_entry_goes_on(gql: GraphQLClient, tenant: str) -> None:
+    """p1, shared with kids, is updated twice after bob's device synced: kids' stream
+    holds its first update superseded by its second. bob's device, a page of one at a
+    time, steps over it: its first sync ends at the first update's token (the head's
+    entry in kids' stream was past the Query's Limit: the bound is the head's pv),
+    holding nothing newer than it saw, and its next one reaches the second."""
+    olga, bob, _, _ = _family(gql, tenant)
+    token = olga.person("p1", [], ["kids"])
+    device = _device(bob, limit=1)
+    device.sync()
+    tokens = []
+    for name in ("one", "two"):
+        update = {
+            "tenantID": tenant,
+            "id": "p1",
+            "changeToken": token,
+            "changes": {"givenName": name},
+        }
+        token = olga.data(UPDATE_PERSON, {"i": update})["updatePerson"]["person"]["changeToken"]
+        tokens.append(token)
+    device.sync()
+    assert device.token == tokens[0] and device.held["p1"] < tokens[0]
+    device.sync()
+    assert device.token == tokens[1] and device.held["p1"] == tokens[1]
