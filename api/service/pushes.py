@@ -279,7 +279,8 @@ class Pushes:
             logger.info(
                 "push endpoint gone: device %s of %s removed", device.device_id, device.tenant_id
             )
-            self._devices.remove(device.tenant_id, device.device_id, None)
+            # Only the registration read: one made again since (a new token) stays.
+            self._devices.remove(device.tenant_id, device.device_id, None, device.registered_at_ms)
             self._endpoints.delete(device.endpoint)
             with done.lock:
                 done.removed.append(device.device_id)

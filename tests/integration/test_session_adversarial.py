@@ -1,0 +1,134 @@
+"""Adversarial probes of a removed member's push registrations (contract 6, docs/realtime.md,
+"Silent pushes"): what removes a registration must not remove one the member (or its
+app) made again meanwhile. Each race is forced at the instant AWS allows it, between a
+round's read and its removal, by a wrapper around the real reads and SNS calls
+(DynamoDB Local and SNS on the local engine do the rest)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from starlette.testclient import TestClient
+
+from api.app import create_lambda_app
+from api.domain.membership import Roster
+from api.ordering import wall_clock_ms
+from api.service.pushes import Pushes
+from api.settings import Settings
+from api.storage.devices import DeviceTable
+from api.storage.lazy_client import LazyClient
+from api.storage.push_endpoints import SnsEndpoints
+from api.storage.store import DynamoStore
+from scripts.local_s3 import LocalS3
+from tests.integration.test_push_audiences import MEMBER, _data
+from tests.integration.test_silent_pushes import _apns_token, _endpoints, _register
+from tests.support import sns
+
+pytestmark = pytest.mark.slow
+
+UPDATE_MEMBER = (
+    "mutation($i: UpdateMemberInput!) { updateMember(input: $i) { member { changeToken role } } }"
+)
+
+
+@pytest.fixture(scope="module")
+def push_settings(settings: Settings, sns_engine: LocalS3) -> Settings:
+    local = dataclasses.replace(settings, sns_endpoint=sns_engine.endpoint)
+    arns = sns.applications(local.sns_client())
+    return dataclasses.replace(
+        local,
+        push_apns_application_arn=arns["APNS"],
+        push_fcm_application_arn=arns["FCM"],
+        push_window_seconds=60.0,
+    )
+
+
+@pytest.fixture(scope="module")
+def http(push_settings: Settings) -> Iterator[TestClient]:
+    """The Lambda HTTP function: it runs no push round of its own, so each round here
+    is the test's, at the instant it chooses."""
+    with TestClient(create_lambda_app(push_settings)) as client:
+        yield client
+
+
+class _Endpoints(SnsEndpoints):
+    """SNS, with `before_publish` run once before the first Publish (a race)."""
+
+    def __init__(self, settings: Settings, before_publish: Callable[[], None]) -> None:
+        super().__init__(LazyClient(settings.sns_client), settings.push_applications)
+        self._before: Callable[[], None] | None = before_publish
+
+    def publish(self, endpoint: str, platform: str, message: str) -> str:
+        if self._before is not None:
+            before, self._before = self._before, None
+            before()
+        return super().publish(endpoint, platform, message)
+
+
+def _pushes(
+    settings: Settings,
+    before_publish: Callable[[], None] = lambda: None,
+    roster: Callable[[str], Roster] | None = None,
+) -> Pushes:
+    """The service's pushes as `api.push_setup.make_pushes` wires them, over the real
+    table and SNS, with the race hooks."""
+    return Pushes(
+        DeviceTable(),
+        _Endpoints(settings, before_publish),
+        wall_clock_ms,
+        window_s=settings.push_window_seconds,
+        per_member=settings.push_devices_per_member,
+        per_tenant=settings.push_devices_per_tenant,
+        roster=roster or DynamoStore().roster,
+    )
+
+
+def _set_role(http: TestClient, tenant: str, sub: str, token: str, role: str) -> str:
+    """Olga sets `sub`'s Member record to `role`: the record's new change token."""
+    change = {"tenantID": tenant, "id": sub, "changeToken": token, "changes": {"role": role}}
+    member = _data(http, UPDATE_MEMBER, {"i": change}, tenant, "olga")["updateMember"]["member"]
+    assert member["role"] == role
+    new: str = member["changeToken"]
+    return new
+
+
+def _bob_member(http: TestClient, tenant: str) -> str:
+    """Olga owns the tenant (membership as data), Bob is a writer: his record's token."""
+    owner = {"tenantID": tenant, "id": "olga", "member": {"role": "OWNER"}}
+    _data(http, MEMBER, {"i": owner}, tenant, "olga")
+    bob = {"tenantID": tenant, "id": "bob", "member": {"role": "WRITER"}}
+    token: str = _data(http, MEMBER, {"i": bob}, tenant, "olga")["createMember"]["member"][
+        "changeToken"
+    ]
+    return token
+
+
+def test_a_token_reported_invalid_does_not_remove_the_registration_made_again_meanwhile(
+    push_settings: Settings, http: TestClient, tenant: str, ddb: Any
+) -> None:
+    """APNs invalidates Bob's old token and his app registers its new one (same deviceID)
+    while a round that read the old registration pushes to it: SNS says the old
+    endpoint is disabled, and the round removes the registration it read, not the new
+    one, which Bob's app was just told it holds."""
+    _bob_member(http, tenant)
+    assert "errors" not in _register(http, tenant, "bob", "bob-phone")
+    old = _endpoints(ddb, tenant)["bob-phone"]
+    # What SNS does when APNs says the token is no longer valid.
+    client = push_settings.sns_client()
+    client.set_endpoint_attributes(EndpointArn=old, Attributes={"Enabled": "false"})
+
+    def new_token() -> None:
+        answer = _register(http, tenant, "bob", "bob-phone", token=_apns_token())
+        assert "errors" not in answer, answer
+
+    done = _pushes(push_settings, before_publish=new_token).notify(
+        tenant, "01JRACE0000000000000000000"
+    )
+    assert done.removed == ["bob-phone"]  # the old endpoint, reported gone
+    registered = _endpoints(ddb, tenant)
+    assert "bob-phone" in registered, "the registration made after the round's read is gone"
+    assert registered["bob-phone"] != old
+
