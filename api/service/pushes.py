@@ -33,7 +33,12 @@ class Devices(Protocol):
     def get(self, tenant_id: str, device_id: str) -> PushDevice | None: ...
     def register(self, device: PushDevice, per_member: int, per_tenant: int, new: bool) -> None: ...
     def remove(
-        self, tenant_id: str, device_id: str, sub: str | None, registered_at_ms: int | None = None
+        self,
+        tenant_id: str,
+        device_id: str,
+        sub: str | None,
+        registered_at_ms: int | None = None,
+        former: bool = False,
     ) -> bool: ...
     def devices(self, tenant_id: str) -> list[PushDevice]: ...
     def mark_empty(self, tenant_id: str) -> bool: ...
@@ -140,7 +145,7 @@ class Pushes:
             d.device_id
             for d in devices
             if roster.access(d.sub).role is None
-            and self._devices.remove(tenant_id, d.device_id, d.sub, d.registered_at_ms)
+            and self._devices.remove(tenant_id, d.device_id, d.sub, d.registered_at_ms, former=True)
         ]
         if removed:
             logger.info("push devices of former members removed from %s: %s", tenant_id, removed)

@@ -132,3 +132,29 @@ def test_a_token_reported_invalid_does_not_remove_the_registration_made_again_me
     assert "bob-phone" in registered, "the registration made after the round's read is gone"
     assert registered["bob-phone"] != old
 
+
+def test_the_sweep_keeps_the_registration_of_a_member_re_added_since_its_roster_read(
+    push_settings: Settings, http: TestClient, tenant: str, ddb: Any
+) -> None:
+    """Bob is removed (role REMOVED) with his phone registered; a sweep reads the roster
+    (Bob absent), then Olga re-adds Bob and his app registers at its start (the same
+    token: nothing to write, it is told it holds the registration), then the sweep
+    removes what it read. Bob, a member again, must keep his registration."""
+    bob = _bob_member(http, tenant)
+    token = _apns_token()
+    assert "errors" not in _register(http, tenant, "bob", "bob-phone", token=token)
+    removed = _set_role(http, tenant, "bob", bob, "REMOVED")
+
+    def roster_then_re_added(tenant_id: str) -> Roster:
+        read = DynamoStore().roster(tenant_id)
+        assert read.access("bob").role is None  # read while Bob is removed
+        _set_role(http, tenant, "bob", removed, "WRITER")
+        answer = _register(http, tenant, "bob", "bob-phone", token=token)
+        assert "errors" not in answer, answer
+        return read
+
+    pushes = _pushes(push_settings, roster=roster_then_re_added)
+    pushes.sweep(tenant, DeviceTable().devices(tenant))
+    assert "bob-phone" in _endpoints(ddb, tenant), (
+        "a re-added member's registration was swept as a former member's"
+    )
