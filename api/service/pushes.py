@@ -232,7 +232,12 @@ class Pushes:
         newest = max((t for t in (token, *(d.pending for d in devices)) if t), default=None)
         if self._members is None or newest is None:
             return devices
-        roster = self._members(tenant_id, newest)
+        # A flush pushes tokens that waited for a window: who is a member now, not the
+        # roster kept for them (a removal since would be missed).
+        if token is None and self._roster is not None:
+            roster = self._roster(tenant_id)
+        else:
+            roster = self._members(tenant_id, newest)
         if not roster.moved:
             return devices
         kept = [d for d in devices if roster.access(d.sub).role is not None]

@@ -16,6 +16,7 @@ from starlette.testclient import TestClient
 from api.app import create_lambda_app
 from api.domain.membership import Roster
 from api.ordering import wall_clock_ms
+from api.service.membership import Membership
 from api.service.pushes import Pushes
 from api.settings import Settings
 from api.storage.devices import DeviceTable
@@ -24,7 +25,7 @@ from api.storage.push_endpoints import SnsEndpoints
 from api.storage.store import DynamoStore
 from scripts.local_s3 import LocalS3
 from tests.integration.test_push_audiences import MEMBER, _data
-from tests.integration.test_silent_pushes import _apns_token, _endpoints, _register
+from tests.integration.test_silent_pushes import CREATE, _apns_token, _endpoints, _register
 from tests.support import sns
 
 pytestmark = pytest.mark.slow
@@ -72,13 +73,16 @@ def _pushes(
     settings: Settings,
     before_publish: Callable[[], None] = lambda: None,
     roster: Callable[[str], Roster] | None = None,
+    clock_ms: Callable[[], int] = wall_clock_ms,
+    members: Callable[[str, str], Roster] | None = None,
 ) -> Pushes:
     """The service's pushes as `api.push_setup.make_pushes` wires them, over the real
     table and SNS, with the race hooks."""
     return Pushes(
         DeviceTable(),
         _Endpoints(settings, before_publish),
-        wall_clock_ms,
+        clock_ms,
+        members=members,
         window_s=settings.push_window_seconds,
         per_member=settings.push_devices_per_member,
         per_tenant=settings.push_devices_per_tenant,
@@ -158,3 +162,33 @@ def test_the_sweep_keeps_the_registration_of_a_member_re_added_since_its_roster_
     assert "bob-phone" in _endpoints(ddb, tenant), (
         "a re-added member's registration was swept as a former member's"
     )
+
+
+def test_a_flush_after_a_removal_pushes_the_removed_members_device_nothing(
+    push_settings: Settings, http: TestClient, tenant: str, ddb: Any
+) -> None:
+    """Bob's device is pushed a change, then a second one waits for its window; Olga
+    removes Bob; the window's flush (the `pushflush` function, whose process keeps the
+    roster it read for the waiting token) must push Bob's device nothing more, and
+    remove its registration, as the round after a removal does."""
+    _bob_member(http, tenant)
+    assert "errors" not in _register(http, tenant, "bob", "bob-phone")
+    cat = {"tenantID": tenant, "id": "cat", "member": {"role": "WRITER"}}
+    added = _data(http, MEMBER, {"i": cat}, tenant, "olga")
+    first = added["createMember"]["member"]["changeToken"]
+    person = _data(http, CREATE, {"i": {"tenantID": tenant, "person": {}}}, tenant, "olga")
+    second = person["createPerson"]["person"]["changeToken"]
+    now = [wall_clock_ms()]
+    rosters = Membership(DynamoStore())  # one process's, as the flush function's runtime
+    pushes = _pushes(push_settings, clock_ms=lambda: now[0], members=rosters.roster_at)
+    assert pushes.notify(tenant, first).sent == [("bob-phone", first)]
+    now[0] += 1_000
+    waiting = pushes.notify(tenant, second)
+    assert waiting.sent == [] and waiting.due_ms is not None  # within Bob's window
+    bob_record = DynamoStore().get(tenant, "bob")
+    assert bob_record is not None
+    _set_role(http, tenant, "bob", bob_record.change_token, "REMOVED")
+    now[0] = waiting.due_ms + 1
+    flushed = pushes.flush(tenant)
+    assert flushed.sent == [], "a removed member's device was pushed after its removal"
+    assert "bob-phone" not in _endpoints(ddb, tenant)
