@@ -1,8 +1,11 @@
-"""Adversarial probes of a removed member's push registrations (contract 6, docs/realtime.md,
-"Silent pushes"): what removes a registration must not remove one the member (or its
-app) made again meanwhile. Each race is forced at the instant AWS allows it, between a
-round's read and its removal, by a wrapper around the real reads and SNS calls
-(DynamoDB Local and SNS on the local engine do the rest)."""
+"""Adversarial probes of a removed member (contract 6, role REMOVED) and its push
+registrations (docs/realtime.md, "Silent pushes"): what removes a registration must
+not remove one the member (or its app) made again meanwhile, nor push a removed
+member's device; each race is forced at the instant AWS allows it, between a round's
+read and its removal, by a wrapper around the real reads and SNS calls (DynamoDB Local
+and SNS on the local engine do the rest). And guards: two owners removing each other
+leave one; a re-added member's device, syncing from its token of before the removal,
+ends with exactly its member's view."""
 
 from __future__ import annotations
 
@@ -14,8 +17,12 @@ import pytest
 from starlette.testclient import TestClient
 
 from api.app import create_lambda_app
-from api.domain.membership import Roster
+from api.domain.cursor import CursorCodec
+from api.domain.errors import RoleForbidden
+from api.domain.membership import OWNER, Access, Roster
+from api.domain.mutations import Mutation
 from api.ordering import wall_clock_ms
+from api.service import SyncService
 from api.service.membership import Membership
 from api.service.pushes import Pushes
 from api.settings import Settings
@@ -24,9 +31,13 @@ from api.storage.lazy_client import LazyClient
 from api.storage.push_endpoints import SnsEndpoints
 from api.storage.store import DynamoStore
 from scripts.local_s3 import LocalS3
+from tests.integration.test_members import CREATE as CREATE_MEMBER
 from tests.integration.test_push_audiences import MEMBER, _data
 from tests.integration.test_silent_pushes import CREATE, _apns_token, _endpoints, _register
-from tests.support import sns
+from tests.integration.test_visibility_sync import Device, Member, _view
+from tests.support import family, sns
+from tests.support.gql import GraphQLClient
+from tests.support.store_state import tenant_state
 
 pytestmark = pytest.mark.slow
 
@@ -192,3 +203,65 @@ def test_a_flush_after_a_removal_pushes_the_removed_members_device_nothing(
     flushed = pushes.flush(tenant)
     assert flushed.sent == [], "a removed member's device was pushed after its removal"
     assert "bob-phone" not in _endpoints(ddb, tenant)
+
+
+def test_two_owners_setting_each_other_removed_at_once_leave_one_owner(
+    settings: Settings, tenant: str, ddb: Any
+) -> None:
+    """Guard: both requests found their caller an owner; Olga's REMOVED commits first,
+    so Pat's (its writer's access item gone with the role) fails its check and
+    writes nothing (as for deletions, test_members)."""
+    service = SyncService(DynamoStore(), CursorCodec(settings.cursor_secret))
+
+    def role(verb: Any, sub: str, token: str | None, value: str) -> Mutation:
+        return Mutation(verb, family.MEMBER, tenant, sub, token, {"role": value})
+
+    olga = service.apply(role("create", "olga", None, "OWNER"), "olga", OWNER)
+    pat = service.apply(role("create", "pat", None, "OWNER"), "olga", OWNER, moved=True)
+    service.apply(role("update", "pat", pat.record.change_token, "REMOVED"), "olga", OWNER, True)
+    before = tenant_state(ddb, settings.table_name, tenant)
+    with pytest.raises(RoleForbidden):
+        service.apply(
+            role("update", "olga", olga.record.change_token, "REMOVED"), "pat", OWNER, True
+        )
+    assert tenant_state(ddb, settings.table_name, tenant) == before
+    assert service.access(tenant, "olga") == Access(moved=True, role=OWNER)
+    assert service.access(tenant, "pat") == Access(moved=True, role=None)
+
+
+def test_a_re_added_members_device_syncs_from_its_old_token_to_exactly_its_view(
+    gql: GraphQLClient, tenant: str, ddb: Any, settings: Settings
+) -> None:
+    """Guard: Bob's device holds his view; Bob is removed (its syncs refused), and
+    meanwhile a record shared with him is made private, a private one is shared with
+    him and a tenant-wide one is written; re-added, his device follows `changes` from
+    its token of before and ends with exactly his view (the record that left it as a
+    LeftViewItem)."""
+    olga, bob = Member(gql, tenant, "olga", role="owner"), Member(gql, tenant, "bob")
+    own = {"tenantID": tenant, "id": "olga", "member": {"role": "OWNER"}}
+    olga.data(CREATE_MEMBER, {"i": own})
+    added = {"tenantID": tenant, "id": "bob", "member": {"role": "WRITER"}}
+    record = olga.data(CREATE_MEMBER, {"i": added})["createMember"]["member"]
+    tokens = {"p1": olga.create("p1", ["bob"]), "p2": olga.create("p2", [])}
+    device = Device(bob)
+    device.sync()
+    assert {"p1", "olga", "bob"} <= set(device.held) and "p2" not in device.held
+    change = {"tenantID": tenant, "id": "bob", "changeToken": record["changeToken"]}
+    removed = _data_of(olga, UPDATE_MEMBER, {**change, "changes": {"role": "REMOVED"}})
+    refused = bob.call("query($t: ID!) { changes(tenantID: $t) { changeToken } }", {"t": tenant})
+    assert refused["errors"][0]["extensions"]["code"] == "FORBIDDEN", refused
+    olga.share("p1", tokens["p1"], [])  # leaves Bob's view while he is removed
+    olga.share("p2", tokens["p2"], ["bob"])  # enters it
+    olga.create("p3", None)  # tenant-wide
+    again = {"tenantID": tenant, "id": "bob", "changeToken": removed, "changes": {"role": "WRITER"}}
+    _data_of(olga, UPDATE_MEMBER, again)
+    device.sync()
+    assert device.held == _view(ddb, settings, tenant, "bob")
+    assert "p1" not in device.held and {"p2", "p3"} <= set(device.held)
+    assert "LeftViewItem" in device.seen
+
+
+def _data_of(member: Member, query: str, change: dict[str, Any]) -> str:
+    """The Member record's new change token after `query` (UPDATE_MEMBER)."""
+    token: str = member.data(query, {"i": change})["updateMember"]["member"]["changeToken"]
+    return token
