@@ -38,6 +38,11 @@
 //     own pull keeps a local deletion over a remote update), so it is sent again at
 //     once with the current token. An update of an entity deleted meanwhile comes
 //     back as a CONFLICT carrying the DeletedItem: the next pull deletes the record.
+//     A pull that deletes a record (a DeletedItem, its own or one a push met)
+//     reports each unsynced change of it first: `onRejected({table, id, kind,
+//     code: "CONFLICT", current})`, `current` the DeletedItem (the server's answer
+//     to a write of a deleted record), since WatermelonDB destroys the record with
+//     its unsynced changes; a local deletion of it is not refused.
 //   - REJECTED (bad data, FORBIDDEN for a reader, ATTACHMENT_MISSING): reported to
 //     `onRejected({table, id, code, message})` once and reverted: the next pull puts
 //     the server's state back (a create the server refused goes away). A refused
@@ -328,19 +333,33 @@ export function createSyncAPI(options) {
     letting ??= forget(error);
     return letting;
   }
-  // Records that left the member's view (LeftViewItem, contract 3.12): WatermelonDB
-  // destroys a record the pull deletes, unsynced changes and all, so each of those
-  // changes is reported refused (code LEFT_VIEW) before the pull is applied; none is
-  // pushed (the record is gone from the database), and the server is told nothing.
-  async function leftBehind(keys) {
+  // Records a pull deletes: WatermelonDB destroys each, unsynced changes and all, so
+  // each of those changes is reported refused before the pull is applied, never
+  // dropped unsaid; none is pushed (the record is gone from the database). `left`:
+  // the keys of records that left the member's view (LeftViewItem, contract 3.12),
+  // code LEFT_VIEW, the server told nothing. `deleted`: key -> the DeletedItem of a
+  // record another device deleted, code CONFLICT with it as `current`, the server's
+  // answer to a write of a deleted record (contract 3.2); a local deletion of it is
+  // not refused (it is deleted, as the device wanted).
+  async function dropped(left, deleted) {
     const { changes } = await fetchLocalChanges(database);
-    const error = { code: "LEFT_VIEW", reason: null, message: "the record left your view before this change was synced" };
-    for (const [table, { created, updated, deleted }] of Object.entries(changes)) {
+    const leftError = { code: "LEFT_VIEW", reason: null, message: "the record left your view before this change was synced" };
+    const errorOf = (table, id) => {
+      const key = keyOf(table, id);
+      if (left.has(key)) return leftError;
+      if (!deleted.has(key)) return null;
+      const message = "the record was deleted on the server before this change was synced";
+      return { code: "CONFLICT", reason: null, message, current: deleted.get(key) };
+    };
+    for (const [table, { created, updated, deleted: gone }] of Object.entries(changes)) {
       if (!tables[table]) continue;
-      const left = (id) => keys.has(keyOf(table, id));
-      for (const raw of updated.filter((r) => left(r.id))) onRejected?.({ table, id: raw.id, kind: "update", raw, ...error });
-      for (const raw of created.filter((r) => left(r.id))) onRejected?.({ table, id: raw.id, kind: "create", raw, ...error });
-      for (const id of deleted.filter(left)) onRejected?.({ table, id, kind: "delete", ...error });
+      for (const [kind, raws] of [["update", updated], ["create", created]]) {
+        for (const raw of raws) {
+          const error = errorOf(table, raw.id);
+          if (error) onRejected?.({ table, id: raw.id, kind, raw, ...error });
+        }
+      }
+      for (const id of gone.filter((i) => left.has(keyOf(table, i)))) onRejected?.({ table, id, kind: "delete", ...leftError });
     }
   }
   async function forget(error) {
@@ -434,21 +453,30 @@ export function createSyncAPI(options) {
     const changes = Object.fromEntries(Object.keys(tables).map((n) => [n, { created: [], updated: [], deleted: [] }]));
     const latest = new Map(); // "table/id" -> raw | null (deleted): the last version seen
     const leftView = new Set(); // "table/id" whose last version seen is a LeftViewItem
+    const deletions = new Map(); // "table/id" -> its DeletedItem, the last version seen
     const remember = (items) => {
       for (const item of items) {
         stats.items++;
         if (item.__typename === "DeletedItem" || item.__typename === "LeftViewItem") {
           // A record that left the member's view goes as a deletion's does (destroyed
-          // here, nothing pushed for it); its unsynced changes are reported (leftBehind).
+          // here, nothing pushed for it); the unsynced changes of both are reported
+          // (dropped).
           const table = tableOfType[item.type];
           if (!table) continue;
-          latest.set(keyOf(table, item.id), null);
-          if (item.__typename === "LeftViewItem") leftView.add(keyOf(table, item.id));
-          else leftView.delete(keyOf(table, item.id));
+          const key = keyOf(table, item.id);
+          latest.set(key, null);
+          if (item.__typename === "LeftViewItem") {
+            leftView.add(key);
+            deletions.delete(key);
+          } else {
+            leftView.delete(key);
+            deletions.set(key, { __typename: item.__typename, id: item.id, type: item.type, changeToken: item.changeToken });
+          }
         } else {
           const table = tableOfTypename[item.__typename];
           if (table) latest.set(keyOf(table, item.id), itemToRaw(tables[table], item));
           if (table) leftView.delete(keyOf(table, item.id));
+          if (table) deletions.delete(keyOf(table, item.id));
         }
       }
     };
@@ -508,7 +536,9 @@ export function createSyncAPI(options) {
     behind = !cursor && readCall !== calls;
     // Conflicts' current versions and reverts: added unless the pages hold a newer one.
     for (const [key, value] of known) {
-      if (!latest.has(key)) latest.set(key, value.deleted ? null : value.raw);
+      if (latest.has(key)) continue;
+      latest.set(key, value.deleted ? null : value.raw);
+      if (value.deletedItem) deletions.set(key, value.deletedItem); // a push met the deletion
     }
     known.clear();
     for (const [key, raw] of latest) if (raw === null) revert.delete(key); // gone: nothing to revert
@@ -517,7 +547,7 @@ export function createSyncAPI(options) {
       if (raw === null) changes[table].deleted.push(id);
       else changes[table].updated.push(raw);
     }
-    if (leftView.size) await leftBehind(leftView);
+    if (leftView.size || deletions.size) await dropped(leftView, deletions);
     // The position under the timestamp WatermelonDB saves with these records.
     const timestamp = Math.max(Date.now(), (lastPulledAt ?? 0) + 1);
     const keep = { [String(timestamp)]: { since, cursor } };
@@ -655,7 +685,8 @@ export function createSyncAPI(options) {
               }
               return; // already deleted: done
             }
-            known.set(key, deletedItem || !item ? { deleted: true } : { raw: itemToRaw(e.t, item, served) });
+            const current = deletedItem ? { __typename: item.__typename, id: item.id, type: item.type, changeToken: item.changeToken } : null;
+            known.set(key, deletedItem || !item ? { deleted: true, deletedItem: current } : { raw: itemToRaw(e.t, item, served) });
             conflict ??= new SyncAPIError("CONFLICT", `${e.t.table} ${e.id}: the server holds a newer version`, { table: e.t.table, id: e.id });
           } else {
             const code = result.error?.code;

@@ -2,7 +2,9 @@
 WatermelonDB 0.28 from npm in Node, test/left_view.mjs), as an app of the family
 app's release 3 syncing against a server: unshared between two pages of his first
 sync, or between two syncs with an edit of his unsynced (reported refused with code
-LEFT_VIEW, never pushed); Ann keeps the letter (contract 3.12)."""
+LEFT_VIEW, never pushed); Ann keeps the letter (contract 3.12). A record Ann deletes
+while Bob holds an unsynced edit of it goes too, the edit reported refused with code
+CONFLICT and the DeletedItem (contract 3.2), never dropped unsaid."""
 
 from __future__ import annotations
 
@@ -33,7 +35,7 @@ def report(settings: Settings) -> dict[str, Any]:
     (DEPS / "test").mkdir(exist_ok=True)
     shutil.copy(MODULE / "test" / "left_view.mjs", DEPS / "test" / "left_view.mjs")
     prefix = f"wml-{uuid.uuid4().hex[:8]}"
-    tenants = [f"{prefix}-pages", f"{prefix}-queued"]
+    tenants = [f"{prefix}-pages", f"{prefix}-queued", f"{prefix}-deleted"]
 
     def token(sub: str) -> str:
         claims = [f"{t}:writer" for t in tenants] if sub == "bob" else tenants
@@ -83,6 +85,23 @@ def test_unshared_between_two_syncs_his_unsynced_edit_is_refused_and_both_record
     assert found["before"]["letter"] == "Letter" and found["before"]["memo"] == "Memo"
     assert sorted(sum(found["pulled"], [])) == ["LeftViewItem:letter", "LeftViewItem:memo"]
     assert found["docs"] == {"cy": "cy", "di": "di", "ed": "ed"}, found
-    assert found["rejected"] == [["letter", "update", "LEFT_VIEW"]], found
+    assert found["rejected"] == [["letter", "update", "LEFT_VIEW", None]], found
     assert found["unsynced"] is False
     assert found["ann"] == {"givenName": "Letter", "familyName": None}  # never pushed
+
+
+def test_a_record_deleted_under_his_unsynced_edit_goes_and_the_edit_is_reported(
+    report: dict[str, Any],
+) -> None:
+    """The letter deleted before his sync (its pull brings the DeletedItem), the memo
+    between its pull and its push (the push meets the deletion): both edits are
+    reported refused CONFLICT with the DeletedItem, both records gone."""
+    found = report["deletedEdit"]
+    assert found["before"] == {"letter": "letter", "memo": "memo", "cy": "cy"}, found
+    assert "DeletedItem:letter" in sum(found["pulled"], []), found
+    assert found["docs"] == {"cy": "cy"}, found
+    assert sorted(found["rejected"]) == [
+        ["letter", "update", "CONFLICT", "DeletedItem"],
+        ["memo", "update", "CONFLICT", "DeletedItem"],
+    ], found
+    assert found["unsynced"] is False

@@ -2,7 +2,9 @@
 // WatermelonDB device (unmodified, from npm, LokiJS in memory), syncing with
 // createSyncAPI as an app of the family app's release 3 (`visibilitySince: 3`). Ann
 // shares a letter with Bob, then unshares it between two pages of his first sync, or
-// between two syncs with an edit of his left unsynced. Usage:
+// between two syncs with an edit of his left unsynced. And a record Ann deletes
+// (a DeletedItem, not a LeftViewItem) while Bob holds an unsynced edit of it, pulled
+// before his push or met by it (CONFLICT carrying the DeletedItem). Usage:
 //   node test/left_view.mjs <graphql url> <ann's token> <bob's token> <tenant prefix>
 // Prints one JSON line: each scenario's findings, for
 // tests/ecosystem/test_watermelondb_left_view.py.
@@ -56,6 +58,15 @@ async function unshare(tenant, id) {
   await asAnn(`mutation($i: SetVisibilityInput!) { setVisibility(input: $i) { item { id } } }`, { i });
 }
 
+async function remove(tenant, id) {
+  const { person } = await asAnn(`query($t: ID!, $id: ID!) { person(tenantID: $t, id: $id) { changeToken } }`, {
+    t: tenant,
+    id,
+  });
+  const i = { tenantID: tenant, id, changeToken: person.changeToken };
+  await asAnn(`mutation($i: DeletePersonInput!) { deletePerson(input: $i) { deletedItem { id } } }`, { i });
+}
+
 async function annsLetter(tenant) {
   const { person } = await asAnn(`query($t: ID!) { person(tenantID: $t, id: "letter") { givenName familyName } }`, {
     t: tenant,
@@ -69,6 +80,7 @@ class Bob {
     this.rejected = [];
     this.pages = []; // each page's items, as __typename:id
     this.beforePage = null; // run once, before the first `changes` request sending a cursor
+    this.beforePush = null; // run once, before the first `pushChanges` request
     const adapter = new LokiJSAdapter({ schema, useWebWorker: false, useIncrementalIndexedDB: false, dbName: this.name });
     this.database = new Database({ adapter, modelClasses: [Person] });
     this.people = this.database.get("people");
@@ -81,10 +93,15 @@ class Bob {
       release: RELEASE,
       visibilitySince: RELEASE,
       limit: 2,
-      onRejected: (r) => this.rejected.push([r.id, r.kind, r.code]),
+      onRejected: (r) => this.rejected.push([r.id, r.kind, r.code, r.current?.__typename ?? null]),
       fetch: async (target, init) => {
         const body = JSON.parse(init.body);
         const page = body.query.includes("changes(");
+        if (body.query.includes("pushChanges(") && this.beforePush) {
+          const run = this.beforePush;
+          this.beforePush = null;
+          await run();
+        }
         if (page && body.variables.cursor && this.beforePage) {
           const run = this.beforePage;
           this.beforePage = null;
@@ -145,8 +162,35 @@ async function queuedEdit() {
   };
 }
 
+// Tenant-wide records Bob edits offline, deleted by Ann: the letter before his sync
+// (its pull brings the DeletedItem), the memo between his sync's pull and its push
+// (the push meets the deletion: CONFLICT carrying the DeletedItem). WatermelonDB
+// destroys a record the pull deletes, unsynced changes and all: each is reported.
+async function deletedEdit() {
+  const tenant = `${prefix}-deleted`;
+  for (const name of ["letter", "memo", "cy"]) await create(tenant, name, name);
+  const bob = new Bob(tenant);
+  await bob.api.sync();
+  const before = await bob.docs();
+  for (const id of ["letter", "memo"]) {
+    const record = await bob.people.find(id);
+    await bob.database.write(() => record.update((r) => r._setRaw("family_name", "Bob's"))); // not synced yet
+  }
+  await remove(tenant, "letter");
+  bob.beforePush = () => remove(tenant, "memo");
+  const requests = bob.pages.length;
+  await bob.api.sync();
+  return {
+    before,
+    pulled: bob.pages.slice(requests),
+    docs: await bob.docs(),
+    rejected: bob.rejected,
+    unsynced: await hasUnsyncedChanges({ database: bob.database }),
+  };
+}
+
 const findings = {};
-for (const [name, scenario] of Object.entries({ betweenPages, queuedEdit })) {
+for (const [name, scenario] of Object.entries({ betweenPages, queuedEdit, deletedEdit })) {
   try {
     findings[name] = await scenario();
   } catch (e) {
