@@ -229,3 +229,41 @@ def test_a_resync_meeting_his_queued_edit_lets_the_letter_go_once_the_server_ref
     kept = ann.get(letter)
     assert kept is not None and kept["givenName"] == "Letter" and "familyName" not in kept
     bob.close()
+
+
+@pytest.mark.parametrize("pushed_first", [True, False])
+def test_a_record_deleted_under_his_queued_edit_goes_and_the_edit_is_reported(
+    app_client: TestClient, tenant: str, tmp_path: Path, shared: Any, pushed_first: bool
+) -> None:
+    """Not a LeftViewItem: Ann deletes Cy, a record the whole tenant sees, while Bob's
+    edit of it is queued offline. His push meets the deletion (CONFLICT carrying the
+    DeletedItem, contract 3.2), or his pull brings the DeletedItem first and the push
+    then meets it: the deletion wins (deletion_wins), and the edit it drops is
+    reported refused (`rejected`, code CONFLICT, the DeletedItem as `current`), not
+    only counted. Before, `rejected` stayed empty."""
+    ann, _, _ = shared
+    outcomes: list[PushOutcome] = []
+    bob = _device(app_client, tmp_path / "bob.db", tenant, "bob", on_push_result=outcomes.append)
+    bob.sync()
+    (cy,) = [i for i, p in bob.items().items() if p["givenName"] == "Cy"]
+    bob.update(cy, {"familyName": "Bob's"})  # offline
+    ann.sync()
+    ann.delete(cy)
+    assert ann.sync().applied == 1
+    report = sync_client.SyncReport()
+    if not pushed_first:
+        bob.pull(report)
+        assert bob.get(cy) is None and bob.pending() == 1  # still to be answered
+    after = bob.sync()
+    report.rejected += after.rejected
+    assert after.conflicts == 1
+    (refused,) = report.rejected
+    assert refused["entry"].changes == {"familyName": "Bob's"}
+    assert refused["error"]["code"] == "CONFLICT"
+    current = refused["error"]["current"]
+    assert (current["__typename"], current["id"]) == ("DeletedItem", cy)
+    assert [(o.status, (o.item or {}).get("__typename")) for o in outcomes] == [
+        ("CONFLICT", "DeletedItem")
+    ]
+    assert bob.get(cy) is None and bob.pending() == 0
+    bob.close()

@@ -699,6 +699,16 @@ class SyncClient:
             assert current is not None  # the entry's own type
             self.store.remember(current)
             self._rebase(entry, current)
+            if current.deleted and entry.verb != "delete" and self.deletion_wins:
+                # The deletion won over this edit, which goes: reported refused, with
+                # the server's answer (CONFLICT, its current the DeletedItem), as any
+                # edit the device drops; not only counted.
+                error = {
+                    "code": "CONFLICT",
+                    "message": "the record was deleted before this edit was applied",
+                    "current": item,
+                }
+                report.rejected.append({"entry": entry, "error": error})
             return
         if error and error["code"] == "UNAVAILABLE":
             return  # retry later, unchanged
