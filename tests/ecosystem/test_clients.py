@@ -86,7 +86,9 @@ def test_apollo_client_creates_conflicts_deletes_and_syncs(
             _token(tenant),
             tenant,
             _token(f"{tenant}-other"),
-            bearer([f"{tenant}:writer"], sub="bob", secret=TEST_AUTH_SECRET)["Authorization"].split()[1],
+            bearer([f"{tenant}:writer"], sub="bob", secret=TEST_AUTH_SECRET)[
+                "Authorization"
+            ].split()[1],
         ],
         node_deps,
     )

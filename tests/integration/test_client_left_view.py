@@ -165,7 +165,6 @@ def test_a_letter_shared_again_comes_back_whole(
     bob.close()
 
 
-
 @pytest.fixture
 def later(settings: Settings) -> Iterator[TestClient]:
     """The same table served past the retention: a server whose clock is EXPIRED_S
@@ -217,7 +216,10 @@ def test_a_resync_meeting_his_queued_edit_lets_the_letter_go_once_the_server_ref
     assert bob.get(letter) is not None and bob.pending() == 2  # kept for its edits
     report = bob.sync()
     codes = sorted((r["error"]["code"], str(r["entry"].changes)) for r in report.rejected)
-    assert codes == [(LEFT_VIEW, "{'occupation': 'pen pal'}"), ("NOT_FOUND", "{'familyName': \"Bob's\"}")]
+    assert codes == [
+        (LEFT_VIEW, "{'occupation': 'pen pal'}"),
+        ("NOT_FOUND", "{'familyName': \"Bob's\"}"),
+    ]
     assert sorted((o.status, (o.error or {}).get("code")) for o in outcomes) == [
         ("REJECTED", LEFT_VIEW),
         ("REJECTED", "NOT_FOUND"),

@@ -581,8 +581,9 @@ class SyncClient:
         """Download the live data again (contract 3.6) and drop every entity it does not
         return, except those an unsynced local edit names: the outbox stays, and is
         pushed on top (an edit of one deleted meanwhile comes back CONFLICT; of one that
-        left the member's view, NOT_FOUND, which lets it go: `_apply_result`). The token moves only at the end, with the drop, in one local
-        transaction: a crash halfway resyncs again rather than keep a deleted entity."""
+        left the member's view, NOT_FOUND, which lets it go: `_apply_result`). The
+        token moves only at the end, with the drop, in one local transaction: a crash
+        halfway resyncs again rather than keep a deleted entity."""
         report = report or SyncReport()
         returned: set[str] = set()
         cursor: str | None = None
