@@ -55,9 +55,12 @@
 //
 // RESYNC_REQUIRED (the device was away longer than the server keeps deletions):
 // the pull reads the whole tenant again (`since: null`) in one synchronize() call
-// with WatermelonDB's `replacement` strategy: a local record it did not return
-// goes, unless it was created on this device and not pushed yet; local edits of
-// records it returned are merged and pushed. `onResync()` is told.
+// with WatermelonDB's `replacement` strategy, applied to records without unsynced
+// changes: a synced local record it did not return goes; one created, edited or
+// deleted here is kept and pushed (contract 3.6), and one gone meanwhile is
+// answered CONFLICT with the DeletedItem, or NOT_FOUND (outside the member's view):
+// the next pull lets it go, each unsynced change reported to `onRejected` with that
+// code. Local edits of records it returned are merged and pushed. `onResync()` is told.
 //
 // TENANT_DELETED (an owner deleted the tenant), from a pull or a push: the module
 // calls `database.unsafeResetDatabase()` (every table and the local storage: the
@@ -335,33 +338,36 @@ export function createSyncAPI(options) {
   }
   // Records a pull deletes: WatermelonDB destroys each, unsynced changes and all, so
   // each of those changes is reported refused before the pull is applied, never
-  // dropped unsaid; none is pushed (the record is gone from the database). `left`:
-  // the keys of records that left the member's view (LeftViewItem, contract 3.12),
-  // code LEFT_VIEW, the server told nothing. `deleted`: key -> the DeletedItem of a
-  // record another device deleted, code CONFLICT with it as `current`, the server's
-  // answer to a write of a deleted record (contract 3.2); a local deletion of it is
-  // not refused (it is deleted, as the device wanted).
-  async function dropped(left, deleted) {
+  // dropped unsaid; none is pushed (the record is gone from the database). `gone`:
+  // "table/id" -> why: LEFT_VIEW (a LeftViewItem, contract 3.12: the server is told
+  // nothing), CONFLICT with the DeletedItem as `current` (another device deleted it:
+  // the server's answer to a write of a deleted record, contract 3.2), or the
+  // NOT_FOUND a push of it was answered (outside the member's view, found after a
+  // resync, which sends no sentinel). A local deletion is refused only for LEFT_VIEW
+  // (the record is deleted, or was never to be deleted by this member).
+  async function dropped(gone) {
     const { changes } = await fetchLocalChanges(database);
-    const leftError = { code: "LEFT_VIEW", reason: null, message: "the record left your view before this change was synced" };
-    const errorOf = (table, id) => {
-      const key = keyOf(table, id);
-      if (left.has(key)) return leftError;
-      if (!deleted.has(key)) return null;
-      const message = "the record was deleted on the server before this change was synced";
-      return { code: "CONFLICT", reason: null, message, current: deleted.get(key) };
-    };
-    for (const [table, { created, updated, deleted: gone }] of Object.entries(changes)) {
+    for (const [table, { created, updated, deleted }] of Object.entries(changes)) {
       if (!tables[table]) continue;
       for (const [kind, raws] of [["update", updated], ["create", created]]) {
         for (const raw of raws) {
-          const error = errorOf(table, raw.id);
+          const error = gone.get(keyOf(table, raw.id));
           if (error) onRejected?.({ table, id: raw.id, kind, raw, ...error });
         }
       }
-      for (const id of gone.filter((i) => left.has(keyOf(table, i)))) onRejected?.({ table, id, kind: "delete", ...leftError });
+      for (const id of deleted) {
+        const error = gone.get(keyOf(table, id));
+        if (error?.code === "LEFT_VIEW") onRejected?.({ table, id, kind: "delete", ...error });
+      }
     }
   }
+  const leftViewError = { code: "LEFT_VIEW", reason: null, message: "the record left your view before this change was synced" };
+  const deletedError = (item) => ({
+    code: "CONFLICT",
+    reason: null,
+    message: "the record was deleted on the server before this change was synced",
+    current: { __typename: item.__typename, id: item.id, type: item.type, changeToken: item.changeToken },
+  });
   async function forget(error) {
     const refused = [];
     const { changes } = await fetchLocalChanges(database);
@@ -452,8 +458,7 @@ export function createSyncAPI(options) {
     let resync = Boolean(start.resync);
     const changes = Object.fromEntries(Object.keys(tables).map((n) => [n, { created: [], updated: [], deleted: [] }]));
     const latest = new Map(); // "table/id" -> raw | null (deleted): the last version seen
-    const leftView = new Set(); // "table/id" whose last version seen is a LeftViewItem
-    const deletions = new Map(); // "table/id" -> its DeletedItem, the last version seen
+    const gone = new Map(); // "table/id" -> why its unsynced changes go (dropped)
     const remember = (items) => {
       for (const item of items) {
         stats.items++;
@@ -465,18 +470,11 @@ export function createSyncAPI(options) {
           if (!table) continue;
           const key = keyOf(table, item.id);
           latest.set(key, null);
-          if (item.__typename === "LeftViewItem") {
-            leftView.add(key);
-            deletions.delete(key);
-          } else {
-            leftView.delete(key);
-            deletions.set(key, { __typename: item.__typename, id: item.id, type: item.type, changeToken: item.changeToken });
-          }
+          gone.set(key, item.__typename === "LeftViewItem" ? leftViewError : deletedError(item));
         } else {
           const table = tableOfTypename[item.__typename];
           if (table) latest.set(keyOf(table, item.id), itemToRaw(tables[table], item));
-          if (table) leftView.delete(keyOf(table, item.id));
-          if (table) deletions.delete(keyOf(table, item.id));
+          if (table) gone.delete(keyOf(table, item.id));
         }
       }
     };
@@ -538,7 +536,7 @@ export function createSyncAPI(options) {
     for (const [key, value] of known) {
       if (latest.has(key)) continue;
       latest.set(key, value.deleted ? null : value.raw);
-      if (value.deletedItem) deletions.set(key, value.deletedItem); // a push met the deletion
+      if (value.refused) gone.set(key, value.refused); // a push met the deletion, or NOT_FOUND
     }
     known.clear();
     for (const [key, raw] of latest) if (raw === null) revert.delete(key); // gone: nothing to revert
@@ -547,13 +545,22 @@ export function createSyncAPI(options) {
       if (raw === null) changes[table].deleted.push(id);
       else changes[table].updated.push(raw);
     }
-    if (leftView.size || deletions.size) await dropped(leftView, deletions);
+    if (gone.size) await dropped(gone);
     // The position under the timestamp WatermelonDB saves with these records.
     const timestamp = Math.max(Date.now(), (lastPulledAt ?? 0) + 1);
     const keep = { [String(timestamp)]: { since, cursor } };
     if (lastPulledAt) keep[String(lastPulledAt)] = start;
     await database.adapter.setLocal(POSITION_KEY, JSON.stringify(keep));
-    return resync ? { changes, timestamp, experimentalStrategy: "replacement" } : { changes, timestamp };
+    // A resync replaces only records without unsynced changes: a record it did not
+    // return (deleted, or outside the member's view: it cannot tell) is kept while
+    // this device edited it, and pushed (contract 3.6); the server's answer says
+    // which, and the next pull lets it go, the change reported (dropped).
+    const strategy = {
+      default: "replacement",
+      override: {},
+      experimentalQueryRecordsForReplacement: Object.fromEntries(Object.keys(tables).map((table) => [table, () => [Q.where("_status", "synced")]])),
+    };
+    return resync ? { changes, timestamp, experimentalStrategy: strategy } : { changes, timestamp };
   }
 
   // WatermelonDB's per-column merge (local changed columns win), then: a record this
@@ -685,8 +692,7 @@ export function createSyncAPI(options) {
               }
               return; // already deleted: done
             }
-            const current = deletedItem ? { __typename: item.__typename, id: item.id, type: item.type, changeToken: item.changeToken } : null;
-            known.set(key, deletedItem || !item ? { deleted: true, deletedItem: current } : { raw: itemToRaw(e.t, item, served) });
+            known.set(key, deletedItem ? { deleted: true, refused: deletedError(item) } : !item ? { deleted: true } : { raw: itemToRaw(e.t, item, served) });
             conflict ??= new SyncAPIError("CONFLICT", `${e.t.table} ${e.id}: the server holds a newer version`, { table: e.t.table, id: e.id });
           } else {
             const code = result.error?.code;
@@ -699,7 +705,11 @@ export function createSyncAPI(options) {
             } else if (code === "NOT_FOUND" && e.kind === "delete") {
               // Nothing to delete: never reached the server.
             } else if (code === "ALREADY_EXISTS" || code === "NOT_FOUND") {
-              known.set(key, { lookup: true });
+              // NOT_FOUND for an edit: the record is outside the member's view (ids are
+              // never reused; a deleted one answers CONFLICT). Should the lookup find
+              // nothing, the next pull destroys it and reports the change with it.
+              const refused = { code, reason: null, message: result.error?.message ?? code };
+              known.set(key, { lookup: true, ...(code === "NOT_FOUND" ? { refused } : {}) });
               conflict ??= new SyncAPIError("CONFLICT", `${e.t.table} ${e.id}: ${code}`, { table: e.t.table, id: e.id });
             } else {
               stats.rejected++;
@@ -724,7 +734,7 @@ export function createSyncAPI(options) {
       const t = tables[table];
       const data = await request(`query($t: ID!, $id: ID!) { ${t.key}(tenantID: $t, id: $id) { __typename id ${t.selectionAt(asked)} } }`, { t: tenantID, id });
       const item = data[t.key];
-      known.set(key, item ? { raw: itemToRaw(t, item, asked) } : { deleted: true });
+      known.set(key, item ? { raw: itemToRaw(t, item, asked) } : { deleted: true, refused: value.refused });
     }
     const restored = await restoreRefusedDeletions(refusedDeletions);
     if (retryable) throw retryable;

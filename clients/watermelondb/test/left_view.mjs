@@ -5,7 +5,8 @@
 // between two syncs with an edit of his left unsynced. And a record Ann deletes
 // (a DeletedItem, not a LeftViewItem) while Bob holds an unsynced edit of it, pulled
 // before his push or met by it (CONFLICT carrying the DeletedItem). Usage:
-//   node test/left_view.mjs <graphql url> <ann's token> <bob's token> <tenant prefix>
+//   node test/left_view.mjs <graphql url> <ann's token> <bob's token> <tenant prefix> [scenario,...]
+// (`resyncEdits` runs against a server keeping deletions 2 s, and only when named.)
 // Prints one JSON line: each scenario's findings, for
 // tests/ecosystem/test_watermelondb_left_view.py.
 import { Database, Model, appSchema, tableSchema } from "@nozbe/watermelondb";
@@ -16,7 +17,7 @@ import { createSyncAPI, syncColumns } from "../index.js";
 
 const LokiJSAdapter = LokiModule.default ?? LokiModule;
 (loggerModule.default ?? loggerModule).silence();
-const [url, annToken, bobToken, prefix] = process.argv.slice(2);
+const [url, annToken, bobToken, prefix, only] = process.argv.slice(2);
 const RELEASE = 3;
 const FIELDS = { givenName: "given_name", familyName: "family_name" };
 const schema = appSchema({
@@ -189,8 +190,42 @@ async function deletedEdit() {
   };
 }
 
+// Against a server keeping deletions 2 s (RETENTION_SECONDS=2): Bob edits the letter
+// (shared with him) and Cy (tenant-wide) offline; Ann unshares the letter and deletes
+// Cy, and writes again 3 s later. Bob's pull is RESYNC_REQUIRED: the tenant read again
+// brings neither, nor any sentinel, so his device cannot tell them apart. His edits
+// are kept and pushed (contract 3.6): refused NOT_FOUND (the letter, outside his view)
+// and CONFLICT with the DeletedItem (Cy), each reported, and both records go.
+async function resyncEdits() {
+  const tenant = `${prefix}-resync`;
+  await create(tenant, "letter", "Letter", ["bob"]);
+  for (const name of ["cy", "di"]) await create(tenant, name, name);
+  const bob = new Bob(tenant);
+  await bob.api.sync();
+  const before = await bob.docs();
+  for (const id of ["letter", "cy"]) {
+    const record = await bob.people.find(id);
+    await bob.database.write(() => record.update((r) => r._setRaw("family_name", "Bob's"))); // not synced yet
+  }
+  await unshare(tenant, "letter");
+  await remove(tenant, "cy");
+  await new Promise((resolve) => setTimeout(resolve, 3000)); // past the retention
+  await create(tenant, "fay", "fay");
+  await bob.api.sync();
+  return {
+    before,
+    docs: await bob.docs(),
+    rejected: bob.rejected,
+    unsynced: await hasUnsyncedChanges({ database: bob.database }),
+    ann: await annsLetter(tenant),
+  };
+}
+
+const scenarios = only
+  ? Object.fromEntries(only.split(",").map((name) => [name, { resyncEdits }[name]]))
+  : { betweenPages, queuedEdit, deletedEdit };
 const findings = {};
-for (const [name, scenario] of Object.entries({ betweenPages, queuedEdit, deletedEdit })) {
+for (const [name, scenario] of Object.entries(scenarios)) {
   try {
     findings[name] = await scenario();
   } catch (e) {
