@@ -5,9 +5,11 @@ The file holds `types` (each a `code`, an optional `description` and `since`, an
 its `fields`), `enums` (each its `values`, a value a name or `{name, since}`) and
 `builtinsSince`, the app's release that first served the API's own types (1 when
 left out), and `visibilitySince`, its release whose clients are sent `LeftViewItem`
-and may set visibilities (contract 3.12; left out: none yet), and `removedSince`,
-its release whose clients know a Member's role `REMOVED` (contract 6; left out: the
-app's Member records have no such role, and a removal is a deletion). A field is
+and may set visibilities (contract 3.12; left out: none yet), `removedSince`, its
+release whose clients know a Member's role `REMOVED` (contract 6; left out: the
+app's Member records have no such role, and a removal is a deletion), and
+`groupsSince`, its release whose clients know groups (`Member.groups`, a
+visibility's groups; left out: none yet). A field is
 a `kind` (a `FieldKind` value: String, ID, Boolean, Date, Time, Enum, Color,
 Attachment, Int, Float, List, Object, Ref) and the attributes its kind takes: `maxLength`,
 `minimum`, `maximum`, `enum`, `of` and `maxItems` (a List), `fields` (an Object, or a
@@ -36,7 +38,7 @@ from api.domain.item_types import Field, FieldKind, ItemType
 
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9]*")
 _CODE = re.compile(r"[A-Z][A-Z0-9_]*")
-_TOP = {"builtinsSince", "visibilitySince", "removedSince", "enums", "types"}
+_TOP = {"builtinsSince", "visibilitySince", "removedSince", "groupsSince", "enums", "types"}
 _TYPE = {"code", "description", "since", "fields"}
 _ENUM = {"values"}
 _VALUE = {"name", "since"}
@@ -75,6 +77,8 @@ class AppCatalog:
     builtins_since: int
     visibility_since: int | None = None
     removed_since: int | None = None
+    # Its release whose clients know groups (Member.groups, a visibility's groups).
+    groups_since: int | None = None
     # A type whose fields at their bounds add up to more than a record holds, named
     # (item_bounds): served, each write checked; the server logs them at start.
     warnings: tuple[str, ...] = ()
@@ -148,6 +152,7 @@ def _catalog(path: Path, document: Any, reserved: tuple[ItemType, ...]) -> AppCa
         raise _Refused(
             top.lines["removedSince"], "removedSince", "is no earlier than builtinsSince"
         )
+    groups = _release(top, "groupsSince", "groupsSince") if "groupsSince" in top else None
     enums = {
         name: _enum(name, spec, top["enums"].lines[name])
         for name, spec in _section(top.get("enums", _Mapping()), top.line, "enums").items()
@@ -173,7 +178,7 @@ def _catalog(path: Path, document: Any, reserved: tuple[ItemType, ...]) -> AppCa
         declared.append(item_type)
     _check_refs(types_, declared, reserved, builtins)
     warnings = tuple(f"{path}: {w}" for w in oversized(tuple(declared)))
-    return AppCatalog(path, tuple(declared), builtins, visibility, removed, warnings)
+    return AppCatalog(path, tuple(declared), builtins, visibility, removed, groups, warnings)
 
 
 def _check_refs(

@@ -83,9 +83,8 @@ class Writing:
         role: str | None = None,
         moved: bool = False,
     ) -> Written:
-        """Apply one mutation, at most once per clientMutationID; `by` is the caller's
-        sub, recorded on the version it writes, `role` its role in the tenant and
-        `moved` whether the tenant is one of membership as data (contract 6)."""
+        """Apply one mutation, at most once per clientMutationID; `by` is the caller's sub
+        (on the version it writes), `role` its role, `moved` as in contract 6."""
         (mutation,) = typed(self._store, mutation.tenant_id, [mutation])
         (result,) = self._apply_in_order(mutation.tenant_id, [mutation], by, None, role, moved)
         if result.error is not None:
@@ -173,6 +172,7 @@ class Writing:
                     (e.client_mutation_id for e in todo if e.client_mutation_id is not None),
                 ),
                 moved=moved,
+                roster=lambda: self._store.roster(tenant_id),
             )
             todo = with_attachments(self._attachments, todo, known, results)
             while todo:
