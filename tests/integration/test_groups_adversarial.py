@@ -14,6 +14,7 @@ from api.domain.membership import Viewer
 from api.domain.mutations import Mutation
 from api.domain.visibility import Visibility
 from api.service.sync_service import SyncService
+from api.settings import Settings
 from api.storage import keys
 from tests.integration.test_visibility_writes import Inject, _create, _service, _write
 from tests.support.family import MEMBER as MEMBER_TYPE
@@ -104,7 +105,7 @@ def _race(tenant: str, inject: Inject, write: Any) -> list[str]:
 
 
 def test_a_join_committed_between_the_access_read_and_the_first_read_is_not_missed(
-    tenant: str, inject: Inject
+    settings: Settings, tenant: str, inject: Inject
 ) -> None:
     """bob's sync reads his access item (in no group), then another server's write
     moves him into kids, then the sync's first read finds the head at or above that
@@ -131,7 +132,7 @@ def test_a_join_committed_between_the_access_read_and_the_first_read_is_not_miss
 
 
 def test_a_leave_committed_between_the_access_read_and_the_first_read_is_not_missed(
-    tenant: str, inject: Inject
+    settings: Settings, tenant: str, inject: Inject
 ) -> None:
     """The mirror: bob's access read finds him in kids, then he is moved out, then the
     sync's first read passes the leave. p1 (shared with kids alone) must leave his
@@ -159,7 +160,7 @@ def test_a_leave_committed_between_the_access_read_and_the_first_read_is_not_mis
 @pytest.mark.parametrize("limit", [1, 3, 100])
 @pytest.mark.parametrize("how", ["deleted", "made private"])
 def test_a_record_gone_while_its_member_was_out_of_the_group_leaves_its_device(
-    tenant: str, how: str, limit: int
+    settings: Settings, tenant: str, how: str, limit: int
 ) -> None:
     """bob's device holds p1 (kids). bob leaves kids, p1 is deleted (or made private
     to o), bob rejoins kids; his device, offline throughout, syncs from its token
@@ -196,6 +197,7 @@ def test_a_record_gone_while_its_member_was_out_of_the_group_leaves_its_device(
 
 
 def test_a_record_shared_with_two_groups_stays_when_its_member_leaves_one(
+    settings: Settings,
     tenant: str,
 ) -> None:
     """bob is in kids and teens; p1 is shared with both, p2 with kids alone, p3 with
@@ -220,6 +222,7 @@ def test_a_record_shared_with_two_groups_stays_when_its_member_leaves_one(
 
 
 def test_several_groups_joined_and_left_in_one_sync_and_a_record_moved_between_them(
+    settings: Settings,
     tenant: str,
 ) -> None:
     """bob is in a and b; p1 is in a, p2 in b, p3 in c. While his device is offline
@@ -249,3 +252,60 @@ def test_several_groups_joined_and_left_in_one_sync_and_a_record_moved_between_t
     for device in devices:
         device.sync(family.viewer())
         assert device.people() == {"p1", "p3"}, (device.limit, device.held)
+
+
+def test_a_member_removed_and_re_added_in_no_group_loses_the_groups_records(
+    settings: Settings, tenant: str
+) -> None:
+    """bob (in kids) holds p1 on his device; o sets his role REMOVED, then makes him a
+    reader again in no group (a Member id is never re-created once deleted: this is
+    the way back). His device, offline throughout, syncs from its token of before:
+    it lets go of p1."""
+    family = _Family(tenant, ["kids"])
+    family.person("p1", KIDS)
+    device = _Device(family.service, tenant)
+    device.sync(family.viewer())
+    assert device.people() == {"p1"}
+    removed = Mutation("update", MEMBER_TYPE, tenant, "bob", family.bob, {"role": "REMOVED"})
+    family.bob = family._member(removed)
+    back = Mutation(
+        "update", MEMBER_TYPE, tenant, "bob", family.bob, {"role": "READER", "groups": []}
+    )
+    family.bob = family._member(back)
+    assert family.viewer().groups == ()
+    device.sync(family.viewer())
+    assert device.people() == set(), f"bob re-added in no group; his device holds {device.held}"
+
+
+def test_a_re_read_page_reads_a_bounded_number_of_queries(
+    settings: Settings, tenant: str, inject: Inject
+) -> None:
+    """bob's device syncs (in no group); then 60 records are shared with kids and bob
+    joins kids. His next sync re-reads kids' stream: every entry is above `since`, so
+    the re-read sends none of them (the pages of `(since, B]` do). At a limit of 1 the
+    re-read's loop reads on, a Query of one entry at a time, until it has something to
+    send or the stream ends: the request's reads grow with the group's stream, not
+    with its page (a group with 10,000 entries in the retention: 10,000 Queries in one
+    request, past any Lambda's timeout, and the next request starts over)."""
+    family = _Family(tenant, [])
+    device = _Device(family.service, tenant, limit=1)
+    device.sync(family.viewer())
+    for i in range(60):
+        family.person(f"p{i}", KIDS)
+    family.groups(["kids"])
+    kids = {"S": keys.stream_pk(tenant, "g:kids")}
+    queries: list[int] = []
+
+    def count(params: dict[str, Any], **_: Any) -> None:
+        if kids in params.get("ExpressionAttributeValues", {}).values():
+            queries.append(int(params.get("Limit", 0)))
+
+    inject("provide-client-params.dynamodb.Query", count)
+    page = family.service.changes(
+        tenant, since=device.token, limit=1, sub=family.viewer(), release=RELEASE
+    )
+    assert len(page.items) <= 1
+    assert len(queries) <= 4, (
+        f"one request at limit 1 made {len(queries)} Queries of kids' stream "
+        f"(Limits {sorted(set(queries))})"
+    )
