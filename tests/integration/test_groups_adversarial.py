@@ -6,6 +6,7 @@ its member's view. Through the service on DynamoDB Local."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -16,9 +17,13 @@ from api.domain.visibility import Visibility
 from api.service.sync_service import SyncService
 from api.settings import Settings
 from api.storage import keys
+from tests.integration.test_groups import UPDATE_PERSON, Caller, _device
+from tests.integration.test_torn_sync import _clients_of, _in_thread, torn_servers  # noqa: F401
 from tests.integration.test_visibility_writes import Inject, _create, _service, _write
 from tests.support.family import MEMBER as MEMBER_TYPE
 from tests.support.family import PERSON as PERSON_TYPE
+from tests.support.gql import GraphQLClient
+from tests.support.torn import TornEngine
 
 RELEASE = 4  # the family app's groupsSince
 KIDS = Visibility.of(None, [], ["kids"])
@@ -309,3 +314,43 @@ def test_a_re_read_page_reads_a_bounded_number_of_queries(
         f"one request at limit 1 made {len(queries)} Queries of kids' stream "
         f"(Limits {sorted(set(queries))})"
     )
+
+
+@pytest.fixture(scope="module")
+def torn_clients(torn_servers: list[str]) -> Iterator[list[GraphQLClient]]:  # noqa: F811
+    """Two API servers in front of the torn-commit engine (tests/support/torn.py)."""
+    yield from _clients_of(torn_servers)
+
+
+def test_a_group_records_update_half_applied_is_not_synced_past(
+    torn_clients: list[GraphQLClient], tenant: str, torn: TornEngine
+) -> None:
+    """AWS applies a transaction's items one by one as readers see them (what DynamoDB
+    Local hides; the torn engine shows it): p1's update, shared with kids, has its
+    head and log entry applied and its entry in kids' stream held. bob's device (in
+    kids) must not sync past it, then gets it once it is applied."""
+    writer, reader = torn_clients
+    olga = Caller(writer, tenant, "olga")
+    assert "errors" not in olga.member("olga", "OWNER", []), "the move"
+    assert "errors" not in olga.member("bob", "READER", ["kids"])
+    token = olga.person("p1", [], ["kids"])
+    device = _torn_device(Caller(reader, tenant, "bob"))
+    device.sync()
+    assert device.held.get("p1") == token and device.token is not None
+    before = device.token
+    kids = keys.stream_pk(tenant, "g:kids")
+    update = {"tenantID": tenant, "id": "p1", "changeToken": token, "changes": {"givenName": "x"}}
+    with torn.hold(lambda a: a.kind == "Put" and a.key_attributes["pk"]["S"] == kids) as hold:
+        thread, written = _in_thread(lambda: olga.data(UPDATE_PERSON, {"i": update}))
+        assert hold.reached.wait(10)  # the head and the log's entry are applied
+        for _ in range(2):
+            device.sync()
+            assert device.token == before, "bob's device synced past a half-applied write"
+        hold.release()
+        thread.join(30)
+    device.sync()
+    assert device.held["p1"] == written[0]["updatePerson"]["person"]["changeToken"]
+
+
+def _torn_device(caller: Caller) -> Any:
+    return _device(caller, limit=2)
