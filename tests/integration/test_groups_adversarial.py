@@ -17,8 +17,9 @@ from api.domain.visibility import Visibility
 from api.service.sync_service import SyncService
 from api.settings import Settings
 from api.storage import keys
-from tests.integration.test_groups import UPDATE_PERSON, Caller, _device
+from tests.integration.test_groups import UPDATE_PERSON, Caller, _device, _groups
 from tests.integration.test_torn_sync import _clients_of, _in_thread, torn_servers  # noqa: F401
+from tests.integration.test_visibility_adversarial import _PUSH
 from tests.integration.test_visibility_writes import Inject, _create, _service, _write
 from tests.support.family import MEMBER as MEMBER_TYPE
 from tests.support.family import PERSON as PERSON_TYPE
@@ -354,3 +355,29 @@ def test_a_group_records_update_half_applied_is_not_synced_past(
 
 def _torn_device(caller: Caller) -> Any:
     return _device(caller, limit=2)
+
+
+def test_a_resend_after_its_member_left_the_group_replays_nothing(
+    gql: GraphQLClient, tenant: str
+) -> None:
+    """bob (in kids) updates p1 (kids) with a clientMutationID; carol (in no group)
+    resends his entry; bob is moved out of kids and resends it (the first answer
+    lost). Neither replay may carry p1: both are REJECTED NOT_FOUND, no item."""
+    olga = Caller(gql, tenant, "olga")
+    assert "errors" not in olga.member("olga", "OWNER", []), "the move"
+    assert "errors" not in olga.member("bob", "WRITER", ["kids"])
+    assert "errors" not in olga.member("carol", "WRITER", [])
+    bob, carol = Caller(gql, tenant, "bob"), Caller(gql, tenant, "carol")
+    token = olga.person("p1", [], ["kids"])
+    changes = {"givenName": "by bob"}
+    entry = {"updatePerson": {"tenantID": tenant, "id": "p1", "changeToken": token}}
+    entry["updatePerson"] |= {"changes": changes, "clientMutationID": "cmid-bob-kids"}
+    push = {"i": {"tenantID": tenant, "mutations": [entry]}}
+    (first,) = bob.data(_PUSH, push)["pushChanges"]["results"]
+    assert first["status"] == "APPLIED", first
+    (theirs,) = carol.data(_PUSH, push)["pushChanges"]["results"]
+    assert theirs["item"] is None and theirs["status"] == "REJECTED", theirs
+    _groups(olga, "bob", [])
+    (again,) = bob.data(_PUSH, push)["pushChanges"]["results"]
+    assert again["item"] is None and again["status"] == "REJECTED", again
+    assert again["error"]["code"] == "NOT_FOUND", again
