@@ -14,7 +14,10 @@
 // devices both survive RxDB's default conflict handler; a row keeps its
 // clientMutationID while it is retried. Conflicts come back as RxDB master states
 // (a DeletedItem is `_deleted: true`, and so is a LeftViewItem: a record that left
-// the member's view, contract 3.12). A deletion in conflict only with fields the
+// the member's view, contract 3.12). A row editing a record deleted meanwhile is
+// answered CONFLICT carrying the DeletedItem: the deletion wins, and the edit it
+// drops is reported on `error$` and to `onRejected(row, {code: "CONFLICT",
+// current})`, `current` the DeletedItem. A deletion in conflict only with fields the
 // collection's schema does not declare goes again as `delete<Type>`, guarded by the
 // token of the version that answered: it applies. A REJECTED row (bad data,
 // FORBIDDEN) is reported on the replication's `error$` and to `onRejected`, and
@@ -578,6 +581,14 @@ export function replicateSyncAPI({
                   heldAt = at;
                 } else deleteAgain.push({ row, token: result.item.changeToken });
               } else {
+                if (result.item.__typename === "DeletedItem" && row && !row.newDocumentState[DELETED]) {
+                  // An edit (or create) met a deletion: a deleted id stays deleted, and
+                  // the conflict handler takes the server's state, dropping the edit.
+                  // Reported as a rejected row is, with the server's answer, not unsaid.
+                  const error = { code: "CONFLICT", message: "the record was deleted before this edit was pushed", current: result.item };
+                  state.subjects.error.next(newRxError("RC_PUSH", { pushRows: [row], errors: [error] }));
+                  onRejected?.(row, error);
+                }
                 conflict(row, itemToDoc(result.item, fill));
               }
             } else if (result.status === "APPLIED" && result.item && row && !result.item.__typename.startsWith("Deleted")) {

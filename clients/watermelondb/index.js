@@ -38,6 +38,11 @@
 //     own pull keeps a local deletion over a remote update), so it is sent again at
 //     once with the current token. An update of an entity deleted meanwhile comes
 //     back as a CONFLICT carrying the DeletedItem: the next pull deletes the record.
+//     A pull that deletes a record (a DeletedItem, its own or one a push met)
+//     reports each unsynced change of it first: `onRejected({table, id, kind,
+//     code: "CONFLICT", current})`, `current` the DeletedItem (the server's answer
+//     to a write of a deleted record), since WatermelonDB destroys the record with
+//     its unsynced changes; a local deletion of it is not refused.
 //   - REJECTED (bad data, FORBIDDEN for a reader, ATTACHMENT_MISSING): reported to
 //     `onRejected({table, id, code, message})` once and reverted: the next pull puts
 //     the server's state back (a create the server refused goes away). A refused
@@ -50,9 +55,12 @@
 //
 // RESYNC_REQUIRED (the device was away longer than the server keeps deletions):
 // the pull reads the whole tenant again (`since: null`) in one synchronize() call
-// with WatermelonDB's `replacement` strategy: a local record it did not return
-// goes, unless it was created on this device and not pushed yet; local edits of
-// records it returned are merged and pushed. `onResync()` is told.
+// with WatermelonDB's `replacement` strategy, applied to records without unsynced
+// changes: a synced local record it did not return goes; one created, edited or
+// deleted here is kept and pushed (contract 3.6), and one gone meanwhile is
+// answered CONFLICT with the DeletedItem, or NOT_FOUND (outside the member's view):
+// the next pull lets it go, each unsynced change reported to `onRejected` with that
+// code. Local edits of records it returned are merged and pushed. `onResync()` is told.
 //
 // TENANT_DELETED (an owner deleted the tenant), from a pull or a push: the module
 // calls `database.unsafeResetDatabase()` (every table and the local storage: the
@@ -328,21 +336,38 @@ export function createSyncAPI(options) {
     letting ??= forget(error);
     return letting;
   }
-  // Records that left the member's view (LeftViewItem, contract 3.12): WatermelonDB
-  // destroys a record the pull deletes, unsynced changes and all, so each of those
-  // changes is reported refused (code LEFT_VIEW) before the pull is applied; none is
-  // pushed (the record is gone from the database), and the server is told nothing.
-  async function leftBehind(keys) {
+  // Records a pull deletes: WatermelonDB destroys each, unsynced changes and all, so
+  // each of those changes is reported refused before the pull is applied, never
+  // dropped unsaid; none is pushed (the record is gone from the database). `gone`:
+  // "table/id" -> why: LEFT_VIEW (a LeftViewItem, contract 3.12: the server is told
+  // nothing), CONFLICT with the DeletedItem as `current` (another device deleted it:
+  // the server's answer to a write of a deleted record, contract 3.2), or the
+  // NOT_FOUND a push of it was answered (outside the member's view, found after a
+  // resync, which sends no sentinel). A local deletion is refused only for LEFT_VIEW
+  // (the record is deleted, or was never to be deleted by this member).
+  async function dropped(gone) {
     const { changes } = await fetchLocalChanges(database);
-    const error = { code: "LEFT_VIEW", reason: null, message: "the record left your view before this change was synced" };
     for (const [table, { created, updated, deleted }] of Object.entries(changes)) {
       if (!tables[table]) continue;
-      const left = (id) => keys.has(keyOf(table, id));
-      for (const raw of updated.filter((r) => left(r.id))) onRejected?.({ table, id: raw.id, kind: "update", raw, ...error });
-      for (const raw of created.filter((r) => left(r.id))) onRejected?.({ table, id: raw.id, kind: "create", raw, ...error });
-      for (const id of deleted.filter(left)) onRejected?.({ table, id, kind: "delete", ...error });
+      for (const [kind, raws] of [["update", updated], ["create", created]]) {
+        for (const raw of raws) {
+          const error = gone.get(keyOf(table, raw.id));
+          if (error) onRejected?.({ table, id: raw.id, kind, raw, ...error });
+        }
+      }
+      for (const id of deleted) {
+        const error = gone.get(keyOf(table, id));
+        if (error?.code === "LEFT_VIEW") onRejected?.({ table, id, kind: "delete", ...error });
+      }
     }
   }
+  const leftViewError = { code: "LEFT_VIEW", reason: null, message: "the record left your view before this change was synced" };
+  const deletedError = (item) => ({
+    code: "CONFLICT",
+    reason: null,
+    message: "the record was deleted on the server before this change was synced",
+    current: { __typename: item.__typename, id: item.id, type: item.type, changeToken: item.changeToken },
+  });
   async function forget(error) {
     const refused = [];
     const { changes } = await fetchLocalChanges(database);
@@ -433,22 +458,23 @@ export function createSyncAPI(options) {
     let resync = Boolean(start.resync);
     const changes = Object.fromEntries(Object.keys(tables).map((n) => [n, { created: [], updated: [], deleted: [] }]));
     const latest = new Map(); // "table/id" -> raw | null (deleted): the last version seen
-    const leftView = new Set(); // "table/id" whose last version seen is a LeftViewItem
+    const gone = new Map(); // "table/id" -> why its unsynced changes go (dropped)
     const remember = (items) => {
       for (const item of items) {
         stats.items++;
         if (item.__typename === "DeletedItem" || item.__typename === "LeftViewItem") {
           // A record that left the member's view goes as a deletion's does (destroyed
-          // here, nothing pushed for it); its unsynced changes are reported (leftBehind).
+          // here, nothing pushed for it); the unsynced changes of both are reported
+          // (dropped).
           const table = tableOfType[item.type];
           if (!table) continue;
-          latest.set(keyOf(table, item.id), null);
-          if (item.__typename === "LeftViewItem") leftView.add(keyOf(table, item.id));
-          else leftView.delete(keyOf(table, item.id));
+          const key = keyOf(table, item.id);
+          latest.set(key, null);
+          gone.set(key, item.__typename === "LeftViewItem" ? leftViewError : deletedError(item));
         } else {
           const table = tableOfTypename[item.__typename];
           if (table) latest.set(keyOf(table, item.id), itemToRaw(tables[table], item));
-          if (table) leftView.delete(keyOf(table, item.id));
+          if (table) gone.delete(keyOf(table, item.id));
         }
       }
     };
@@ -508,7 +534,9 @@ export function createSyncAPI(options) {
     behind = !cursor && readCall !== calls;
     // Conflicts' current versions and reverts: added unless the pages hold a newer one.
     for (const [key, value] of known) {
-      if (!latest.has(key)) latest.set(key, value.deleted ? null : value.raw);
+      if (latest.has(key)) continue;
+      latest.set(key, value.deleted ? null : value.raw);
+      if (value.refused) gone.set(key, value.refused); // a push met the deletion, or NOT_FOUND
     }
     known.clear();
     for (const [key, raw] of latest) if (raw === null) revert.delete(key); // gone: nothing to revert
@@ -517,13 +545,22 @@ export function createSyncAPI(options) {
       if (raw === null) changes[table].deleted.push(id);
       else changes[table].updated.push(raw);
     }
-    if (leftView.size) await leftBehind(leftView);
+    if (gone.size) await dropped(gone);
     // The position under the timestamp WatermelonDB saves with these records.
     const timestamp = Math.max(Date.now(), (lastPulledAt ?? 0) + 1);
     const keep = { [String(timestamp)]: { since, cursor } };
     if (lastPulledAt) keep[String(lastPulledAt)] = start;
     await database.adapter.setLocal(POSITION_KEY, JSON.stringify(keep));
-    return resync ? { changes, timestamp, experimentalStrategy: "replacement" } : { changes, timestamp };
+    // A resync replaces only records without unsynced changes: a record it did not
+    // return (deleted, or outside the member's view: it cannot tell) is kept while
+    // this device edited it, and pushed (contract 3.6); the server's answer says
+    // which, and the next pull lets it go, the change reported (dropped).
+    const strategy = {
+      default: "replacement",
+      override: {},
+      experimentalQueryRecordsForReplacement: Object.fromEntries(Object.keys(tables).map((table) => [table, () => [Q.where("_status", "synced")]])),
+    };
+    return resync ? { changes, timestamp, experimentalStrategy: strategy } : { changes, timestamp };
   }
 
   // WatermelonDB's per-column merge (local changed columns win), then: a record this
@@ -655,7 +692,7 @@ export function createSyncAPI(options) {
               }
               return; // already deleted: done
             }
-            known.set(key, deletedItem || !item ? { deleted: true } : { raw: itemToRaw(e.t, item, served) });
+            known.set(key, deletedItem ? { deleted: true, refused: deletedError(item) } : !item ? { deleted: true } : { raw: itemToRaw(e.t, item, served) });
             conflict ??= new SyncAPIError("CONFLICT", `${e.t.table} ${e.id}: the server holds a newer version`, { table: e.t.table, id: e.id });
           } else {
             const code = result.error?.code;
@@ -668,7 +705,11 @@ export function createSyncAPI(options) {
             } else if (code === "NOT_FOUND" && e.kind === "delete") {
               // Nothing to delete: never reached the server.
             } else if (code === "ALREADY_EXISTS" || code === "NOT_FOUND") {
-              known.set(key, { lookup: true });
+              // NOT_FOUND for an edit: the record is outside the member's view (ids are
+              // never reused; a deleted one answers CONFLICT). Should the lookup find
+              // nothing, the next pull destroys it and reports the change with it.
+              const refused = { code, reason: null, message: result.error?.message ?? code };
+              known.set(key, { lookup: true, ...(code === "NOT_FOUND" ? { refused } : {}) });
               conflict ??= new SyncAPIError("CONFLICT", `${e.t.table} ${e.id}: ${code}`, { table: e.t.table, id: e.id });
             } else {
               stats.rejected++;
@@ -693,7 +734,7 @@ export function createSyncAPI(options) {
       const t = tables[table];
       const data = await request(`query($t: ID!, $id: ID!) { ${t.key}(tenantID: $t, id: $id) { __typename id ${t.selectionAt(asked)} } }`, { t: tenantID, id });
       const item = data[t.key];
-      known.set(key, item ? { raw: itemToRaw(t, item, asked) } : { deleted: true });
+      known.set(key, item ? { raw: itemToRaw(t, item, asked) } : { deleted: true, refused: value.refused });
     }
     const restored = await restoreRefusedDeletions(refusedDeletions);
     if (retryable) throw retryable;

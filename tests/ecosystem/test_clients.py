@@ -39,7 +39,28 @@ def node_deps() -> Path:
     for name in ("*.mjs", "*.yml", "*.graphql"):
         for script in JS.glob(name):
             shutil.copy(script, deps / script.name)  # packages resolve from there
+    (deps / "left_view_recipe.mjs").write_text(_left_view_recipe())
     return deps
+
+
+# In Node's ES modules Apollo Client 3 is CommonJS (docs/clients.md says so): the
+# recipe's one import of it is taken from there; the rest runs as the page shows it.
+_APOLLO_IMPORT = 'import { ApolloLink, Observable } from "@apollo/client";'
+_APOLLO_IN_NODE = (
+    'import apollo from "@apollo/client/core/core.cjs";\nconst { ApolloLink, Observable } = apollo;'
+)
+
+
+def _left_view_recipe() -> str:
+    """docs/clients.md's Apollo recipe for a record that leaves the view: the js block
+    after the Apollo Client item of "When a record leaves a member's view"."""
+    page = (PROJECT_ROOT / "docs" / "clients.md").read_text()
+    section = page[page.index("## When a record leaves a member's view") :]
+    section = section[section.index("- **Apollo Client**") :]
+    start = section.index("```js\n") + len("```js\n")
+    recipe = section[start : section.index("```\n", start)]
+    assert recipe.startswith(_APOLLO_IMPORT + "\n"), recipe[:200]
+    return recipe.replace(_APOLLO_IMPORT, _APOLLO_IN_NODE, 1)
 
 
 @pytest.fixture(scope="module")
@@ -65,6 +86,9 @@ def test_apollo_client_creates_conflicts_deletes_and_syncs(
             _token(tenant),
             tenant,
             _token(f"{tenant}-other"),
+            bearer([f"{tenant}:writer"], sub="bob", secret=TEST_AUTH_SECRET)[
+                "Authorization"
+            ].split()[1],
         ],
         node_deps,
     )
@@ -83,6 +107,16 @@ def test_apollo_client_creates_conflicts_deletes_and_syncs(
     # (two people and a deletion held before).
     assert report["cachedBefore"] == 3 and report["refusedReason"] == "NOT_A_MEMBER"
     assert report["cachedAfter"] == 0 and report["pagesAfter"] == 0
+    # docs/clients.md's recipe for a record that left the view: Bob held the letter
+    # and his edit of it offline (shown optimistically); Ann unshared it.
+    lv = report["leftView"]
+    assert lv["firstPage"] == ["Bo", "Cy", "Letter"], lv
+    assert lv["optimistic"] == "Bob's" and lv["held"] == [1, 0], lv
+    assert lv["nextPage"] == ["LeftViewItem:letter"], lv
+    assert lv["refused"] == ["Update"] and lv["edit"] == {"code": "LEFT_VIEW"}, lv
+    assert lv["cached"] == {"root": ["Bo", "Cy"], "optimistic": ["Bo", "Cy"]}, lv
+    assert lv["firstPageRead"] == ["Bo", "Cy"], lv  # its reference to the letter dropped
+    assert lv["ownerSees"] == {"__typename": "Person", "givenName": "Letter", "familyName": None}
 
 
 def test_codegen_validates_the_schema_and_generates_typescript(node_deps: Path) -> None:

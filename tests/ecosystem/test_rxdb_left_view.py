@@ -2,7 +2,9 @@
 `rxdb` package in Node 22, test/left_view.mjs), as an app of the family app's
 release 3 replicating against a server: unshared between two pages of his first
 pull, or between two syncs with an edit of his queued offline (reported refused,
-nothing written); Ann keeps the letter (contract 3.12)."""
+nothing written); Ann keeps the letter (contract 3.12). A record Ann deletes under his
+queued edit goes too, the edit reported refused CONFLICT with the DeletedItem
+(contract 3.2), never dropped unsaid."""
 
 from __future__ import annotations
 
@@ -26,7 +28,7 @@ pytestmark = pytest.mark.serial  # scripts/test --all runs it alone (pyproject.t
 def report(settings: Settings) -> dict[str, Any]:
     module_dir: Path = rxdb.install()
     prefix = f"rxl-{uuid.uuid4().hex[:8]}"
-    tenants = [f"{prefix}-pages", f"{prefix}-queued"]
+    tenants = [f"{prefix}-pages", f"{prefix}-queued", f"{prefix}-deleted"]
 
     def token(sub: str) -> str:
         claims = [f"{t}:writer" for t in tenants] if sub == "bob" else tenants
@@ -75,3 +77,17 @@ def test_unshared_between_two_syncs_his_queued_edit_is_refused_and_the_letter_go
     assert found["docs"] == {"cy": "cy", "di": "di", "ed": "ed"}, found
     assert found["rejected"] == [["letter", "NOT_FOUND"]], found
     assert found["ann"] == {"givenName": "Letter", "familyName": None}  # nothing written
+
+
+def test_a_record_deleted_under_his_queued_edit_goes_and_the_edit_is_reported(
+    report: dict[str, Any],
+) -> None:
+    """Cy, edited offline, deleted by Ann: RxDB's conflict handler takes the deletion,
+    and the edit it drops is reported (onRejected and error$, code CONFLICT, the
+    DeletedItem as `current`)."""
+    found = report["deletedEdit"]
+    assert found["before"] == {"letter": "Letter", "cy": "cy", "di": "di", "ed": "ed"}, found
+    assert found["docs"] == {"letter": "Letter", "di": "di", "ed": "ed"}, found
+    assert found["rejected"] == [["cy", "CONFLICT"]], found
+    assert found["currents"] == ["DeletedItem"], found
+    assert found["errors"] == ["CONFLICT"], found

@@ -7,6 +7,9 @@ an edit of his queued offline."""
 
 from __future__ import annotations
 
+import dataclasses
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +19,11 @@ from sync_client import SyncClient
 from sync_client import client as sync_client
 from sync_client.client import LEFT_VIEW, PushOutcome
 
+from api.app import create_app
+from api.settings import Settings
 from tests.integration.test_visibility_sync import _SHARE
 from tests.support.gql import GraphQLClient, bearer
+from tests.support.short_retention import EXPIRED_S, RETENTION_S
 
 PHOTO = b"\xff\xd8\xff" + b"a letter for Bob " * 64
 
@@ -156,4 +162,110 @@ def test_a_letter_shared_again_comes_back_whole(
     _set_visibility(gql, tenant, letter, ["bob"])
     bob.sync()
     assert (bob.get(letter) or {}).get("givenName") == "Letter"
+    bob.close()
+
+
+@pytest.fixture
+def later(settings: Settings) -> Iterator[TestClient]:
+    """The same table served past the retention: a server whose clock is EXPIRED_S
+    ahead, retention RETENTION_S (tests.support.short_retention), as a device back
+    from a long time offline finds it."""
+    ahead = dataclasses.replace(
+        settings, retention_seconds=RETENTION_S, clock_offset_ms=EXPIRED_S * 1000
+    )
+    with TestClient(create_app(ahead)) as client:
+        yield client
+
+
+def test_a_resync_meeting_his_queued_edit_lets_the_letter_go_once_the_server_refuses_it(
+    app_client: TestClient,
+    gql: GraphQLClient,
+    tenant: str,
+    tmp_path: Path,
+    shared: Any,
+    later: TestClient,
+) -> None:
+    """Bob's device, offline past the retention with edits of the letter queued,
+    resyncs (contract 3.6) before it pushes: the unshare is older than the
+    retention, so the resync sends no sentinel, and it cannot tell a record that
+    left the view from one deleted: it keeps the letter, which his queued edits
+    name, and pushes the first. The server's NOT_FOUND (a write outside his view; a
+    deleted record answers CONFLICT) lets the letter go as a LeftViewItem does: its
+    version, its photo's bytes, and the edit queued behind the one sent, refused
+    LEFT_VIEW. Before, the letter stayed on his device for good."""
+    ann, letter, sha256 = shared
+    outcomes: list[PushOutcome] = []
+    bob = _device(app_client, tmp_path / "bob.db", tenant, "bob", on_push_result=outcomes.append)
+    bob.sync()
+    assert bob.open(sha256, letter) == PHOTO
+    bob.update(letter, {"familyName": "Bob's"})  # offline
+    (sent,) = bob.store.entries()
+    bob.store.save(dataclasses.replace(sent, sent=True, client_mutation_id=str(uuid.uuid4())))
+    bob.update(letter, {"occupation": "pen pal"})  # queued behind the one in flight
+    _set_visibility(gql, tenant, letter, [])
+    # Long after: the tenant written again, Bob back (his device's transport now
+    # reaches the server past the retention).
+    fay = GraphQLClient(later).create(tenant, "Person", {"givenName": "Fay"})
+    assert fay
+    transport = bob.transport
+    assert isinstance(transport, _Transport)
+    transport._client = later
+    report = sync_client.SyncReport()
+    bob.pull(report)
+    assert report.resyncs == 1 and not report.rejected
+    assert bob.get(letter) is not None and bob.pending() == 2  # kept for its edits
+    report = bob.sync()
+    codes = sorted((r["error"]["code"], str(r["entry"].changes)) for r in report.rejected)
+    assert codes == [
+        (LEFT_VIEW, "{'occupation': 'pen pal'}"),
+        ("NOT_FOUND", "{'familyName': \"Bob's\"}"),
+    ]
+    assert sorted((o.status, (o.error or {}).get("code")) for o in outcomes) == [
+        ("REJECTED", LEFT_VIEW),
+        ("REJECTED", "NOT_FOUND"),
+    ]
+    assert bob.get(letter) is None and bob.store.server_version(letter) is None
+    assert bob.pending() == 0 and bob.store.blob(sha256) is None
+    assert sorted(p["givenName"] for p in bob.items().values()) == ["Cy", "Di", "Ed", "Fay"]
+    ann.sync()
+    kept = ann.get(letter)
+    assert kept is not None and kept["givenName"] == "Letter" and "familyName" not in kept
+    bob.close()
+
+
+@pytest.mark.parametrize("pushed_first", [True, False])
+def test_a_record_deleted_under_his_queued_edit_goes_and_the_edit_is_reported(
+    app_client: TestClient, tenant: str, tmp_path: Path, shared: Any, pushed_first: bool
+) -> None:
+    """Not a LeftViewItem: Ann deletes Cy, a record the whole tenant sees, while Bob's
+    edit of it is queued offline. His push meets the deletion (CONFLICT carrying the
+    DeletedItem, contract 3.2), or his pull brings the DeletedItem first and the push
+    then meets it: the deletion wins (deletion_wins), and the edit it drops is
+    reported refused (`rejected`, code CONFLICT, the DeletedItem as `current`), not
+    only counted. Before, `rejected` stayed empty."""
+    ann, _, _ = shared
+    outcomes: list[PushOutcome] = []
+    bob = _device(app_client, tmp_path / "bob.db", tenant, "bob", on_push_result=outcomes.append)
+    bob.sync()
+    (cy,) = [i for i, p in bob.items().items() if p["givenName"] == "Cy"]
+    bob.update(cy, {"familyName": "Bob's"})  # offline
+    ann.sync()
+    ann.delete(cy)
+    assert ann.sync().applied == 1
+    report = sync_client.SyncReport()
+    if not pushed_first:
+        bob.pull(report)
+        assert bob.get(cy) is None and bob.pending() == 1  # still to be answered
+    after = bob.sync()
+    report.rejected += after.rejected
+    assert after.conflicts == 1
+    (refused,) = report.rejected
+    assert refused["entry"].changes == {"familyName": "Bob's"}
+    assert refused["error"]["code"] == "CONFLICT"
+    current = refused["error"]["current"]
+    assert (current["__typename"], current["id"]) == ("DeletedItem", cy)
+    assert [(o.status, (o.item or {}).get("__typename")) for o in outcomes] == [
+        ("CONFLICT", "DeletedItem")
+    ]
+    assert bob.get(cy) is None and bob.pending() == 0
     bob.close()

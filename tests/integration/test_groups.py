@@ -529,3 +529,18 @@ def test_a_page_of_one_over_a_superseded_entry_goes_on(gql: GraphQLClient, tenan
     assert device.token == tokens[0] and device.held["p1"] < tokens[0]
     device.sync()
     assert device.token == tokens[1] and device.held["p1"] == tokens[1]
+
+
+def test_a_deleted_tenants_group_streams_go(ddb: Any, settings: Settings, tenant: str) -> None:
+    """A deletion removes the stream of every group in the audience of one of the
+    tenant's records, superseded entries too."""
+    service = _service()
+    v1 = _write(service, _create(tenant, "p1", Visibility.of(None, [], ["kids"])), by="o")
+    update = Mutation("update", PERSON_TYPE, tenant, "p1", v1.change_token, {"familyName": "L"})
+    _write(service, update, by="o")
+    kids = keys.stream_pk(tenant, "g:kids")
+    held = _query_all(ddb, settings.table_name, kids)
+    assert len(held) == 2 and sum("sup" in item for item in held) == 1
+    while not service.delete_tenant(tenant, tenant, "o").done:
+        pass
+    assert _query_all(ddb, settings.table_name, kids) == []

@@ -395,7 +395,9 @@ def test_a_server_pushes_the_token_that_waited_at_its_windows_end(
             return [sns.payload(m)["changeToken"] for m in sns.published(endpoint).get(arn, [])]
 
         _wait(lambda: bool(pushed()) and pushed()[-1] == tokens[-1], "the window's last token")
-    assert pushed()[0] == tokens[0] and len(pushed()) <= len(tokens)
+    # The first push holds the newest token when its round ran: tokens[0] on an idle
+    # machine, a later one when the server's push thread ran behind the writes.
+    assert set(pushed()) <= set(tokens) and len(pushed()) <= len(tokens)
     assert pushed() == sorted(set(pushed()))  # each once, in order
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -474,16 +474,23 @@ class SyncClient:
         if version is not None:
             self.store.remember(version)
 
-    def _let_go(self, entity_id: str, report: SyncReport | None) -> None:
+    def _let_go(
+        self,
+        entity_id: str,
+        report: SyncReport | None,
+        refused: Sequence[dict[str, Any]] = (),
+    ) -> None:
         """A LeftViewItem (contract 3.12): the record left this member's view; it was
         not deleted, and nothing goes to the server. Its version goes, with the bytes
         of its attachments no other record or queued edit here references, and its
         queued edits, each answered as refused (LEFT_VIEW: in `report.rejected` and to
         `on_push_result`), as `forget_tenant` answers a tenant's. In the page's local
-        transaction."""
+        transaction (or the push result's, which answered NOT_FOUND an edit that
+        referenced `refused`)."""
         version = self.store.server_version(entity_id)
         entries = self.store.entries_for(entity_id)
-        held = {r["sha256"] for e in entries for r in self._references(e)}
+        held = {r["sha256"] for r in refused}
+        held |= {r["sha256"] for e in entries for r in self._references(e)}
         if version is not None:
             held |= {r["sha256"] for r in self._version_references(version)}
         for entry in entries:
@@ -573,8 +580,10 @@ class SyncClient:
     def resync(self, report: SyncReport | None = None) -> None:
         """Download the live data again (contract 3.6) and drop every entity it does not
         return, except those an unsynced local edit names: the outbox stays, and is
-        pushed on top. The token moves only at the end, with the drop, in one local
-        transaction: a crash halfway resyncs again rather than keep a deleted entity."""
+        pushed on top (an edit of one deleted meanwhile comes back CONFLICT; of one that
+        left the member's view, NOT_FOUND, which lets it go: `_apply_result`). The
+        token moves only at the end, with the drop, in one local transaction: a crash
+        halfway resyncs again rather than keep a deleted entity."""
         report = report or SyncReport()
         returned: set[str] = set()
         cursor: str | None = None
@@ -691,6 +700,16 @@ class SyncClient:
             assert current is not None  # the entry's own type
             self.store.remember(current)
             self._rebase(entry, current)
+            if current.deleted and entry.verb != "delete" and self.deletion_wins:
+                # The deletion won over this edit, which goes: reported refused, with
+                # the server's answer (CONFLICT, its current the DeletedItem), as any
+                # edit the device drops; not only counted.
+                error = {
+                    "code": "CONFLICT",
+                    "message": "the record was deleted before this edit was applied",
+                    "current": item,
+                }
+                report.rejected.append({"entry": entry, "error": error})
             return
         if error and error["code"] == "UNAVAILABLE":
             return  # retry later, unchanged
@@ -698,6 +717,13 @@ class SyncClient:
             return  # kept: uploaded again and resent with the same clientMutationID
         report.rejected.append({"entry": entry, "error": error})
         self.store.remove(entry.seq)
+        if error and error["code"] == "NOT_FOUND" and entry.verb != "create":
+            # An edit of a record this device holds, answered as if it did not exist:
+            # the record left the member's view (contract 3.12; ids are never reused,
+            # and a deleted one answers CONFLICT). Let go of it as a LeftViewItem does,
+            # the bytes this edit referenced too: a resync cannot tell it from a
+            # deletion (neither comes back), so this answer is the only word of it.
+            self._let_go(entry.entity_id, report, self._references(entry))
 
     def _missing(self, entry: Entry, report: SyncReport) -> bool:
         """The server does not hold a blob the entry references (it lost it, or it was

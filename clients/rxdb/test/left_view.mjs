@@ -2,7 +2,8 @@
 // RxDB device (memory storage, its default conflict handler, no internals touched),
 // replicating with replicateSyncAPI as an app of the family app's release 3. Ann
 // shares a letter with Bob, then unshares it between two pages of his first pull, or
-// between two syncs with an edit of his queued offline. Usage:
+// between two syncs with an edit of his queued offline. And a record Ann deletes (a
+// DeletedItem, not a LeftViewItem) while his edit of it is queued offline. Usage:
 //   node left_view.mjs <graphql url> <ann's token> <bob's token> <tenant prefix>
 // Prints one JSON line: each scenario's findings, for tests/ecosystem/test_rxdb_left_view.py.
 import { createRxDatabase } from "rxdb";
@@ -74,6 +75,15 @@ async function unshare(tenant, id = "letter") {
   await asAnn(`mutation($i: SetVisibilityInput!) { setVisibility(input: $i) { item { id } } }`, { i });
 }
 
+async function remove(tenant, id) {
+  const { person } = await asAnn(`query($t: ID!, $id: ID!) { person(tenantID: $t, id: $id) { changeToken } }`, {
+    t: tenant,
+    id,
+  });
+  const i = { tenantID: tenant, id, changeToken: person.changeToken };
+  await asAnn(`mutation($i: DeletePersonInput!) { deletePerson(input: $i) { deletedItem { id } } }`, { i });
+}
+
 async function annsLetter(tenant) {
   const { person } = await asAnn(`query($t: ID!) { person(tenantID: $t, id: "letter") { givenName familyName } }`, { t: tenant });
   return person;
@@ -84,6 +94,7 @@ class Bob {
     this.tenant = tenant;
     this.name = `bob${++devices}`;
     this.rejected = [];
+    this.currents = []; // the server's state each rejected row came with (`current`)
     this.errors = [];
   }
   async open() {
@@ -105,7 +116,10 @@ class Bob {
       waitForLeadership: false,
       retryTime: 200,
       replicationIdentifier: `${this.name}-${this.tenant}`,
-      onRejected: (row, error) => this.rejected.push([row?.newDocumentState.id, error?.code ?? null]),
+      onRejected: (row, error) => {
+        this.rejected.push([row?.newDocumentState.id, error?.code ?? null]);
+        this.currents.push(error?.current?.__typename ?? null);
+      },
     });
     this.state.error$.subscribe((e) => this.errors.push(e.parameters?.errors?.[0]?.code ?? e.code ?? String(e)));
     return this.state;
@@ -183,8 +197,34 @@ async function queuedEdit() {
   return result;
 }
 
+// Cy, whom the whole tenant sees, edited by Bob offline and deleted by Ann: his push
+// meets the deletion (CONFLICT carrying the DeletedItem), and RxDB's conflict handler
+// takes the server's state, dropping the edit: reported, never unsaid.
+async function deletedEdit() {
+  const tenant = `${prefix}-deleted`;
+  await letterAndThree(tenant);
+  const bob = await new Bob(tenant).open();
+  await bob.sync();
+  const before = await bob.docs();
+  await bob.offline();
+  const cy = await bob.people.findOne("cy").exec();
+  await cy.incrementalPatch({ familyName: "Bob's" }); // offline
+  await remove(tenant, "cy");
+  await bob.sync();
+  await bob.sync();
+  const result = {
+    before,
+    docs: await bob.docs(),
+    rejected: bob.rejected,
+    currents: bob.currents,
+    errors: bob.errors,
+  };
+  await bob.close();
+  return result;
+}
+
 const findings = {};
-for (const [name, scenario] of Object.entries({ betweenPages, queuedEdit })) {
+for (const [name, scenario] of Object.entries({ betweenPages, queuedEdit, deletedEdit })) {
   try {
     findings[name] = await scenario();
   } catch (e) {

@@ -2,8 +2,11 @@
 // WatermelonDB device (unmodified, from npm, LokiJS in memory), syncing with
 // createSyncAPI as an app of the family app's release 3 (`visibilitySince: 3`). Ann
 // shares a letter with Bob, then unshares it between two pages of his first sync, or
-// between two syncs with an edit of his left unsynced. Usage:
-//   node test/left_view.mjs <graphql url> <ann's token> <bob's token> <tenant prefix>
+// between two syncs with an edit of his left unsynced. And a record Ann deletes
+// (a DeletedItem, not a LeftViewItem) while Bob holds an unsynced edit of it, pulled
+// before his push or met by it (CONFLICT carrying the DeletedItem). Usage:
+//   node test/left_view.mjs <graphql url> <ann's token> <bob's token> <tenant prefix> [scenario,...]
+// (`resyncEdits` runs against a server keeping deletions 2 s, and only when named.)
 // Prints one JSON line: each scenario's findings, for
 // tests/ecosystem/test_watermelondb_left_view.py.
 import { Database, Model, appSchema, tableSchema } from "@nozbe/watermelondb";
@@ -14,7 +17,7 @@ import { createSyncAPI, syncColumns } from "../index.js";
 
 const LokiJSAdapter = LokiModule.default ?? LokiModule;
 (loggerModule.default ?? loggerModule).silence();
-const [url, annToken, bobToken, prefix] = process.argv.slice(2);
+const [url, annToken, bobToken, prefix, only] = process.argv.slice(2);
 const RELEASE = 3;
 const FIELDS = { givenName: "given_name", familyName: "family_name" };
 const schema = appSchema({
@@ -56,6 +59,15 @@ async function unshare(tenant, id) {
   await asAnn(`mutation($i: SetVisibilityInput!) { setVisibility(input: $i) { item { id } } }`, { i });
 }
 
+async function remove(tenant, id) {
+  const { person } = await asAnn(`query($t: ID!, $id: ID!) { person(tenantID: $t, id: $id) { changeToken } }`, {
+    t: tenant,
+    id,
+  });
+  const i = { tenantID: tenant, id, changeToken: person.changeToken };
+  await asAnn(`mutation($i: DeletePersonInput!) { deletePerson(input: $i) { deletedItem { id } } }`, { i });
+}
+
 async function annsLetter(tenant) {
   const { person } = await asAnn(`query($t: ID!) { person(tenantID: $t, id: "letter") { givenName familyName } }`, {
     t: tenant,
@@ -69,6 +81,7 @@ class Bob {
     this.rejected = [];
     this.pages = []; // each page's items, as __typename:id
     this.beforePage = null; // run once, before the first `changes` request sending a cursor
+    this.beforePush = null; // run once, before the first `pushChanges` request
     const adapter = new LokiJSAdapter({ schema, useWebWorker: false, useIncrementalIndexedDB: false, dbName: this.name });
     this.database = new Database({ adapter, modelClasses: [Person] });
     this.people = this.database.get("people");
@@ -81,10 +94,15 @@ class Bob {
       release: RELEASE,
       visibilitySince: RELEASE,
       limit: 2,
-      onRejected: (r) => this.rejected.push([r.id, r.kind, r.code]),
+      onRejected: (r) => this.rejected.push([r.id, r.kind, r.code, r.current?.__typename ?? null]),
       fetch: async (target, init) => {
         const body = JSON.parse(init.body);
         const page = body.query.includes("changes(");
+        if (body.query.includes("pushChanges(") && this.beforePush) {
+          const run = this.beforePush;
+          this.beforePush = null;
+          await run();
+        }
         if (page && body.variables.cursor && this.beforePage) {
           const run = this.beforePage;
           this.beforePage = null;
@@ -145,8 +163,69 @@ async function queuedEdit() {
   };
 }
 
+// Tenant-wide records Bob edits offline, deleted by Ann: the letter before his sync
+// (its pull brings the DeletedItem), the memo between his sync's pull and its push
+// (the push meets the deletion: CONFLICT carrying the DeletedItem). WatermelonDB
+// destroys a record the pull deletes, unsynced changes and all: each is reported.
+async function deletedEdit() {
+  const tenant = `${prefix}-deleted`;
+  for (const name of ["letter", "memo", "cy"]) await create(tenant, name, name);
+  const bob = new Bob(tenant);
+  await bob.api.sync();
+  const before = await bob.docs();
+  for (const id of ["letter", "memo"]) {
+    const record = await bob.people.find(id);
+    await bob.database.write(() => record.update((r) => r._setRaw("family_name", "Bob's"))); // not synced yet
+  }
+  await remove(tenant, "letter");
+  bob.beforePush = () => remove(tenant, "memo");
+  const requests = bob.pages.length;
+  await bob.api.sync();
+  return {
+    before,
+    pulled: bob.pages.slice(requests),
+    docs: await bob.docs(),
+    rejected: bob.rejected,
+    unsynced: await hasUnsyncedChanges({ database: bob.database }),
+  };
+}
+
+// Against a server keeping deletions 2 s (RETENTION_SECONDS=2): Bob edits the letter
+// (shared with him) and Cy (tenant-wide) offline; Ann unshares the letter and deletes
+// Cy, and writes again 3 s later. Bob's pull is RESYNC_REQUIRED: the tenant read again
+// brings neither, nor any sentinel, so his device cannot tell them apart. His edits
+// are kept and pushed (contract 3.6): refused NOT_FOUND (the letter, outside his view)
+// and CONFLICT with the DeletedItem (Cy), each reported, and both records go.
+async function resyncEdits() {
+  const tenant = `${prefix}-resync`;
+  await create(tenant, "letter", "Letter", ["bob"]);
+  for (const name of ["cy", "di"]) await create(tenant, name, name);
+  const bob = new Bob(tenant);
+  await bob.api.sync();
+  const before = await bob.docs();
+  for (const id of ["letter", "cy"]) {
+    const record = await bob.people.find(id);
+    await bob.database.write(() => record.update((r) => r._setRaw("family_name", "Bob's"))); // not synced yet
+  }
+  await unshare(tenant, "letter");
+  await remove(tenant, "cy");
+  await new Promise((resolve) => setTimeout(resolve, 3000)); // past the retention
+  await create(tenant, "fay", "fay");
+  await bob.api.sync();
+  return {
+    before,
+    docs: await bob.docs(),
+    rejected: bob.rejected,
+    unsynced: await hasUnsyncedChanges({ database: bob.database }),
+    ann: await annsLetter(tenant),
+  };
+}
+
+const scenarios = only
+  ? Object.fromEntries(only.split(",").map((name) => [name, { resyncEdits }[name]]))
+  : { betweenPages, queuedEdit, deletedEdit };
 const findings = {};
-for (const [name, scenario] of Object.entries({ betweenPages, queuedEdit })) {
+for (const [name, scenario] of Object.entries(scenarios)) {
   try {
     findings[name] = await scenario();
   } catch (e) {

@@ -2,12 +2,17 @@
 // update (read from extensions.code / extensions.current), delete, and a paged sync.
 // Then the same cache read by a device whose token no longer lists the tenant: the
 // refusal (FORBIDDEN, reason NOT_A_MEMBER) evicts the tenant's entities and pages, as
-// docs/clients.md shows ("When a device loses a tenant").
+// docs/clients.md shows ("When a device loses a tenant"). Then a letter the owner
+// shares with Bob and unshares while Bob's edit of it is held offline: his next page's
+// LeftViewItem runs docs/clients.md's Apollo recipe ("When a record leaves a member's
+// view"), which test_clients.py extracts from the page into left_view_recipe.mjs.
 // Usage: node apollo_sync.mjs <graphql url> <token> <tenant> <a token without the tenant>
+//          <bob's token, a writer of the tenant>
 import apollo from "@apollo/client/core/core.cjs";
+import { OfflineQueue, letGoOfRecord } from "./left_view_recipe.mjs";
 
-const { ApolloClient, InMemoryCache, HttpLink, gql } = apollo;
-const [url, token, tenant, otherToken] = process.argv.slice(2);
+const { ApolloClient, ApolloLink, InMemoryCache, HttpLink, gql } = apollo;
+const [url, token, tenant, otherToken, bobToken] = process.argv.slice(2);
 
 const client = new ApolloClient({
   link: new HttpLink({ uri: url, headers: { authorization: `Bearer ${token}` }, fetch }),
@@ -110,4 +115,78 @@ report.refusedReason = refused.errors?.[0]?.extensions?.reason ?? null;
 if (lost(refused.errors)) letGo(removed, tenant);
 report.cachedAfter = held(removed.cache);
 report.pagesAfter = Object.keys(removed.cache.extract().ROOT_QUERY ?? {}).filter((k) => k.startsWith("changes")).length;
+
+// docs/clients.md, "When a record leaves a member's view": the recipe as written.
+const V3 = { "X-Sync-Release": "3" }; // the family app's visibilitySince: LeftViewItem
+const owner = new ApolloClient({
+  link: new HttpLink({ uri: url, headers: { authorization: `Bearer ${token}`, ...V3 }, fetch }),
+  cache: new InMemoryCache(),
+});
+const SHARE = gql`${PERSON} mutation Share($input: CreatePersonInput!) {
+  createPerson(input: $input) { person { ...P } } }`;
+const shareInput = { tenantID: tenant, person: { givenName: "Letter" }, visibility: { sharedWith: ["bob"] } };
+const letter = (await owner.mutate({ mutation: SHARE, variables: { input: shareInput } })).data.createPerson.person;
+const queue = new OfflineQueue();
+const bob = new ApolloClient({
+  link: ApolloLink.from([queue, new HttpLink({ uri: url, headers: { authorization: `Bearer ${bobToken}`, ...V3 }, fetch })]),
+  cache: new InMemoryCache({
+    possibleTypes: { SynchronizedItem: ["Person", "Reminder", "DeletedItem", "LeftViewItem"] },
+  }),
+});
+const PAGE = gql`query Page($t: ID!, $since: ID) {
+  changes(tenantID: $t, since: $since, limit: 100) {
+    items { __typename id tenantID changeToken ... on Person { givenName familyName }
+            ... on DeletedItem { type } ... on LeftViewItem { type } }
+    cursor changeToken } }`;
+const page = async (since) =>
+  (await bob.query({ query: PAGE, variables: { t: tenant, since }, fetchPolicy: "network-only" })).data.changes;
+const people = (optimistic) =>
+  Object.values(bob.cache.extract(optimistic)).filter((e) => e?.__typename === "Person").map((e) => e.givenName).sort();
+const first = await page(null);
+const lv = { firstPage: first.items.map((i) => i.givenName ?? i.__typename).sort() };
+queue.online = false; // offline: the edit is held, shown optimistically
+const edit = bob
+  .mutate({
+    mutation: UPDATE,
+    variables: { input: { tenantID: tenant, id: letter.id, changeToken: letter.changeToken, changes: { familyName: "Bob's" } } },
+    optimisticResponse: {
+      updatePerson: { __typename: "UpdatePersonPayload", person: { ...letter, familyName: "Bob's" } },
+    },
+  })
+  .then(
+    () => ({ code: null }),
+    (e) => ({ code: e.graphQLErrors?.[0]?.extensions?.code ?? String(e) }),
+  );
+lv.optimistic = bob.cache.extract(true)[bob.cache.identify(letter)]?.familyName ?? null;
+lv.held = queue.held.length;
+const UNSHARE = gql`mutation Unshare($i: SetVisibilityInput!) { setVisibility(input: $i) { item { id changeToken } } }`;
+await owner.mutate({
+  mutation: UNSHARE,
+  variables: { i: { tenantID: tenant, id: letter.id, changeToken: letter.changeToken, visibility: { sharedWith: [] } } },
+});
+const next = await page(first.changeToken);
+lv.nextPage = next.items.map((i) => `${i.__typename}:${i.id === letter.id ? "letter" : i.id}`);
+lv.refused = [];
+for (const item of next.items) {
+  if (item.__typename === "LeftViewItem") {
+    const refused = letGoOfRecord(bob, queue, item, { PERSON: "Person", REMINDER: "Reminder" });
+    lv.refused.push(...refused.map((op) => op.operationName));
+  }
+}
+// Refused, the mutation settles at once; one never answered stays held.
+lv.edit = await Promise.race([edit, new Promise((r) => setTimeout(() => r({ code: "still held" }), 1000))]);
+lv.held = [lv.held, queue.held.length];
+lv.cached = { root: people(false), optimistic: people(true) };
+lv.firstPageRead = bob.cache
+  .readQuery({ query: PAGE, variables: { t: tenant, since: null } })
+  ?.changes.items.map((i) => i.givenName ?? i.__typename)
+  .sort();
+const { data: annSees } = await owner.query({
+  query: gql`query Letter($t: ID!, $id: ID!) { person(tenantID: $t, id: $id) { givenName familyName } }`,
+  variables: { t: tenant, id: letter.id },
+  fetchPolicy: "network-only",
+});
+lv.ownerSees = annSees.person;
+report.leftView = lv;
 console.log(JSON.stringify(report));
+process.exit(0); // a mutation still held would keep Node waiting
