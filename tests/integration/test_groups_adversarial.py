@@ -370,8 +370,9 @@ def test_a_resend_after_its_member_left_the_group_replays_nothing(
     bob, carol = Caller(gql, tenant, "bob"), Caller(gql, tenant, "carol")
     token = olga.person("p1", [], ["kids"])
     changes = {"givenName": "by bob"}
-    entry = {"updatePerson": {"tenantID": tenant, "id": "p1", "changeToken": token}}
-    entry["updatePerson"] |= {"changes": changes, "clientMutationID": "cmid-bob-kids"}
+    update: dict[str, Any] = {"tenantID": tenant, "id": "p1", "changeToken": token}
+    update |= {"changes": changes, "clientMutationID": "cmid-bob-kids"}
+    entry = {"updatePerson": update}
     push = {"i": {"tenantID": tenant, "mutations": [entry]}}
     (first,) = bob.data(_PUSH, push)["pushChanges"]["results"]
     assert first["status"] == "APPLIED", first
