@@ -41,13 +41,21 @@ class Viewer(str):
     # The groups it joined or left within the retention, and the token of each's
     # latest change (a sync from before it re-reads the group's stream).
     changed: Mapping[str, str]
+    # The token of its Member record's version the access item reflects (None: none,
+    # a claim tenant's): a sync ends before a later one (`api.service.views.own_cut`).
+    token: str | None
 
     def __new__(
-        cls, sub: str, groups: Iterable[str] = (), changed: Mapping[str, str] | None = None
+        cls,
+        sub: str,
+        groups: Iterable[str] = (),
+        changed: Mapping[str, str] | None = None,
+        token: str | None = None,
     ) -> Viewer:
         viewer = super().__new__(cls, sub)
         viewer.groups = tuple(sorted(set(groups)))
         viewer.changed = dict(changed or {})
+        viewer.token = token
         return viewer
 
 
@@ -90,12 +98,13 @@ class Access:
     role: str | None = None
     groups: tuple[str, ...] = ()
     changed: Mapping[str, str] = field(default_factory=dict)
+    token: str | None = None  # its Member record's version the item reflects
 
     def viewer(self, sub: str) -> Viewer:
         """The caller `sub` with the groups this access gives it (none unless moved)."""
         if not self.moved or self.role is None:
             return Viewer(sub)
-        return Viewer(sub, self.groups, self.changed)
+        return Viewer(sub, self.groups, self.changed, self.token)
 
     def role_of(self, claimed: Callable[[], str]) -> str:
         """The caller's role: its Member record's in a moved tenant (NotAMember without

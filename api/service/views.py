@@ -8,11 +8,14 @@ from __future__ import annotations
 from collections.abc import Callable, Collection
 from dataclasses import replace
 
+from api.domain import catalog
 from api.domain.chain import Head, split_stream_key
 from api.domain.errors import BadUserInput, TenantDeleted
+from api.domain.membership import Viewer
 from api.domain.records import LogTail, Record
 from api.domain.tokens import token_before
 from api.domain.visibility import is_group, principals_of
+from api.service.ports import Page
 
 StreamRange = Callable[[str, str, str | None, str, int], tuple[list[Record], bool]]
 
@@ -129,3 +132,25 @@ def check_since(tail: LogTail, since: str) -> None:
         raise BadUserInput(
             "since is newer than every change of this tenant; sync again with since: null"
         )
+
+
+def own_cut(page: Page, sub: str | None, since: str | None) -> Page:
+    """`page` up to the first version of the caller's own Member record that its
+    viewer `sub` (the request's access read) does not reflect: one written after
+    that read, or whose access item is not yet applied. The sync's view is the
+    viewer's (its groups, its role), so the device's token must not pass that
+    version: the page ends before it, and the next request reads access again
+    (docs/ordering.md, "Groups")."""
+    if not isinstance(sub, Viewer):
+        return page
+    for index, record in enumerate(page.items):
+        if record.item_type.code != catalog.MEMBER.code or record.id != str(sub):
+            continue
+        if sub.token is not None and record.change_token <= sub.token:
+            continue
+        before = token_before(record.change_token)
+        # Before the tenant's first change, a first sync is still one.
+        first = since is None and page.born is not None and before < page.born
+        token = None if first else before
+        return replace(page, items=page.items[:index], cursor=None, change_token=token)
+    return page
