@@ -329,7 +329,10 @@ def test_a_poll_after_changes_in_another_group_reads_what_an_idle_poll_reads(
     assert result.error is None, result.error
     adults = Visibility.of(None, [], ["adults"])
     _write(service, _create(tenant, "seed", adults), by="o")
-    viewer = Viewer("bob", ["kids"])
+    # bob as his requests' access read finds him (in kids; his Member record's token).
+    viewer = service.membership.access(tenant, "bob").viewer("bob")
+    assert result.record is not None and viewer.groups == ("kids",)
+    assert viewer.token == result.record.change_token
     bob_token = service.changes(tenant, sub=viewer).change_token
 
     def poll() -> tuple[int, float, list[Any]]:
