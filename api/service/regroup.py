@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 
 from api.domain.cursor import CursorCodec, Position
 from api.domain.errors import InvalidCursor
-from api.domain.membership import groups_of
+from api.domain.membership import History, groups_of, history_of
 from api.domain.records import Record
 from api.domain.tokens import is_token
 from api.domain.visibility import group_principal, sees
@@ -49,32 +49,34 @@ def regrouped(sub: str | None, since: str | None) -> list[str]:
     changed = getattr(sub, "changed", None)
     if since is None or not changed:
         return []
-    return sorted(group for group, token in changed.items() if token > since)
+    return sorted(g for g in changed if History.parse(changed[g]).tokens[-1:] > (since,))
 
 
 def reread(entries: list[Record], sub: str, since: str, group: str) -> list[Record]:
     """What a re-read sends of these entries of `group`'s stream (module docstring),
-    none its member never saw through the group: one after it left the group, a
-    sentinel or a deletion from before it joined it."""
-    changed = getattr(sub, "changed", {}).get(group, since)
+    none its member never saw through the group: one after it last left the group;
+    a LeftView, a sentinel or a deletion when it was out of the group at `since` and
+    at every point up to the entry (`History.seen`)."""
+    history = history_of(sub, group)
     member = group in groups_of(sub)
+    left = None if member or not history.tokens else history.tokens[-1]
     sent: list[Record] = []
     for entry in entries:
-        gone = entry.left_view or entry.deleted
-        if entry.change_token > changed if not member else gone and entry.change_token < changed:
+        if left is not None and entry.change_token > left:
             continue
         if entry.superseded is not None:
             # Its later state reached a device of a sync past `superseded` (or it is
             # R's state at the bound, the later write being above it).
-            if entry.superseded > since and not sees(entry.visibility, sub):
+            gone = entry.superseded > since and not sees(entry.visibility, sub)
+            if gone and history.seen(member, since, entry.superseded):
                 sent.append(replace(entry, left_view=True, fields={}, superseded=None))
-        elif gone:
-            if entry.change_token > since:
+        elif entry.left_view or entry.deleted:
+            if entry.change_token > since and history.seen(member, since, entry.change_token):
                 sent.append(entry)
         elif sees(entry.visibility, sub):
             if entry.change_token <= since:
                 sent.append(entry)
-        else:
+        elif history.seen(member, since, entry.change_token):
             sent.append(replace(entry, left_view=True, fields={}))
     return sent
 

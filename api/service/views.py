@@ -11,7 +11,7 @@ from dataclasses import replace
 from api.domain import catalog
 from api.domain.chain import Head, split_stream_key
 from api.domain.errors import BadUserInput, TenantDeleted
-from api.domain.membership import Viewer
+from api.domain.membership import Viewer, history_of
 from api.domain.records import LogTail, Record
 from api.domain.tokens import token_before
 from api.domain.visibility import is_group, principals_of
@@ -36,16 +36,17 @@ def read_streams(
     all of them to `upper`): an entry left out may be the last one read."""
     by_token: dict[str, Record] = {}
     edges: list[str] = []
-    joined = getattr(sub, "changed", {})  # a group's join token (its sentinels before it)
     for principal in principals_of(sub):
-        since_joined = joined.get(principal[len("g:") :], "") if is_group(principal) else ""
+        history = history_of(sub, principal[len("g:") :]) if is_group(principal) else None
         items, more = stream_range(tenant_id, principal, after, upper, limit)
         if more and items:
             edges.append(items[-1].change_token)
         for record in items:
-            if (record.left_view or record.deleted) and record.change_token < since_joined:
-                # Left the group, or deleted, before the caller joined it: not its to
-                # see, but where the Query reached (`shown` leaves it out of a page).
+            gone = record.left_view or record.deleted
+            if gone and history and not history.seen(True, after or "", record.change_token):
+                # Left the group, or deleted, while the caller was out of it from
+                # `after` up to then: not its to see, but where the Query reached
+                # (`shown` leaves it out of a page).
                 record = replace(record, superseded=record.change_token)
             held = by_token.get(record.change_token)
             if held is None or held.left_view and not record.left_view:
