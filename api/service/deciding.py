@@ -102,6 +102,11 @@ class Plan:
         return entries_of(before, self.current is not None, self.visibility)
 
     @property
+    def restricts(self) -> bool:
+        """Whether it makes its tenant one with restricted records (`fitting`)."""
+        return bool(self.entries.streams) or self.visibility is not None
+
+    @property
     def kept(self) -> Record | None:
         """The version this write keeps in the entity's history (None: none)."""
         return self.current if self.history and self.expected is not None else None
@@ -378,3 +383,17 @@ def _version(
         return Record(item_type, tenant_id, entity_id, token, at, at, deleted=True)
     created = at if current is None else current.created_at
     return Record(item_type, tenant_id, entity_id, token, created, at, fields=fields)
+
+
+def fitting(group: list[Plan], room: int, restricted: bool) -> list[Plan]:
+    """The longest prefix of `group` whose items fit `room`; in a tenant that had no
+    restricted record (`restricted`), the first write that restricts one takes one
+    item more (the blob usage item's flag, `api.storage.stream_writes`)."""
+    fits: list[Plan] = []
+    for plan in group:
+        room -= plan.items + (not restricted and plan.restricts)
+        restricted = restricted or plan.restricts
+        if room < 0:
+            break
+        fits.append(plan)
+    return fits

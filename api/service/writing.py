@@ -276,13 +276,7 @@ class Writing:
 
         def fit(link: Link) -> list[Plan]:
             room = _ITEMS_FOR_WRITES - link.checked_items - (guard is not None)
-            fitting: list[Plan] = []
-            for plan in group:
-                room -= plan.items
-                if room < 0:
-                    break
-                fitting.append(plan)
-            return fitting
+            return deciding.fitting(group, room, link.streams.restricted)
 
         def attempt(first: str, link: Link) -> list[Record]:
             fitting = fit(link)

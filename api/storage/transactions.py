@@ -80,6 +80,7 @@ def commit(
     checks: list[_Role] = []
     deletes: list[_Role] = []
     puts: list[_Role] = []
+    updates: list[_Role] = []  # before the head's (the usage item's flag)
     log_pk = keys.log_pk(tenant_id)
     later_pk = keys.later_pk(tenant_id)
     check_later, gone_later = frozenset(later_check), frozenset(later_gone)
@@ -177,6 +178,9 @@ def commit(
                 )
                 checks.append(_Role("chain", -1))
             checks += [_Role("chain", -1)] * seen.checks(tx)
+            # Attachments read the flag off the usage item, set with the head's.
+            if seen.usage_flag(tx):
+                updates.append(_Role("usage", -1))
             removed = {
                 w.expected_token
                 for w in writes
@@ -210,7 +214,7 @@ def commit(
                 return_values=ALL_OLD,
             )
     except TransactWriteError as exc:
-        roles = [*checks, *deletes, *puts, _Role("head", -1)]
+        roles = [*checks, *deletes, *puts, *updates, _Role("head", -1)]
         raise _cancellation_error(exc, roles, writes, lambda: reads.fence(tenant_id)) from exc
 
 
@@ -277,7 +281,7 @@ def bulk_load(tenant_id: str, head: str | None, records: list[Record], copies: b
 class _Role:
     """What one action of a commit's transaction is for, and for which write."""
 
-    kind: str  # entity, entry, old entry, version, outcome, chain, head
+    kind: str  # entity, entry, old entry, version, outcome, chain, usage, head
     write: int
 
 

@@ -156,9 +156,9 @@ def test_bench_smoke_prints_and_saves_a_complete_table(tmp_path: Path) -> None:
         # UpdateItem, one write unit), and attachment's read of the generation: two
         # consistent GetItems of a small item (contract 3.10); and each call's check of
         # the caller's access (contract 6): one Query each, of a claim tenant's empty
-        # partition here, which DynamoDB Local reports as 0 read units; and each call's
-        # read of the tenant's head (1 read unit), whether the tenant has restricted
-        # records (contract 3.10: then no dedup, and a link only through a record).
+        # partition here, which DynamoDB Local reports as 0 read units. Whether the
+        # tenant has restricted records (contract 3.10: then no dedup, and a link only
+        # through a record) is a flag on the usage item those GetItems read: no more.
         assert a["graphql_calls"] == 2, label
         assert a["s3_requests"] == {
             "requestUpload": {"HEAD": 1},
@@ -169,15 +169,12 @@ def test_bench_smoke_prints_and_saves_a_complete_table(tmp_path: Path) -> None:
         assert a["server_s3_requests"] == {"HEAD": 2, "GET": 1}, label
         assert a["client_s3_requests"] == {"PUT": 1, "GET": 1}, label
         assert a["local_only_s3_requests"] == {"GET": 1}, label
-        assert (a["dynamodb_calls"], a["write_units"], a["read_units"]) == (7, 1, 4), label
+        assert (a["dynamodb_calls"], a["write_units"], a["read_units"]) == (5, 1, 2), label
         cost = a["aws_cost"]
         for key in ("storage_month_usd", "upload_usd", "download_usd", "first_month_usd"):
             assert cost[key] > 0, (label, key)
-        # Under $1.25 a million: 4 consistent read units and 1 write unit. It was under
-        # $1 before the two reads of the head (whether the tenant has restricted records)
-        # that a tenant never restricting one pays too: keeping that flag on the usage
-        # item these calls read anyway would take them back off.
-        assert 0 < cost["dynamodb_usd"] < 0.00000125, label
+        # Under $1 a million: 2 consistent read units and 1 write unit.
+        assert 0 < cost["dynamodb_usd"] < 0.000001, label
     small, big = sizes["100 KB"]["aws_cost"], sizes["5 MB"]["aws_cost"]
     # The same requests whatever the size; storage and bytes out grow with it.
     assert small["upload_usd"] == big["upload_usd"]
