@@ -13,6 +13,7 @@ from api.settings import Settings
 from api.storage.devices import DeviceTable
 from api.storage.lazy_client import LazyClient
 from api.storage.push_endpoints import SnsEndpoints
+from api.storage.store import DynamoStore
 
 
 def make_pushes(
@@ -35,4 +36,5 @@ def make_pushes(
         per_tenant=settings.push_devices_per_tenant,
         members=members,
         seen=seen,
+        roster=DynamoStore().roster,
     )

@@ -41,7 +41,8 @@ from api.push_setup import make_pushes
 from api.realtime import push_fanout
 from api.realtime.aws_runtime import build_runtime
 from api.settings import PROJECT_ROOT, Settings
-from api.storage import models
+from api.storage import keys, models
+from api.storage.devices import NO_PUSH_DEVICES_ATTRIBUTE
 from scripts.benchmarks.harness import SECRET, local_engines
 from scripts.benchmarks.prices import (
     APPSYNC_CONNECTION_MINUTE_USD,
@@ -115,6 +116,33 @@ def fan_out(settings: Settings, devices: int, rounds: int) -> dict[str, float]:
         "billed_ms": max(LAMBDA_BILLED_MS, statistics.median(times)),
         "read_units": counted["read"] / rounds,
         "write_units": counted["write"] / rounds,
+    }
+
+
+def no_devices(settings: Settings, rounds: int) -> dict[str, float]:
+    """A commit of a tenant with no push device, as the fan-out function sees its head
+    (marked as without devices by an earlier round): whether `push_fanout.writes`
+    gives it a round (now: none); and what that round costs when run anyway (before
+    the head's mark, every commit's: the devices' Query): its median ms and units."""
+    pushes = make_pushes(settings)
+    assert pushes is not None
+    rt = build_runtime(settings)
+    client = models.RecordItem._get_connection().connection.client
+    tenant = "bench-no-devices"
+    key = {"pk": {"S": keys.log_pk(tenant)}, "sk": {"S": keys.HEAD_SK}}
+    image = {**key, "tok": {"S": "01JBENCH" + "1" * 18}, NO_PUSH_DEVICES_ATTRIBUTE: {"N": "1"}}
+    record = {"eventName": "MODIFY", "dynamodb": {"Keys": key, "NewImage": image}}
+    given = push_fanout.writes([record])
+    times: list[float] = []
+    with units(client) as counted:
+        for n in range(rounds):
+            start = time.perf_counter()
+            push_fanout.push_all(rt, {tenant: (f"01JBENCH{n + 1:018d}", None, None)})
+            times.append((time.perf_counter() - start) * 1000)
+    return {
+        "rounds_given": float(len(given)),
+        "ms": statistics.median(times),
+        "read_units": counted["read"] / rounds,
     }
 
 
@@ -205,9 +233,57 @@ def lambda_usd(billed_ms: float) -> float:
     return LAMBDA_REQUEST_USD + billed_ms / 1000 * MEMORY_GB * LAMBDA_ARM64_GB_SECOND_USD
 
 
+def per_push_parts(round_: dict[str, float], sync: dict[str, float]) -> dict[str, float]:
+    """$ a million pushes of a round to one device, by where the money goes: SNS's
+    two charges, the fan-out function's request and duration, the round's DynamoDB
+    reads (the devices' Query) and writes (the claims), and the sync the push triggers
+    (`sync`: scripts/bench's all-in "incremental sync of 10" row, by its parts: the
+    HTTP API's request, Lambda's request and duration, DynamoDB, CloudWatch Logs)."""
+    n = round_["devices"]
+    m = 1_000_000
+    return {
+        "SNS Publish": SNS_PUBLISH_REQUEST_USD * m,
+        "SNS mobile push delivered": SNS_MOBILE_PUSH_USD * m,
+        "fan-out Lambda request": LAMBDA_REQUEST_USD * m / n,
+        "fan-out Lambda duration": (lambda_usd(round_["billed_ms"]) - LAMBDA_REQUEST_USD) * m / n,
+        "devices' Query (read units)": round_["read_units"] * READ_UNIT_USD * m / n,
+        "claims (write units)": round_["write_units"] * WRITE_UNIT_USD * m / n,
+        "sync: HTTP API request": sync["http_api"],
+        "sync: Lambda": sync["lambda_requests"] + sync["lambda_duration"],
+        "sync: DynamoDB": sync["dynamodb"],
+        "sync: CloudWatch Logs": sync["cloudwatch"],
+    }
+
+
+def print_breakdown(parts: dict[str, float], appsync_hour: float) -> None:
+    """Where a backgrounded device-hour's money goes (CHANGES_AN_HOUR pushes, each
+    synced), and what is left once a part is taken off: the floor of SNS and the sync
+    alone, and the sync behind a Lambda function URL (no request charge of its own;
+    not offered, docs/benchmarks.md "Why no function URL")."""
+    hour = {k: v * CHANGES_AN_HOUR for k, v in parts.items()}
+    total = sum(hour.values())
+    print()
+    print(f"| a backgrounded device-hour, {CHANGES_AN_HOUR} pushes | $ a million | / AppSync |")
+    print("|---|---|---|")
+    for name, usd in hour.items():
+        print(f"| {name} | {usd:.2f} | {usd / appsync_hour:.2f} |")
+    print(f"| all in | {total:.2f} | {total / appsync_hour:.2f} |")
+    floor = sum(v for k, v in hour.items() if k.startswith(("SNS", "sync")))
+    print(f"| floor: SNS and the syncs alone | {floor:.2f} | {floor / appsync_hour:.2f} |")
+    url = total - hour["sync: HTTP API request"]
+    print(
+        f"| the syncs behind a function URL (not offered) | {url:.2f} | {url / appsync_hour:.2f} |"
+    )
+    print(
+        f"| 0.8x AppSync's hour | {0.8 * appsync_hour:.2f} | 0.80 "
+        f"(${0.8 * appsync_hour / CHANGES_AN_HOUR:.2f} a push) |"
+    )
+
+
 def main() -> int:
     bench = json.loads((PROJECT_ROOT / "docs/benchmarks/bench.json").read_text())
     sync_usd = bench["realtime_cost"]["sync_usd"] / 1_000_000  # per sync, all in
+    sync_parts = bench["cost"]["operations"]["incremental sync of 10"]
     with local_engines() as engines:
         base = dataclasses.replace(engines.settings, sns_endpoint=engines.settings.s3_endpoint)
         arns = ensure_push_applications(base.sns_client())
@@ -221,6 +297,7 @@ def main() -> int:
         models.bind(settings)
         one = fan_out(settings, 1, rounds=20)
         many = fan_out(settings, FAN_OUT, rounds=1)
+        bare = no_devices(settings, rounds=20)
         timing = burst(settings)
     push_usd = SNS_PUBLISH_REQUEST_USD + SNS_MOBILE_PUSH_USD
 
@@ -262,6 +339,7 @@ def main() -> int:
         f"| the same with the {FAN_OUT:,} syncs it triggers | {write_1000_synced:.2f} | "
         f"{appsync_1000:.2f} | {write_1000_synced / appsync_1000:.2f} |"
     )
+    print_breakdown(per_push_parts(one, sync_parts), appsync_hour)
     print()
     print("| measured | value |")
     print("|---|---|")
@@ -271,6 +349,11 @@ def main() -> int:
             f"| {r['billed_ms']:.0f} ms, "
             f"{r['read_units']:.1f} RU, {r['write_units']:.1f} WU, {int(r['sent'])} published |"
         )
+    print(
+        f"| a commit of a tenant with no device: rounds the fan-out runs | "
+        f"{int(bare['rounds_given'])} (one run anyway, as every commit's was before the "
+        f"head's mark: {bare['ms']:.0f} ms, {bare['read_units']:.1f} RU, a Query) |"
+    )
     print(
         f"| commit to push published, {int(timing['pushes'])} pushes of a burst of "
         f"{BURST_TENANTS} writes | p50 {timing['p50_ms']:.0f} ms, p99 {timing['p99_ms']:.0f} ms |"

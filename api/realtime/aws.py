@@ -81,7 +81,7 @@ def stream_handler(event: dict[str, Any], context: Any = None) -> dict[str, Any]
         try:
             sent = _LOOP.run(fan_out(rt, head_pokes(records)))
         finally:  # the pushes go out whether or not every poke did (each is claimed)
-            pushed = push_fanout.push_all(rt, push_fanout.writes(records))
+            pushed = push_fanout.push_all(rt, push_fanout.writes(records), mark_empty=True)
     finally:
         rt.metrics.flush(function="fanout")
     # Pokes sent, and silent pushes where they are on.

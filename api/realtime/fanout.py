@@ -226,4 +226,5 @@ async def drain(rt: Runtime, record: dict[str, Any]) -> int:
     try:
         return await fan_out(rt, heads)
     finally:  # and their silent pushes, by the same audiences (UNTOLD: each checks)
-        push_all(rt, {t: (token, None, audience) for t, (token, audience) in heads.items()})
+        changes = {t: (token, None, audience) for t, (token, audience) in heads.items()}
+        push_all(rt, changes, mark_empty=True)

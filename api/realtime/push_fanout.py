@@ -24,6 +24,7 @@ from api.realtime.aws_runtime import FanOutIncomplete, Runtime
 from api.realtime.streams import audience_of
 from api.service.pushes import PushRound
 from api.storage import keys
+from api.storage.devices import NO_PUSH_DEVICES_ATTRIBUTE
 
 logger = logging.getLogger("api.pushes")
 
@@ -39,9 +40,11 @@ def writes(records: Iterable[Mapping[str, Any]]) -> dict[str, Change]:
     one of them, or None when they name no device or several, and the members whose
     view they changed, coalesced as pokes coalesce them: the newest change's, UNTOLD
     for a member only an older one was for; None, every member); a tenant being
-    deleted is left out (nothing is pushed for it)."""
+    deleted is left out (nothing is pushed for it), and so is a tenant whose newest
+    head among them says it has no push device (`NO_PUSH_DEVICES_ATTRIBUTE`)."""
     found: dict[str, tuple[str, Audience]] = {}
     devices: dict[str, set[str | None]] = {}
+    empty: dict[str, bool] = {}
     for record in records:
         if record.get("eventName") not in ("INSERT", "MODIFY"):
             continue
@@ -54,6 +57,7 @@ def writes(records: Iterable[Mapping[str, Any]]) -> dict[str, Change]:
         token = image.get("tok", {}).get("S")
         if tenant_id is None or not isinstance(token, str):
             continue
+        empty[tenant_id] = NO_PUSH_DEVICES_ATTRIBUTE in image
         if keys.DELETING_ATTRIBUTE in image:
             found.pop(tenant_id, None)
             devices[tenant_id] = {None}
@@ -64,14 +68,18 @@ def writes(records: Iterable[Mapping[str, Any]]) -> dict[str, Change]:
         found[tenant_id] = poke if before is None else coalesced(poke, before)
     changes: dict[str, Change] = {}
     for tenant_id, (token, audience) in found.items():
+        if empty[tenant_id]:
+            continue
         named = devices[tenant_id]
         changes[tenant_id] = (token, next(iter(named)) if len(named) == 1 else None, audience)
     return changes
 
 
-def push_all(rt: Runtime, changes: Mapping[str, Change]) -> int:
+def push_all(rt: Runtime, changes: Mapping[str, Change], mark_empty: bool = False) -> int:
     """Each tenant's round; how many pushes were sent. Raises FanOutIncomplete once
-    every tenant was tried if any round failed."""
+    every tenant was tried if any round failed. `mark_empty`: a tenant whose round
+    read no device gets the mark on its head that it has none (unless one was
+    registered meanwhile), so that the stream's next heads of it run no round."""
     pushes = rt.pushes
     if pushes is None:
         return 0
@@ -86,6 +94,11 @@ def push_all(rt: Runtime, changes: Mapping[str, Change]) -> int:
         sent += len(done.sent)
         failed += done.failed
         _later(rt, tenant_id, done)
+        if mark_empty and not done.devices:
+            try:
+                pushes.mark_empty(tenant_id)
+            except Exception:  # any: without the mark, the next round reads again
+                logger.exception("the head of %s was not marked as without devices", tenant_id)
     _count(rt, sent, failed)
     if failed:
         raise FanOutIncomplete(f"{failed} silent pushes failed")

@@ -17,7 +17,7 @@ from typing import Protocol
 
 from api.domain.audiences import UNTOLD, Audience, in_audience
 from api.domain.devices import PushDevice, check_registration, push_message
-from api.domain.errors import Unavailable
+from api.domain.errors import TooManyDevices, Unavailable
 from api.domain.membership import Roster
 
 logger = logging.getLogger("api.pushes")
@@ -32,8 +32,11 @@ PUSH_CONCURRENCY = 16
 class Devices(Protocol):
     def get(self, tenant_id: str, device_id: str) -> PushDevice | None: ...
     def register(self, device: PushDevice, per_member: int, per_tenant: int, new: bool) -> None: ...
-    def remove(self, tenant_id: str, device_id: str, sub: str | None) -> bool: ...
+    def remove(
+        self, tenant_id: str, device_id: str, sub: str | None, registered_at_ms: int | None = None
+    ) -> bool: ...
     def devices(self, tenant_id: str) -> list[PushDevice]: ...
+    def mark_empty(self, tenant_id: str) -> bool: ...
     def claim(self, device: PushDevice, token: str, now_ms: int, window_ms: int) -> bool: ...
     def defer(self, device: PushDevice, token: str) -> bool: ...
     def release(self, device: PushDevice, token: str) -> None: ...
@@ -55,6 +58,7 @@ class PushRound:
     # When the earliest token left waiting is due (epoch ms; None: none waits).
     due_ms: int | None = None
     failed: int = 0  # publishes that failed (their tokens wait for the next round)
+    devices: int = 0  # the tenant's devices the round read
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def wait_until(self, due: int) -> None:
@@ -74,8 +78,12 @@ class Pushes:
         per_tenant: int = DEFAULT_PER_TENANT,
         members: Callable[[str, str], Roster] | None = None,
         seen: Callable[[str, str | None, str], str | None] | None = None,
+        roster: Callable[[str], Roster] | None = None,
     ) -> None:
         self._devices = devices
+        # The tenant's roster read now (one Query, never a cached one): whose devices
+        # are swept, their member gone (`sweep`); without it none are.
+        self._roster = roster
         # The tenant's roster after a token (`Membership.roster_at`, read once per
         # tenant and change in a process): a removed member's devices get nothing.
         self._members = members
@@ -106,8 +114,37 @@ class Pushes:
         device = PushDevice(
             tenant_id, device_id, platform, device_token, sub, endpoint, self._clock_ms()
         )
-        self._devices.register(device, self._per_member, self._per_tenant, new=known is None)
+        new = known is None
+        try:
+            self._devices.register(device, self._per_member, self._per_tenant, new=new)
+        except TooManyDevices:
+            # A bound reached with registrations of members the tenant no longer has:
+            # they are swept, and the registration tried once more.
+            if not new or not self.sweep(tenant_id, self._devices.devices(tenant_id)):
+                raise
+            self._devices.register(device, self._per_member, self._per_tenant, new=new)
         return device
+
+    def sweep(self, tenant_id: str, devices: list[PushDevice]) -> list[str]:
+        """Remove those of `devices` whose member the tenant (one of membership as data)
+        no longer has, by its roster read now; their ids. Each removal is conditioned on
+        the registration read (its member and instant), so one made again since stays.
+        Their endpoints stay: SNS gives one endpoint per token, which the same phone's
+        registration for another tenant may share (as `unregister`)."""
+        if self._roster is None or not devices:
+            return []
+        roster = self._roster(tenant_id)
+        if not roster.moved:
+            return []
+        removed = [
+            d.device_id
+            for d in devices
+            if roster.access(d.sub).role is None
+            and self._devices.remove(tenant_id, d.device_id, d.sub, d.registered_at_ms)
+        ]
+        if removed:
+            logger.info("push devices of former members removed from %s: %s", tenant_id, removed)
+        return removed
 
     def unregister(self, sub: str, tenant_id: str, device_id: str) -> bool:
         """Remove the caller's device; False if it has none of that id. Its endpoint
@@ -137,6 +174,12 @@ class Pushes:
         (`flush`, at the round's `due_ms`)."""
         return self._round(tenant_id, token, writer, audience)
 
+    def mark_empty(self, tenant_id: str) -> bool:
+        """Say on the tenant's head that it has no device (a round found none), unless
+        one was registered meanwhile: the stream's fan-out then runs no round for
+        it until a registration."""
+        return self._devices.mark_empty(tenant_id)
+
     def flush(self, tenant_id: str) -> PushRound:
         """Push the tokens waiting for their window's end, where it has passed."""
         return self._round(tenant_id, None, None, None)
@@ -152,9 +195,11 @@ class Pushes:
         if not any(self._endpoints.enabled(p) for p in ("APNS", "FCM")):
             return done
         untold = audience is not None and audience >= UNTOLD
+        registered = self._devices.devices(tenant_id)
+        done.devices = len(registered)
         candidates = [
             d
-            for d in self._devices.devices(tenant_id)
+            for d in registered
             if d.device_id != writer
             and (untold or in_audience(d.sub, audience))
             and (token is not None or d.pending is not None)
@@ -185,7 +230,10 @@ class Pushes:
         roster = self._members(tenant_id, newest)
         if not roster.moved:
             return devices
-        return [d for d in devices if roster.access(d.sub).role is not None]
+        kept = [d for d in devices if roster.access(d.sub).role is not None]
+        if len(kept) < len(devices):  # no longer members: their registrations go
+            self.sweep(tenant_id, [d for d in devices if roster.access(d.sub).role is None])
+        return kept
 
     def _views_changed(
         self, tenant_id: str, devices: list[PushDevice]

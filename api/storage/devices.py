@@ -9,12 +9,19 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from api.domain.devices import PushDevice
-from api.domain.errors import Forbidden, TenantDeleted, TooManyDevices
+from api.domain.errors import Forbidden, TenantDeleted, TooManyDevices, Unavailable
 from api.storage import codecs, keys
 from api.storage.deletion_usage import MARK_ID
 from api.storage.errors import error_code, translated
 from api.storage.models import RecordItem
 from api.storage.reads import TOTAL_CAPACITY, connection
+
+# On a head: the tenant has no push device (set by a fan-out round that found none
+# while the tenant's count of devices was 0, removed by the next registration's
+# transaction; kept by every write's update of the head): the stream's fan-out runs
+# no round for a head carrying it. A head without it (any written before it existed)
+# has its devices read.
+NO_PUSH_DEVICES_ATTRIBUTE = "nd"
 
 
 def _table() -> str:
@@ -76,44 +83,36 @@ class DeviceTable:
         else:
             put["ConditionExpression"] = "#by = :by"
             put["ExpressionAttributeValues"] = {":by": {"S": device.sub}}
-        actions: list[dict[str, Any]] = [
-            {
-                "ConditionCheck": {
-                    "TableName": _table(),
-                    "Key": codecs.raw_key(keys.log_pk(t), keys.HEAD_SK),
-                    "ConditionExpression": "attribute_not_exists(#x)",
-                    "ExpressionAttributeNames": {"#x": MARK_ID},
-                }
-            },
-            {"Put": put},
-        ]
-        if new:
-            actions += [
+        counts = (
+            [
                 _count(t, keys.DEVICE_COUNT_SK, 1, per_tenant),
                 _count(t, keys.member_devices_sk(device.sub), 1, per_member),
             ]
-        try:
-            with translated():
-                _client().transact_write_items(
-                    TransactItems=actions, ReturnConsumedCapacity=TOTAL_CAPACITY
-                )
-        except ClientError as exc:
-            reasons = _reasons(exc)
-            if reasons[0] == "ConditionalCheckFailed":
-                raise TenantDeleted("this tenant is being deleted") from exc
-            if reasons[1] == "ConditionalCheckFailed":
-                raise Forbidden("this deviceID is registered by another member") from exc
-            if "ConditionalCheckFailed" in reasons[2:]:
-                which = "tenant" if reasons[2] == "ConditionalCheckFailed" else "member"
-                bound = per_tenant if which == "tenant" else per_member
-                raise TooManyDevices(
-                    f"at most {bound} push devices per {which}; unregister one first"
-                ) from exc
-            raise
+            if new
+            else []
+        )
+        for _ in range(_HEAD_TRIES):
+            try:
+                with translated():
+                    _client().transact_write_items(
+                        TransactItems=[_head_check(t), {"Put": put}, *counts],
+                        ReturnConsumedCapacity=TOTAL_CAPACITY,
+                    )
+                return
+            except ClientError as exc:
+                reasons = _reasons(exc)
+                if reasons[0] != "ConditionalCheckFailed":
+                    _refused(reasons, exc, per_member, per_tenant)
+                    raise
+                # The head changed since it was read (written first, or marked).
+        raise Unavailable("the tenant's head kept changing; retry")
 
-    def remove(self, tenant_id: str, device_id: str, sub: str | None) -> bool:
-        """Delete the device (`sub`: only if that member's) and lower both counts;
-        False if it was not there (or another member's)."""
+    def remove(
+        self, tenant_id: str, device_id: str, sub: str | None, registered_at_ms: int | None = None
+    ) -> bool:
+        """Delete the device (`sub`: only if that member's; `registered_at_ms`: only
+        the registration of that instant, not one made again since) and lower both
+        counts; False if it was not there (or another member's, or another one)."""
         device = self.get(tenant_id, device_id)
         if device is None or (sub is not None and device.sub != sub):
             return False
@@ -124,6 +123,10 @@ class DeviceTable:
             "ExpressionAttributeNames": {"#by": "by"},
             "ExpressionAttributeValues": {":by": {"S": device.sub}},
         }
+        if registered_at_ms is not None:
+            delete["ConditionExpression"] += " AND #at = :at"
+            delete["ExpressionAttributeNames"]["#at"] = "at"
+            delete["ExpressionAttributeValues"][":at"] = {"N": str(registered_at_ms)}
         try:
             with translated():
                 _client().transact_write_items(
@@ -139,6 +142,9 @@ class DeviceTable:
                 return False  # removed meanwhile
             raise
         return True
+
+    def mark_empty(self, tenant_id: str) -> bool:
+        return mark_empty(tenant_id)
 
     def devices(self, tenant_id: str) -> list[PushDevice]:
         """Every device of the tenant (one consistent Query a page)."""
@@ -230,6 +236,102 @@ class DeviceTable:
                 return False
             raise
         return True
+
+
+# A registration's transaction tried again when the head changed meanwhile.
+_HEAD_TRIES = 3
+
+
+def _head_check(tenant_id: str) -> dict[str, Any]:
+    """A registration's action on the tenant's head, read now (strongly consistent):
+    it holds no deletion mark, and no longer says the tenant has no push device
+    (`NO_PUSH_DEVICES_ATTRIBUTE`: removed here where present, so the fan-out
+    reads the devices from this transaction on; else checked still absent, on a head
+    or where the tenant has none yet). TenantDeleted: the head is marked."""
+    head_key = codecs.raw_key(keys.log_pk(tenant_id), keys.HEAD_SK)
+    names = {"#x": MARK_ID, "#n": NO_PUSH_DEVICES_ATTRIBUTE}
+    with translated():
+        head = (
+            _client()
+            .get_item(
+                TableName=_table(),
+                Key=head_key,
+                ConsistentRead=True,
+                ProjectionExpression="#x, #n",
+                ExpressionAttributeNames=names,
+                ReturnConsumedCapacity=TOTAL_CAPACITY,
+            )
+            .get("Item")
+        )
+    if head is not None and MARK_ID in head:
+        raise TenantDeleted("this tenant is being deleted")
+    check = {"TableName": _table(), "Key": head_key, "ExpressionAttributeNames": names}
+    if head is not None and NO_PUSH_DEVICES_ATTRIBUTE in head:
+        return {
+            "Update": {
+                **check,
+                "UpdateExpression": "REMOVE #n",
+                "ConditionExpression": "attribute_exists(#n) AND attribute_not_exists(#x)",
+            }
+        }
+    cond = "attribute_not_exists(#n) AND attribute_not_exists(#x)"
+    return {"ConditionCheck": {**check, "ConditionExpression": cond}}
+
+
+def _refused(reasons: list[str], exc: ClientError, per_member: int, per_tenant: int) -> None:
+    """A registration's refusal by its transaction's cancellation reasons (the head's
+    aside): Forbidden (another member's device id) or TooManyDevices."""
+    if reasons[1] == "ConditionalCheckFailed":
+        raise Forbidden("this deviceID is registered by another member") from exc
+    if "ConditionalCheckFailed" in reasons[2:]:
+        which = "tenant" if reasons[2] == "ConditionalCheckFailed" else "member"
+        bound = per_tenant if which == "tenant" else per_member
+        raise TooManyDevices(
+            f"at most {bound} push devices per {which}; unregister one first"
+        ) from exc
+
+
+def mark_empty(tenant_id: str) -> bool:
+    """Say on the tenant's head that it has no push device, in one transaction with the
+    check that its count of devices is 0 (so a registration committed since the
+    round's read of the devices leaves the head as it is: it then removes the mark
+    itself, `_head_check`); False when it was not set (a device, the mark there
+    already, or the tenant being deleted)."""
+    count = codecs.raw_key(keys.devices_pk(tenant_id), keys.DEVICE_COUNT_SK)
+    try:
+        with translated():
+            _client().transact_write_items(
+                TransactItems=[
+                    {
+                        "ConditionCheck": {
+                            "TableName": _table(),
+                            "Key": count,
+                            "ConditionExpression": "attribute_not_exists(n) OR n <= :zero",
+                            "ExpressionAttributeValues": {":zero": {"N": "0"}},
+                        }
+                    },
+                    {
+                        "Update": {
+                            "TableName": _table(),
+                            "Key": codecs.raw_key(keys.log_pk(tenant_id), keys.HEAD_SK),
+                            "UpdateExpression": "SET #n = :one",
+                            "ConditionExpression": "attribute_exists(#t) AND "
+                            "attribute_not_exists(#n) AND attribute_not_exists(#x)",
+                            "ExpressionAttributeNames": {
+                                "#t": "tok",
+                                "#n": NO_PUSH_DEVICES_ATTRIBUTE,
+                                "#x": MARK_ID,
+                            },
+                            "ExpressionAttributeValues": {":one": {"N": "1"}},
+                        }
+                    },
+                ],
+                ReturnConsumedCapacity=TOTAL_CAPACITY,
+            )
+    except ClientError as exc:
+        _reasons(exc)  # raises anything but a cancellation
+        return False
+    return True
 
 
 def _count(tenant_id: str, sk: str, step: int, bound: int | None = None) -> dict[str, Any]:

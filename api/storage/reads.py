@@ -347,8 +347,13 @@ def _log_range(after: str | None, upper: str) -> SortKeyCondition:
 
 def _batch_get_raw(pk: str, sks: list[str]) -> list[dict[str, Any]]:
     """The items of `pk` at `sks` that exist (at most 100 keys), strongly consistent."""
+    return batch_get_keys([codecs.raw_key(pk, sk) for sk in sks])
+
+
+def batch_get_keys(pending: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The items at raw keys `pending` that exist (at most 100, any partitions), strongly
+    consistent; the unprocessed keys asked again after a backoff."""
     table = RecordItem.Meta.table_name
-    pending = [codecs.raw_key(pk, sk) for sk in sks]
     found: list[dict[str, Any]] = []
     for round_ in range(_BATCH_GET_ROUNDS):
         if round_:

@@ -4,20 +4,14 @@ stream entries are applied (when the next transaction cannot check them in itsel
 
 from __future__ import annotations
 
-import time
 from collections.abc import Collection
 from typing import Any
 
 from api.domain.chain import split_stream_key, stream_key
-from api.domain.errors import Unavailable
 from api.domain.records import Record
 from api.storage import codecs, keys, reads
-from api.storage.errors import translated
-from api.storage.models import RecordItem
-from api.storage.reads import connection
 
 _BATCH_GET_KEYS = 100
-_BATCH_GET_ROUNDS = 5
 
 
 def entries_applied(tenant_id: str, present: Collection[str], gone: Collection[str]) -> bool:
@@ -29,7 +23,7 @@ def entries_applied(tenant_id: str, present: Collection[str], gone: Collection[s
     for start in range(0, len(wanted), _BATCH_GET_KEYS):
         batch = wanted[start : start + _BATCH_GET_KEYS]
         pending = [_raw_key(tenant_id, key) for key in batch]
-        for raw in _batch_get(pending):
+        for raw in reads.batch_get_keys(pending):
             principal = raw[codecs.PK]["S"][len(keys.stream_pk(tenant_id, "")) :]
             found.add(stream_key(codecs.sort_key(raw), principal))
     return set(present) <= found and not (set(gone) & found)
@@ -46,22 +40,3 @@ def stream_range(
 def _raw_key(tenant_id: str, key: str) -> dict[str, Any]:
     token, principal = split_stream_key(key)
     return codecs.raw_key(keys.stream_pk(tenant_id, principal), token)
-
-
-def _batch_get(pending: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    table = RecordItem.Meta.table_name
-    found: list[dict[str, Any]] = []
-    for round_ in range(_BATCH_GET_ROUNDS):
-        if round_:
-            time.sleep(0.01 * 2**round_)  # throttled: back off before asking again
-        with translated():
-            answer = connection().batch_get_item(
-                table,
-                pending,  # type: ignore[arg-type]
-                consistent_read=True,
-            )
-        found += answer.get("Responses", {}).get(table, [])
-        pending = answer.get("UnprocessedKeys", {}).get(table, {}).get("Keys", [])
-        if not pending:
-            return found
-    raise Unavailable("the data store is busy; retry later")
