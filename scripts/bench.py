@@ -121,8 +121,8 @@ def run(fast: bool, smoke: bool = False) -> dict[str, Any]:
                 for c in clients + floors:
                     c.close()
         print("==> silent pushes", flush=True)
-        sync_usd = result["realtime_cost"]["sync_usd"]
-        result["silent_pushes"] = measure_silent_pushes(settings, sync_usd, mode)
+        sync = result["cost"]["operations"]["incremental sync of 10"]
+        result["silent_pushes"] = measure_silent_pushes(settings, sync, mode)
         print("==> each example app's page", flush=True)
         result["app_pages"] = measure_app_pages(settings, mode)
         print("==> upgrade", flush=True)

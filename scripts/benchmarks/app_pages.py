@@ -11,7 +11,7 @@ from typing import Any
 from api.settings import DEFAULT_CATALOG_FILE, Settings
 from scripts import bench_app_pages as measured
 
-ROUNDS = {"smoke": 3, "fast": 40, "full": 100}
+ROUNDS = {"smoke": 2, "fast": 40, "full": 100}
 FAMILY = f"family: {measured.RECORDS} people"
 TASKS = f"tasks: {measured.RECORDS} tasks at the kinds' bounds"
 

@@ -4,10 +4,10 @@ a backgrounded device-hour with 10 changes and one write pushed to 1,000 devices
 device-hour and its 1,000 real-time updates; and commit to push published, p50 and
 p99, under a burst, beside the writes' own latency in the same run.
 
-The measuring is scripts/bench_silent_pushes.py's (`fan_out`, `burst`, `lambda_usd`,
-called as they are, on the bench's engines: moto's server serves SNS beside S3);
-priced here as that script prices them, but each push's sync at this run's own
-all-in incremental sync of 10 (`realtime_cost`'s `sync_usd`), not the committed one.
+The measuring and pricing are scripts/bench_silent_pushes.py's (`fan_out`, `burst`,
+`lambda_usd`, `per_push_parts`, called as they are, on the bench's engines: moto's
+server serves SNS beside S3), but each push's sync is this run's own all-in
+"incremental sync of 10" (`cost.py`'s row, by its parts), not the committed one.
 """
 
 from __future__ import annotations
@@ -33,8 +33,8 @@ SIZES = {"smoke": (50, 5), "fast": (measured.FAN_OUT, 20), "full": (measured.FAN
 M = 1_000_000
 
 
-def measure_silent_pushes(settings: Settings, sync_usd: float, mode: str) -> dict[str, Any]:
-    """`sync_usd`: this run's all-in incremental sync of 10, $ a million."""
+def measure_silent_pushes(settings: Settings, sync: dict[str, float], mode: str) -> dict[str, Any]:
+    """`sync`: this run's all-in incremental sync of 10, $ a million by its parts."""
     devices, rounds = SIZES[mode]
     base = dataclasses.replace(settings, sns_endpoint=settings.s3_endpoint)
     arns = ensure_push_applications(base.sns_client())
@@ -48,7 +48,7 @@ def measure_silent_pushes(settings: Settings, sync_usd: float, mode: str) -> dic
     one = measured.fan_out(pushing, 1, rounds=rounds)
     many = measured.fan_out(pushing, devices, rounds=1)
     timing = measured.burst(pushing)
-    return priced(one, many, timing, sync_usd)
+    return priced(one, many, timing, sync)
 
 
 def _per_push(round_: dict[str, float]) -> dict[str, float]:
@@ -62,11 +62,10 @@ def _per_push(round_: dict[str, float]) -> dict[str, float]:
 
 
 def priced(
-    one: dict[str, float], many: dict[str, float], timing: dict[str, float], sync_usd: float
+    one: dict[str, float], many: dict[str, float], timing: dict[str, float], sync: dict[str, float]
 ) -> dict[str, Any]:
-    changes = measured.CHANGES_AN_HOUR
-    hour = {k: v * changes * M for k, v in _per_push(one).items()}
-    hour["syncs"] = sync_usd * changes
+    changes, sync_usd = measured.CHANGES_AN_HOUR, sync["total"]
+    hour = {k: v * changes for k, v in measured.per_push_parts(one, sync).items()}
     # AppSync's connected hour, as scripts/bench_silent_pushes.py prices it: its
     # connection minutes and (2 + the changes) real-time updates.
     minutes = 60 * APPSYNC_CONNECTION_MINUTE_USD
@@ -85,7 +84,7 @@ def priced(
         },
         "rounds": {"one device": one, f"{devices} devices": many},
         "burst": timing,
-        "sync_usd": sync_usd,
+        "sync": sync,
     }
 
 
@@ -105,8 +104,8 @@ def print_silent_pushes(p: dict[str, Any]) -> None:
         f"{'  the same with the syncs it triggers':<58} {synced:>9.2f} "
         f"{fan['appsync']:>9.2f} {synced / fan['appsync']:>10.2f}"
     )
-    parts = ", ".join(f"{k} {v:.2f}" for k, v in hour["parts"].items())
-    print(f"  the device-hour's parts: {parts}")
+    for name, usd in hour["parts"].items():  # where the device-hour's money goes
+        print(f"{'  ' + name:<58} {usd:>9.2f} {'':>9} {usd / hour['appsync']:>10.2f}")
     for name, r in p["rounds"].items():
         print(
             f"  fan-out round, {name}: {r['billed_ms']:.0f} ms billed, {r['read_units']:.1f} RU, "
