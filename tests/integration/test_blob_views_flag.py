@@ -117,7 +117,7 @@ def test_a_full_transaction_whose_write_first_restricts_the_tenant_still_fits(
     transaction has for its writes."""
     alice = Member(gql, tenant, "alice")
     alice.create("seed", None)
-    entries = [
+    entries: list[dict[str, Any]] = [
         {
             "createPerson": {
                 "tenantID": tenant,
