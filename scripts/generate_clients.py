@@ -12,7 +12,7 @@ schemas"). Written into OUT:
   from each recorded release to the next (createTable, addColumns);
 - python/client_schema.json: the reference client's ClientSchema
   (`sync_client.schema.ClientSchema.load`), the catalog of that release as the
-  release record holds it.
+  release record holds it, and the app's `visibilitySince`.
 
 `--app-schema` puts schema.graphql where the app keeps the one its server serves
 (scripts/export-schema's file: the repository's root schema.graphql for the default
@@ -120,7 +120,9 @@ def _js(value: Any) -> str:
     return json.dumps(value, indent=2)
 
 
-def watermelondb(declared: tuple[ItemType, ...], release: int, source: str) -> str:
+def watermelondb(
+    declared: tuple[ItemType, ...], release: int, source: str, visibility_since: int | None = None
+) -> str:
     served = releases.at(declared, release)
     tables = {
         snake(t.name): {
@@ -179,7 +181,14 @@ def watermelondb(declared: tuple[ItemType, ...], release: int, source: str) -> s
         "import { addColumns, createTable, schemaMigrations } from "
         '"@nozbe/watermelondb/Schema/migrations/index.js";\n\n'
         f"export const release = {release};\n\n"
-        "// createSyncAPI({ tables, release, ... }): each table's type and its columns.\n"
+        + (
+            "// The app's release whose clients are sent LeftViewItem (contract 3.12).\n"
+            f"export const visibilitySince = {visibility_since};\n\n"
+            if visibility_since is not None
+            else ""
+        )
+        + "// createSyncAPI({ tables, release, visibilitySince, ... }): each table's type and"
+        " its columns.\n"
         f"export const tables = {_js(tables)};\n\n"
         f"export const schema = appSchema({{\n  version: {release},\n  tables: [\n"
         f"{schema},\n  ],\n}});\n\n"
@@ -212,12 +221,23 @@ def generate(catalog_file: Path, release: int | None) -> dict[str, str]:
     if not 1 <= release <= newest:
         raise SystemExit(f"generate-clients: --release is 1 to {newest} for {catalog_file}")
     source = catalog_file.relative_to(ROOT) if catalog_file.is_relative_to(ROOT) else catalog_file
+    visibility = app.visibility_since
     return {
         "schema.graphql": schema_graphql(catalog_file, release),
         "rxdb/schemas.json": json.dumps(rxdb(declared, release), indent=2) + "\n",
-        "watermelondb/schema.js": watermelondb(declared, release, str(source)),
-        "python/client_schema.json": json.dumps(entry_of(declared, release), indent=2) + "\n",
+        "watermelondb/schema.js": watermelondb(declared, release, str(source), visibility),
+        "python/client_schema.json": json.dumps(_python(app, declared, release), indent=2) + "\n",
     }
+
+
+def _python(app: Any, declared: tuple[ItemType, ...], release: int) -> dict[str, Any]:
+    """The reference client's ClientSchema: the release record's entry, and the app's
+    `visibilitySince` when it names one (its clients of that release on select and
+    handle LeftViewItem)."""
+    entry = entry_of(declared, release)
+    if app.visibility_since is not None:
+        entry["visibilitySince"] = app.visibility_since
+    return entry
 
 
 def stale(paths: dict[str, Path], files: dict[str, str]) -> list[str]:

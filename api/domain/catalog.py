@@ -24,6 +24,23 @@ class MemberRole(enum.Enum):
     OWNER = "OWNER"
     WRITER = "WRITER"
     READER = "READER"
+    # A removed member (contract 6): its record stays, giving no access, so that an
+    # owner may write it again (re-add it) under the same id. Served from the app's
+    # `removedSince` release; an app that names none has no such role.
+    REMOVED = "REMOVED"
+
+
+# The roles of an app whose catalog names no `removedSince` (its one enum class).
+_ROLES_ONLY: type[enum.Enum] = enum.Enum(  # type: ignore[misc]
+    "MemberRole", {v: v for v in ("OWNER", "WRITER", "READER")}
+)
+
+
+_ROLE_DESCRIPTION = (
+    "Required. OWNER: everything, Member records and the tenant's deletion and export "
+    "too; WRITER: writes records; READER: reads"
+)
+_REMOVED_DESCRIPTION = "; REMOVED: no access (a removed member, written again: re-added)."
 
 
 # Membership as data (contract 6): its id is the member's `sub`; only an owner
@@ -41,8 +58,7 @@ MEMBER = ItemType(
             FieldKind.ENUM,
             enum=MemberRole,
             required=True,
-            description="Required. OWNER: everything, Member records and the tenant's "
-            "deletion and export too; WRITER: writes records; READER: reads.",
+            description=_ROLE_DESCRIPTION + ".",
         ),
         Field("displayName", max_length=200, description="How apps show the member."),
     ),
@@ -50,19 +66,34 @@ MEMBER = ItemType(
     named_ids=True,
 )
 BUILTIN: tuple[ItemType, ...] = (MEMBER,)
+REMOVED = MemberRole.REMOVED.value
 
 
-def builtins(since: int) -> tuple[ItemType, ...]:
-    """The API's own types as an app whose release `since` first served them declares them."""
+def builtins(since: int, removed_since: int | None = None) -> tuple[ItemType, ...]:
+    """The API's own types as an app whose release `since` first served them declares
+    them, with the Member role REMOVED from its release `removed_since` (None: never)."""
     return tuple(
-        replace(t, since=since, fields=tuple(replace(f, since=since) for f in t.fields))
+        replace(t, since=since, fields=tuple(_builtin(f, since, removed_since) for f in t.fields))
         for t in BUILTIN
+    )
+
+
+def _builtin(field: Field, since: int, removed_since: int | None) -> Field:
+    if field.enum is not MemberRole:
+        return replace(field, since=since)
+    if removed_since is None:
+        return replace(field, since=since, enum=_ROLES_ONLY)
+    return replace(
+        field,
+        since=since,
+        enum_since=((REMOVED, max(since, removed_since)),),
+        description=_ROLE_DESCRIPTION + _REMOVED_DESCRIPTION,
     )
 
 
 def declared_by(app: AppCatalog) -> tuple[ItemType, ...]:
     """Every release's types of an app: its own, then the API's."""
-    return (*app.types, *builtins(app.builtins_since))
+    return (*app.types, *builtins(app.builtins_since, app.removed_since))
 
 
 CHOICE = settings.catalog_choice()
@@ -76,6 +107,12 @@ MEMBER = next(t for t in DECLARED if t.code == MEMBER.code)
 # DeletedItem instead. The family app's is 3; an app's file says its own
 # (`visibilitySince`; left out, None: no release of the app's clients knows them yet).
 VISIBILITY_RELEASE: int | None = APP.visibility_since
+# The app's release whose clients know a Member's role REMOVED (None: none has it);
+# an earlier release's client, or one that declares none, is sent a removed member's
+# record as a DeletedItem (contract 6).
+REMOVED_RELEASE: int | None = (
+    None if APP.removed_since is None else max(APP.builtins_since, APP.removed_since)
+)
 
 # What this process serves: the latest release of the declaration, unless a test
 # picks an earlier one or a catalog of its own (api.domain.releases).

@@ -95,7 +95,8 @@ class CursorCodec:
 
 # A catch-up's cursor (api.service.upgrades): where it reached (a copy's position or
 # a log token), what the catch-up was asked (`upTo`, each type's release floor) and
-# the tenant's first token; '|' is in no position, token or floor.
+# the tenant's first token; '|' is in no token or floor, but may be in a position's
+# entity id (a Member's is its member's `sub`, `auth0|...`): it is read from both ends.
 _CATCH_UP = "C"
 
 
@@ -114,7 +115,8 @@ def decode_catch_up(
 ) -> tuple[str, str | None]:
     """(where it reached, the tenant's first token) of a catch-up's cursor made for
     the same `upTo` and floors (`asked`); InvalidCursor otherwise."""
-    parts = codec.body(tenant_id, cursor).split("|")
+    kind, _, rest = codec.body(tenant_id, cursor).partition("|")
+    parts = [kind, *rest.rsplit("|", 3)]
     if len(parts) != 5 or parts[0] != _CATCH_UP:
         raise InvalidCursor("cursor is not a catch-up's")
     if parts[2] != up_to or parts[3] != asked:

@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 from api.domain import catalog
 from api.domain.errors import BadUserInput, NotFound, SyncError
-from api.domain.identifiers import check_identifier
+from api.domain.identifiers import check_entity_id, check_identifier
 from api.domain.item_types import ItemType, apply_changes, check_size
 from api.domain.records import AlreadyExists, Conflict, CurrentVersionError, Record
 from api.domain.tokens import check_token, token_time
@@ -118,7 +118,7 @@ class Mutation:
         if self.entity_id is None and self.item_type.named_ids:
             raise BadUserInput(f"{self.item_type.name}.id is required")
         if self.entity_id is not None:
-            check_identifier(self.entity_id, "id")
+            check_entity_id(self.entity_id, "id", self.item_type.named_ids)
         if self.expected_token is not None:
             check_token(self.expected_token, "changeToken")
         if self.verb == "share":
@@ -130,7 +130,7 @@ class Mutation:
     def _validated_put(self) -> Mutation:
         if self.entity_id is None or self.state is None or self.expected_token is not None:
             raise BadUserInput("put needs an id and a state, and takes no changeToken")
-        check_identifier(self.entity_id, "id")
+        check_entity_id(self.entity_id, "id", self.item_type.named_ids)
         state = self.state.normalized(self.item_type)
         if not state.deleted:
             self.item_type.check_required(state.fields, whole=True)

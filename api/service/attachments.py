@@ -54,7 +54,7 @@ from api.domain.errors import (
     SyncError,
     Unavailable,
 )
-from api.domain.identifiers import check_identifier
+from api.domain.identifiers import check_entity_id, check_identifier
 from api.domain.mutations import Mutation
 from api.domain.records import Record
 
@@ -372,7 +372,7 @@ class Attachments:
         check_identifier(tenant_id, "tenantID")
         check_sha256(sha256)
         if entity_id is not None:
-            check_identifier(entity_id, "id")
+            check_entity_id(entity_id, "id")
         keys = self._keys(tenant_id)  # TENANT_DELETED while being deleted
         absent = NotFound(f"no attachment with sha256 {sha256} in this tenant")
         if self._views is not None and (entity_id is not None or keys.restricted):

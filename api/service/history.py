@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from api.domain.errors import BadUserInput, NotFound
-from api.domain.identifiers import check_identifier
+from api.domain.identifiers import check_entity_id, check_identifier
 from api.domain.mutations import Mutation
 from api.domain.records import Record
 from api.domain.retention import Retention
@@ -63,7 +63,7 @@ class History:
         for an id no record has (one GetItem), and only the versions whose own
         visibility included it, in full pages."""
         check_identifier(tenant_id, "tenantID")
-        check_identifier(entity_id, "id")
+        check_entity_id(entity_id, "id")
         limit = DEFAULT_VERSIONS if limit is None else limit
         if not 1 <= limit <= MAX_VERSIONS:
             raise BadUserInput(f"limit must be between 1 and {MAX_VERSIONS}")
@@ -125,7 +125,7 @@ class History:
         """Write the fields of an earlier version as the entity's next version, if its
         current version is still `change_token` (else CONFLICT, as any update)."""
         check_identifier(tenant_id, "tenantID")
-        check_identifier(entity_id, "id")
+        check_entity_id(entity_id, "id")
         check_token(version, "version")
         gone_before = self._retention.gone_before(self._clock_ms())
         kept = self._store.version(tenant_id, entity_id, version, gone_before)

@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from api.domain import catalog
 from api.domain.cursor import CursorCodec, Position
 from api.domain.errors import BadUserInput, TenantDeleted
-from api.domain.identifiers import check_identifier
+from api.domain.identifiers import check_entity_id, check_identifier
 from api.domain.item_types import ItemType
 from api.domain.records import Record
 from api.domain.retention import Retention
@@ -20,7 +20,7 @@ from api.domain.visibility import sees
 from api.ordering import wall_clock_ms
 from api.service.ports import Page, Store
 from api.service.release_view import ReleaseView as ReleaseView
-from api.service.release_view import left_views
+from api.service.release_view import for_client
 from api.service.type_paging import FIRST_MARGIN, scan_size
 from api.service.views import after_life, check_since, merged, principal_of, stream_bound
 
@@ -87,7 +87,7 @@ class Reading:
         """The entity, or None: none of this type, deleted, or outside the view of the
         caller `sub` (None: it sees tenant-wide records only)."""
         check_identifier(tenant_id, "tenantID")
-        check_identifier(entity_id, "id")
+        check_entity_id(entity_id, "id")
         record = self._store.get(tenant_id, entity_id)
         # Then the head (one GetItem): TENANT_DELETED while the tenant is being
         # deleted, whether or not the deletion has reached this entity yet (3.8).
@@ -133,7 +133,7 @@ class Reading:
         view = ReleaseView(catalog.RELEASE if release is None else release)
         page = self._collect(tenant_id, since, cursor, limit, types, max_scanned, reads, view)
         self._settle(tenant_id, reads)
-        return left_views(view.cut(page, since), release)
+        return for_client(view.cut(page, since), release)
 
     def _collect(
         self,

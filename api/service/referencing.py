@@ -8,7 +8,7 @@ from dataclasses import replace
 
 from api.domain.attachments import Blob, referenced_blob
 from api.domain.errors import AttachmentMissing, SyncError
-from api.domain.identifiers import check_identifier
+from api.domain.identifiers import check_entity_id, check_identifier
 from api.domain.mutations import Mutation
 from api.service.attachments import Attachments, references
 from api.service.deciding import Entry, Known, answer
@@ -25,7 +25,7 @@ def typed(store: Store, tenant_id: str, mutations: list[Mutation]) -> list[Mutat
     try:
         check_identifier(tenant_id, "tenantID")
         for entity_id in ids:
-            check_identifier(entity_id, "id")
+            check_entity_id(entity_id, "id")
     except SyncError:
         return mutations  # refused as they are, when validated
     records, _ = store.read_many(tenant_id, ids, [])

@@ -1,6 +1,7 @@
 """What a client of one catalog release is sent of a tenant's changes
 (docs/evolution.md, "Old and new side by side"; contract 3.12: a LeftViewItem is a
-DeletedItem to a client of a release before it)."""
+DeletedItem to a client of a release before it; contract 6: so is a removed member's
+Member record)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from dataclasses import dataclass, replace
 
 from api.domain import catalog
 from api.domain.item_types import ItemType
+from api.domain.membership import ROLE_FIELD
 from api.domain.records import Record
 from api.domain.tokens import token_before
 from api.service.ports import Page
@@ -45,6 +47,33 @@ class ReleaseView:
                 token = None if first else before
                 return replace(page, items=page.items[:index], cursor=None, change_token=token)
         return page
+
+
+def unknown_removal(record: Record, release: int | None) -> bool:
+    """Whether `record` is a removed member's Member record (role REMOVED) that a
+    client of `release` (None: one that declares none) does not know as such: one of
+    a release before the app's REMOVED_RELEASE. It is a DeletedItem in its syncs and
+    left out of its catch-ups (the same local effect: no access, no member); if the
+    member is written again (re-added), its next version reaches it as a live one."""
+    if record.deleted or record.left_view or record.item_type.code != catalog.MEMBER.code:
+        return False
+    if record.fields.get(ROLE_FIELD) != catalog.REMOVED:
+        return False
+    known = catalog.REMOVED_RELEASE
+    return release is None or known is None or release < known
+
+
+def for_client(page: Page, release: int | None) -> Page:
+    """`page` as a client of `release` is sent it: its LeftViewItems (`left_views`)
+    and removed members' records (`unknown_removal`) as that release knows them."""
+    page = left_views(page, release)
+    if not any(unknown_removal(r, release) for r in page.items):
+        return page
+    items = [
+        replace(r, deleted=True, fields={}, visibility=None) if unknown_removal(r, release) else r
+        for r in page.items
+    ]
+    return replace(page, items=items)
 
 
 def left_views(page: Page, release: int | None) -> Page:

@@ -32,6 +32,7 @@ from api.domain.tokens import check_token, token_before
 from api.domain.visibility import principals_of, sees
 from api.service.ports import Page, Store
 from api.service.reading import DEFAULT_LIMIT, MAX_LIMIT, MAX_SCANNED, ReleaseView
+from api.service.release_view import unknown_removal
 
 # A copy's place in the tenant's copies: (type code, release, entity id).
 Position = tuple[str, int, str]
@@ -98,6 +99,7 @@ class Upgrades:
                 r.change_token <= up_to
                 and not r.deleted
                 and not r.left_view
+                and not unknown_removal(r, release)
                 and sees(r.visibility, by)
                 and view.knows(r.item_type)
                 and r.item_type.code in wanted

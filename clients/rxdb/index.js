@@ -13,7 +13,8 @@
 // holds, and the new one) with `mergeFields`, so edits of different fields on two
 // devices both survive RxDB's default conflict handler; a row keeps its
 // clientMutationID while it is retried. Conflicts come back as RxDB master states
-// (a DeletedItem is `_deleted: true`). A deletion in conflict only with fields the
+// (a DeletedItem is `_deleted: true`, and so is a LeftViewItem: a record that left
+// the member's view, contract 3.12). A deletion in conflict only with fields the
 // collection's schema does not declare goes again as `delete<Type>`, guarded by the
 // token of the version that answered: it applies. A REJECTED row (bad data,
 // FORBIDDEN) is reported on the replication's `error$` and to `onRejected`, and
@@ -227,7 +228,13 @@ export function replicateSyncAPI({
   // `fill`: a document whose values stand for the fields the item did not select
   // (a push's answer from a server of an earlier release, which holds them unseen).
   const itemToDoc = (item, fill = null) => {
-    if (item.__typename === "DeletedItem") return { [primary]: item.id, [DELETED]: true };
+    // A LeftViewItem (contract 3.12): the record left this member's view. For RxDB the
+    // server's state is gone, as a deletion's: the document goes from the collection
+    // (its fields with it) and nothing is pushed for it; a row edited here meanwhile is
+    // pushed, refused NOT_FOUND (outside the view) and reported, as any REJECTED row.
+    if (item.__typename === "DeletedItem" || item.__typename === "LeftViewItem") {
+      return { [primary]: item.id, [DELETED]: true };
+    }
     const doc = { [primary]: item.id, [DELETED]: false };
     for (const f of fields) {
       const value = f in item || !fill || fill[DELETED] ? item[f] : fill[f];

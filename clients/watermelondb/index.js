@@ -129,6 +129,7 @@ export function createSyncAPI(options) {
     tables: tableOptions,
     tokenColumn = "change_token",
     release = null,
+    visibilitySince = null,
     migrationsEnabledAtVersion,
     limit = 500,
     pagesPerPull = 10,
@@ -191,7 +192,12 @@ export function createSyncAPI(options) {
   function documents(served) {
     if (documentsAt.has(served)) return documentsAt.get(served);
     const kept = Object.values(tables).filter((t) => served === null || t.release <= served);
-    const selection = `__typename id ${kept.map((t) => t.selectionAt(served)).join(" ")} ... on DeletedItem { type changeToken }`;
+    // LeftViewItem (contract 3.12) from the app's `visibilitySince` release on: a
+    // server of an earlier release has no such type (nor sends one).
+    const leftView = visibilitySince !== null && (served ?? release ?? 0) >= visibilitySince;
+    const selection =
+      `__typename id ${kept.map((t) => t.selectionAt(served)).join(" ")} ... on DeletedItem { type changeToken }` +
+      (leftView ? " ... on LeftViewItem { type changeToken }" : "");
     const docs = {
       served,
       // Some left out: asking that release's server is worth it.
@@ -322,6 +328,21 @@ export function createSyncAPI(options) {
     letting ??= forget(error);
     return letting;
   }
+  // Records that left the member's view (LeftViewItem, contract 3.12): WatermelonDB
+  // destroys a record the pull deletes, unsynced changes and all, so each of those
+  // changes is reported refused (code LEFT_VIEW) before the pull is applied; none is
+  // pushed (the record is gone from the database), and the server is told nothing.
+  async function leftBehind(keys) {
+    const { changes } = await fetchLocalChanges(database);
+    const error = { code: "LEFT_VIEW", reason: null, message: "the record left your view before this change was synced" };
+    for (const [table, { created, updated, deleted }] of Object.entries(changes)) {
+      if (!tables[table]) continue;
+      const left = (id) => keys.has(keyOf(table, id));
+      for (const raw of updated.filter((r) => left(r.id))) onRejected?.({ table, id: raw.id, kind: "update", raw, ...error });
+      for (const raw of created.filter((r) => left(r.id))) onRejected?.({ table, id: raw.id, kind: "create", raw, ...error });
+      for (const id of deleted.filter(left)) onRejected?.({ table, id, kind: "delete", ...error });
+    }
+  }
   async function forget(error) {
     const refused = [];
     const { changes } = await fetchLocalChanges(database);
@@ -412,15 +433,22 @@ export function createSyncAPI(options) {
     let resync = Boolean(start.resync);
     const changes = Object.fromEntries(Object.keys(tables).map((n) => [n, { created: [], updated: [], deleted: [] }]));
     const latest = new Map(); // "table/id" -> raw | null (deleted): the last version seen
+    const leftView = new Set(); // "table/id" whose last version seen is a LeftViewItem
     const remember = (items) => {
       for (const item of items) {
         stats.items++;
-        if (item.__typename === "DeletedItem") {
+        if (item.__typename === "DeletedItem" || item.__typename === "LeftViewItem") {
+          // A record that left the member's view goes as a deletion's does (destroyed
+          // here, nothing pushed for it); its unsynced changes are reported (leftBehind).
           const table = tableOfType[item.type];
-          if (table) latest.set(keyOf(table, item.id), null);
+          if (!table) continue;
+          latest.set(keyOf(table, item.id), null);
+          if (item.__typename === "LeftViewItem") leftView.add(keyOf(table, item.id));
+          else leftView.delete(keyOf(table, item.id));
         } else {
           const table = tableOfTypename[item.__typename];
           if (table) latest.set(keyOf(table, item.id), itemToRaw(tables[table], item));
+          if (table) leftView.delete(keyOf(table, item.id));
         }
       }
     };
@@ -489,6 +517,7 @@ export function createSyncAPI(options) {
       if (raw === null) changes[table].deleted.push(id);
       else changes[table].updated.push(raw);
     }
+    if (leftView.size) await leftBehind(leftView);
     // The position under the timestamp WatermelonDB saves with these records.
     const timestamp = Math.max(Date.now(), (lastPulledAt ?? 0) + 1);
     const keep = { [String(timestamp)]: { since, cursor } };

@@ -1,8 +1,8 @@
 """The client schemas scripts/generate-clients writes (docs/clients.md, "Generated
 schemas"), used by the real libraries, unmodified from npm, in Node: the family
 app's WatermelonDB files through clients/watermelondb (its release 1 appSchema and
-column map sync, its generated schemaMigrations upgrade a device in place to
-release 2, and a new device of release 2 reads what the upgraded one holds), and
+column map sync, its generated schemaMigrations upgrade a device in place to its
+newest release, and a new device of that release reads what the upgraded one holds), and
 its RxDB collection schemas through clients/rxdb (two devices replicate)."""
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from api.domain import catalog, releases
 from api.settings import DEFAULT_CATALOG_FILE, PROJECT_ROOT, Settings
 from scripts.generate_clients import generate
 from tests.support import kinds, node_packages, rxdb
@@ -36,7 +37,7 @@ def module_dir() -> Path:
     generated = deps / "test" / "generated"
     generated.mkdir(parents=True, exist_ok=True)
     shutil.copy(MODULE / "test" / "generated.mjs", deps / "test" / "generated.mjs")
-    # Release 1 as an app not upgraded yet generates it; release 2 as committed.
+    # Release 1 as an app not upgraded yet generates it; the newest (3) as committed.
     (generated / "family-1.js").write_text(
         generate(DEFAULT_CATALOG_FILE, 1)["watermelondb/schema.js"]
     )
@@ -79,7 +80,9 @@ def test_the_generated_schemas_sync_migrate_and_converge(findings: dict[str, Any
     person = findings["upgradedPeople"][ann]
     assert (person["given_name"], person["relationship"]) == ("Ann", "PARTNER")
     assert person["change_token"]  # synced
-    assert findings["upgradedVersion"] == 2
+    # The committed file is the newest release's (3: release 2 added the Member table,
+    # release 3 an enum value, no column), migrated to from release 1 in place.
+    assert findings["upgradedVersion"] == releases.latest(catalog.DECLARED) == 3
     assert findings["upgradedMembers"] == {}  # the table release 2 added, by migration
     # A new device of release 2 holds exactly what the upgraded one does.
     assert findings["freshPeople"] == findings["upgradedPeople"]

@@ -20,6 +20,9 @@ from sync_client.schema import PRODUCT, RELEASE_HEADER, ClientSchema
 from sync_client.transport import BlobTransport, HttpBlobTransport, Transport, TransportError
 
 PUSH_BATCH = 100
+# The code a queued edit is answered with when its record left the member's view
+# (a LeftViewItem, contract 3.12): refused on the device, never sent.
+LEFT_VIEW = "LEFT_VIEW"
 PULL_LIMIT = 100
 # Uploaded bytes no queued edit references are kept as a cache of at most this much.
 BLOB_CACHE_BYTES = 64 * 1024 * 1024
@@ -31,6 +34,12 @@ REQUEST_UPLOAD = (
 ATTACHMENT = (
     "query Attachment($t: ID!, $sha: String!) {"
     " attachment(tenantID: $t, sha256: $sha) { sha256 size contentType url } }"
+)
+# Naming the record that holds it (contract 3.12: a tenant with restricted records
+# answers a download only through a record in the caller's view).
+ATTACHMENT_OF = (
+    "query Attachment($t: ID!, $sha: String!, $id: ID) {"
+    " attachment(tenantID: $t, sha256: $sha, id: $id) { sha256 size contentType url } }"
 )
 
 
@@ -202,17 +211,22 @@ class SyncClient:
             self.store.keep_blob(sha256, content_type, data, uploaded=False)
         return {"sha256": sha256, "size": len(data), "contentType": content_type}
 
-    def open(self, sha256: str) -> bytes:
+    def open(self, sha256: str, entity_id: str | None = None) -> bytes:
         """The bytes of a blob: the local copy, else downloaded (a fresh link from
-        `attachment`), checked against the sha256 and kept. CorruptBlob when what came
-        is not those bytes; SyncFailed (NOT_FOUND, FORBIDDEN, ...) or TransportError
-        when the download is not possible now."""
+        `attachment`, naming `entity_id`, the record holding it, when given: a tenant
+        with restricted records needs it), checked against the sha256 and kept.
+        CorruptBlob when what came is not those bytes; SyncFailed (NOT_FOUND,
+        FORBIDDEN, ...) or TransportError when the download is not possible now."""
         held = self.store.blob(sha256)
         if held is not None:
             with self.store.transaction():
                 self.store.touch_blob(sha256)
             return held.data
-        body = self.transport.execute(ATTACHMENT, {"t": self.tenant_id, "sha": sha256})
+        if entity_id is None:
+            body = self.transport.execute(ATTACHMENT, {"t": self.tenant_id, "sha": sha256})
+        else:
+            variables = {"t": self.tenant_id, "sha": sha256, "id": entity_id}
+            body = self.transport.execute(ATTACHMENT_OF, variables)
         if body.get("errors"):
             raise SyncFailed(body["errors"])
         answer = body["data"]["attachment"]
@@ -434,7 +448,7 @@ class SyncClient:
             # commit repeats the page, never skips it.
             with self.store.transaction():
                 for item in page["items"]:
-                    self._remember(item)
+                    self._remember(item, report)
                 if page["changeToken"] is not None:
                     self.store.set_since(page["changeToken"])
             report.pulled += len(page["items"])
@@ -447,15 +461,49 @@ class SyncClient:
         """A page's versions kept, in one local transaction; the page."""
         with self.store.transaction():
             for item in page["items"]:
-                self._remember(item)
+                self._remember(item, report)
         report.pulled += len(page["items"])
         report.pages += 1
         return page
 
-    def _remember(self, item: dict[str, Any]) -> None:
+    def _remember(self, item: dict[str, Any], report: SyncReport | None = None) -> None:
+        if item["__typename"] == "LeftViewItem":
+            self._let_go(item["id"], report)
+            return
         version = self._server_version(item)
         if version is not None:
             self.store.remember(version)
+
+    def _let_go(self, entity_id: str, report: SyncReport | None) -> None:
+        """A LeftViewItem (contract 3.12): the record left this member's view; it was
+        not deleted, and nothing goes to the server. Its version goes, with the bytes
+        of its attachments no other record or queued edit here references, and its
+        queued edits, each answered as refused (LEFT_VIEW: in `report.rejected` and to
+        `on_push_result`), as `forget_tenant` answers a tenant's. In the page's local
+        transaction."""
+        version = self.store.server_version(entity_id)
+        entries = self.store.entries_for(entity_id)
+        held = {r["sha256"] for e in entries for r in self._references(e)}
+        if version is not None:
+            held |= {r["sha256"] for r in self._version_references(version)}
+        for entry in entries:
+            self.store.remove(entry.seq)
+        self.store.forget(entity_id)
+        still = {r["sha256"] for e in self.store.entries() for r in self._references(e)}
+        still |= {
+            r["sha256"] for v in self.store.server_versions() for r in self._version_references(v)
+        }
+        self.store.drop_blobs(held - still)
+        error = {"code": LEFT_VIEW, "message": "the record left your view before this edit"}
+        for entry in entries:
+            if report is not None:
+                report.rejected.append({"entry": entry, "error": dict(error)})
+            if self.on_push_result is not None:
+                self.on_push_result(PushOutcome(entry, "REJECTED", False, None, dict(error)))
+
+    def _version_references(self, version: ServerVersion) -> list[dict[str, Any]]:
+        fields = self.schema.attachment_fields.get(version.type_name, ())
+        return [version.fields[f] for f in fields if isinstance(version.fields.get(f), dict)]
 
     def _server_version(self, item: dict[str, Any]) -> ServerVersion | None:
         """A server version as this release keeps it; None for a type it does not

@@ -187,6 +187,10 @@ class LocalStore:
             (content_type, int(uploaded), sha256),
         )
 
+    def drop_blobs(self, sha256s: set[str]) -> None:
+        """Drop these bytes (a record that left the member's view held them)."""
+        self._db.executemany("DELETE FROM blobs WHERE sha256 = ?", [(s,) for s in sha256s])
+
     def trim_blobs(self, keep: set[str], budget_bytes: int) -> int:
         """Drop uploaded blobs not in `keep`, least recently used first, until the
         uploaded ones not in `keep` weigh at most `budget_bytes`; how many went.

@@ -33,13 +33,28 @@ _REFERENCE = f"{{ {' '.join(REFERENCE_KEYS)} }}"
 class ClientSchema:
     item_types: tuple[ItemType, ...]
     release: int
+    # The app's release whose clients are sent LeftViewItem (its `visibilitySince`,
+    # contract 3.12; None: none): from it on, a sync selects LeftViewItem and lets go
+    # of what it names (a server of an earlier release has no such type).
+    visibility_since: int | None = None
 
     @classmethod
-    def of(cls, declared: Iterable[ItemType], release: int | None = None) -> ClientSchema:
-        """Release `release` (None: the newest) of a catalog's declaration."""
+    def of(
+        cls,
+        declared: Iterable[ItemType],
+        release: int | None = None,
+        visibility_since: int | None = None,
+    ) -> ClientSchema:
+        """Release `release` (None: the newest) of a catalog's declaration, whose app's
+        clients know LeftViewItem from release `visibility_since`."""
         declared = tuple(declared)
         release = releases.latest(declared) if release is None else release
-        return cls(releases.at(declared, release), release)
+        return cls(releases.at(declared, release), release, visibility_since)
+
+    @property
+    def left_view(self) -> bool:
+        """Whether this release's syncs are sent LeftViewItem (contract 3.12)."""
+        return self.visibility_since is not None and self.release >= self.visibility_since
 
     @classmethod
     def load(cls, path: str | Path) -> ClientSchema:
@@ -56,11 +71,11 @@ class ClientSchema:
             )
             for t in entry["types"]
         )
-        return cls(types, entry["release"])
+        return cls(types, entry["release"], entry.get("visibilitySince"))
 
     def at(self, release: int) -> ClientSchema:
         """This release's view of an earlier one (what a server of it validates)."""
-        return ClientSchema(releases.at(self.item_types, release), release)
+        return ClientSchema(releases.at(self.item_types, release), release, self.visibility_since)
 
     def accepts(self, type_name: str, changes: dict[str, Any]) -> bool:
         """Whether a write of `changes` to a `type_name` is one this release declares."""
@@ -103,6 +118,7 @@ class ClientSchema:
                 for t in self.item_types
             )
             + " ... on DeletedItem { type }"
+            + (" ... on LeftViewItem { type }" if self.left_view else "")
         )
 
     @cached_property
@@ -183,4 +199,4 @@ def _selected(spec: Field) -> str:
 
 
 # The product's catalog, as this process serves it.
-PRODUCT = ClientSchema(catalog.ITEM_TYPES, catalog.RELEASE)
+PRODUCT = ClientSchema(catalog.ITEM_TYPES, catalog.RELEASE, catalog.VISIBILITY_RELEASE)

@@ -5,7 +5,10 @@ import { addColumns, createTable, schemaMigrations } from "@nozbe/watermelondb/S
 
 export const release = 1;
 
-// createSyncAPI({ tables, release, ... }): each table's type and its columns.
+// The app's release whose clients are sent LeftViewItem (contract 3.12).
+export const visibilitySince = 2;
+
+// createSyncAPI({ tables, release, visibilitySince, ... }): each table's type and its columns.
 export const tables = {
   "project": {
     "type": "PROJECT",
