@@ -33,7 +33,7 @@ TENANTS = [RESTRICTED, PLAIN, WRITES]
 SEEN = 100
 # The restricted tenant's records and the changes bob cannot see, by mode: the
 # issue's 10,000 and 1,000 but in --smoke (its figures say every row runs).
-SIZES = {"smoke": (500, 100), "fast": (10_000, 1_000), "full": (10_000, 1_000)}
+SIZES = {"smoke": (300, 100), "fast": (10_000, 1_000), "full": (10_000, 1_000)}
 SHARED_WITH = (1, 5, 20)
 BOUNDS = {"first sync": 2.0, "poll": 1.0, "private write": 1.25}
 _ALICE, _BOB = "alice", "bob"
