@@ -3,8 +3,10 @@ members whose view it changed, from what its transaction wrote where."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from api.domain.chain import NO_MAIN, Head, split_stream_key
-from api.domain.visibility import principals_of
+from api.domain.visibility import is_group, principals_of
 
 # The principals (`api.domain.visibility`) of the streams a change wrote in, or None:
 # every member (it wrote an entry of the tenant's main log).
@@ -43,12 +45,20 @@ def head_audience(head: Head) -> Audience:
     entry of the tenant's main log (a tenant-wide record's version, or the sentinel
     every member gets) or the tenant never had a restricted record; else the
     principals of the streams it put entries in (`vp`: a restricted record's
-    version, its deletion, a LeftView)."""
+    version, its deletion, a LeftView; `of_principals`)."""
     if not head.restricted:
         return None  # a tenant whose records every member sees: as before
     if any(token != NO_MAIN for token in head.main_entry_tokens()):
         return None
-    return frozenset(split_stream_key(key)[1] for key in head.stream_put)
+    return of_principals(split_stream_key(key)[1] for key in head.stream_put)
+
+
+def of_principals(principals: Iterable[str]) -> Audience:
+    """The audience of changes to the streams of `principals`: with UNTOLD when one
+    is a group's (who is in a group is the roster's: each subscription checks its
+    own view, as for a catch-up's, and one of a member of the group finds it)."""
+    audience = frozenset(principals)
+    return audience | UNTOLD if any(map(is_group, audience)) else audience
 
 
 def catch_up_audience(head: Head) -> Audience:

@@ -17,7 +17,7 @@ from api import settings
 from api.domain import releases
 from api.domain.catalog_file import AppCatalog, load
 from api.domain.item_types import Field, FieldKind, ItemType, unknown_type
-from api.domain.membership import OWNER
+from api.domain.membership import GROUPS_FIELD, MAX_MEMBER_GROUPS, OWNER
 
 
 class MemberRole(enum.Enum):
@@ -61,6 +61,15 @@ MEMBER = ItemType(
             description=_ROLE_DESCRIPTION + ".",
         ),
         Field("displayName", max_length=200, description="How apps show the member."),
+        Field(
+            GROUPS_FIELD,
+            FieldKind.LIST,
+            of=FieldKind.ID,
+            max_length=64,
+            max_items=MAX_MEMBER_GROUPS,
+            description=f"The groups the member is in (at most {MAX_MEMBER_GROUPS}): a "
+            "record shared with one of them is seen by the member (contract 3.12).",
+        ),
     ),
     write_role=OWNER,
     named_ids=True,
@@ -69,16 +78,31 @@ BUILTIN: tuple[ItemType, ...] = (MEMBER,)
 REMOVED = MemberRole.REMOVED.value
 
 
-def builtins(since: int, removed_since: int | None = None) -> tuple[ItemType, ...]:
+def builtins(
+    since: int, removed_since: int | None = None, groups_since: int | None = None
+) -> tuple[ItemType, ...]:
     """The API's own types as an app whose release `since` first served them declares
-    them, with the Member role REMOVED from its release `removed_since` (None: never)."""
+    them, with the Member role REMOVED from its release `removed_since` and the field
+    Member.groups from its release `groups_since` (None: never)."""
     return tuple(
-        replace(t, since=since, fields=tuple(_builtin(f, since, removed_since) for f in t.fields))
+        replace(
+            t,
+            since=since,
+            fields=tuple(
+                f
+                for f in (_builtin(f, since, removed_since, groups_since) for f in t.fields)
+                if f is not None
+            ),
+        )
         for t in BUILTIN
     )
 
 
-def _builtin(field: Field, since: int, removed_since: int | None) -> Field:
+def _builtin(
+    field: Field, since: int, removed_since: int | None, groups_since: int | None
+) -> Field | None:
+    if field.name == GROUPS_FIELD:
+        return None if groups_since is None else replace(field, since=max(since, groups_since))
     if field.enum is not MemberRole:
         return replace(field, since=since)
     if removed_since is None:
@@ -93,7 +117,7 @@ def _builtin(field: Field, since: int, removed_since: int | None) -> Field:
 
 def declared_by(app: AppCatalog) -> tuple[ItemType, ...]:
     """Every release's types of an app: its own, then the API's."""
-    return (*app.types, *builtins(app.builtins_since, app.removed_since))
+    return (*app.types, *builtins(app.builtins_since, app.removed_since, app.groups_since))
 
 
 CHOICE = settings.catalog_choice()
@@ -107,6 +131,9 @@ MEMBER = next(t for t in DECLARED if t.code == MEMBER.code)
 # DeletedItem instead. The family app's is 3; an app's file says its own
 # (`visibilitySince`; left out, None: no release of the app's clients knows them yet).
 VISIBILITY_RELEASE: int | None = APP.visibility_since
+# The app's release whose clients know groups (`groupsSince`; None: none yet): an
+# earlier release's visibility inputs naming groups are BAD_USER_INPUT.
+GROUPS_RELEASE: int | None = APP.groups_since
 # The app's release whose clients know a Member's role REMOVED (None: none has it);
 # an earlier release's client, or one that declares none, is sent a removed member's
 # record as a DeletedItem (contract 6).

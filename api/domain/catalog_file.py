@@ -5,9 +5,11 @@ The file holds `types` (each a `code`, an optional `description` and `since`, an
 its `fields`), `enums` (each its `values`, a value a name or `{name, since}`) and
 `builtinsSince`, the app's release that first served the API's own types (1 when
 left out), and `visibilitySince`, its release whose clients are sent `LeftViewItem`
-and may set visibilities (contract 3.12; left out: none yet), and `removedSince`,
-its release whose clients know a Member's role `REMOVED` (contract 6; left out: the
-app's Member records have no such role, and a removal is a deletion). A field is
+and may set visibilities (contract 3.12; left out: none yet), `removedSince`, its
+release whose clients know a Member's role `REMOVED` (contract 6; left out: the
+app's Member records have no such role, and a removal is a deletion), and
+`groupsSince`, its release whose clients know groups (`Member.groups`, a
+visibility's groups; left out: none yet). A field is
 a `kind` (a `FieldKind` value: String, ID, Boolean, Date, Time, Enum, Color,
 Attachment, Int, Float, List, Object) and the attributes its kind takes: `maxLength`,
 `minimum`, `maximum`, `enum`, `of` and `maxItems` (a List), `fields` (an Object, or a
@@ -33,7 +35,7 @@ from api.domain.item_types import Field, FieldKind, ItemType
 
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9]*")
 _CODE = re.compile(r"[A-Z][A-Z0-9_]*")
-_TOP = {"builtinsSince", "visibilitySince", "removedSince", "enums", "types"}
+_TOP = {"builtinsSince", "visibilitySince", "removedSince", "groupsSince", "enums", "types"}
 _TYPE = {"code", "description", "since", "fields"}
 _ENUM = {"values"}
 _VALUE = {"name", "since"}
@@ -71,6 +73,8 @@ class AppCatalog:
     builtins_since: int
     visibility_since: int | None = None
     removed_since: int | None = None
+    # Its release whose clients know groups (Member.groups, a visibility's groups).
+    groups_since: int | None = None
 
 
 class _Mapping(dict[str, Any]):
@@ -141,6 +145,7 @@ def _catalog(path: Path, document: Any, reserved: tuple[ItemType, ...]) -> AppCa
         raise _Refused(
             top.lines["removedSince"], "removedSince", "is no earlier than builtinsSince"
         )
+    groups = _release(top, "groupsSince", "groupsSince") if "groupsSince" in top else None
     enums = {
         name: _enum(name, spec, top["enums"].lines[name])
         for name, spec in _section(top.get("enums", _Mapping()), top.line, "enums").items()
@@ -164,7 +169,7 @@ def _catalog(path: Path, document: Any, reserved: tuple[ItemType, ...]) -> AppCa
             raise _Refused(line, name, f"code {item_type.code} is {codes[item_type.code]}'s too")
         codes[item_type.code] = name
         declared.append(item_type)
-    return AppCatalog(path, tuple(declared), builtins, visibility, removed)
+    return AppCatalog(path, tuple(declared), builtins, visibility, removed, groups)
 
 
 def _section(

@@ -251,6 +251,8 @@ class Write:
     # A Member record's access item (contract 6): its sub and the role it now gives
     # (None: the record is deleted, and so is the item).
     member: tuple[str, str | None] | None = None
+    # Its access item's groups joined or left within the retention: (group, token).
+    group_changes: tuple[tuple[str, str], ...] = ()
     # The entries it puts and removes in the main log and the streams (contract
     # 3.12; the default: its version in the main log, replacing its previous one).
     entries: Entries = field(default_factory=Entries)

@@ -45,6 +45,9 @@ class Record:
     # A LeftView sentinel: the record left a reader's view at this token (not
     # deleted); it carries no fields, and `visibility` is the new one.
     left_view: bool = False
+    # An entry of a group's stream that a later write superseded (its token): kept,
+    # without fields, until the retention (docs/ordering.md, "Groups").
+    superseded: str | None = None
 
 
 class CurrentVersionError(SyncError):

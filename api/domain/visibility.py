@@ -4,9 +4,10 @@ entries a write of it puts and removes (the main log, the audience's streams).
 
 A record is tenant-wide (visibility None: every member sees it; the default, and
 every record written before visibilities), or restricted: its owner and the members
-it is shared with see it, no one else (a tenant owner neither). Private: shared with
-no one. A principal is a string naming who reads a stream: `m:<sub>` for a member
-(groups, later, get a prefix of their own).
+it is shared with see it, and the members of the groups it is shared with (those
+whose Member record lists the group, as the caller's access read found them), no one
+else (a tenant owner neither). Private: shared with no one. A principal is a string
+naming who reads a stream: `m:<sub>` for a member, `g:<group>` for a group.
 """
 
 from __future__ import annotations
@@ -16,18 +17,35 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from api.domain.errors import BadUserInput, NotFound, RoleForbidden, SyncError
-from api.domain.membership import OWNER
+from api.domain.identifiers import is_identifier
+from api.domain.membership import OWNER, groups_of
 
-# A restricted record is shared with at most this many members besides its owner:
-# its audience (owner and shared) has at most 21 streams.
+# A restricted record is shared with at most this many members and groups together
+# besides its owner: its audience (owner and shared) has at most 21 streams.
 MAX_SHARED = 20
 _MEMBER = "m:"
+_GROUP = "g:"
 _MAX_SUB = 256
 
 
 def member_principal(sub: str) -> str:
     """The principal of a member: the name of its stream."""
     return f"{_MEMBER}{sub}"
+
+
+def group_principal(group: str) -> str:
+    """The principal of a group: the name of its stream."""
+    return f"{_GROUP}{group}"
+
+
+def is_group(principal: str) -> bool:
+    return principal.startswith(_GROUP)
+
+
+def _checked_group(value: object) -> str:
+    if not isinstance(value, str) or not is_identifier(value):
+        raise BadUserInput("visibility.groups must be group names (an id's characters)")
+    return value
 
 
 def _checked_sub(value: object, name: str) -> str:
@@ -38,24 +56,30 @@ def _checked_sub(value: object, name: str) -> str:
 
 @dataclass(frozen=True)
 class Visibility:
-    """A restricted record's audience: its owner and the members it is shared with
-    (sorted, distinct, without the owner)."""
+    """A restricted record's audience: its owner, the members it is shared with
+    (sorted, distinct, without the owner) and the groups it is shared with (sorted,
+    distinct)."""
 
     owner: str
     shared_with: tuple[str, ...] = ()
+    groups: tuple[str, ...] = ()
 
     @classmethod
-    def of(cls, owner: object, shared_with: Iterable[object]) -> Visibility:
-        """Checked: ids of members, at most MAX_SHARED besides the owner
-        (BAD_USER_INPUT beyond). An owner None is "" here: the writer's, or the
-        record's own (`api.service.deciding`)."""
+    def of(
+        cls, owner: object, shared_with: Iterable[object], groups: Iterable[object] = ()
+    ) -> Visibility:
+        """Checked: ids of members and names of groups, at most MAX_SHARED together
+        besides the owner (BAD_USER_INPUT beyond). An owner None is "" here: the
+        writer's, or the record's own (`api.service.deciding`)."""
         owner = "" if owner is None else _checked_sub(owner, "visibility.owner")
         shared = {_checked_sub(s, "visibility.sharedWith") for s in shared_with} - {owner}
-        if len(shared) > MAX_SHARED:
+        named = {_checked_group(g) for g in groups}
+        if len(shared) + len(named) > MAX_SHARED:
             raise BadUserInput(
-                f"a record is shared with at most {MAX_SHARED} members, got {len(shared)}"
+                f"a record is shared with at most {MAX_SHARED} members and groups, "
+                f"got {len(shared) + len(named)}"
             )
-        return cls(owner, tuple(sorted(shared)))
+        return cls(owner, tuple(sorted(shared)), tuple(sorted(named)))
 
     @property
     def members(self) -> tuple[str, ...]:
@@ -63,23 +87,29 @@ class Visibility:
         return (self.owner, *self.shared_with)
 
     def principals(self) -> tuple[str, ...]:
-        """Its audience's streams, the owner's first."""
-        return tuple(member_principal(s) for s in self.members)
+        """Its audience's streams, the owner's first, the groups' last."""
+        return (
+            *(member_principal(s) for s in self.members),
+            *(group_principal(g) for g in self.groups),
+        )
 
-    def includes(self, sub: str) -> bool:
-        return sub == self.owner or sub in self.shared_with
+    def includes(self, sub: str, groups: Iterable[str] = ()) -> bool:
+        """Whether the member `sub`, in `groups`, is of its audience."""
+        if sub == self.owner or sub in self.shared_with:
+            return True
+        return bool(self.groups) and not set(self.groups).isdisjoint(groups)
 
 
 def sees(visibility: Visibility | None, sub: str | None) -> bool:
     """Whether the caller `sub` sees a record of this visibility (None: tenant-wide,
-    which every member of the tenant sees)."""
-    return visibility is None or (sub is not None and visibility.includes(sub))
+    which every member of the tenant sees); a `Viewer` carries its groups."""
+    return visibility is None or (sub is not None and visibility.includes(sub, groups_of(sub)))
 
 
 def principals_of(sub: str) -> tuple[str, ...]:
-    """The streams a caller reads besides the main log (a member's own; its groups'
-    will join them)."""
-    return (member_principal(sub),)
+    """The streams a caller reads besides the main log: a member's own, then its
+    groups' (a `Viewer`'s)."""
+    return (member_principal(sub), *(group_principal(g) for g in groups_of(sub)))
 
 
 def visibility_refusal(
@@ -135,6 +165,11 @@ class Entries:
     main_removed: bool = True
     streams: Mapping[str, Kind] = field(default_factory=dict)
     streams_removed: tuple[str, ...] = ()
+
+    @property
+    def supersedes(self) -> bool:
+        """Whether it supersedes an entry of a group's stream (which then expires)."""
+        return any(map(is_group, self.streams_removed))
 
     @property
     def stream_items(self) -> int:

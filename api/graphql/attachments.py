@@ -9,7 +9,7 @@ import strawberry
 
 from api.auth import WRITER
 from api.domain.errors import Unavailable
-from api.graphql.context import batch, for_tenant
+from api.graphql.context import batch, for_tenant, viewer
 from api.graphql.directives import authenticated
 from api.service import SyncService
 from api.service.attachments import Attachment as ServiceAttachment
@@ -146,11 +146,12 @@ async def request_upload(
     attachments = info.context.service.attachments
     if attachments is None:
         raise Unavailable("attachments are not served here")
-    by = info.context.caller().sub
     answer = await for_tenant(
         info,
         tenantID,
-        lambda _: attachments.request_upload(tenantID, sha256, size, contentType, by),
+        lambda _: attachments.request_upload(
+            tenantID, sha256, size, contentType, viewer(info, tenantID)
+        ),
         role=WRITER,
     )
     return to_upload_payload(answer)
@@ -166,9 +167,10 @@ async def attachment(
     attachments = info.context.service.attachments
     if attachments is None:
         raise Unavailable("attachments are not served here")
-    by = info.context.caller().sub
     found = await for_tenant(
-        info, tenantID, lambda _: attachments.attachment(tenantID, sha256, by, id)
+        info,
+        tenantID,
+        lambda _: attachments.attachment(tenantID, sha256, viewer(info, tenantID), id),
     )
     return to_attachment(tenantID, found)
 

@@ -8,7 +8,7 @@ import strawberry
 
 from api.domain.catalog import BY_CODE
 from api.domain.errors import BadUserInput
-from api.graphql.context import RequestBudget, for_tenant, given
+from api.graphql.context import RequestBudget, for_tenant, given, viewer
 from api.graphql.directives import authenticated
 from api.graphql.types import DeletedItemType, SynchronizedItemList, to_synchronized_item
 from api.service.reading import DEFAULT_LIMIT, MAX_LIMIT
@@ -52,7 +52,7 @@ async def changes(
                 types=wanted,
                 max_scanned=allowance,
                 release=release,
-                sub=info.context.caller().sub,
+                sub=viewer(info, tenantID),
             ),
         )
     except BaseException:

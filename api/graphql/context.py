@@ -205,6 +205,19 @@ async def checked_role(context: Context, tenant_id: str) -> tuple[str, bool]:
     return access.role_of(lambda: caller.role(tenant_id)), access.moved
 
 
+def viewer(info: strawberry.Info, tenant_id: str) -> str:
+    """The caller's sub with the groups its access read found in `tenant_id` (a
+    `Viewer`; contract 3.12, "Groups"), once `checked_role` has read it: what the
+    service's who-sees-what checks are given."""
+    context: Context = info.context
+    sub = context.caller().sub
+    future = context.budget.access.get(tenant_id)
+    if future is None or not future.done() or future.cancelled() or future.exception():
+        return sub
+    access: Access = future.result()
+    return access.viewer(sub)
+
+
 class TenantBatch(Generic[_K, _T]):
     """Pieces of work that fields ask one at a time (a download link per attachment
     of a page), gathered while the fields resolve, then done for each tenant in one

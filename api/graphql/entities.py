@@ -8,7 +8,7 @@ import strawberry
 
 from api.auth import WRITER
 from api.domain.mutations import Verb
-from api.graphql.context import as_member, for_tenant
+from api.graphql.context import as_member, for_tenant, viewer
 from api.graphql.directives import authenticated
 from api.graphql.types import ITEM_TYPE_SCHEMAS, ItemTypeSchema, to_deleted_item
 from api.service import Written
@@ -16,9 +16,8 @@ from api.service import Written
 
 def _query_fields(s: ItemTypeSchema) -> dict[str, Any]:
     async def get(info: strawberry.Info, tenantID: strawberry.ID, id: strawberry.ID) -> Any:
-        sub = info.context.caller().sub
         record = await for_tenant(
-            info, tenantID, lambda svc: svc.get(s.item_type, tenantID, id, sub)
+            info, tenantID, lambda svc: svc.get(s.item_type, tenantID, id, viewer(info, tenantID))
         )
         return None if record is None else s.to_object(record)
 
@@ -37,11 +36,12 @@ def _mutation_fields(s: ItemTypeSchema) -> dict[str, Any]:
     async def _apply(info: strawberry.Info, verb: Verb, input: Any) -> Written:
         info.context.budget.spend_writes(1)
         mutation = s.mutation(verb, input, info.context.client_release())
-        by = info.context.caller().sub
         return await as_member(
             info,
             mutation.tenant_id,
-            lambda svc, role, moved: svc.apply(mutation, by, role, moved),
+            lambda svc, role, moved: svc.apply(
+                mutation, viewer(info, mutation.tenant_id), role, moved
+            ),
             role=WRITER,
         )
 

@@ -9,7 +9,7 @@ import strawberry
 from api.auth import OWNER
 from api.domain.errors import Unavailable
 from api.domain.exports import ExportJob
-from api.graphql.context import RequestBudget, for_tenant
+from api.graphql.context import RequestBudget, for_tenant, viewer
 from api.graphql.directives import authenticated
 from api.service import SyncService
 from api.service.writing import MAX_PUSH
@@ -51,13 +51,12 @@ async def export_tenant(
 ) -> TenantExportPayload:
     budget: RequestBudget = info.context.budget
     budget.spend_writes(MAX_PUSH)  # one export call per request, aliases included
-    caller = info.context.caller()
     exports = info.context.service.exports
     if exports is None:
         raise Unavailable("exports are not served here")
 
     def work(_: SyncService) -> tuple[Any, tuple[str, datetime] | None]:
-        job = exports.export_tenant(tenantID, exportID, caller.sub)
+        job = exports.export_tenant(tenantID, exportID, viewer(info, tenantID))
         return job, exports.link(job) if job.done else None
 
     job, link = await for_tenant(info, tenantID, work, role=OWNER)

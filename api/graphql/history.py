@@ -6,7 +6,7 @@ from typing import Any
 import strawberry
 
 from api.auth import WRITER
-from api.graphql.context import as_member, for_tenant, given
+from api.graphql.context import as_member, for_tenant, given, viewer
 from api.graphql.directives import authenticated
 from api.graphql.types import SynchronizedItem, to_synchronized_item
 from api.service.history import DEFAULT_VERSIONS, MAX_VERSIONS
@@ -52,9 +52,10 @@ async def history(
     requested = given(limit)
     if requested is None or 1 <= requested <= MAX_VERSIONS:  # else the service says why
         info.context.budget.spend_items(DEFAULT_VERSIONS if requested is None else requested)
-    sub = info.context.caller().sub
     versions = await for_tenant(
-        info, tenantID, lambda s: s.versions(tenantID, id, given(cursor), requested, sub)
+        info,
+        tenantID,
+        lambda s: s.versions(tenantID, id, given(cursor), requested, viewer(info, tenantID)),
     )
     return VersionList(
         items=[to_synchronized_item(r) for r in versions.items], cursor=versions.cursor
@@ -63,7 +64,6 @@ async def history(
 
 async def restore_version(info: strawberry.Info, input: RestoreVersionInput) -> RestorePayload:
     info.context.budget.spend_writes(1)
-    by = info.context.caller().sub
     written = await as_member(
         info,
         input.tenantID,
@@ -73,7 +73,7 @@ async def restore_version(info: strawberry.Info, input: RestoreVersionInput) -> 
             input.changeToken,
             input.version,
             given(input.clientMutationID),
-            by,
+            viewer(info, input.tenantID),
             role,
             moved,
         ),

@@ -14,7 +14,7 @@ from api import request_log
 from api.auth import READER
 from api.domain.errors import RoleForbidden
 from api.domain.mutations import Mutation, Verb
-from api.graphql.context import as_member
+from api.graphql.context import as_member, viewer
 from api.graphql.directives import authenticated
 from api.graphql.types import (
     ITEM_TYPE_SCHEMAS,
@@ -128,7 +128,6 @@ async def push_changes(info: strawberry.Info, input: PushChangesInput) -> PushCh
     if len(input.mutations) <= MAX_PUSH:  # else the service says why
         info.context.budget.spend_writes(len(input.mutations))
     mutations = to_mutations(input, info.context.client_release())
-    by = info.context.caller().sub
 
     def push(s: SyncService, role: str, moved: bool) -> list[DomainPushResult]:
         if role == READER:
@@ -137,7 +136,9 @@ async def push_changes(info: strawberry.Info, input: PushChangesInput) -> PushCh
             return [
                 DomainPushResult(m, DomainPushStatus.REJECTED, error=refusal) for m in mutations
             ]
-        return s.push(input.tenantID, mutations, by, input.since, role, moved)
+        return s.push(
+            input.tenantID, mutations, viewer(info, input.tenantID), input.since, role, moved
+        )
 
     # Any member may push (a reader's entries are refused one by one), in the writes' gate.
     results = await as_member(info, input.tenantID, push, role=READER)

@@ -6,7 +6,7 @@ from typing import Annotated, Any
 import strawberry
 
 from api.domain.catalog import BY_CODE
-from api.graphql.context import RequestBudget, for_tenant, given
+from api.graphql.context import RequestBudget, for_tenant, given, viewer
 from api.graphql.directives import authenticated
 from api.graphql.types import DeletedItemType, SynchronizedItemList, to_synchronized_item
 from api.service.reading import DEFAULT_LIMIT, MAX_LIMIT
@@ -50,7 +50,7 @@ async def catch_up(
             cursor=given(cursor),
             limit=given(limit),
             release=release,
-            by=info.context.caller().sub,
+            by=viewer(info, tenantID),
         ),
     )
     return SynchronizedItemList(

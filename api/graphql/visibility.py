@@ -9,7 +9,7 @@ import strawberry
 from api.auth import WRITER
 from api.domain import catalog
 from api.domain.mutations import Mutation
-from api.graphql.context import as_member
+from api.graphql.context import as_member, viewer
 from api.graphql.directives import authenticated
 from api.graphql.types import SynchronizedItem, to_synchronized_item
 from api.graphql.visibility_types import VisibilityInput, from_input
@@ -53,11 +53,10 @@ def share(input: SetVisibilityInput, release: int | None) -> Mutation:
 async def set_visibility(info: strawberry.Info, input: SetVisibilityInput) -> SetVisibilityPayload:
     info.context.budget.spend_writes(1)
     mutation = share(input, info.context.client_release())
-    by = info.context.caller().sub
     written = await as_member(
         info,
         mutation.tenant_id,
-        lambda svc, role, moved: svc.apply(mutation, by, role, moved),
+        lambda svc, role, moved: svc.apply(mutation, viewer(info, mutation.tenant_id), role, moved),
         role=WRITER,
     )
     return SetVisibilityPayload(

@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any, cast
 
-from api.domain.audiences import Audience
+from api.domain.audiences import Audience, of_principals
 from api.domain.mutations import Write
 from api.service.ports import Store
 
@@ -29,7 +29,7 @@ def audience_of(writes: Sequence[Write]) -> Audience:
         if write.entries.main is not None:
             return None
         principals.update(write.entries.streams)
-    return frozenset(principals)
+    return of_principals(principals)
 
 
 class CommitAudiences:

@@ -5,20 +5,24 @@ writing: a replay, a refusal, a no-op), and the records a plan writes."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any
 
 from api.domain.catalog import MEMBER
-from api.domain.errors import (
-    BadUserInput,
-    InternalError,
-    RoleForbidden,
-    SyncError,
-    Unavailable,
-)
+from api.domain.errors import BadUserInput, InternalError, RoleForbidden, SyncError, Unavailable
 from api.domain.item_types import ItemType, apply_changes, check_size
-from api.domain.membership import Caller, at_least, member_role, member_write_refusal
+from api.domain.membership import (
+    Caller,
+    Roster,
+    at_least,
+    group_changes,
+    groups_refusal,
+    member_groups,
+    member_role,
+    member_write_refusal,
+)
 from api.domain.mutations import OUTCOME_RETENTION_S, Mutation, State, StoredOutcome, Write
 from api.domain.records import Conflict, CurrentVersionError, Record, not_found, write_refusal
 from api.domain.retention import Retention
@@ -70,13 +74,15 @@ class Entry:
 @dataclass
 class Known:
     """What a push knows of the server: entities and stored outcomes, as read at its
-    start and as its own transactions and refusals left them."""
+    start and as its own writes and refusals left them."""
 
     records: dict[str, Record]
     outcomes: dict[str, StoredOutcome]
     # The tenant is one of membership as data (contract 6), as the request found it
     # or as a Member write of this push made it.
     moved: bool = False
+    # The tenant's members, read when a Member write changes groups (their bounds).
+    roster: Callable[[], Roster] = Roster
 
 
 @dataclass(frozen=True)
@@ -94,6 +100,8 @@ class Plan:
     # Who sees the version it writes (None: the whole tenant) and its owner.
     visibility: Visibility | None = None
     owner: str | None = None
+    # A Member write: its access item's groups joined or left before (group, token).
+    prior: tuple[tuple[str, str], ...] = ()
 
     @cached_property
     def entries(self) -> Entries:
@@ -101,10 +109,11 @@ class Plan:
         before = None if self.current is None else self.current.visibility
         return entries_of(before, self.current is not None, self.visibility)
 
-    @property
-    def restricts(self) -> bool:
-        """Whether it makes its tenant one with restricted records (`fitting`)."""
-        return bool(self.entries.streams) or self.visibility is not None
+    def _group_changes(
+        self, record: Record, token: str, retention: Retention
+    ) -> tuple[tuple[str, str], ...]:
+        before = self.current.fields if self.current else None
+        return group_changes(self.prior, before, record.fields, token, retention)
 
     @property
     def kept(self) -> Record | None:
@@ -182,7 +191,7 @@ class Plan:
         outcome = self.outcome
         kept = self.kept
         entries = self.entries
-        left = entries.main == "left" or "left" in entries.streams.values()
+        left = entries.main == "left" or "left" in entries.streams.values() or entries.supersedes
         return Write(
             record,
             self.expected,
@@ -192,6 +201,7 @@ class Plan:
             later=later,
             later_removed=later_removed,
             member=self.member,
+            group_changes=self._group_changes(record, token, retention) if self.member else (),
             entries=entries,
         )
 
@@ -217,6 +227,11 @@ def decide(entry: Entry, known: Known, history: bool = False) -> Plan | Written 
         sub, role = decision.member
         caller = None if entry.by is None or entry.role is None else Caller(entry.by, entry.role)
         refusal = member_write_refusal(caller, known.moved, sub, role, decision.current is not None)
+        if refusal is None and role is not None:
+            roster = known.roster()
+            held = member_groups(decision.current.fields) if decision.current else ()
+            refusal = groups_refusal(roster, sub, held, member_groups(decision.state.fields))
+            decision = replace(decision, prior=tuple(roster.changed.get(sub, {}).items()))
         if refusal is not None:
             return refusal
         decision = replace(decision, moving=not known.moved)
@@ -383,17 +398,3 @@ def _version(
         return Record(item_type, tenant_id, entity_id, token, at, at, deleted=True)
     created = at if current is None else current.created_at
     return Record(item_type, tenant_id, entity_id, token, created, at, fields=fields)
-
-
-def fitting(group: list[Plan], room: int, restricted: bool) -> list[Plan]:
-    """The longest prefix of `group` whose items fit `room`; in a tenant that had no
-    restricted record (`restricted`), the first write that restricts one takes one
-    item more (the blob usage item's flag, `api.storage.stream_writes`)."""
-    fits: list[Plan] = []
-    for plan in group:
-        room -= plan.items + (not restricted and plan.restricts)
-        restricted = restricted or plan.restricts
-        if room < 0:
-            break
-        fits.append(plan)
-    return fits

@@ -137,7 +137,8 @@ class TenantExport:
                     # (DynamoDB's TTL deletes an expired job some time after it expires.)
                     days = KEPT_S // 86400
                     raise NotFound(f"no export {export_id} of this tenant (kept {days} days)")
-                job = found
+                # Its caller's view as this request found it (its groups now).
+                job = dataclasses.replace(found, asked_by=by)
             return self._run(job, STEPS_PER_CALL if steps is None else steps, meter)
 
     def _run(self, job: ExportJob, steps: int, meter: Meter) -> ExportJob:

@@ -5,6 +5,7 @@ records not every member sees, only a change in the caller's view pokes it
 from __future__ import annotations
 
 from api.domain.audiences import Audience, catch_up_audience
+from api.domain.membership import Viewer
 from api.service.ports import Store
 from api.service.reading import Reading
 
@@ -27,6 +28,9 @@ class FirstPoke:
         head = self._store.head(tenant_id)
         if head is None or not head.restricted:
             return latest
+        if sub is not None and not isinstance(sub, Viewer):
+            # Its groups, as its access item says now (one Query of 1 read unit).
+            sub = self._store.access(tenant_id, sub).viewer(sub)
         page = self._reading.changes(tenant_id, since=after, limit=1, sub=sub)
         # Not the tenant's newest token: that one may be of a change outside the view.
         return page.items[-1].change_token if page.items else None

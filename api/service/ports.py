@@ -86,6 +86,8 @@ class Page:
     settled: str | None = None
     # The tenant's first token when the sync began (None: not known), in its cursors.
     born: str | None = None
+    # A page of a sync's re-read of groups its caller joined or left (never cut).
+    regrouped: bool = False
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,12 @@ class Devices(Protocol):
     def get(self, tenant_id: str, device_id: str) -> PushDevice | None: ...
     def register(self, device: PushDevice, per_member: int, per_tenant: int, new: bool) -> None: ...
     def remove(
-        self, tenant_id: str, device_id: str, sub: str | None, registered_at_ms: int | None = None
+        self,
+        tenant_id: str,
+        device_id: str,
+        sub: str | None,
+        registered_at_ms: int | None = None,
+        former: bool = False,
     ) -> bool: ...
     def devices(self, tenant_id: str) -> list[PushDevice]: ...
     def mark_empty(self, tenant_id: str) -> bool: ...
@@ -140,7 +145,7 @@ class Pushes:
             d.device_id
             for d in devices
             if roster.access(d.sub).role is None
-            and self._devices.remove(tenant_id, d.device_id, d.sub, d.registered_at_ms)
+            and self._devices.remove(tenant_id, d.device_id, d.sub, d.registered_at_ms, former=True)
         ]
         if removed:
             logger.info("push devices of former members removed from %s: %s", tenant_id, removed)
@@ -227,7 +232,12 @@ class Pushes:
         newest = max((t for t in (token, *(d.pending for d in devices)) if t), default=None)
         if self._members is None or newest is None:
             return devices
-        roster = self._members(tenant_id, newest)
+        # A flush pushes tokens that waited for a window: who is a member now, not the
+        # roster kept for them (a removal since would be missed).
+        if token is None and self._roster is not None:
+            roster = self._roster(tenant_id)
+        else:
+            roster = self._members(tenant_id, newest)
         if not roster.moved:
             return devices
         kept = [d for d in devices if roster.access(d.sub).role is not None]
@@ -279,7 +289,8 @@ class Pushes:
             logger.info(
                 "push endpoint gone: device %s of %s removed", device.device_id, device.tenant_id
             )
-            self._devices.remove(device.tenant_id, device.device_id, None)
+            # Only the registration read: one made again since (a new token) stays.
+            self._devices.remove(device.tenant_id, device.device_id, None, device.registered_at_ms)
             self._endpoints.delete(device.endpoint)
             with done.lock:
                 done.removed.append(device.device_id)

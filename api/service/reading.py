@@ -4,6 +4,7 @@ cursor continues; and the first token a new subscription is told."""
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -16,21 +17,21 @@ from api.domain.item_types import ItemType
 from api.domain.records import Record
 from api.domain.retention import Retention
 from api.domain.tokens import check_token, token_before, token_ms
-from api.domain.visibility import sees
+from api.domain.visibility import principals_of, sees
 from api.ordering import wall_clock_ms
 from api.service.ports import Page, Store
+from api.service.regroup import Regroup
 from api.service.release_view import ReleaseView as ReleaseView
 from api.service.release_view import for_client
 from api.service.type_paging import FIRST_MARGIN, scan_size
-from api.service.views import after_life, check_since, merged, principal_of, stream_bound
+from api.service.views import after_life, check_since, merged, read_streams, shown, stream_bound
 
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
-# Filling a page of chosen types reads, beyond the first page, at most this many
-# log entries (of every type) per request, all its fields together, each Query's
-# one past its Limit included: two full pages, about 700 KB of people, about 190
-# read units; then the page stops with a cursor. The worst request is then three
-# full pages' reads (contract 3.4).
+# Filling a page of chosen types reads, beyond the first page, at most this many log
+# entries (of every type) per request, each Query's one past its Limit included: two
+# full pages, about 700 KB of people, about 190 read units; then the page stops with
+# a cursor. The worst request is then three full pages' reads (contract 3.4).
 MAX_SCANNED = 2 * MAX_LIMIT
 # The first read of a sync takes the head and up to this many of the newest log
 # entries in one Query. A sync of at most TAIL_ITEMS - 1 changes ends with that
@@ -52,15 +53,14 @@ class _Reads:
     owed_ms: int = 0
     from_cursor: bool = False
     # The cursor's upper bound, when a Query followed a cursor (its own or one this
-    # request made): a head of the tenant when the sync began; and the tenant's
-    # first token then (None: not known).
+    # request made): a head when the sync began; and the tenant's first token then.
     upper: str | None = None
     born: str | None = None
     # The caller (None: not known, it sees tenant-wide records only).
     sub: str | None = None
-    # The sync reads the caller's stream beside the main log: every cursor it makes
-    # says so, whichever page it cuts.
+    # The sync reads the caller's streams beside the main log (every cursor says so).
     streams: bool = False
+    limit: int = MAX_LIMIT  # the request's: a re-read's page holds at most this many
 
     def owe(self, low: str, upper: str, low_ms: int, from_cursor: bool) -> None:
         # The first range a request reads is its lowest: later ones continue above it.
@@ -80,6 +80,7 @@ class Reading:
         self._cursors = cursors
         self._clock_ms = clock_ms
         self._retention = retention or Retention()
+        self._regroup = Regroup(cursors, store.stream_range)
 
     def get(
         self, item_type: ItemType, tenant_id: str, entity_id: str, sub: str | None = None
@@ -129,11 +130,11 @@ class Reading:
         limit = DEFAULT_LIMIT if limit is None else limit
         if not 1 <= limit <= MAX_LIMIT:
             raise BadUserInput(f"limit must be between 1 and {MAX_LIMIT}")
-        reads = _Reads(sub=sub)
+        reads = _Reads(sub=sub, limit=limit)
         view = ReleaseView(catalog.RELEASE if release is None else release)
         page = self._collect(tenant_id, since, cursor, limit, types, max_scanned, reads, view)
         self._settle(tenant_id, reads)
-        return for_client(view.cut(page, since), release)
+        return for_client(view.cut(replace(page, items=shown(page.items)), since), release)
 
     def _collect(
         self,
@@ -160,6 +161,8 @@ class Reading:
             gone = record.deleted or record.left_view  # a first sync leaves both out
             return not (gone and settled is not None and record.change_token <= settled)
 
+        if page.regrouped:  # a re-read's page, at most `limit` items: never cut
+            return replace(page, items=[r for r in page.items if wanted(r)])
         if types is None and settled is None and all(view.knows(r.item_type) for r in page.items):
             return page
         items: list[Record] = []
@@ -202,10 +205,14 @@ class Reading:
     def _changes(
         self, tenant_id: str, since: str | None, cursor: str | None, limit: int, reads: _Reads
     ) -> Page:
-        # A cursor carries its own position, but a `since` sent beside it is still
-        # checked: a garbage one is the client's bug, answered rather than ignored.
+        # A `since` sent beside a cursor is still checked (a client's bug, answered).
         after = None if since is None else check_token(since, "since")
+        rest = functools.partial(self._changes, tenant_id, None, reads=reads)
+        size = min(limit, reads.limit)
         if cursor is not None:
+            regrouped = self._regroup.follow(tenant_id, cursor, size, reads.sub, rest)
+            if regrouped is not None:  # a re-read of groups joined or left (its pages)
+                return regrouped
             position = self._cursors.decode(tenant_id, cursor)
             upper, settled = position.upper, position.settled
             if settled is None:
@@ -221,15 +228,19 @@ class Reading:
             reads.streams = position.streams and reads.sub is not None
             items, more = self._store.changes(tenant_id, position.after, upper, limit)
             if position.streams and reads.sub is not None:
-                principal = principal_of(reads.sub)
                 start = after_life(position.after, position.born)
-                stream = self._store.stream_range(tenant_id, principal, start, upper, limit)
+                stream = read_streams(
+                    self._store.stream_range, tenant_id, reads.sub, start, upper, limit
+                )
                 items, more = merged(items, more, *stream, limit)
             page = self._page(tenant_id, items, more, upper, settled, position.born)
             if more or not reads.streams:
                 return self._streamed(tenant_id, page, position.streams)
             return self._lifted(tenant_id, page, limit, reads)
-        return self._first_page(tenant_id, after, limit, reads)
+        page = self._first_page(tenant_id, after, limit, reads)
+        if not reads.streams:
+            return page
+        return self._regroup.start(tenant_id, after, page, reads.sub, size, rest)
 
     def _lifted(self, tenant_id: str, page: Page, limit: int, reads: _Reads) -> Page:
         """The last page of a sync with streams, whose bound (`page.change_token`) is a
@@ -285,8 +296,8 @@ class Reading:
         if after is not None:
             check_since(tail, after)
         if tail.head is None or quiet and tail.settled != after:
-            # (`quiet`: only the transaction right above `after`, `Reading._lifted`.)
-            # No write has made the head yet (or the first is still being applied).
+            # No write has made the head yet (or the first is still being applied);
+            # `quiet`: only the transaction right above `after` (`Reading._lifted`).
             return Page(items=[], cursor=None, change_token=None)
         head = tail.head
         settled = tail.settled if after is None else None
@@ -295,15 +306,14 @@ class Reading:
             # The head's transaction is older than the retention, so applied whole
             # (premise P3, docs/ordering.md), its removals of earlier entries too: a
             # first sync leaves its deletions out as well, and it bounds the sync
-            # although TTL may have removed its deletions' entries (which the read
-            # would need to prove it): the pages read up to it.
+            # although TTL may have removed the entries the read would prove it by.
             if after is None:
                 settled = head
             if tail.bound != head:
                 tail = replace(tail, bound=head, records=[], complete=False)
         if after is not None:
-            # Changes follow `since`: deletions among them may have expired. (A device
-            # up to date with a quiet tenant is not sent to resync, however old.)
+            # Changes follow `since`: deletions among them may have expired (a device up
+            # to date with a quiet tenant is not sent to resync, however old).
             reads.owe(after, head, token_ms(after), False)
         elif tail.bound is not None:
             # A first sync owes the deletions above `settled`: the head's transaction's.
@@ -312,24 +322,25 @@ class Reading:
         streams = tail.last is not None and tail.last.restricted and reads.sub is not None
         reads.streams = streams
         stream: list[Record] = []
-        stream_more = False
+        stream_edge: str | None = None
         ahead = after is None or after < head  # else the stream owes nothing either
         if streams and ahead and bound is not None and tail.last and reads.sub is not None:
-            # Who sees what: the caller's stream up to the head, one Query; the head's
-            # token bounds the sync only once its stream entries are read too.
-            principal = principal_of(reads.sub)
+            # The caller's streams up to the head, a Query each (its token bounds too).
             start = after_life(after, tail.born)
-            stream, stream_more = self._store.stream_range(tenant_id, principal, start, head, limit)
+            stream, stream_edge = read_streams(
+                self._store.stream_range, tenant_id, reads.sub, start, head, limit
+            )
             if not aged:
-                bound = stream_bound(tail.last, bound, stream, principal, after) or tail.settled
+                mine = principals_of(reads.sub)
+                bound = stream_bound(tail.last, bound, stream, mine, after) or tail.settled
             if bound is not None:
                 kept = [r for r in tail.records if r.change_token <= bound]
                 tail = replace(tail, bound=bound, records=kept)
-                stream_more &= bool(stream) and stream[-1].change_token < bound
+                stream_edge = stream_edge if stream_edge and stream_edge < bound else None
                 stream = [r for r in stream if r.change_token <= bound]
         if bound is None or (after is not None and bound <= after):
-            # Nothing past `after` is provably complete yet (a write is still being
-            # applied): the device keeps its token and gets the change next time.
+            # Nothing past `after` is proven yet (a write is being applied): the device
+            # keeps its token and gets the change next time.
             return Page(items=[], cursor=None, change_token=after)
         more = False
         if tail.complete:
@@ -343,7 +354,7 @@ class Reading:
                 # Those and the linked entries are all of (after, bound], in order.
                 items = items + tail.records
         if streams:
-            items, more = merged(items, more, stream, stream_more, limit)
+            items, more = merged(items, more, stream, stream_edge, limit)
         more = more or len(items) > limit
         page = self._page(tenant_id, items[:limit], more, bound, settled, tail.born)
         return self._streamed(tenant_id, page, streams)

@@ -33,6 +33,7 @@ from api.domain.visibility import principals_of, sees
 from api.service.ports import Page, Store
 from api.service.reading import DEFAULT_LIMIT, MAX_LIMIT, MAX_SCANNED, ReleaseView
 from api.service.release_view import unknown_removal
+from api.service.views import read_streams, shown
 
 # A copy's place in the tenant's copies: (type code, release, entity id).
 Position = tuple[str, int, str]
@@ -183,7 +184,7 @@ class Upgrades:
         by_id = {r.id: r for r in entries}
         for principal in _streams_put(head, by):
             mine, _ = self._store.stream_range(tenant_id, principal, after, upper, head.entries)
-            by_id.update((r.id, r) for r in mine)
+            by_id.update((r.id, r) for r in mine if r.superseded is None)
         return sorted(by_id.values(), key=lambda r: r.change_token)
 
     def _log_page(
@@ -200,7 +201,7 @@ class Upgrades:
         tenant with restricted records, the caller's stream's the same way."""
         if reached is not None and not reached.startswith((_LOG, _COPY, _STREAM)):
             raise InvalidCursor("cursor is not this catch-up's")
-        stream = principals_of(by)[0] if head.restricted and by is not None else None
+        stream = by if head.restricted and by is not None else None
         if reached is not None and reached.startswith(_STREAM):
             if stream is None:
                 raise InvalidCursor("cursor is not this catch-up's")
@@ -222,11 +223,12 @@ class Upgrades:
         return entries + mine, last
 
     def _stream_page(
-        self, tenant_id: str, principal: str, reached: str, up_to: str, limit: int
+        self, tenant_id: str, by: str, reached: str, up_to: str, limit: int
     ) -> tuple[list[Record], str | None]:
+        """The caller's streams (its own, its groups') from `reached` up to `up_to`."""
         after = reached or None
-        entries, more = self._store.stream_range(tenant_id, principal, after, up_to, limit)
-        return entries, _STREAM + entries[-1].change_token if more and entries else None
+        entries, edge = read_streams(self._store.stream_range, tenant_id, by, after, up_to, limit)
+        return shown(entries), None if edge is None else _STREAM + edge
 
 
 def _streams_put(head: Head, by: str | None) -> list[str]:

@@ -1,20 +1,55 @@
 """A sync of a tenant with restricted records (docs/ordering.md, "Who sees what"):
-the caller's stream read beside the main log, the bound both prove, and the pages
-that merge them by token; and the check of a sync's `since` against the log's tail."""
+the caller's streams (its own, its groups') read beside the main log, the bound they
+prove, and the pages that merge them by token; and the check of a sync's `since`
+against the log's tail."""
 
 from __future__ import annotations
+
+from collections.abc import Callable, Collection
+from dataclasses import replace
 
 from api.domain.chain import Head, split_stream_key
 from api.domain.errors import BadUserInput, TenantDeleted
 from api.domain.records import LogTail, Record
 from api.domain.tokens import token_before
-from api.domain.visibility import principals_of
+from api.domain.visibility import is_group, principals_of
+
+StreamRange = Callable[[str, str, str | None, str, int], tuple[list[Record], bool]]
 
 
-def principal_of(sub: str) -> str:
-    """The one stream a caller reads (a member's own; groups will add theirs)."""
-    (principal,) = principals_of(sub)
-    return principal
+def read_streams(
+    stream_range: StreamRange,
+    tenant_id: str,
+    sub: str,
+    after: str | None,
+    upper: str,
+    limit: int,
+) -> tuple[list[Record], str | None]:
+    """The caller's streams (`principals_of`: its own, each of its groups') read with
+    one Query each from `after` up to `upper`, merged by token up to where every one
+    was read (a stream cut by its Limit was read up to its last entry); at one token
+    a version wins over a sentinel (one write puts its version in every stream of
+    its audience). And where the streams were read up to, when more follow (None:
+    all of them to `upper`): an entry left out may be the last one read."""
+    by_token: dict[str, Record] = {}
+    edges: list[str] = []
+    joined = getattr(sub, "changed", {})  # a group's join token (its sentinels before it)
+    for principal in principals_of(sub):
+        since_joined = joined.get(principal[len("g:") :], "") if is_group(principal) else ""
+        items, more = stream_range(tenant_id, principal, after, upper, limit)
+        if more and items:
+            edges.append(items[-1].change_token)
+        for record in items:
+            if (record.left_view or record.deleted) and record.change_token < since_joined:
+                # Left the group, or deleted, before the caller joined it: not its to
+                # see, but where the Query reached (`shown` leaves it out of a page).
+                record = replace(record, superseded=record.change_token)
+            held = by_token.get(record.change_token)
+            if held is None or held.left_view and not record.left_view:
+                by_token[record.change_token] = record
+    edge = min(edges) if edges else None
+    merged_ = [by_token[t] for t in sorted(by_token) if edge is None or t <= edge]
+    return merged_, edge
 
 
 def after_life(after: str | None, born: str | None) -> str | None:
@@ -27,19 +62,30 @@ def after_life(after: str | None, born: str | None) -> str | None:
     return floor if after is None or after < floor else after
 
 
+def shown(items: list[Record]) -> list[Record]:
+    """A page's items but the group's entries a later write superseded, and those the
+    caller never saw through the group (`read_streams`): the page's position and
+    cursor are where the reads reached (docs/ordering.md, "Groups")."""
+    return [r for r in items if r.superseded is None]
+
+
 def stream_bound(
-    head: Head, bound: str | None, stream: list[Record], principal: str, after: str | None
+    head: Head,
+    bound: str | None,
+    stream: list[Record],
+    principals: Collection[str],
+    after: str | None,
 ) -> str | None:
-    """The sync's bound once its stream Query returned `stream`: the head's token only
-    if the main log proved it (`bound`) and every entry the head's transaction put
-    in the caller's stream above `after` was returned; else None (the head's `prev`
-    bounds it)."""
+    """The sync's bound once its stream Queries returned `stream`: the head's token
+    only if the main log proved it (`bound`) and every entry the head's transaction
+    put in the caller's streams (`principals`) above `after` was returned; else None
+    (the head's `prev` bounds it)."""
     if bound != head.token:
         return bound
     owed = {
         token
         for token, p in map(split_stream_key, head.stream_put)
-        if p == principal and (after is None or token > after)
+        if p in principals and (after is None or token > after)
     }
     returned = {r.change_token for r in stream}
     return bound if owed <= returned else None
@@ -49,15 +95,17 @@ def merged(
     main: list[Record],
     main_more: bool,
     stream: list[Record],
-    stream_more: bool,
+    stream_edge: str | None,
     limit: int,
 ) -> tuple[list[Record], bool]:
     """One page from both partitions read from the same position up to the same
     bound, ascending: by token, the stream's entry in place of the main log's at
     the same token (a restricted record's version beside the sentinel the rest of
     the tenant gets), up to where both were read (a partition cut by its Limit was
-    read up to its last entry), at most `limit`; and whether more follow."""
-    edges = [p[-1].change_token for p, more in ((main, main_more), (stream, stream_more)) if more]
+    read up to its last entry; the streams' `stream_edge`), at most `limit`; and
+    whether more follow."""
+    edges = [main[-1].change_token] if main_more else []
+    edges += [stream_edge] if stream_edge is not None else []
     edge = min(edges) if edges else None
     by_token = {r.change_token: r for r in main}
     by_token.update({r.change_token: r for r in stream})

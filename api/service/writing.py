@@ -44,6 +44,7 @@ from api.service.ports import PushResult, PushStatus, Store, Written
 from api.service.referencing import typed, with_attachments
 from api.service.replaying import replay_for
 from api.service.tenant_check import TenantCheck
+from api.service.transaction_room import fitting
 
 logger = logging.getLogger(__name__)
 
@@ -83,9 +84,8 @@ class Writing:
         role: str | None = None,
         moved: bool = False,
     ) -> Written:
-        """Apply one mutation, at most once per clientMutationID; `by` is the caller's
-        sub, recorded on the version it writes, `role` its role in the tenant and
-        `moved` whether the tenant is one of membership as data (contract 6)."""
+        """Apply one mutation, at most once per clientMutationID; `by` is the caller's sub
+        (on the version it writes), `role` its role, `moved` as in contract 6."""
         (mutation,) = typed(self._store, mutation.tenant_id, [mutation])
         (result,) = self._apply_in_order(mutation.tenant_id, [mutation], by, None, role, moved)
         if result.error is not None:
@@ -173,6 +173,7 @@ class Writing:
                     (e.client_mutation_id for e in todo if e.client_mutation_id is not None),
                 ),
                 moved=moved,
+                roster=lambda: self._store.roster(tenant_id),
             )
             todo = with_attachments(self._attachments, todo, known, results)
             while todo:
@@ -276,7 +277,7 @@ class Writing:
 
         def fit(link: Link) -> list[Plan]:
             room = _ITEMS_FOR_WRITES - link.checked_items - (guard is not None)
-            return deciding.fitting(group, room, link.streams.restricted)
+            return fitting(group, room, link.streams.restricted)
 
         def attempt(first: str, link: Link) -> list[Record]:
             fitting = fit(link)

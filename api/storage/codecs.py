@@ -39,6 +39,8 @@ _LATER_REMOVED = HeadItem.later_removed.attr_name
 _DELETING_BY = HeadItem.deleting_by.attr_name
 _OWNER = RecordItem.owner.attr_name
 _SHARED = RecordItem.shared.attr_name
+_GROUPS = RecordItem.groups.attr_name
+_SUPERSEDED = RecordItem.superseded.attr_name
 _LEFT_VIEW = RecordItem.left_view.attr_name
 _RESTRICTED = HeadItem.restricted.attr_name
 _LAST_MAIN = HeadItem.last_main.attr_name
@@ -125,6 +127,7 @@ def _item(pk: str, sk: str, record: Record, left: bool = False) -> RecordItem:
         copy_release=None if left else record.copy_release,
         owner=record.owner,
         shared=None if visibility is None else list(visibility.shared_with),
+        groups=None if visibility is None or not visibility.groups else list(visibility.groups),
         left_view=True if left else None,
     )
 
@@ -187,6 +190,7 @@ def record_from_raw(tenant_id: str, raw: dict[str, Any]) -> Record:
         owner=raw[_OWNER]["S"] if _OWNER in raw else None,
         visibility=visibility_of(raw),
         left_view=raw.get(_LEFT_VIEW, {}).get("BOOL", False),
+        superseded=raw[_SUPERSEDED]["S"] if _SUPERSEDED in raw else None,
     )
 
 
@@ -195,7 +199,8 @@ def visibility_of(raw: dict[str, Any]) -> Visibility | None:
     if _SHARED not in raw:
         return None
     shared = tuple(str(value["S"]) for value in raw[_SHARED]["L"])
-    return Visibility(str(raw[_OWNER]["S"]), shared)
+    groups = tuple(str(value["S"]) for value in raw.get(_GROUPS, {}).get("L", []))
+    return Visibility(str(raw[_OWNER]["S"]), shared, groups)
 
 
 def _plain(value: dict[str, Any]) -> Any:

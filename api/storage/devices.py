@@ -108,11 +108,19 @@ class DeviceTable:
         raise Unavailable("the tenant's head kept changing; retry")
 
     def remove(
-        self, tenant_id: str, device_id: str, sub: str | None, registered_at_ms: int | None = None
+        self,
+        tenant_id: str,
+        device_id: str,
+        sub: str | None,
+        registered_at_ms: int | None = None,
+        former: bool = False,
     ) -> bool:
         """Delete the device (`sub`: only if that member's; `registered_at_ms`: only
-        the registration of that instant, not one made again since) and lower both
-        counts; False if it was not there (or another member's, or another one)."""
+        the registration of that instant, not one made again since; `former`: only
+        while its member has no access item, in the same transaction, so that a
+        member re-added since the roster was read keeps it) and lower both counts;
+        False if it was not there (or another member's, or another one, or its
+        member's again)."""
         device = self.get(tenant_id, device_id)
         if device is None or (sub is not None and device.sub != sub):
             return False
@@ -127,6 +135,22 @@ class DeviceTable:
             delete["ConditionExpression"] += " AND #at = :at"
             delete["ExpressionAttributeNames"]["#at"] = "at"
             delete["ExpressionAttributeValues"][":at"] = {"N": str(registered_at_ms)}
+        member = (
+            [
+                {
+                    "ConditionCheck": {
+                        "TableName": _table(),
+                        "Key": codecs.raw_key(
+                            keys.members_pk(tenant_id), keys.member_sk(device.sub)
+                        ),
+                        "ConditionExpression": "attribute_not_exists(#p)",
+                        "ExpressionAttributeNames": {"#p": codecs.PK},
+                    }
+                }
+            ]
+            if former
+            else []
+        )
         try:
             with translated():
                 _client().transact_write_items(
@@ -134,12 +158,13 @@ class DeviceTable:
                         {"Delete": delete},
                         _count(tenant_id, keys.DEVICE_COUNT_SK, -1),
                         _count(tenant_id, keys.member_devices_sk(device.sub), -1),
+                        *member,
                     ],
                     ReturnConsumedCapacity=TOTAL_CAPACITY,
                 )
         except ClientError as exc:
-            if _reasons(exc)[0] == "ConditionalCheckFailed":
-                return False  # removed meanwhile
+            if "ConditionalCheckFailed" in _reasons(exc):
+                return False  # removed meanwhile (or its member re-added)
             raise
         return True
 

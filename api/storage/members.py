@@ -9,7 +9,7 @@ from typing import Any
 
 from pynamodb.transactions import TransactWrite
 
-from api.domain.membership import OWNER, Access, MemberGuard, Roster
+from api.domain.membership import OWNER, Access, MemberGuard, Roster, member_groups
 from api.domain.mutations import Write
 from api.domain.records import Record
 from api.storage import codecs, keys, reads
@@ -25,13 +25,17 @@ def access(tenant_id: str, sub: str) -> Access:
     if not items:
         return Access()
     item = items[0]
-    return Access(moved=True, role=_role(item) if item[codecs.SK]["S"] == own else None)
+    if item[codecs.SK]["S"] != own:
+        return Access(moved=True)
+    return Access(moved=True, role=_role(item), groups=_groups(item), changed=_changed(item))
 
 
 def roster(tenant_id: str) -> Roster:
     """Every access item of the tenant, page by page (about 60 bytes each: a 4 KB
     read unit holds about 60 members)."""
     roles: dict[str, str] = {}
+    groups: dict[str, tuple[str, ...]] = {}
+    changed: dict[str, dict[str, str]] = {}
     moved = False
     start: dict[str, Any] | None = None
     prefix = keys.member_sk("")
@@ -43,8 +47,12 @@ def roster(tenant_id: str) -> Roster:
             role = _role(item)
             if sk.startswith(prefix) and role is not None:
                 roles[sk[len(prefix) :]] = role
+                if item_groups := _groups(item):
+                    groups[sk[len(prefix) :]] = item_groups
+                if item_changed := _changed(item):
+                    changed[sk[len(prefix) :]] = item_changed
         if start is None:
-            return Roster(moved, roles)
+            return Roster(moved, roles, groups, changed)
 
 
 def access_item(
@@ -53,6 +61,7 @@ def access_item(
     member: tuple[str, str | None],
     record: Record,
     guard: MemberGuard | None,
+    group_changes: tuple[tuple[str, str], ...] = (),
 ) -> tuple[str, str]:
     """A Member write's access item, in its transaction: put with its role, or deleted
     with the record; the writer's own (an owner keeps only the owner role) carries
@@ -65,6 +74,8 @@ def access_item(
         tx.delete(item, condition=condition)
     else:
         item.role, item.token = role, record.change_token
+        item.groups = list(member_groups(record.fields)) or None  # type: ignore[arg-type]
+        item.changed = dict(group_changes) or None
         tx.save(item, condition=condition)
     return "delete" if role is None else "put", "guard" if own else "member"
 
@@ -83,6 +94,14 @@ def guard(
         return None
     tx.condition_check(MemberItem, pk, keys.member_sk(guard.writer), MemberItem.role == OWNER)
     return "check", "guard"
+
+
+def _changed(item: dict[str, Any]) -> dict[str, str]:
+    return {g: str(v["S"]) for g, v in item.get("gt", {}).get("M", {}).items()}
+
+
+def _groups(item: dict[str, Any]) -> tuple[str, ...]:
+    return tuple(sorted(str(v["S"]) for v in item.get("gr", {}).get("L", [])))
 
 
 def _role(item: dict[str, Any]) -> str | None:

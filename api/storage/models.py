@@ -119,7 +119,11 @@ class RecordItem(Model):
     # sentinel's mark (the record left the reader's view here; no fields).
     owner = UnicodeAttribute(attr_name="ow", null=True)
     shared = ListAttribute(of=UnicodeAttribute, attr_name="vw", null=True)
+    # The groups it is shared with (absent: none).
+    groups = ListAttribute(of=UnicodeAttribute, attr_name="vg", null=True)
     left_view = BooleanAttribute(attr_name="lv", null=True)
+    # An entry of a group's stream superseded by a later write: that write's token.
+    superseded = UnicodeAttribute(attr_name="sup", null=True)
 
 
 class OutcomeItem(Model):
@@ -136,8 +140,8 @@ class OutcomeItem(Model):
 
 
 class MemberItem(Model):
-    """A live member's access (U#<sub>: its role and its Member record's token), or
-    the tenant's marker of membership as data (V, no attributes)."""
+    """A live member's access (U#<sub>: its role, its groups and its Member record's
+    token), or the tenant's marker of membership as data (V, no attributes)."""
 
     class Meta(_TableMeta):
         pass
@@ -145,6 +149,9 @@ class MemberItem(Model):
     pk = UnicodeAttribute(hash_key=True)
     sk = UnicodeAttribute(range_key=True)
     role = UnicodeAttribute(null=True)
+    groups = ListAttribute(of=UnicodeAttribute, attr_name="gr", null=True)
+    # The groups it joined or left within the retention: group -> that change's token.
+    changed = MapAttribute(attr_name="gt", null=True)  # type: ignore[var-annotated]
     token = UnicodeAttribute(attr_name="tok", null=True)
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from api.domain.visibility import member_principal
+from api.domain.visibility import group_principal, member_principal
 from api.storage import codecs, keys
 from api.storage.errors import translated
 from api.storage.models import HeadItem, RecordItem
@@ -16,6 +16,7 @@ from api.storage.reads import TOTAL_CAPACITY, connection
 
 _OWNER = RecordItem.owner.attr_name
 _SHARED = RecordItem.shared.attr_name
+_GROUPS = RecordItem.groups.attr_name
 _RESTRICTED = HeadItem.restricted.attr_name
 
 
@@ -25,18 +26,24 @@ def restricted(head: dict[str, Any] | None) -> bool:
 
 
 def stream_partitions(tenant_id: str) -> list[str]:
-    """The streams of every member in the audience of one of the tenant's records:
-    its entity items' `ow` and `vw`, read in consistent Query pages."""
+    """The streams of every member and group in the audience of one of the tenant's
+    records: its entity items' `ow`, `vw` and `vg`, read in consistent Query pages."""
     subs: set[str] = set()
+    groups: set[str] = set()
     start: dict[str, Any] | None = None
     while True:
         request: dict[str, Any] = {
             "ReturnConsumedCapacity": TOTAL_CAPACITY,
             "TableName": RecordItem.Meta.table_name,
             "KeyConditionExpression": "#pk = :pk",
-            "ExpressionAttributeNames": {"#pk": codecs.PK, "#ow": _OWNER, "#vw": _SHARED},
+            "ExpressionAttributeNames": {
+                "#pk": codecs.PK,
+                "#ow": _OWNER,
+                "#vw": _SHARED,
+                "#vg": _GROUPS,
+            },
             "ExpressionAttributeValues": {":pk": {"S": keys.tenant_pk(tenant_id)}},
-            "ProjectionExpression": "#ow, #vw",
+            "ProjectionExpression": "#ow, #vw, #vg",
             "ConsistentRead": True,
         }
         if start is not None:
@@ -47,6 +54,9 @@ def stream_partitions(tenant_id: str) -> list[str]:
             if _SHARED in item and _OWNER in item:
                 subs.add(item[_OWNER]["S"])
                 subs.update(value["S"] for value in item[_SHARED]["L"])
+                groups.update(value["S"] for value in item.get(_GROUPS, {}).get("L", []))
         start = answer.get("LastEvaluatedKey")
         if start is None:
-            return [keys.stream_pk(tenant_id, member_principal(s)) for s in sorted(subs)]
+            principals = [member_principal(s) for s in sorted(subs)]
+            principals += [group_principal(g) for g in sorted(groups)]
+            return [keys.stream_pk(tenant_id, p) for p in principals]

@@ -12,11 +12,12 @@ from pynamodb.transactions import TransactWrite
 
 from api.domain.chain import NO_MAIN, Streams, split_stream_key, stream_key
 from api.domain.mutations import Write
+from api.domain.visibility import is_group
 from api.storage import codecs, keys
 from api.storage.models import BlobUsageItem, HeadItem, RecordItem
 
-# What an action is for, as transactions' roles name them, and whether it is a delete.
-Action = tuple[Literal["chain", "entry", "old entry"], bool]
+# What an action is for, as transactions' roles name them, and what it is.
+Action = tuple[Literal["chain", "entry", "old entry"], Literal["delete", "put", "update"]]
 
 
 class StreamWrites:
@@ -52,6 +53,7 @@ class StreamWrites:
         the delete of one the previous transaction put) and put the write's."""
         record, entries, expected = write.record, write.entries, write.expected_token
         actions: list[Action] = []
+        expires = write.expires_at or 0  # (set when it supersedes: `Entries.supersedes`)
         for principal in entries.streams_removed:
             assert expected is not None
             key = stream_key(expected, principal)
@@ -64,16 +66,27 @@ class StreamWrites:
                 if key in self._gone
                 else None
             )
-            tx.delete(
-                RecordItem(keys.stream_pk(self._tenant_id, principal), expected),
-                condition=condition,
-            )
-            actions.append(("chain" if condition is not None else "old entry", True))
+            item = RecordItem(keys.stream_pk(self._tenant_id, principal), expected)
+            if is_group(principal):
+                # A group's entry is superseded in place, not removed (one item: a
+                # Query returns it in one state or the other, never neither).
+                condition = _gone(key) if key in self._gone else RecordItem.sk.exists()
+                actions_: list[Any] = [
+                    RecordItem.superseded.set(record.change_token),
+                    RecordItem.expires.set(expires),
+                    RecordItem.fields.remove(),
+                ]
+                tx.update(item, actions=actions_, condition=condition)
+                checked = key in self._check or key in self._gone
+                actions.append(("chain" if checked else "old entry", "update"))
+            else:
+                tx.delete(item, condition=condition)
+                actions.append(("chain" if condition is not None else "old entry", "delete"))
             self._removed.add(key)
         for principal, what in entries.streams.items():
             left = what == "left"
             tx.save(codecs.stream_item(record, principal, write.expires_at, left))
-            actions.append(("entry", False))
+            actions.append(("entry", "put"))
             self._put.add(stream_key(record.change_token, principal))
         return actions
 
@@ -86,7 +99,7 @@ class StreamWrites:
             self._condition_check(tx, key, RecordItem.sk.exists())
             count += 1
         for key in sorted(self._gone - self._removed):
-            self._condition_check(tx, key, RecordItem.sk.does_not_exist())
+            self._condition_check(tx, key, _gone(key))
             count += 1
         return count
 
@@ -128,3 +141,11 @@ class StreamWrites:
             if self._removed
             else HeadItem.stream_removed.remove(),
         ]
+
+
+def _gone(key: str) -> Any:
+    """The condition that the stream entry `key` was removed: absent, or for a group's
+    entry superseded."""
+    if is_group(split_stream_key(key)[1]):
+        return RecordItem.superseded.exists()
+    return RecordItem.sk.does_not_exist()

@@ -10,7 +10,9 @@ from typing import Any
 from api.domain.chain import split_stream_key, stream_key
 from api.domain.records import Record
 from api.storage import codecs, keys, reads
+from api.storage.models import RecordItem
 
+_SUPERSEDED = RecordItem.superseded.attr_name
 _BATCH_GET_KEYS = 100
 
 
@@ -24,6 +26,8 @@ def entries_applied(tenant_id: str, present: Collection[str], gone: Collection[s
         batch = wanted[start : start + _BATCH_GET_KEYS]
         pending = [_raw_key(tenant_id, key) for key in batch]
         for raw in reads.batch_get_keys(pending):
+            if _SUPERSEDED in raw:
+                continue  # a group's entry superseded: removed, as far as the chain goes
             principal = raw[codecs.PK]["S"][len(keys.stream_pk(tenant_id, "")) :]
             found.add(stream_key(codecs.sort_key(raw), principal))
     return set(present) <= found and not (set(gone) & found)

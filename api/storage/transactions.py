@@ -80,7 +80,8 @@ def commit(
     checks: list[_Role] = []
     deletes: list[_Role] = []
     puts: list[_Role] = []
-    updates: list[_Role] = []  # before the head's (the usage item's flag)
+    # A group's stream entries superseded, then the usage item's flag (before the head).
+    updates: list[_Role] = []
     log_pk = keys.log_pk(tenant_id)
     later_pk = keys.later_pk(tenant_id)
     check_later, gone_later = frozenset(later_check), frozenset(later_gone)
@@ -117,8 +118,10 @@ def commit(
                 puts.append(_Role("entity", index))
                 if seen.main_entry(tx, write):
                     puts.append(_Role("entry", index))
-                for role, delete in seen.stream_entries(tx, write):
-                    (deletes if delete else puts).append(_Role(role, index))
+                for role, what in seen.stream_entries(tx, write):
+                    {"delete": deletes, "put": puts, "update": updates}[what].append(
+                        _Role(role, index)
+                    )
                 if write.kept is not None:
                     tx.save(codecs.version_item(write.kept, write.expires_at))
                     puts.append(_Role("version", index))
@@ -137,7 +140,9 @@ def commit(
                     checked = sk in check_later or sk in gone_later
                     puts.append(_Role("chain" if checked else "later", index))
                 if write.member is not None:
-                    action, kind = members.access_item(tx, tenant_id, write.member, record, guard)
+                    action, kind = members.access_item(
+                        tx, tenant_id, write.member, record, guard, write.group_changes
+                    )
                     (deletes if action == "delete" else puts).append(_Role(kind, index))
                 if write.outcome is not None:
                     tx.save(

@@ -171,7 +171,7 @@ def test_each_function_may_do_only_what_its_code_does(packaged: dict[str, Any]) 
             frozenset({"sqs:SendMessage"}): pushes,
         },
         "PushFlushRole": {
-            devices: table,
+            marking: table,  # a former member's device removed: its check, a transaction
             frozenset(
                 {
                     "sqs:ReceiveMessage",

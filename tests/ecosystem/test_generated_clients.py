@@ -80,9 +80,10 @@ def test_the_generated_schemas_sync_migrate_and_converge(findings: dict[str, Any
     person = findings["upgradedPeople"][ann]
     assert (person["given_name"], person["relationship"]) == ("Ann", "PARTNER")
     assert person["change_token"]  # synced
-    # The committed file is the newest release's (3: release 2 added the Member table,
-    # release 3 an enum value, no column), migrated to from release 1 in place.
-    assert findings["upgradedVersion"] == releases.latest(catalog.DECLARED) == 3
+    # The committed file is the newest release's (4: release 2 added the Member table,
+    # release 3 an enum value, no column, release 4 Member's groups column), migrated to
+    # from release 1 in place.
+    assert findings["upgradedVersion"] == releases.latest(catalog.DECLARED) == 4
     assert findings["upgradedMembers"] == {}  # the table release 2 added, by migration
     # A new device of release 2 holds exactly what the upgraded one does.
     assert findings["freshPeople"] == findings["upgradedPeople"]
