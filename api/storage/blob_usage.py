@@ -19,6 +19,7 @@ from api.storage import codecs, keys, reads
 from api.storage.errors import error_code, translated
 from api.storage.models import BlobUsageItem, RecordItem
 from api.storage.reads import TOTAL_CAPACITY, connection
+from api.storage.restricted_flag import from_head
 
 ROOM = "room"
 REGISTERED = "reg"
@@ -68,8 +69,12 @@ class BlobUsageTable:
                 ConsistentRead=True,
             )
         item = answer.get("Item", {})
-        restricted = item.get(RESTRICTED, {}).get("BOOL", False)
-        return BlobKeys(_generation_of(item), restricted)
+        generation = _generation_of(item)  # TenantDeleted while it is being deleted
+        if RESTRICTED not in item:  # a tenant whose item never got it: its head says
+            return BlobKeys(
+                generation, from_head(_table(), tenant_id, _usage_key(tenant_id), DELETING)
+            )
+        return BlobKeys(generation, item[RESTRICTED]["BOOL"])
 
     def reserve(self, tenant_id: str, size: int, quota: int, now_s: int) -> str | None:
         """Take `size` bytes of the tenant's room (a tenant without an item starts with

@@ -71,13 +71,16 @@ def _keys_read() -> Iterator[list[str]]:
 
 
 def test_a_tenant_wide_tenants_attachment_calls_read_no_head(
-    gql: GraphQLClient, tenant: str
+    gql: GraphQLClient, tenant: str, ddb: Any, settings: Settings
 ) -> None:
     """requestUpload and attachment learn the flag from the usage item they read for
-    the generation: no GetItem of the head (it was one each, 1 read unit a call)."""
+    the generation: no GetItem of the head (it was one each, 1 read unit a call), but
+    the first call of a tenant whose item has no flag yet."""
     alice = Member(gql, tenant, "alice")
     alice.create("p1", None)  # a tenant-wide record: the tenant has a head
     photo = b"tenant-wide photo"
+    _offer(alice, b"a first call")  # its item had no flag: the head's answer kept
+    assert _flag(ddb, settings, tenant) is False
     with _keys_read() as read:
         offered = _offer(alice, photo)
         body = alice.call(ATTACHMENT, {"t": tenant, "sha": reference(photo)["sha256"]}, None)
@@ -96,7 +99,7 @@ def test_a_tenants_first_record_restricted_hides_its_blobs_from_the_next_call(
     alice, bob = Member(gql, tenant, "alice"), Member(gql, tenant, "bob")
     photo = b"alice's private photo"
     answer = _offer(alice, photo)  # before any record: a tenant-wide tenant
-    assert answer["alreadyPresent"] is False and _flag(ddb, settings, tenant) is None
+    assert answer["alreadyPresent"] is False and _flag(ddb, settings, tenant) is False
     _put(answer, photo)
     assert _offer(bob, photo)["alreadyPresent"] is True  # tenant-wide: deduplicated
     alice.create("mine", [])  # the tenant's first record, private to alice
@@ -154,3 +157,25 @@ def test_a_deleted_tenant_written_again_tenant_wide_deduplicates_again(
     answer = _offer(alice, photo)
     _put(answer, photo)
     assert _offer(bob, photo)["alreadyPresent"] is True
+
+
+def test_a_tenant_restricted_by_an_earlier_build_is_answered_by_its_head_once(
+    gql: GraphQLClient, tenant: str, ddb: Any, settings: Settings
+) -> None:
+    """A build from before the usage item's flag set only the head's: its tenants'
+    items have none. Bob is not told that alice's bytes are there (the head's flag
+    answers), the answer is kept on the item, and the next call reads no head."""
+    alice, bob = Member(gql, tenant, "alice"), Member(gql, tenant, "bob")
+    photo = b"alice's photo, uploaded before the upgrade"
+    _put(_offer(alice, photo), photo)
+    alice.create("mine", [])  # private: the head's flag and the item's
+    key = {"pk": {"S": keys.blobs_pk(tenant)}, "sk": {"S": keys.USAGE_SK}}
+    ddb.update_item(  # as the earlier build left it: the head's flag alone
+        TableName=settings.table_name, Key=key, UpdateExpression=f"REMOVE {RESTRICTED}"
+    )
+    assert _flag(ddb, settings, tenant) is None
+    assert _offer(bob, photo)["alreadyPresent"] is False
+    assert _flag(ddb, settings, tenant) is True
+    with _keys_read() as read:
+        assert _offer(bob, photo)["alreadyPresent"] is False
+    assert read == [keys.blobs_pk(tenant)], read
