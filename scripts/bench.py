@@ -43,6 +43,7 @@ from api.auth import make_local_token
 from api.settings import PROJECT_ROOT
 from api.storage import models
 from scripts.benchmarks import quoted, raw
+from scripts.benchmarks.app_pages import measure_app_pages
 from scripts.benchmarks.attachments import REFERENCE_TENANTS, measure_attachments
 from scripts.benchmarks.bulk import measure_bulk
 from scripts.benchmarks.churn import measure_churn
@@ -60,8 +61,10 @@ from scripts.benchmarks.realtime_cost import TENANTS as REALTIME_COST_TENANTS
 from scripts.benchmarks.realtime_cost import measure_realtime_cost
 from scripts.benchmarks.report import SMOKE_SPLIT_REQUESTS, SPLIT_REQUESTS, report
 from scripts.benchmarks.scale import measure_scale, measure_sweep
+from scripts.benchmarks.silent_pushes import measure_silent_pushes
 from scripts.benchmarks.tenancy import measure_tenancy
 from scripts.benchmarks.upgrade import measure_upgrade
+from scripts.benchmarks.visibility import measure_visibility
 from scripts.benchmarks.writes import measure_contention, measure_writes
 from scripts.local_s3 import LocalS3
 from scripts.profile_request import profile
@@ -112,9 +115,16 @@ def run(fast: bool, smoke: bool = False) -> dict[str, Any]:
                 result["attachments"] = measure_attachments(h, engines.blobs)
                 result["cost"] = measure_cost(h)
                 result["realtime_cost"] = measure_realtime_cost(h, result["cost"], mode)
+                print("==> who sees what", flush=True)
+                result["visibility"] = measure_visibility(h, mode, result["avg_item_bytes"])
             finally:
                 for c in clients + floors:
                     c.close()
+        print("==> silent pushes", flush=True)
+        sync = result["cost"]["operations"]["incremental sync of 10"]
+        result["silent_pushes"] = measure_silent_pushes(settings, sync, mode)
+        print("==> each example app's page", flush=True)
+        result["app_pages"] = measure_app_pages(settings, mode)
         print("==> upgrade", flush=True)
         result["upgrade"] = measure_upgrade(mode)
         print("==> realtime", flush=True)

@@ -86,6 +86,16 @@ class PresignedUpload:
     expires_at: datetime
 
 
+@dataclass(frozen=True)
+class BlobKeys:
+    """What a tenant's blob usage item says of its blobs: the generation of their keys,
+    and whether the tenant has (had) a record not every member sees (contract 3.10:
+    then no dedup, and a link only through a record in the caller's view)."""
+
+    generation: str = ""
+    restricted: bool = False
+
+
 def uploader_tag(sub: str) -> str:
     """The uploader named in an upload's object metadata: a digest of its sub (32 hex
     digits; a sub itself may hold what a header may not)."""

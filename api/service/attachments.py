@@ -36,6 +36,7 @@ from api.domain.attachments import (
     DOWNLOAD_LINK_S,
     UPLOAD_LINK_S,
     Blob,
+    BlobKeys,
     PresignedUpload,
     StoredBlob,
     allowed_content_type,
@@ -137,6 +138,10 @@ class Quota(Protocol):
         being deleted."""
         ...
 
+    def keys(self, tenant_id: str) -> BlobKeys:
+        """`generation`, and whether the tenant has (had) a restricted record."""
+        ...
+
     def reserve(self, tenant_id: str, size: int, quota: int, now_s: int) -> str | None:
         """Take `size` bytes of the tenant's room (`quota` before its first) for a link
         signed at `now_s` (epoch s): the generation it reserved in; None when the room
@@ -152,7 +157,7 @@ class Views(Protocol):
 
     def restricted(self, tenant_id: str) -> bool:
         """Whether the tenant has, or had, a record not every member sees (its head's
-        flag: one consistent GetItem)."""
+        flag: one consistent GetItem); asked only without a `Quota` (`Quota.keys`)."""
         ...
 
     def seen(self, tenant_id: str, sub: str, entity_id: str) -> Record | None:
@@ -216,6 +221,13 @@ class Attachments:
         is being deleted); "" without a quota (a blob store alone)."""
         return "" if self._quota is None else self._quota.generation(tenant_id)
 
+    def _keys(self, tenant_id: str) -> BlobKeys:
+        """The generation, and whether blobs are shown only through records."""
+        if self._quota is not None:
+            keys = self._quota.keys(tenant_id)
+            return keys if self._views is not None else BlobKeys(keys.generation)
+        return BlobKeys("", self._views is not None and self._views.restricted(tenant_id))
+
     def forget(self, tenant_id: str) -> None:
         """Drop what this process reuses of a tenant's blobs (it is being deleted)."""
         with self._links_lock:
@@ -227,11 +239,12 @@ class Attachments:
         self, tenant_id: str, sha256: str, size: int, content_type: str, by: str = ""
     ) -> UploadAnswer:
         blob = declared_blob(tenant_id, sha256, size, content_type)  # bad input: nothing asked
-        generation = self._generation(tenant_id)  # TENANT_DELETED: nothing written
+        keys = self._keys(tenant_id)  # TENANT_DELETED: nothing written
+        generation = keys.generation
         # In a tenant with records some members do not see, whether it holds these
         # bytes is not told (they may be only another member's private record's): an
         # upload is answered, which stores the same bytes again under the same key.
-        hidden = self._views is not None and self._views.restricted(tenant_id)
+        hidden = keys.restricted
         stored = None if hidden else self._blobs.stat(tenant_id, sha256, generation)
         if hidden and by:  # its link names the uploader: a write of `by` may use it
             blob = replace(blob, uploader=uploader_tag(by))
@@ -300,7 +313,7 @@ class Attachments:
         new photo waits for 13 rounds of some 20 ms on S3, not 100; and for at most
         REFERENCE_DEADLINE_S in all. First one read of the tenant's generation (its
         usage item): a tenant being deleted refuses each blob with TENANT_DELETED.
-        In a tenant with restricted records (one GetItem of its head), a blob is held
+        In a tenant with restricted records (the usage item's flag), a blob is held
         for the writer `by` only if `by` uploaded its current version (the bytes may be
         only in another member's private record): else ATTACHMENT_MISSING, as absent."""
         distinct = list(dict.fromkeys(blobs))
@@ -310,9 +323,9 @@ class Attachments:
         uploaders: dict[str, str | None] = {}  # tenant -> the uploader a blob needs
         for tenant_id in {b.tenant_id for b in distinct}:
             try:
-                generations[tenant_id] = self._generation(tenant_id)
-                hidden = self._views is not None and self._views.restricted(tenant_id)
-                uploaders[tenant_id] = uploader_tag(by or "") if hidden else None
+                keys = self._keys(tenant_id)
+                generations[tenant_id] = keys.generation
+                uploaders[tenant_id] = uploader_tag(by or "") if keys.restricted else None
             except SyncError as exc:  # TENANT_DELETED, or UNAVAILABLE: its writes alone
                 generations[tenant_id] = exc
         checked = [b for b in distinct if isinstance(generations[b.tenant_id], str)]
@@ -360,9 +373,9 @@ class Attachments:
         check_sha256(sha256)
         if entity_id is not None:
             check_entity_id(entity_id, "id")
-        generation = self._generation(tenant_id)  # TENANT_DELETED while being deleted
+        keys = self._keys(tenant_id)  # TENANT_DELETED while being deleted
         absent = NotFound(f"no attachment with sha256 {sha256} in this tenant")
-        if self._views is not None and (entity_id is not None or self._views.restricted(tenant_id)):
+        if self._views is not None and (entity_id is not None or keys.restricted):
             if entity_id is None:
                 raise BadUserInput(
                     "name the record whose attachment this is (id): this tenant has "
@@ -373,7 +386,7 @@ class Attachments:
             seen = self._views.seen(tenant_id, by, entity_id)
             if seen is None or sha256 not in referenced_sha256s(seen):
                 raise absent
-        stored = self._blobs.stat(tenant_id, sha256, generation)
+        stored = self._blobs.stat(tenant_id, sha256, keys.generation)
         # Only bytes proven to hash to the key's sha256, of a type an upload may
         # declare (S3 refuses an upload with another type than the signed one).
         if (
@@ -382,5 +395,6 @@ class Attachments:
             or not allowed_content_type(stored.content_type)
         ):
             raise absent
-        url, expires = self._blobs.presign_download(tenant_id, sha256, DOWNLOAD_LINK_S, generation)
+        link = self._blobs.presign_download(tenant_id, sha256, DOWNLOAD_LINK_S, keys.generation)
+        url, expires = link
         return Attachment(sha256, stored.size, stored.content_type, url, expires)

@@ -1,5 +1,6 @@
 """Who sees which records, as attachments ask it (`api.service.attachments.Views`):
-the tenant's flag on its head, and one entity read against the caller's view."""
+one entity read against the caller's view; the tenant's flag on its head, asked only
+by attachments without a quota (the blob usage item carries the flag too)."""
 
 from __future__ import annotations
 

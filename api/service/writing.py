@@ -44,6 +44,7 @@ from api.service.ports import PushResult, PushStatus, Store, Written
 from api.service.referencing import typed, with_attachments
 from api.service.replaying import replay_for
 from api.service.tenant_check import TenantCheck
+from api.service.transaction_room import fitting
 
 logger = logging.getLogger(__name__)
 
@@ -276,13 +277,7 @@ class Writing:
 
         def fit(link: Link) -> list[Plan]:
             room = _ITEMS_FOR_WRITES - link.checked_items - (guard is not None)
-            fitting: list[Plan] = []
-            for plan in group:
-                room -= plan.items
-                if room < 0:
-                    break
-                fitting.append(plan)
-            return fitting
+            return fitting(group, room, link.streams.restricted)
 
         def attempt(first: str, link: Link) -> list[Record]:
             fitting = fit(link)

@@ -11,13 +11,15 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from api.domain.attachments import BlobKeys
 from api.domain.deletion import link_expiry
 from api.domain.errors import TenantDeleted, Unavailable
 from api.domain.records import Record
 from api.storage import codecs, keys, reads
 from api.storage.errors import error_code, translated
-from api.storage.models import RecordItem
+from api.storage.models import BlobUsageItem, RecordItem
 from api.storage.reads import TOTAL_CAPACITY, connection
+from api.storage.restricted_flag import from_head
 
 ROOM = "room"
 REGISTERED = "reg"
@@ -38,6 +40,9 @@ LINKS_EXPIRE = "le"
 HELD_BYTES = "hb"
 HELD_UNTIL = "hu"
 _ENTITIES, _HISTORY = "entities", "history"
+# The tenant has (had) a restricted record: set with the head's flag, removed with the
+# head by the tenant's deletion (`api.storage.deletion_usage`).
+RESTRICTED = BlobUsageItem.restricted.attr_name
 
 
 class BlobUsageTable:
@@ -50,6 +55,12 @@ class BlobUsageTable:
         """The generation of the tenant's blob keys ("" for a tenant never deleted
         after it reserved): one consistent GetItem of its usage item. TenantDeleted
         while the tenant is being deleted."""
+        return self.keys(tenant_id).generation
+
+    def keys(self, tenant_id: str) -> BlobKeys:
+        """The generation and the tenant's flag of restricted records (set with its
+        head's in one transaction: `api.storage.stream_writes`), from one consistent
+        GetItem of its usage item. TenantDeleted while it is being deleted."""
         with translated():
             answer = connection().client.get_item(
                 ReturnConsumedCapacity=TOTAL_CAPACITY,
@@ -57,7 +68,13 @@ class BlobUsageTable:
                 Key=_usage_key(tenant_id),
                 ConsistentRead=True,
             )
-        return _generation_of(answer.get("Item", {}))
+        item = answer.get("Item", {})
+        generation = _generation_of(item)  # TenantDeleted while it is being deleted
+        if RESTRICTED not in item:  # a tenant whose item never got it: its head says
+            return BlobKeys(
+                generation, from_head(_table(), tenant_id, _usage_key(tenant_id), DELETING)
+            )
+        return BlobKeys(generation, item[RESTRICTED]["BOOL"])
 
     def reserve(self, tenant_id: str, size: int, quota: int, now_s: int) -> str | None:
         """Take `size` bytes of the tenant's room (a tenant without an item starts with

@@ -27,6 +27,7 @@ from api.storage.blob_usage import (
     LINKS_EXPIRE,
     REGISTERED,
     REGISTRY_DUE,
+    RESTRICTED,
     ROOM,
 )
 from api.storage.models import RecordItem
@@ -72,7 +73,9 @@ def ending(
       generations and gives the room back (`BlobUsageTable.reset_room`).
     - A generation but no room: only the mark goes (nothing was presigned for it).
     - Neither (the tenant never reserved): the item goes."""
-    names = {"#x": DELETING, "#id": MARK_ID, "#room": ROOM, "#gen": GENERATION}
+    # The flag of restricted records goes with the head (the tenant written again
+    # starts without).
+    names = {"#x": DELETING, "#id": MARK_ID, "#room": ROOM, "#gen": GENERATION, "#vis": RESTRICTED}
     values: dict[str, Any] = {":id": {"S": mark_id}}
     condition = "#id = :id AND "
     if ROOM not in usage:
@@ -81,7 +84,7 @@ def ending(
             return [_write("Delete", tenant_id, condition, names, values)]
         names["#reg"] = REGISTERED
         condition += "attribute_not_exists(#room) AND attribute_exists(#gen)"
-        return [_write("Update", tenant_id, condition, names, values, "REMOVE #x, #id, #reg")]
+        return [_write("Update", tenant_id, condition, names, values, "REMOVE #x, #id, #reg, #vis")]
     held = _window(usage, LINK_BYTES, LINKS_EXPIRE, now_s).plus(
         LinkWindow(_number(usage, HELD_BYTES), _number(usage, HELD_UNTIL)).at(now_s)
     )
@@ -90,7 +93,7 @@ def ending(
     values[":gen"] = {"S": uuid.uuid4().hex}
     condition += "attribute_exists(#room)"
     if not held.bytes:
-        update = "SET #gen = :gen REMOVE #x, #id, #room, #reg, #lb, #le, #hb, #hu"
+        update = "SET #gen = :gen REMOVE #x, #id, #vis, #room, #reg, #lb, #le, #hb, #hu"
         return [_write("Update", tenant_id, condition, names, values, update)]
     values |= {
         ":room": {"N": str(max(0, quota - held.bytes))},
@@ -99,7 +102,7 @@ def ending(
         ":yes": {"BOOL": True},
     }
     update = "SET #gen = :gen, #room = :room, #hb = :hb, #hu = :hu, #reg = :yes "
-    update += "REMOVE #x, #id, #lb, #le"
+    update += "REMOVE #x, #id, #vis, #lb, #le"
     registry = {
         **codecs.raw_key(keys.registry_pk(keys.registry_shard(tenant_id)), tenant_id),
         REGISTRY_DUE: {"N": str(held.until)},

@@ -76,15 +76,15 @@ Items (all in one table, `pk` hash key, `sk` range key, both strings):
                                                (bytes requestUpload may still reserve),
                                                reg (listed in the registry), gen (the
                                                generation of its blob keys; absent: ""),
-                                               xat, xid (while the tenant is deleted:
-                                               when that began, the deletion's id); lb,
-                                               le (bytes reserved while the latest links
-                                               may be used, when the last expires); hb,
-                                               hu (held for an earlier generation's
+                                               vis (it had a restricted record: set with
+                                               the head's), xat, xid (while the tenant
+                                               is deleted: since when, the deletion's id);
+                                               lb, le (bytes reserved while the latest
+                                               links may be used, when the last expires);
+                                               hb, hu (held for an earlier generation's
                                                uploads, until when they may land); kept
                                                by a deletion as {gen} (and hb, hu, room
-                                               while old links may upload) when the
-                                               tenant had reserved
+                                               while old links may upload) once it reserved
     sweep     T#<tenant>#BLOB    SWEEP         the sweep of its blobs: st (the pass, JSON:
                                                phase, where it goes on, bytes listed,
                                                candidates, marked sha256 -> version id

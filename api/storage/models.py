@@ -155,7 +155,28 @@ class MemberItem(Model):
     token = UnicodeAttribute(attr_name="tok", null=True)
 
 
-MODELS: tuple[type[Model], ...] = (HeadItem, RecordItem, OutcomeItem, FenceItem, MemberItem)
+class BlobUsageItem(Model):
+    """A tenant's blob usage item (`api.storage.blob_usage` reads and writes it raw),
+    modelled for a commit's one write to it: the flag that the tenant has (had) a
+    restricted record, set in the transaction that sets the head's (`restricted`),
+    so that attachments learn it from the item they read anyway."""
+
+    class Meta(_TableMeta):
+        pass
+
+    pk = UnicodeAttribute(hash_key=True)
+    sk = UnicodeAttribute(range_key=True)
+    restricted = BooleanAttribute(attr_name="vis", null=True)
+
+
+MODELS: tuple[type[Model], ...] = (
+    HeadItem,
+    RecordItem,
+    OutcomeItem,
+    FenceItem,
+    MemberItem,
+    BlobUsageItem,
+)
 
 
 def bind(settings: Settings) -> None:

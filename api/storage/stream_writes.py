@@ -14,7 +14,7 @@ from api.domain.chain import NO_MAIN, Streams, split_stream_key, stream_key
 from api.domain.mutations import Write
 from api.domain.visibility import is_group
 from api.storage import codecs, keys
-from api.storage.models import HeadItem, RecordItem
+from api.storage.models import BlobUsageItem, HeadItem, RecordItem
 
 # What an action is for, as transactions' roles name them, and what it is.
 Action = tuple[Literal["chain", "entry", "old entry"], Literal["delete", "put", "update"]]
@@ -107,6 +107,17 @@ class StreamWrites:
         token, principal = split_stream_key(key)
         pk = keys.stream_pk(self._tenant_id, principal)
         tx.condition_check(RecordItem, pk, token, condition=condition)
+
+    def usage_flag(self, tx: TransactWrite) -> bool:
+        """Set the tenant's flag on its blob usage item (making the item if need be)
+        in the transaction that first sets the head's: a tenant that never had a
+        restricted record writes nothing more. One item, which `Link.checked_items`
+        holds room for in a transaction that may be the first. Whether it did."""
+        if not self._restricted or self._streams.restricted:
+            return False
+        usage = BlobUsageItem(keys.blobs_pk(self._tenant_id), keys.USAGE_SK)
+        tx.update(usage, actions=[BlobUsageItem.restricted.set(True)])
+        return True
 
     def head_actions(self, last: str, entries: int) -> list[Any]:
         """The head's attributes of who sees what; none for a tenant that never had a

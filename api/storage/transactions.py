@@ -80,7 +80,8 @@ def commit(
     checks: list[_Role] = []
     deletes: list[_Role] = []
     puts: list[_Role] = []
-    updates: list[_Role] = []  # a group's stream entries superseded
+    # A group's stream entries superseded, then the usage item's flag (before the head).
+    updates: list[_Role] = []
     log_pk = keys.log_pk(tenant_id)
     later_pk = keys.later_pk(tenant_id)
     check_later, gone_later = frozenset(later_check), frozenset(later_gone)
@@ -182,6 +183,9 @@ def commit(
                 )
                 checks.append(_Role("chain", -1))
             checks += [_Role("chain", -1)] * seen.checks(tx)
+            # Attachments read the flag off the usage item, set with the head's.
+            if seen.usage_flag(tx):
+                updates.append(_Role("usage", -1))
             removed = {
                 w.expected_token
                 for w in writes
@@ -282,7 +286,7 @@ def bulk_load(tenant_id: str, head: str | None, records: list[Record], copies: b
 class _Role:
     """What one action of a commit's transaction is for, and for which write."""
 
-    kind: str  # entity, entry, old entry, version, outcome, chain, head
+    kind: str  # entity, entry, old entry, version, outcome, chain, usage, head
     write: int
 
 

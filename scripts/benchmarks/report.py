@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from scripts.benchmarks.app_pages import print_app_pages
 from scripts.benchmarks.attachments import print_attachments
 from scripts.benchmarks.bulk import print_bulk
 from scripts.benchmarks.churn import print_churn
@@ -14,8 +15,10 @@ from scripts.benchmarks.harness import print_rows
 from scripts.benchmarks.realtime import print_realtime
 from scripts.benchmarks.realtime_cost import print_realtime_cost
 from scripts.benchmarks.scale import print_scale
+from scripts.benchmarks.silent_pushes import print_silent_pushes
 from scripts.benchmarks.tenancy import print_tenancy
 from scripts.benchmarks.upgrade import print_upgrade
+from scripts.benchmarks.visibility import print_visibility
 from scripts.benchmarks.writes import print_write_units
 from scripts.profile_request import print_split
 
@@ -39,5 +42,12 @@ def report(saved: dict[str, Any]) -> None:
     for label, c in saved["write_throughput"].items():
         print(f"{label}: {c['writes_per_s']:.0f} creates/s, {c['failed']} failed")
     print_realtime(saved["realtime"])
+    # Rows a run before them did not have (its saved JSON is still printed as it was).
+    if "visibility" in saved:
+        print_visibility(saved["visibility"])
+    if "silent_pushes" in saved:
+        print_silent_pushes(saved["silent_pushes"])
+    if "app_pages" in saved:
+        print_app_pages(saved["app_pages"])
     print_upgrade(saved["upgrade"])
     print_split(saved["split_ms"], SPLIT_REQUESTS.get(saved["mode"], SMOKE_SPLIT_REQUESTS))

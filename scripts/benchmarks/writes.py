@@ -182,7 +182,7 @@ def _write_units(
                     app.post(  # now this process wrote the last transaction
                         "/graphql", json={"query": PUSH, "variables": creates(1)}, headers=h.headers
                     )
-                sent, data = _sent_write_units(h, variables(n), avg_item, app)
+                sent, data = sent_write_units(h, variables(n), avg_item, app)
                 written = [r["item"] for r in data["pushChanges"]["results"]]
                 if name != "create":
                     people[: len(written)] = written
@@ -190,13 +190,19 @@ def _write_units(
     return result
 
 
-def _sent_write_units(
-    h: Harness, variables: dict[str, Any], avg_item: float, app: TestClient
+def sent_write_units(
+    h: Harness,
+    variables: dict[str, Any],
+    avg_item: float,
+    app: TestClient,
+    headers: dict[str, str] | None = None,
 ) -> tuple[int, dict[str, Any]]:
-    """Write units by AWS's rules of the transactions the API sends for one push:
-    2 per KB of each item (the size of a Put's item; deletes and checks touch log
-    entries of about `avg_item` bytes; the head is HEAD_BYTES)."""
+    """Write units by AWS's rules of the transactions the API sends for one push (by
+    the bench's caller, or `headers`'): 2 per KB of each item (the size of a Put's
+    item; deletes and checks touch log entries of about `avg_item` bytes; updates, the
+    head and the blob usage item, are HEAD_BYTES)."""
     sizes: list[float] = []
+    updated: list[tuple[int, dict[str, Any]]] = []  # (index in sizes, key)
 
     def collect(params: dict[str, Any], **_: Any) -> None:
         for action in params["TransactItems"]:
@@ -204,6 +210,8 @@ def _sent_write_units(
             if kind == "Put":
                 sizes.append(raw.size(body["Item"]))
             else:
+                if kind == "Update":
+                    updated.append((len(sizes), body["Key"]))
                 sizes.append(raw.HEAD_BYTES if kind == "Update" else avg_item)
 
     events = models.RecordItem._get_connection().connection.client.meta.events
@@ -211,11 +219,14 @@ def _sent_write_units(
     events.register(event, collect)
     try:
         response = app.post(
-            "/graphql", json={"query": PUSH, "variables": variables}, headers=h.headers
+            "/graphql", json={"query": PUSH, "variables": variables}, headers=headers or h.headers
         )
     finally:
         events.unregister(event, collect)
     data: dict[str, Any] = response.json()["data"]
+    for index, key in updated:  # an update is billed by its item's size as it leaves it
+        item = h.ddb.get_item(TableName=TABLE, Key=key, ConsistentRead=True).get("Item", {})
+        sizes[index] = max(sizes[index], raw.size(item))
     return raw.transaction_units(sizes), data
 
 

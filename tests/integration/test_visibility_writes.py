@@ -328,7 +328,9 @@ def test_what_a_private_or_shared_write_costs_beside_a_tenant_wide_one(
     ConditionCheck too; DynamoDB Local does not report them per item): a create,
     then an update by another server (which checks the create's entries), per
     visibility; then a create of another record by a third server, which checks
-    what the update put and removed. Private: the same as tenant-wide; shared with
+    what the update put and removed. Private: the same as tenant-wide, but for the
+    tenant's first restricted write, which sets the flag on its blob usage item too
+    (one item more, once per tenant: attachments read it there); shared with
     k members: 2k more for the create (k more stream entries), 4k more for the
     update (k more put, k more removed, the checks riding on the removals), 4k more
     for the next transaction of another server (k more entries checked present, k
@@ -355,7 +357,7 @@ def test_what_a_private_or_shared_write_costs_beside_a_tenant_wide_one(
         k: units(Visibility.of(None, [f"m{i}" for i in range(k)]), f"k{k}") for k in (1, 5, 20)
     }
     print("write units (create, update, next server's create):", wide, private, shared)
-    assert private == wide, (private, wide)
+    assert private == (wide[0] + 2, wide[1], wide[2]), (private, wide)
     for k, written in shared.items():
         assert written == (private[0] + 2 * k, private[1] + 4 * k, private[2] + 4 * k), k
 
@@ -376,8 +378,9 @@ def test_a_push_packs_at_most_40_stream_entries_in_a_transaction_of_several_writ
     results = _service().push(tenant, creates, by="o", role="writer")
     assert [r.status for r in results] == [PushStatus.APPLIED] * 3
     # Each write: entity, 20 stream entries, copy; the first transaction also the
-    # fence, each its head.
-    assert sizes == [2 * 22 + 2, 22 + 1], sizes
+    # fence and the flag on the blob usage item (the tenant's first restricted
+    # write), each its head.
+    assert sizes == [2 * 22 + 3, 22 + 1], sizes
 
 
 def test_a_member_record_takes_no_visibility(settings: Settings, tenant: str) -> None:
