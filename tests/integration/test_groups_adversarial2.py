@@ -1,0 +1,170 @@
+"""A second adversarial read of groups (contract 3.12 "Groups", docs/ordering.md
+"Groups"): `catchUp` and typed syncs across a join or a leave of the caller, a
+subscription's first poke of a member who left, and a group history cut at 20
+changes. Each test follows what a device does and checks that it ends holding
+exactly its member's view. Through the service on DynamoDB Local."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from api.domain.membership import Viewer
+from api.domain.records import Record
+from api.settings import Settings
+from tests.integration.test_groups_adversarial import KIDS, RELEASE, _Family
+from tests.support.family import MEMBER as MEMBER_TYPE
+from tests.support.family import PERSON as PERSON_TYPE
+
+
+class _TypedDevice:
+    """A device of bob that syncs only `types` (None: all), then, after an upgrade,
+    catches up the rest and syncs them all."""
+
+    def __init__(self, family: _Family, types: frozenset[Any] | None, limit: int = 100) -> None:
+        self.family, self.types, self.limit = family, types, limit
+        self.held: dict[str, str] = {}
+        self.token: str | None = None
+
+    def sync(self, viewer: Viewer) -> None:
+        service, tenant = self.family.service, self.family.tenant
+        page = service.changes(
+            tenant, since=self.token, limit=self.limit, types=self.types, sub=viewer,
+            release=RELEASE,
+        )
+        self._apply(page.items)
+        while page.cursor is not None:
+            page = service.changes(
+                tenant, cursor=page.cursor, limit=self.limit, types=self.types, sub=viewer,
+                release=RELEASE,
+            )
+            self._apply(page.items)
+        self.token = page.change_token or self.token
+
+    def catch_up(self, viewer: Viewer) -> None:
+        """The upgrade: catchUp of Person up to its token; then it syncs every type."""
+        service, tenant = self.family.service, self.family.tenant
+        assert self.token is not None
+        page = service.catch_up(
+            tenant, self.token, types=[PERSON_TYPE], limit=self.limit, release=RELEASE, by=viewer
+        )
+        self._apply(page.items)
+        while page.cursor is not None:
+            page = service.catch_up(
+                tenant, self.token, types=[PERSON_TYPE], cursor=page.cursor, limit=self.limit,
+                release=RELEASE, by=viewer,
+            )
+            self._apply(page.items)
+        self.types = None
+
+    def _apply(self, items: list[Record]) -> None:
+        for record in items:
+            if record.deleted or record.left_view:
+                self.held.pop(record.id, None)
+            else:
+                self.held[record.id] = record.change_token
+
+    def people(self) -> set[str]:
+        return set(self.held) - {"o", "bob"}
+
+
+MEMBERS_ONLY = frozenset({MEMBER_TYPE})
+
+
+def test_a_catch_up_with_a_viewer_still_in_a_group_left_after_up_to_ends_without_its_records(
+    settings: Settings, tenant: str
+) -> None:
+    """bob's device syncs Members only up to U, bob in kids; o moves him out of kids
+    (after U); the catch-up of Person runs on an access read taken before the leave
+    (still in kids) and gets p1; the device's next sync from U must take it away."""
+    family = _Family(tenant, ["kids"])
+    family.person("p1", KIDS)
+    device = _TypedDevice(family, MEMBERS_ONLY)
+    device.sync(family.viewer())
+    stale = family.viewer()
+    family.groups([])
+    device.catch_up(stale)
+    assert device.people() == {"p1"}  # the stale viewer's view: the race's premise
+    for _ in range(2):
+        device.sync(family.viewer())
+    assert device.people() == set()
+
+
+def test_a_catch_up_with_a_viewer_out_of_a_group_joined_after_up_to_still_gets_its_records(
+    settings: Settings, tenant: str
+) -> None:
+    """bob's device syncs Members only up to U, bob in no group; o moves him into kids
+    after U; the catch-up runs on an access read from before the join (nothing); the
+    device's next syncs from U must bring p1."""
+    family = _Family(tenant, [])
+    family.person("p1", KIDS)
+    device = _TypedDevice(family, MEMBERS_ONLY)
+    device.sync(family.viewer())
+    stale = family.viewer()
+    family.groups(["kids"])
+    device.catch_up(stale)
+    assert device.people() == set()
+    for _ in range(2):
+        device.sync(family.viewer())
+    assert device.people() == {"p1"}
+
+
+def test_a_typed_sync_past_a_join_then_a_catch_up_gets_the_groups_records(
+    settings: Settings, tenant: str
+) -> None:
+    """bob joins kids while his device syncs Members only: its token passes the join
+    (the re-read's Person entries are not its types); the upgrade's catch-up, then
+    its syncs of every type, must bring p1, and a leave after it must take it away."""
+    family = _Family(tenant, [])
+    family.person("p1", KIDS)
+    device = _TypedDevice(family, MEMBERS_ONLY)
+    device.sync(family.viewer())
+    family.groups(["kids"])
+    device.sync(family.viewer())
+    device.catch_up(family.viewer())
+    device.sync(family.viewer())
+    assert device.people() == {"p1"}
+    family.groups([])
+    device.sync(family.viewer())
+    assert device.people() == set()
+
+
+def test_a_first_poke_of_a_member_who_left_a_group_is_not_a_group_records_token(
+    settings: Settings, tenant: str
+) -> None:
+    """bob, out of kids now, subscribes from a token before p2's write (shared with
+    kids after he left): his first event must not be p2's token (outside his view)."""
+    family = _Family(tenant, ["kids"])
+    family.person("p1", KIDS)
+    device = _TypedDevice(family, None)
+    device.sync(family.viewer())
+    left = family.groups([])
+    p2 = family.person("p2", KIDS)
+    first = family.service.latest_seen(tenant, device.token, "bob")
+    assert first != p2
+    assert first is None or first <= left
+
+
+def test_a_group_history_cut_at_20_changes_ends_with_the_members_view(
+    settings: Settings, tenant: str
+) -> None:
+    """bob's device syncs in kids, then o moves him out and in 21 times (his history
+    of kids is cut) and out once more while the device is offline; a record shared
+    with kids in between must not stay on it, and one tenant-wide must come."""
+    family = _Family(tenant, ["kids"])
+    family.person("p1", KIDS)
+    device = _TypedDevice(family, None, limit=3)
+    device.sync(family.viewer())
+    assert device.people() == {"p1"}
+    for round_ in range(11):
+        family.groups([])
+        if round_ == 5:
+            family.person("p2", KIDS)
+        family.groups(["kids"])
+    family.groups([])
+    family.person("p3", None)
+    for _ in range(2):
+        device.sync(family.viewer())
+    assert device.people() == {"p3"}
+    family.groups(["kids"])
+    device.sync(family.viewer())
+    assert device.people() == {"p1", "p2", "p3"}
