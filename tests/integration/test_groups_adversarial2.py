@@ -1,19 +1,43 @@
 """A second adversarial read of groups (contract 3.12 "Groups", docs/ordering.md
 "Groups"): `catchUp` and typed syncs across a join or a leave of the caller, a
-subscription's first poke of a member who left, and a group history cut at 20
-changes. Each test follows what a device does and checks that it ends holding
-exactly its member's view. Through the service on DynamoDB Local."""
+subscription's first poke of a member who left, a group history cut at 20
+changes, and an export's and a download link's next request after a leave. Each
+sync test follows what a device does and checks that it ends holding exactly its
+member's view. Through the service (and the API) on DynamoDB Local."""
 
 from __future__ import annotations
 
+import gzip
 from typing import Any
 
-from api.domain.membership import Viewer
+import httpx2
+import pytest
+
+from api.domain.errors import NotFound
+from api.domain.membership import OWNER, Viewer
+from api.domain.mutations import Mutation
 from api.domain.records import Record
+from api.service import SyncService
 from api.settings import Settings
+from tests.integration.test_export import _service as _export_service
+from tests.integration.test_group_paths import KIDS as ZEDS_KIDS
+from tests.integration.test_group_paths import OLGA, ZED, kids, service
 from tests.integration.test_groups_adversarial import KIDS, RELEASE, _Family
+from tests.integration.test_visibility_leaks import (
+    ATTACHMENT,
+    EXPORT,
+    _call,
+    _code,
+    _exported,
+    _upload,
+    _write,
+)
+from tests.support.blobs import sha256_of
 from tests.support.family import MEMBER as MEMBER_TYPE
 from tests.support.family import PERSON as PERSON_TYPE
+from tests.support.gql import GraphQLClient
+
+__all__ = ["kids", "service"]  # the fixtures, from the group paths' tests
 
 
 class _TypedDevice:
@@ -28,13 +52,21 @@ class _TypedDevice:
     def sync(self, viewer: Viewer) -> None:
         service, tenant = self.family.service, self.family.tenant
         page = service.changes(
-            tenant, since=self.token, limit=self.limit, types=self.types, sub=viewer,
+            tenant,
+            since=self.token,
+            limit=self.limit,
+            types=self.types,
+            sub=viewer,
             release=RELEASE,
         )
         self._apply(page.items)
         while page.cursor is not None:
             page = service.changes(
-                tenant, cursor=page.cursor, limit=self.limit, types=self.types, sub=viewer,
+                tenant,
+                cursor=page.cursor,
+                limit=self.limit,
+                types=self.types,
+                sub=viewer,
                 release=RELEASE,
             )
             self._apply(page.items)
@@ -50,8 +82,13 @@ class _TypedDevice:
         self._apply(page.items)
         while page.cursor is not None:
             page = service.catch_up(
-                tenant, self.token, types=[PERSON_TYPE], cursor=page.cursor, limit=self.limit,
-                release=RELEASE, by=viewer,
+                tenant,
+                self.token,
+                types=[PERSON_TYPE],
+                cursor=page.cursor,
+                limit=self.limit,
+                release=RELEASE,
+                by=viewer,
             )
             self._apply(page.items)
         self.types = None
@@ -168,3 +205,62 @@ def test_a_group_history_cut_at_20_changes_ends_with_the_members_view(
     family.groups(["kids"])
     device.sync(family.viewer())
     assert device.people() == {"p1", "p2", "p3"}
+
+
+def _olga_leaves_kids(service: SyncService, tenant: str) -> None:
+    """Another owner's device moves olga out of kids (her Member record's update)."""
+    base = service.membership.access(tenant, OLGA).viewer(OLGA).token
+    member = Mutation("update", MEMBER_TYPE, tenant, OLGA, base, {"groups": []})
+    service.apply(member, OLGA, OWNER, moved=True)
+
+
+def test_an_export_made_in_a_group_is_not_linked_after_its_caller_left_it(
+    gql: GraphQLClient, service: SyncService, kids: str, unhurried_exports: None
+) -> None:
+    """olga exports while in kids (the file holds zed's kids record), then leaves
+    kids: her next call with that exportID must not link her a file holding a record
+    outside her view now."""
+    record = _write(service, kids, ZED, {"givenName": "kids-only"}, ZEDS_KIDS)
+    payload, lines = _exported(gql, OLGA, kids)
+    assert record.id in {line["entity"]["id"] for line in lines if "entity" in line}
+    _olga_leaves_kids(service, kids)
+    body = _call(gql, OLGA, kids, EXPORT, e=payload["exportID"])
+    answer = (body.get("data") or {}).get("exportTenant")
+    if answer is not None and answer["downloadURL"] is not None:
+        linked = httpx2.get(answer["downloadURL"]).content
+        assert b"kids-only" not in gzip.decompress(linked), "a left group's record, linked"
+    assert _code(body) == "NOT_FOUND"
+    # A new export is her view now.
+    _, lines = _exported(gql, OLGA, kids)
+    assert record.id not in {line["entity"]["id"] for line in lines if "entity" in line}
+
+
+def test_a_group_records_blob_is_not_linked_right_after_its_member_left(
+    gql: GraphQLClient, service: SyncService, kids: str
+) -> None:
+    """olga gets a link to the photo of a kids record, leaves kids, asks again: NOT_FOUND."""
+    photo = b"kids photo, then gone " * 200
+    ref = _upload(gql, ZED, kids, photo)
+    record = _write(service, kids, ZED, {"givenName": "kids", "photo": ref}, ZEDS_KIDS)
+    sha = sha256_of(photo)
+    assert "errors" not in _call(gql, OLGA, kids, ATTACHMENT, sha=sha, id=record.id)
+    _olga_leaves_kids(service, kids)
+    assert _code(_call(gql, OLGA, kids, ATTACHMENT, sha=sha, id=record.id)) == "NOT_FOUND"
+
+
+def test_an_export_written_in_a_group_joined_meanwhile_is_not_continued_after_leaving_it(
+    settings: Settings, tenant: str, unhurried_exports: None
+) -> None:
+    """bob starts an export in no group, joins kids, a call writes part of it (kids'
+    p1 in it), then he leaves kids: his next call with that exportID is NOT_FOUND
+    (its file would hold p1), and one before the leave went on."""
+    family = _Family(tenant, [])
+    family.person("p1", KIDS)
+    exports = _export_service(settings).exports
+    job = exports.export_tenant(tenant, None, family.viewer(), steps=0)
+    family.groups(["kids"])
+    job = exports.export_tenant(tenant, job.export_id, family.viewer(), steps=1)
+    assert job.entities >= 1 and not job.done
+    family.groups([])
+    with pytest.raises(NotFound):
+        exports.export_tenant(tenant, job.export_id, family.viewer())
