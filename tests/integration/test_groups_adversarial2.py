@@ -12,6 +12,7 @@ from typing import Any
 
 import httpx2
 import pytest
+from starlette.testclient import TestClient
 
 from api.domain.errors import NotFound
 from api.domain.membership import OWNER, Viewer
@@ -21,14 +22,17 @@ from api.service import SyncService
 from api.settings import Settings
 from tests.integration.test_export import _service as _export_service
 from tests.integration.test_group_paths import KIDS as ZEDS_KIDS
-from tests.integration.test_group_paths import OLGA, ZED, kids, service
+from tests.integration.test_group_paths import OLGA, ZED, _create_for_kids, kids, service
 from tests.integration.test_groups_adversarial import KIDS, RELEASE, _Family
+from tests.integration.test_realtime import _connect, _init, _receive, _subscribe
 from tests.integration.test_visibility_leaks import (
     ATTACHMENT,
     EXPORT,
+    _as,
     _call,
     _code,
     _exported,
+    _token_of,
     _upload,
     _write,
 )
@@ -264,3 +268,28 @@ def test_an_export_written_in_a_group_joined_meanwhile_is_not_continued_after_le
     family.groups([])
     with pytest.raises(NotFound):
         exports.export_tenant(tenant, job.export_id, family.viewer())
+
+
+def test_a_subscription_of_a_member_who_left_a_group_is_not_poked_by_its_records(
+    app_client: TestClient, gql: GraphQLClient, service: SyncService, kids: str
+) -> None:
+    """olga subscribes in kids, gets a kids record's poke, leaves kids while
+    subscribed (her Member write pokes her), then zed writes kids records (one by
+    this server, one by another process): her next event is the next tenant-wide
+    change's token, never a kids record's."""
+    first = _write(service, kids, ZED, {"givenName": "everyone"})
+    with _connect(app_client) as ws:
+        _init(ws, _as(OLGA, kids)["Authorization"])
+        assert _receive(ws) == {"type": "connection_ack"}
+        _subscribe(ws, OLGA, kids, since=first.change_token)
+        inside = _write(service, kids, ZED, {"givenName": "kids"}, ZEDS_KIDS)
+        assert _token_of(_receive(ws)) == inside.change_token
+        _olga_leaves_kids(service, kids)
+        left = _token_of(_receive(ws))
+        assert left > inside.change_token
+        mine = _create_for_kids(gql, kids)
+        other = _write(service, kids, ZED, {"givenName": "kids 2"}, ZEDS_KIDS)
+        after = _write(service, kids, ZED, {"givenName": "Later"})
+        told = _token_of(_receive(ws))
+        assert told not in (mine, other.change_token), "a left group's record's token"
+        assert told == after.change_token
