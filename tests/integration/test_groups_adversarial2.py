@@ -23,7 +23,7 @@ from api.settings import Settings
 from tests.integration.test_export import _service as _export_service
 from tests.integration.test_group_paths import KIDS as ZEDS_KIDS
 from tests.integration.test_group_paths import OLGA, ZED, _create_for_kids, kids, service
-from tests.integration.test_groups_adversarial import KIDS, RELEASE, _Family
+from tests.integration.test_groups_adversarial import KIDS, RELEASE, _Family, _race
 from tests.integration.test_realtime import _connect, _init, _receive, _subscribe
 from tests.integration.test_visibility_leaks import (
     ATTACHMENT,
@@ -36,6 +36,7 @@ from tests.integration.test_visibility_leaks import (
     _upload,
     _write,
 )
+from tests.integration.test_visibility_writes import Inject
 from tests.support.blobs import sha256_of
 from tests.support.family import MEMBER as MEMBER_TYPE
 from tests.support.family import PERSON as PERSON_TYPE
@@ -293,3 +294,29 @@ def test_a_subscription_of_a_member_who_left_a_group_is_not_poked_by_its_records
         told = _token_of(_receive(ws))
         assert told not in (mine, other.change_token), "a left group's record's token"
         assert told == after.change_token
+
+
+PEOPLE_ONLY = frozenset({PERSON_TYPE})
+
+
+@pytest.mark.parametrize("limit", [1, 100])
+@pytest.mark.parametrize("move", ["join", "leave"])
+def test_a_typed_sync_racing_its_members_join_or_leave_ends_with_the_view(
+    settings: Settings, tenant: str, inject: Inject, move: str, limit: int
+) -> None:
+    """A device syncing People only (its pages never hold bob's Member record) whose
+    sync's access read is taken before another server moves bob into (or out of)
+    kids and whose first read passes that write: its later syncs must still bring
+    p1 (or take it away), at page limits 1 and 100."""
+    family = _Family(tenant, [] if move == "join" else ["kids"])
+    family.person("p1", KIDS)
+    family.person("p0", None)
+    device = _TypedDevice(family, PEOPLE_ONLY, limit=limit)
+    device.sync(family.viewer())
+    stale = family.viewer()
+    raced = _race(tenant, inject, lambda: family.groups(["kids"] if move == "join" else []))
+    device.sync(stale)
+    assert raced
+    for _ in range(2):
+        device.sync(family.viewer())
+    assert device.people() == ({"p0", "p1"} if move == "join" else {"p0"})
