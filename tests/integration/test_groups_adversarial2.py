@@ -21,8 +21,8 @@ from api.domain.records import Record
 from api.service import SyncService
 from api.settings import Settings
 from tests.integration.test_export import _service as _export_service
+from tests.integration.test_group_paths import DAVE, OLGA, ZED, _create_for_kids, kids, service
 from tests.integration.test_group_paths import KIDS as ZEDS_KIDS
-from tests.integration.test_group_paths import OLGA, ZED, _create_for_kids, kids, service
 from tests.integration.test_groups_adversarial import KIDS, RELEASE, _Family, _race
 from tests.integration.test_realtime import _connect, _init, _receive, _subscribe
 from tests.integration.test_visibility_leaks import (
@@ -320,3 +320,43 @@ def test_a_typed_sync_racing_its_members_join_or_leave_ends_with_the_view(
     for _ in range(2):
         device.sync(family.viewer())
     assert device.people() == ({"p0", "p1"} if move == "join" else {"p0"})
+
+
+@pytest.mark.parametrize("move", ["join", "leave"])
+def test_a_first_poke_after_a_join_or_leave_is_newer_than_the_subscriptions_since(
+    settings: Settings, tenant: str, move: str
+) -> None:
+    """bob's device synced up to S; then o moves him into (or out of) kids, whose p1
+    was written before S; he subscribes from S. His first event must tell a change
+    after S (the join's or leave's, a Member write in his view): a token at or below
+    S (the re-read's first item, p1's, sent first) tells nothing new, and the
+    subscription holding S drops it."""
+    family = _Family(tenant, [] if move == "join" else ["kids"])
+    family.person("p1", KIDS)
+    device = _TypedDevice(family, None)
+    device.sync(family.viewer())
+    assert device.token is not None
+    moved = family.groups(["kids"] if move == "join" else [])
+    first = family.service.latest_seen(tenant, device.token, "bob")
+    assert first is not None and first > device.token, (first, device.token, moved)
+
+
+def test_a_subscription_opened_after_its_member_joined_a_group_is_poked_with_the_join(
+    app_client: TestClient, service: SyncService, kids: str
+) -> None:
+    """dave's device synced up to zed's kids record's token K; olga moves dave into
+    kids; dave subscribes from K: his first event carries a token newer than K (the
+    join's), not K itself (the re-read's first item, p1 as it was at K)."""
+    record = _write(service, kids, ZED, {"givenName": "kids"}, ZEDS_KIDS)
+    base = service.membership.access(kids, DAVE).viewer(DAVE).token
+    joined = service.apply(
+        Mutation("update", MEMBER_TYPE, kids, DAVE, base, {"groups": ["kids"]}),
+        OLGA,
+        OWNER,
+        moved=True,
+    ).record.change_token
+    with _connect(app_client) as ws:
+        _init(ws, _as(DAVE, kids)["Authorization"])
+        assert _receive(ws) == {"type": "connection_ack"}
+        _subscribe(ws, DAVE, kids, since=record.change_token)
+        assert _token_of(_receive(ws)) == joined
