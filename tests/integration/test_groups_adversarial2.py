@@ -14,12 +14,16 @@ import httpx2
 import pytest
 from starlette.testclient import TestClient
 
-from api.domain.errors import NotFound
+from api.domain.cursor import CursorCodec
+from api.domain.errors import NotFound, ResyncRequired
 from api.domain.membership import OWNER, Viewer
 from api.domain.mutations import Mutation
 from api.domain.records import Record
+from api.domain.retention import Retention
+from api.ordering import wall_clock_ms
 from api.service import SyncService
 from api.settings import Settings
+from api.storage.store import DynamoStore
 from tests.integration.test_export import _service as _export_service
 from tests.integration.test_group_paths import DAVE, OLGA, ZED, _create_for_kids, kids, service
 from tests.integration.test_group_paths import KIDS as ZEDS_KIDS
@@ -360,3 +364,29 @@ def test_a_subscription_opened_after_its_member_joined_a_group_is_poked_with_the
         assert _receive(ws) == {"type": "connection_ack"}
         _subscribe(ws, DAVE, kids, since=record.change_token)
         assert _token_of(_receive(ws)) == joined
+
+
+def test_a_re_reads_cursor_followed_after_the_retention_ends_in_resync_required(
+    settings: Settings, tenant: str
+) -> None:
+    """bob joins kids after his device's token S; his sync's re-read of kids goes page
+    by page (limit 1), and he follows its cursor after S has passed the retention:
+    the sync ends RESYNC_REQUIRED (entries of kids' stream above S may be gone by
+    TTL) before its last page, never with a token past what it could not read."""
+    family = _Family(tenant, [])
+    for n in range(3):
+        family.person(f"p{n}", KIDS)
+    device = _TypedDevice(family, None, limit=1)
+    device.sync(family.viewer())
+    family.groups(["kids"])
+    now = [wall_clock_ms()]
+    later = SyncService(
+        DynamoStore(), CursorCodec("x"), clock_ms=lambda: now[0], retention=Retention(60)
+    )
+    viewer = family.viewer()
+    page = later.changes(tenant, since=device.token, limit=1, sub=viewer, release=RELEASE)
+    assert page.cursor is not None and page.regrouped
+    now[0] += 3_600_000  # an hour later: S is past the 60 s retention
+    with pytest.raises(ResyncRequired):
+        while page.cursor is not None:
+            page = later.changes(tenant, cursor=page.cursor, limit=1, sub=viewer, release=RELEASE)
