@@ -80,7 +80,7 @@ def _token(prefix: str) -> str:
 def report(
     module_dir: Path, settings: Settings, release_servers: dict[str, str]
 ) -> Iterator[dict[str, Any]]:
-    """Every everyday scenario, against a server of tests/support/release2.py (the
+    """Every everyday scenario, against a server of tests/apps/release2/ (the
     product's catalog plus release 2's field, enum value and type: what the upgrade
     scenarios need, and a superset of what the others use)."""
     prefix = f"wm-{uuid.uuid4().hex[:8]}"
