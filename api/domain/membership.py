@@ -30,6 +30,10 @@ GROUPS_FIELD = "groups"
 MAX_MEMBER_GROUPS = 10
 MAX_TENANT_GROUPS = 100
 MAX_GROUP_MEMBERS = 500
+# The joins and leaves of one group an access item keeps (within the retention):
+# about 27 bytes each (`History`).
+MAX_GROUP_CHANGES = 20
+_CUT = "*"
 
 
 class Viewer(str):
@@ -38,16 +42,24 @@ class Viewer(str):
     what's checks (`api.domain.visibility.sees`) read its groups too."""
 
     groups: tuple[str, ...]
-    # The groups it joined or left within the retention, and the token of each's
-    # latest change (a sync from before it re-reads the group's stream).
+    # The groups it joined or left within the retention, and the tokens of those
+    # changes (a `History`'s text; a sync from before the latest re-reads the group).
     changed: Mapping[str, str]
+    # The token of its Member record's version the access item reflects (None: none,
+    # a claim tenant's): a sync ends before a later one (`api.service.views.own_cut`).
+    token: str | None
 
     def __new__(
-        cls, sub: str, groups: Iterable[str] = (), changed: Mapping[str, str] | None = None
+        cls,
+        sub: str,
+        groups: Iterable[str] = (),
+        changed: Mapping[str, str] | None = None,
+        token: str | None = None,
     ) -> Viewer:
         viewer = super().__new__(cls, sub)
         viewer.groups = tuple(sorted(set(groups)))
         viewer.changed = dict(changed or {})
+        viewer.token = token
         return viewer
 
 
@@ -90,12 +102,13 @@ class Access:
     role: str | None = None
     groups: tuple[str, ...] = ()
     changed: Mapping[str, str] = field(default_factory=dict)
+    token: str | None = None  # its Member record's version the item reflects
 
     def viewer(self, sub: str) -> Viewer:
         """The caller `sub` with the groups this access gives it (none unless moved)."""
         if not self.moved or self.role is None:
             return Viewer(sub)
-        return Viewer(sub, self.groups, self.changed)
+        return Viewer(sub, self.groups, self.changed, self.token)
 
     def role_of(self, claimed: Callable[[], str]) -> str:
         """The caller's role: its Member record's in a moved tenant (NotAMember without
@@ -207,11 +220,60 @@ def group_changes(
     token: str,
     retention: Retention,
 ) -> tuple[tuple[str, str], ...]:
-    """A Member write's access item's groups joined or left (group, token): those of
-    `prior` within the `retention` at `token`, and each group its fields list
-    `before` or `after` (None: none) but not both, at the write's `token`."""
+    """A Member write's access item's groups joined or left (group, `History`): each
+    of `prior`'s tokens within the `retention` at `token`, and for each group its
+    fields list `before` or `after` (None: none) but not both, the write's `token`."""
     now = token_ms(token)
-    changes = {group: at for group, at in prior if not retention.past(token_ms(at), now)}
+    changes: dict[str, History] = {}
+    for group, value in prior:
+        history = History.parse(value)
+        kept = tuple(t for t in history.tokens if not retention.past(token_ms(t), now))
+        if kept:
+            changes[group] = History(kept, history.cut)
     held, holds = member_groups(before or {}), member_groups(after or {})
-    changes.update(dict.fromkeys(set(held) ^ set(holds), token))
-    return tuple(sorted(changes.items()))
+    for group in set(held) ^ set(holds):
+        changes[group] = changes.get(group, History(())).then(token)
+    return tuple(sorted((group, str(history)) for group, history in changes.items()))
+
+
+@dataclass(frozen=True)
+class History:
+    """A member's joins and leaves of one group within the retention, ascending (the
+    access item's `gt` value: the tokens, space-separated). At most
+    MAX_GROUP_CHANGES are kept; `cut`: older ones were dropped (written "*" first),
+    so the member's place in the group before the oldest kept one is not known."""
+
+    tokens: tuple[str, ...]
+    cut: bool = False
+
+    @classmethod
+    def parse(cls, value: str) -> History:
+        words = value.split()
+        return cls(tuple(sorted(w for w in words if w != _CUT)), _CUT in words)
+
+    def __str__(self) -> str:
+        return " ".join(((_CUT,) if self.cut else ()) + self.tokens)
+
+    def then(self, token: str) -> History:
+        tokens = (*self.tokens, token)
+        if len(tokens) <= MAX_GROUP_CHANGES:
+            return History(tokens, self.cut)
+        return History(tokens[-MAX_GROUP_CHANGES:], True)
+
+    def was_in(self, now: bool, at: str) -> bool | None:
+        """Whether the member was in the group at token `at`, being in it `now` (None:
+        not known, `at` is before the history kept)."""
+        if self.cut and (not self.tokens or at < self.tokens[0]):
+            return None
+        return now != (sum(t > at for t in self.tokens) % 2 == 1)
+
+    def seen(self, now: bool, since: str, token: str) -> bool:
+        """Whether a device synced up to `since` may have had the group's records
+        until `token`: the member was in the group at `since` (or that is not known),
+        or joined it after `since` and by `token`."""
+        return self.was_in(now, since) is not False or any(since < t <= token for t in self.tokens)
+
+
+def history_of(sub: str | None, group: str) -> History:
+    """A caller's (a `Viewer`'s) joins and leaves of `group` (none for a plain sub)."""
+    return History.parse(getattr(sub, "changed", {}).get(group, ""))

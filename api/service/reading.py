@@ -7,7 +7,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from api.domain import catalog
 from api.domain.cursor import CursorCodec, Position
@@ -20,14 +20,24 @@ from api.domain.tokens import check_token, token_before, token_ms
 from api.domain.visibility import principals_of, sees
 from api.ordering import wall_clock_ms
 from api.service.ports import Page, Store
+from api.service.read_state import MAX_LIMIT
+from api.service.read_state import Reads as _Reads
 from api.service.regroup import Regroup
 from api.service.release_view import ReleaseView as ReleaseView
 from api.service.release_view import for_client
 from api.service.type_paging import FIRST_MARGIN, scan_size
-from api.service.views import after_life, check_since, merged, read_streams, shown, stream_bound
+from api.service.views import (
+    after_life,
+    check_since,
+    merged,
+    own_cut,
+    read_streams,
+    shown,
+    stream_bound,
+)
 
 DEFAULT_LIMIT = 100
-MAX_LIMIT = 1000
+
 # Filling a page of chosen types reads, beyond the first page, at most this many log
 # entries (of every type) per request, each Query's one past its Limit included: two
 # full pages, about 700 KB of people, about 190 read units; then the page stops with
@@ -39,33 +49,6 @@ MAX_SCANNED = 2 * MAX_LIMIT
 # for one entry above the head, of a write whose head is not yet applied.
 # Eleven people of ~300-370 bytes fit one read unit, what a separate head read cost.
 TAIL_ITEMS = 11
-
-
-@dataclass
-class _Reads:
-    """What the reads of one `changes` request prove, checked once the last returned
-    (`Reading._settle`): the deletions its pages still owe the device, and whether
-    it read the log with a cursor."""
-
-    # Every deletion in (owed_low, upper] is the request's to deliver, and each was
-    # written at or after owed_ms (None: it owes none that TTL may remove).
-    owed_low: str | None = None
-    owed_ms: int = 0
-    from_cursor: bool = False
-    # The cursor's upper bound, when a Query followed a cursor (its own or one this
-    # request made): a head when the sync began; and the tenant's first token then.
-    upper: str | None = None
-    born: str | None = None
-    # The caller (None: not known, it sees tenant-wide records only).
-    sub: str | None = None
-    # The sync reads the caller's streams beside the main log (every cursor says so).
-    streams: bool = False
-    limit: int = MAX_LIMIT  # the request's: a re-read's page holds at most this many
-
-    def owe(self, low: str, upper: str, low_ms: int, from_cursor: bool) -> None:
-        # The first range a request reads is its lowest: later ones continue above it.
-        if self.owed_low is None and low < upper:
-            self.owed_low, self.owed_ms, self.from_cursor = low, low_ms, from_cursor
 
 
 class Reading:
@@ -203,6 +186,12 @@ class Reading:
         return bound if bound is not None and (after is None or bound > after) else None
 
     def _changes(
+        self, tenant_id: str, since: str | None, cursor: str | None, limit: int, reads: _Reads
+    ) -> Page:
+        page = self._read(tenant_id, since, cursor, limit, reads)
+        return own_cut(page, reads.sub, since)  # its viewer's view, up to where it holds
+
+    def _read(
         self, tenant_id: str, since: str | None, cursor: str | None, limit: int, reads: _Reads
     ) -> Page:
         # A `since` sent beside a cursor is still checked (a client's bug, answered).

@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 
 from api.domain.cursor import CursorCodec, Position
 from api.domain.errors import InvalidCursor
-from api.domain.membership import groups_of
+from api.domain.membership import History, groups_of, history_of
 from api.domain.records import Record
 from api.domain.tokens import is_token
 from api.domain.visibility import group_principal, sees
@@ -27,6 +27,11 @@ from api.service.views import StreamRange, after_life
 
 # A re-read's cursor: '|' is in no token and no group name (an id's characters).
 _REGROUP = "R"
+# What one re-read page reads at most: this many Queries, each of a Limit of this
+# many entries or the page's room if larger (at most 3 x 1,000 entries a request,
+# about 3 x 350 KB of people; then the page ends, maybe empty, with its cursor).
+REREAD_QUERIES = 3
+REREAD_ENTRIES = 100
 
 
 @dataclass(frozen=True)
@@ -44,32 +49,34 @@ def regrouped(sub: str | None, since: str | None) -> list[str]:
     changed = getattr(sub, "changed", None)
     if since is None or not changed:
         return []
-    return sorted(group for group, token in changed.items() if token > since)
+    return sorted(g for g in changed if History.parse(changed[g]).tokens[-1:] > (since,))
 
 
 def reread(entries: list[Record], sub: str, since: str, group: str) -> list[Record]:
     """What a re-read sends of these entries of `group`'s stream (module docstring),
-    none its member never saw through the group: one after it left the group, a
-    sentinel or a deletion from before it joined it."""
-    changed = getattr(sub, "changed", {}).get(group, since)
+    none its member never saw through the group: one after it last left the group;
+    a LeftView, a sentinel or a deletion when it was out of the group at `since` and
+    at every point up to the entry (`History.seen`)."""
+    history = history_of(sub, group)
     member = group in groups_of(sub)
+    left = None if member or not history.tokens else history.tokens[-1]
     sent: list[Record] = []
     for entry in entries:
-        gone = entry.left_view or entry.deleted
-        if entry.change_token > changed if not member else gone and entry.change_token < changed:
+        if left is not None and entry.change_token > left:
             continue
         if entry.superseded is not None:
             # Its later state reached a device of a sync past `superseded` (or it is
             # R's state at the bound, the later write being above it).
-            if entry.superseded > since and not sees(entry.visibility, sub):
+            gone = entry.superseded > since and not sees(entry.visibility, sub)
+            if gone and history.seen(member, since, entry.superseded):
                 sent.append(replace(entry, left_view=True, fields={}, superseded=None))
-        elif gone:
-            if entry.change_token > since:
+        elif entry.left_view or entry.deleted:
+            if entry.change_token > since and history.seen(member, since, entry.change_token):
                 sent.append(entry)
         elif sees(entry.visibility, sub):
             if entry.change_token <= since:
                 sent.append(entry)
-        else:
+        elif history.seen(member, since, entry.change_token):
             sent.append(replace(entry, left_view=True, fields={}))
     return sent
 
@@ -120,13 +127,25 @@ class Regroup:
         return self._page(tenant_id, place, sub, limit, rest)
 
     def _page(self, tenant_id: str, place: _Place, sub: str, limit: int, rest: Rest) -> Page:
+        """Up to `limit` items of the re-read from `place`, reading at most
+        REREAD_QUERIES Queries of REREAD_ENTRIES entries or more (`limit`'s): a page
+        may hold none, its cursor where the reads stopped."""
         sent: list[Record] = []
-        while len(sent) < limit:
+        queries = 0
+        while len(sent) < limit and queries < REREAD_QUERIES:
             start = after_life(place.after, place.born)
             principal = group_principal(place.group)
-            room = limit - len(sent)  # a re-read sends at most one item an entry
-            entries, more = self._stream_range(tenant_id, principal, start, place.upper, room)
-            sent += reread(entries, sub, place.since, place.group)
+            size = max(limit - len(sent), REREAD_ENTRIES)
+            entries, more = self._stream_range(tenant_id, principal, start, place.upper, size)
+            queries += 1
+            items = reread(entries, sub, place.since, place.group)
+            if len(sent) + len(items) > limit:
+                # Full inside what was read: continue after its last item's entry (an
+                # item keeps its entry's token, one entry a token in a stream).
+                sent += items[: limit - len(sent)]
+                place = replace(place, after=sent[-1].change_token)
+                break
+            sent += items
             if more and entries:
                 place = replace(place, after=entries[-1].change_token)
                 continue

@@ -8,11 +8,14 @@ from __future__ import annotations
 from collections.abc import Callable, Collection
 from dataclasses import replace
 
+from api.domain import catalog
 from api.domain.chain import Head, split_stream_key
 from api.domain.errors import BadUserInput, TenantDeleted
+from api.domain.membership import Viewer, history_of
 from api.domain.records import LogTail, Record
 from api.domain.tokens import token_before
 from api.domain.visibility import is_group, principals_of
+from api.service.ports import Page
 
 StreamRange = Callable[[str, str, str | None, str, int], tuple[list[Record], bool]]
 
@@ -33,16 +36,17 @@ def read_streams(
     all of them to `upper`): an entry left out may be the last one read."""
     by_token: dict[str, Record] = {}
     edges: list[str] = []
-    joined = getattr(sub, "changed", {})  # a group's join token (its sentinels before it)
     for principal in principals_of(sub):
-        since_joined = joined.get(principal[len("g:") :], "") if is_group(principal) else ""
+        history = history_of(sub, principal[len("g:") :]) if is_group(principal) else None
         items, more = stream_range(tenant_id, principal, after, upper, limit)
         if more and items:
             edges.append(items[-1].change_token)
         for record in items:
-            if (record.left_view or record.deleted) and record.change_token < since_joined:
-                # Left the group, or deleted, before the caller joined it: not its to
-                # see, but where the Query reached (`shown` leaves it out of a page).
+            gone = record.left_view or record.deleted
+            if gone and history and not history.seen(True, after or "", record.change_token):
+                # Left the group, or deleted, while the caller was out of it from
+                # `after` up to then: not its to see, but where the Query reached
+                # (`shown` leaves it out of a page).
                 record = replace(record, superseded=record.change_token)
             held = by_token.get(record.change_token)
             if held is None or held.left_view and not record.left_view:
@@ -129,3 +133,25 @@ def check_since(tail: LogTail, since: str) -> None:
         raise BadUserInput(
             "since is newer than every change of this tenant; sync again with since: null"
         )
+
+
+def own_cut(page: Page, sub: str | None, since: str | None) -> Page:
+    """`page` up to the first version of the caller's own Member record that its
+    viewer `sub` (the request's access read) does not reflect: one written after
+    that read, or whose access item is not yet applied. The sync's view is the
+    viewer's (its groups, its role), so the device's token must not pass that
+    version: the page ends before it, and the next request reads access again
+    (docs/ordering.md, "Groups")."""
+    if not isinstance(sub, Viewer):
+        return page
+    for index, record in enumerate(page.items):
+        if record.item_type.code != catalog.MEMBER.code or record.id != str(sub):
+            continue
+        if sub.token is not None and record.change_token <= sub.token:
+            continue
+        before = token_before(record.change_token)
+        # Before the tenant's first change, a first sync is still one.
+        first = since is None and page.born is not None and before < page.born
+        token = None if first else before
+        return replace(page, items=page.items[:index], cursor=None, change_token=token)
+    return page

@@ -27,7 +27,8 @@ def access(tenant_id: str, sub: str) -> Access:
     item = items[0]
     if item[codecs.SK]["S"] != own:
         return Access(moved=True)
-    return Access(moved=True, role=_role(item), groups=_groups(item), changed=_changed(item))
+    token = item.get("tok", {}).get("S")
+    return Access(True, _role(item), _groups(item), _changed(item), token)
 
 
 def roster(tenant_id: str) -> Roster:

@@ -317,6 +317,24 @@ def test_a_re_read_page_reads_a_bounded_number_of_queries(
     )
 
 
+@pytest.mark.parametrize("limit", [1, 100])
+def test_a_group_joined_and_left_while_offline_sends_nothing_of_it(
+    settings: Settings, tenant: str, limit: int
+) -> None:
+    """bob (in no group) syncs; p1 is shared with kids; bob joins kids and leaves it
+    again while his device is offline. The device never held p1 and bob is out of
+    kids: its next sync sends nothing of p1, not even a LeftViewItem (its id)."""
+    family = _Family(tenant, [])
+    family.person("p1", KIDS)
+    device = _Device(family.service, tenant, limit)
+    device.sync(family.viewer())
+    assert device.people() == set()
+    family.groups(["kids"])
+    family.groups([])
+    device.sync(family.viewer())
+    assert device.people() == set() and "p1" not in device.left, device.left
+
+
 @pytest.fixture(scope="module")
 def torn_clients(torn_servers: list[str]) -> Iterator[list[GraphQLClient]]:  # noqa: F811
     """Two API servers in front of the torn-commit engine (tests/support/torn.py)."""

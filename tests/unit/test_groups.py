@@ -9,9 +9,11 @@ import pytest
 
 from api.domain.errors import BadUserInput
 from api.domain.membership import (
+    MAX_GROUP_CHANGES,
     MAX_GROUP_MEMBERS,
     MAX_TENANT_GROUPS,
     Access,
+    History,
     Roster,
     Viewer,
     group_changes,
@@ -67,7 +69,26 @@ def test_the_access_item_keeps_each_group_joined_or_left_within_the_retention() 
     now = next_token(start + retention.seconds * 1000 + day_ms, None)
     prior = (("chess", old), ("kids", recent))
     changes = group_changes(prior, {"groups": ["kids"]}, {"groups": ["adults"]}, now, retention)
-    assert dict(changes) == {"kids": now, "adults": now}  # chess's is past the retention
+    # Every join and leave within the retention is kept (chess's is past it).
+    assert dict(changes) == {"kids": f"{recent} {now}", "adults": now}
     viewer = Access(True, "reader", ("adults",), dict(changes)).viewer("bob")
     assert viewer.groups == ("adults",) and viewer.changed == dict(changes)
     assert Access(False, None, ("adults",)).viewer("bob").groups == ()  # a claim tenant
+
+
+def test_a_group_history_says_where_its_member_was_at_a_token() -> None:
+    """bob joined kids at t[1], left at t[3], rejoined at t[5]: in it now."""
+    t = [next_token(1_700_000_000_000 + i, None) for i in range(7)]
+    history = History.parse(f"{t[1]} {t[3]} {t[5]}")
+    assert [history.was_in(True, x) for x in t] == [False, True, True, False, False, True, True]
+    # Out at t[0] and at every point up to t[0]: nothing of kids seen; after the
+    # join at t[1], the device may have had kids' records.
+    assert not history.seen(True, t[0], t[0]) and history.seen(True, t[0], t[2])
+    assert history.seen(True, t[2], t[4])  # in at t[2], out at t[4]: seen
+    # Kept within MAX_GROUP_CHANGES; a history cut does not know what came before.
+    long = History(())
+    for i in range(MAX_GROUP_CHANGES + 2):
+        long = long.then(next_token(1_700_000_000_000 + 10 * i, None))
+    assert len(long.tokens) == MAX_GROUP_CHANGES and long.cut
+    assert History.parse(str(long)) == long and str(long).startswith("* ")
+    assert long.was_in(True, t[0]) is None and long.seen(False, t[0], t[0])
