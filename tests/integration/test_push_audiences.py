@@ -5,7 +5,6 @@ own rounds (`scripts/serve`'s path: SNS on the local engine, DynamoDB Local)."""
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterator
 from typing import Any
 
@@ -33,14 +32,7 @@ DELETE_MEMBER = (
 
 @pytest.fixture(scope="module")
 def push_settings(settings: Settings, sns_engine: LocalS3) -> Settings:
-    local = dataclasses.replace(settings, sns_endpoint=sns_engine.endpoint)
-    arns = sns.applications(local.sns_client())
-    return dataclasses.replace(
-        local,
-        push_apns_application_arn=arns["APNS"],
-        push_fcm_application_arn=arns["FCM"],
-        push_window_seconds=60.0,
-    )
+    return sns.push_settings(settings, sns_engine.endpoint)
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,6 @@ DynamoDB Local."""
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterator
 from typing import Any
 
@@ -27,15 +26,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def push_settings(settings: Settings, sns_engine: LocalS3) -> Settings:
-    local = dataclasses.replace(settings, sns_endpoint=sns_engine.endpoint)
-    arns = sns.applications(local.sns_client())
-    return dataclasses.replace(
-        local,
-        push_apns_application_arn=arns["APNS"],
-        push_fcm_application_arn=arns["FCM"],
-        push_window_seconds=60.0,
-        push_devices_per_tenant=2,
-    )
+    return sns.push_settings(settings, sns_engine.endpoint, push_devices_per_tenant=2)
 
 
 @pytest.fixture(scope="module")

@@ -4,11 +4,27 @@ each endpoint, read back from the server's own model data (`/moto-api/data.json`
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import urllib.request
 from typing import Any
 
+from api.settings import Settings
 from scripts.local_s3 import ensure_push_applications
+
+
+def push_settings(settings: Settings, engine_url: str, **changes: Any) -> Settings:
+    """`settings` with pushes on through the SNS of the local engine at `engine_url`
+    (its platform applications made), a window of 60 s, and `changes` over that."""
+    local = dataclasses.replace(settings, sns_endpoint=engine_url)
+    arns = applications(local.sns_client())
+    return dataclasses.replace(
+        local,
+        push_apns_application_arn=arns["APNS"],
+        push_fcm_application_arn=arns["FCM"],
+        push_window_seconds=60.0,
+        **changes,
+    )
 
 
 def applications(client: Any) -> dict[str, str]:
