@@ -10,6 +10,7 @@ server on DynamoDB Local."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,10 +27,28 @@ from tests.support.gql import GraphQLClient, bearer
 PUBLIC = ("cy", "di", "ed")
 
 
+class _Paged(_Transport):
+    """`between_pages` runs before the first page asked with a cursor once `ready()`
+    holds (by default the sync's second page)."""
+
+    def __init__(self, client: TestClient, headers: dict[str, str]) -> None:
+        super().__init__(client, headers)
+        self.ready: Callable[[], bool] = lambda: True
+
+    def execute(self, query: str, variables: dict[str, Any]) -> dict[str, Any]:
+        hook, self.between_pages = self.between_pages, None  # not the base's rule
+        if "changes(" in query and variables.get("cursor") and hook and self.ready():
+            hook, _ = None, hook()
+        try:
+            return super().execute(query, variables)
+        finally:
+            self.between_pages = hook
+
+
 def _device(app_client: TestClient, path: Path, tenant: str, sub: str, **kw: Any) -> SyncClient:
     """A device of `sub`: its token names the tenant (in membership as data the
     token only says who it is; the Member record decides)."""
-    return SyncClient(path, tenant, _Transport(app_client, bearer([tenant], sub=sub)), **kw)
+    return SyncClient(path, tenant, _Paged(app_client, bearer([tenant], sub=sub)), **kw)
 
 
 def _people(device: SyncClient) -> list[str]:
@@ -62,13 +81,19 @@ def _public(olga: Caller, id: str) -> None:
     olga.data(CREATE_PERSON, {"i": i})
 
 
-def _first_sync_paged(device: SyncClient, between: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The device's sync, two entries a page, with `between` run between its first
-    two pages; then one more sync (the first ends at the bound its first read proved)."""
+def _first_sync_paged(
+    device: SyncClient,
+    between: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    ready: Callable[[], bool] = lambda: True,
+) -> None:
+    """The device's sync, two entries a page, with `between` run between two of its
+    pages (the first two once `ready()` holds); then one more sync (a first sync
+    ends at the bound its first read proved)."""
     monkeypatch.setattr(sync_client, "PULL_LIMIT", 2)
     transport = device.transport
-    assert isinstance(transport, _Transport)
-    transport.between_pages = between
+    assert isinstance(transport, _Paged)
+    transport.between_pages, transport.ready = between, ready
     report = device.sync()
     assert report.pages >= 2 and transport.between_pages is None  # it ran mid-sync
     device.sync()
@@ -96,26 +121,52 @@ def test_bob_joins_kids_between_two_pages_and_while_a_device_is_offline(
     tablet.close()
 
 
+# A server defect this test found, left for the server's owners: a group left between
+# two pages of a sync whose earlier page brought its record is never followed by a
+# LeftViewItem of it (the later pages, that sync and every later one), while a device
+# new to the tenant is sent nothing of it; an unshare between pages, and a leave
+# between two syncs, are followed by one (test_client_left_view, the test below).
+@pytest.mark.xfail(
+    strict=True, reason="no LeftViewItem after a group left between two pages of a sync"
+)
+@pytest.mark.parametrize("first", [True, False])
 def test_bob_leaves_kids_between_two_pages_his_device_lets_the_letter_go(
     app_client: TestClient,
     tenant: str,
     tmp_path: Path,
     family: Any,
     monkeypatch: pytest.MonkeyPatch,
+    first: bool,
 ) -> None:
+    """Bob, in kids, leaves it once a page of his device's sync (its first, or a
+    later one) brought the letter: the device lets the letter go by the end of its
+    next sync; carol, still in kids, and olga keep it."""
     olga, carol = family
     carols = _device(app_client, tmp_path / "carol.db", tenant, "carol")
     carols.sync()
     phone = _device(app_client, tmp_path / "phone.db", tenant, "bob")
-    _first_sync_paged(phone, lambda: _member(olga, "bob", {"groups": []}), monkeypatch)
-    assert _people(phone) == list(PUBLIC)
+    leave = lambda: _member(olga, "bob", {"groups": []})  # noqa: E731
+    if first:  # left once a page brought him the letter
+        held = lambda: phone.store.server_version("letter") is not None  # noqa: E731
+        _first_sync_paged(phone, leave, monkeypatch, held)
+    else:
+        phone.sync()
+        assert "letter" in _people(phone)
+        for id in ("fay", "gus", "hal", "ivy", "jo"):  # pages for his next sync
+            _public(olga, id)
+        _first_sync_paged(phone, leave, monkeypatch)
+    fresh = _device(app_client, tmp_path / "fresh.db", tenant, "bob")
+    fresh.sync()
+    assert "letter" not in _people(fresh)
+    assert _people(phone) == _people(fresh)
     assert phone.store.server_version("letter") is None
     carols.sync()
-    assert _people(carols) == sorted(("letter", *PUBLIC))
+    assert "letter" in _people(carols)
     assert olga.read("letter") == {"id": "letter", "givenName": "letter"}
     assert carol.read("letter") == {"id": "letter", "givenName": "letter"}
     phone.close()
     carols.close()
+    fresh.close()
 
 
 @pytest.mark.parametrize("pushed_first", [True, False])
@@ -184,7 +235,7 @@ def test_bob_removed_his_device_lets_go_of_the_tenant(
     phone.sync()
     assert "letter" in _people(phone)
     transport = phone.transport
-    assert isinstance(transport, _Transport)
+    assert isinstance(transport, _Paged)
     if queued:
         phone.update("letter", {"familyName": "Bob's"})  # offline
         _member(olga, "bob", {"role": "REMOVED"})
