@@ -99,36 +99,50 @@ def _first_sync_paged(
     device.sync()
 
 
+# A server defect these tests found, left for the server's owners: a group joined or
+# left between two pages of a sync is not re-read (pages after it carry a cursor;
+# the next sync's `since` is past the Member write): joined mid-way through a later
+# sync, the group's records never reach the device; left, first sync or later, once a
+# page brought a record of it, no LeftViewItem of it ever follows (that sync and every
+# later one). A device new to the tenant gets exactly the member's view. A join or a
+# leave between two syncs, and a join between two pages of a first sync (which ends
+# at the bound its first read proved), are followed.
+_MID_SYNC = pytest.mark.xfail(strict=True, reason="a group joined or left mid-sync: no re-read")
+
+
+@pytest.mark.parametrize("first", [True, pytest.param(False, marks=_MID_SYNC)])
 def test_bob_joins_kids_between_two_pages_and_while_a_device_is_offline(
     app_client: TestClient,
     tenant: str,
     tmp_path: Path,
     family: Any,
     monkeypatch: pytest.MonkeyPatch,
+    first: bool,
 ) -> None:
+    """Bob joins kids between two pages of his phone's sync (its first, or a later
+    one) while his tablet is offline: both get the letter, as a new device does."""
     olga, _ = family
     _member(olga, "bob", {"groups": []})
     phone = _device(app_client, tmp_path / "phone.db", tenant, "bob")
     tablet = _device(app_client, tmp_path / "tablet.db", tenant, "bob")
     tablet.sync()  # then offline across the join
     assert _people(tablet) == list(PUBLIC)
+    if not first:
+        phone.sync()
+        for id in ("fay", "gus", "hal", "ivy", "jo"):  # pages for his next sync
+            _public(olga, id)
     _first_sync_paged(phone, lambda: _member(olga, "bob", {"groups": ["kids"]}), monkeypatch)
-    assert _people(phone) == sorted(("letter", *PUBLIC))
     tablet.sync()  # back online
-    assert _people(tablet) == sorted(("letter", *PUBLIC))
+    fresh = _device(app_client, tmp_path / "fresh.db", tenant, "bob")
+    fresh.sync()
+    assert "letter" in _people(fresh)
+    assert _people(phone) == _people(fresh) == _people(tablet)
     assert (tablet.get("letter") or {}).get("givenName") == "letter"
-    phone.close()
-    tablet.close()
+    for device in (phone, tablet, fresh):
+        device.close()
 
 
-# A server defect this test found, left for the server's owners: a group left between
-# two pages of a sync whose earlier page brought its record is never followed by a
-# LeftViewItem of it (the later pages, that sync and every later one), while a device
-# new to the tenant is sent nothing of it; an unshare between pages, and a leave
-# between two syncs, are followed by one (test_client_left_view, the test below).
-@pytest.mark.xfail(
-    strict=True, reason="no LeftViewItem after a group left between two pages of a sync"
-)
+@_MID_SYNC
 @pytest.mark.parametrize("first", [True, False])
 def test_bob_leaves_kids_between_two_pages_his_device_lets_the_letter_go(
     app_client: TestClient,
