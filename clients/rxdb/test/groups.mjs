@@ -2,7 +2,8 @@
 // "Removing and re-adding a member"): memory storage, the default conflict handler,
 // replicateSyncAPI as an app of the family app's release 4, in a tenant whose members
 // are data (olga OWNER, bob and carol WRITER in group `kids`). Olga shares a letter
-// with kids. Bob leaves kids with an edit of the letter queued offline; Bob, in no
+// with kids. Bob leaves kids with an edit of the letter queued offline (and a memo shared
+// with kids unedited); Bob, in no
 // group, joins kids with one device online and one offline; Bob removed (REMOVED)
 // with an edit queued; Bob demoted to READER with an edit queued. Usage:
 //   node groups.mjs <graphql url> <olga's token> <bob's token> <carol's token> <tenant prefix>
@@ -129,6 +130,9 @@ class Device {
 async function leaveQueued() {
   const tenant = `${prefix}-leave`;
   await family(tenant, ["kids"]);
+  // A memo shared with kids too, which he does not edit: only a LeftViewItem takes it.
+  const memo = { tenantID: tenant, id: "memo", person: { givenName: "Memo" }, visibility: { sharedWith: [], groups: ["kids"] } };
+  await asOlga(createPerson, { i: memo });
   const bob = await new Device(tenant, bobToken).open();
   const carol = await new Device(tenant, carolToken).open();
   await bob.sync();
