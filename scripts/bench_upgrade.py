@@ -2,7 +2,7 @@
 the same tenant, in one run (docs/evolution.md).
 
 A tenant of 10,000 people and 300 reminders is written by release 1. Release 2
-(tests/support/release2.py: Person.nickname, RelationshipType.COUSIN, a type Note) then
+(tests/apps/release2/catalog.yaml: Person.nickname, RelationshipType.COUSIN, a type Note) then
 serves it: 500 Notes created and 300 nicknames set, interleaved with 5,000 other edits
 of release 1's fields. An app of release 1 has synced to the end; it upgrades. Its
 catch-up (`catchUp` with types [NOTE] and fields [Person.nickname], pages of 100), and
@@ -24,10 +24,13 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
-# The release 2 catalog, read at import by the API's modules (api.domain.releases).
-os.environ["SYNC_CATALOG"] = "tests.support.release2"
+# The release 2 catalog, read at import by the API's modules (api.domain.catalog).
+os.environ["SYNC_CATALOG_FILE"] = str(
+    Path(__file__).resolve().parents[1] / "tests" / "apps" / "release2" / "catalog.yaml"
+)
 
 from starlette.testclient import TestClient  # noqa: E402
 

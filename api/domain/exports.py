@@ -30,6 +30,10 @@ class ExportJob:
     export_id: str
     asked_by: str
     asked_at_ms: int
+    # The groups its caller was in at any call that wrote part of it (contract 3.12):
+    # once the caller has left one, its file is linked no more (it may hold that
+    # group's records), nor is it continued.
+    groups: tuple[str, ...] = ()
     phase: ExportPhase = ExportPhase.ENTITIES
     position: str | None = None  # where the phase goes on (None: from its start)
     parts: int = 0  # parts of the file written

@@ -35,6 +35,7 @@ from api.domain.errors import NotFound
 from api.domain.exports import ExportJob, ExportPhase
 from api.domain.identifiers import check_identifier
 from api.domain.item_types import MAX_ITEM_BYTES
+from api.domain.membership import groups_of
 from api.domain.records import Record, record_json
 from api.domain.visibility import sees
 from api.service import export_file
@@ -121,7 +122,7 @@ class TenantExport:
             # of publishing read nothing else that would say so (one GetItem).
             self._reading.check_not_deleted(tenant_id)
             if export_id is None:
-                job = ExportJob(tenant_id, str(ULID()), by, self._clock_ms())
+                job = ExportJob(tenant_id, str(ULID()), by, self._clock_ms(), groups_of(by))
                 self._jobs.create(job, _expires_at(job))
             else:
                 check_identifier(export_id, "exportID")
@@ -137,8 +138,16 @@ class TenantExport:
                     # (DynamoDB's TTL deletes an expired job some time after it expires.)
                     days = KEPT_S // 86400
                     raise NotFound(f"no export {export_id} of this tenant (kept {days} days)")
+                if not set(found.groups) <= set(groups_of(by)):
+                    # Its caller left a group since a call wrote part of it: the file
+                    # may hold that group's records, outside the caller's view now.
+                    raise NotFound(
+                        f"no export {export_id} of this tenant for you: you left a group "
+                        "since it began; start a new export"
+                    )
                 # Its caller's view as this request found it (its groups now).
-                job = dataclasses.replace(found, asked_by=by)
+                groups = tuple(sorted({*found.groups, *groups_of(by)}))
+                job = dataclasses.replace(found, asked_by=by, groups=groups)
             return self._run(job, STEPS_PER_CALL if steps is None else steps, meter)
 
     def _run(self, job: ExportJob, steps: int, meter: Meter) -> ExportJob:

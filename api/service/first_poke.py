@@ -8,6 +8,7 @@ from api.domain.audiences import Audience, catch_up_audience
 from api.domain.membership import Viewer
 from api.service.ports import Store
 from api.service.reading import Reading
+from api.service.regroup import moved_after
 
 
 class FirstPoke:
@@ -33,7 +34,13 @@ class FirstPoke:
             sub = self._store.access(tenant_id, sub).viewer(sub)
         page = self._reading.changes(tenant_id, since=after, limit=1, sub=sub)
         # Not the tenant's newest token: that one may be of a change outside the view.
-        return page.items[-1].change_token if page.items else None
+        newer = [r.change_token for r in page.items if after is None or r.change_token > after]
+        if newer:
+            return newer[-1]
+        # A re-read of a group joined or left after `after` comes first, and sends
+        # entries at or below it (a version held before the join, a LeftView of one):
+        # no news to a device at `after`. The join or leave itself is.
+        return moved_after(sub, after)
 
     def catch_up_audience(self, tenant_id: str) -> Audience:
         """Whom a catch-up's poke of the tenant's head is for (`catch_up_audience`):

@@ -52,6 +52,17 @@ def regrouped(sub: str | None, since: str | None) -> list[str]:
     return sorted(g for g in changed if History.parse(changed[g]).tokens[-1:] > (since,))
 
 
+def moved_after(sub: str | None, since: str | None) -> str | None:
+    """The newest write of its own Member record by which the caller (a `Viewer`)
+    joined or left a group after `since` (None: none): a change in its view (its
+    Member record is tenant-wide) that a sync from `since` reaches."""
+    changed = getattr(sub, "changed", None)
+    if since is None or not changed:
+        return None
+    tokens = [t for value in changed.values() for t in History.parse(value).tokens if t > since]
+    return max(tokens, default=None)
+
+
 def reread(entries: list[Record], sub: str, since: str, group: str) -> list[Record]:
     """What a re-read sends of these entries of `group`'s stream (module docstring),
     none its member never saw through the group: one after it last left the group;

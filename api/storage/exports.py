@@ -226,6 +226,8 @@ def _job_item(job: ExportJob, expires_at: int) -> dict[str, Any]:
         "nb": {"N": str(job.bytes)},
         keys.TTL_ATTRIBUTE: {"N": str(expires_at)},
     }
+    if job.groups:
+        item["grp"] = {"L": [{"S": group} for group in job.groups]}
     if job.position is not None:
         item["cur"] = {"S": job.position}
     if job.change_token is not None:
@@ -247,6 +249,7 @@ def _job_from(tenant_id: str, raw: dict[str, Any]) -> ExportJob:
         export_id=raw[codecs.SK]["S"],
         asked_by=raw["by"]["S"],
         asked_at_ms=int(raw["at"]["N"]),
+        groups=tuple(g["S"] for g in raw.get("grp", {}).get("L", [])),
         phase=ExportPhase(raw["ph"]["S"]),
         position=raw["cur"]["S"] if "cur" in raw else None,
         parts=int(raw["np"]["N"]),

@@ -1,7 +1,7 @@
 """Servers of the catalog's releases beside the one a client test file starts
 (docs/evolution.md), shared by the RxDB and WatermelonDB tests: a release 1
 server (a rollback) and a release 2 server that retired release 1
-(MIN_CLIENT_RELEASE=2), both of tests/support/release2.py, on the session's table.
+(MIN_CLIENT_RELEASE=2), both of the tests' app tests/apps/release2/, on the session's table.
 Session-scoped: `scripts/test --all` runs both files in one process (serial), so
 the two starts are paid once."""
 

@@ -30,7 +30,7 @@ def module_dir() -> Path:
 def report(
     module_dir: Path, settings: Settings, release_servers: dict[str, str]
 ) -> Iterator[dict[str, Any]]:
-    """Every everyday scenario, against a server of tests/support/release2.py (the
+    """Every everyday scenario, against a server of tests/apps/release2/ (the
     product's catalog plus release 2's: what the upgrade scenarios need, and a
     superset of what the others use)."""
     prefix = f"rx-{uuid.uuid4().hex[:8]}"

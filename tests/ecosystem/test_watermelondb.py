@@ -68,6 +68,11 @@ def module_dir() -> Path:
     shutil.copy(MODULE / "index.js", DEPS / "index.js")
     (DEPS / "test").mkdir(exist_ok=True)
     shutil.copy(MODULE / "test" / "scenarios.mjs", DEPS / "test" / "scenarios.mjs")
+    # The tests' app's generated schema of each release, which the scenarios import.
+    for release in sorted(p for p in release2.clients(1).parent.iterdir() if p.is_dir()):
+        target = DEPS / "generated" / "release2" / release.name / "watermelondb"
+        target.mkdir(parents=True, exist_ok=True)
+        shutil.copy(release / "watermelondb" / "schema.js", target / "schema.js")
     return DEPS
 
 
@@ -80,7 +85,7 @@ def _token(prefix: str) -> str:
 def report(
     module_dir: Path, settings: Settings, release_servers: dict[str, str]
 ) -> Iterator[dict[str, Any]]:
-    """Every everyday scenario, against a server of tests/support/release2.py (the
+    """Every everyday scenario, against a server of tests/apps/release2/ (the
     product's catalog plus release 2's field, enum value and type: what the upgrade
     scenarios need, and a superset of what the others use)."""
     prefix = f"wm-{uuid.uuid4().hex[:8]}"

@@ -1,5 +1,5 @@
 """`catchUp` (docs/evolution.md, "Upgrading an app") against real servers of release 1
-and release 2 on one table (tests/support/release2.py): content of the first release
+and release 2 on one table (tests/apps/release2/catalog.yaml): content of the first release
 an app left out, a rollback's edits and deletions, its pages and its errors."""
 
 from __future__ import annotations

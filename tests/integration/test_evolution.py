@@ -1,7 +1,8 @@
 """Release 2 beside release 1 (docs/evolution.md): one table, a server of each
 release (the same code, SYNC_RELEASE picks the catalog), and reference-client apps
 of each, both ways round. Release 2 adds a field (Person.nickname), an enum value
-(RelationshipType.COUSIN) and a type (Note): tests/support/release2.py."""
+(RelationshipType.COUSIN) and a type (Note): tests/apps/release2/catalog.yaml
+(tests/support/release2.py)."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ R2 = ClientSchema.of(release2.DECLARED, 2)
 @pytest.fixture(scope="module")
 def servers(settings: Settings) -> Iterator[tuple[str, str]]:
     """(a server of release 1, a server of release 2) on one table."""
-    catalog = {"SYNC_CATALOG": "tests.support.release2"}
+    catalog = release2.SERVER_ENV
     with (
         api_server(settings, extra_env={**catalog, "SYNC_RELEASE": "1"}) as old,
         api_server(settings, extra_env=catalog) as new,
@@ -181,7 +182,7 @@ def test_release_1_documents_answered_by_a_release_2_server_are_asked_again(
 def test_an_app_older_than_the_servers_minimum_is_told_to_upgrade(
     settings: Settings, tmp_path: Path, tenant: str
 ) -> None:
-    env = {"SYNC_CATALOG": "tests.support.release2", "MIN_CLIENT_RELEASE": "2"}
+    env = {**release2.SERVER_ENV, "MIN_CLIENT_RELEASE": "2"}
     with api_server(settings, extra_env=env) as url:
         old = _app(tmp_path / "old.db", tenant, url, R1)
         old.create("Person", {"givenName": "Ann"})

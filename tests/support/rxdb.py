@@ -20,6 +20,9 @@ MODULE = PROJECT_ROOT / "clients" / "rxdb"
 DEPS = node_packages.RXDB.target
 # The default app's generated collection schemas (scripts/generate-clients).
 GENERATED = DEFAULT_CATALOG_FILE.parent / "clients" / "rxdb" / "schemas.json"
+# The tests' app's (tests/apps/release2/), for each of its releases: the scenario
+# suite's collections (test/scenarios.mjs imports generated/release2/N/rxdb/).
+RELEASE2_CLIENTS = PROJECT_ROOT / "tests" / "apps" / "release2" / "clients"
 # The module's sources and tests, copied next to the installed packages.
 SOURCES = ("index.js", "example.mjs", "test", "examples")
 
@@ -52,6 +55,10 @@ def _install() -> Path:
     # writes for the default app (the family example's, committed).
     (DEPS / "generated" / "rxdb").mkdir(parents=True, exist_ok=True)
     _copy_changed(GENERATED, DEPS / "generated" / "rxdb" / "schemas.json")
+    for release in sorted(p for p in RELEASE2_CLIENTS.iterdir() if p.is_dir()):
+        target = DEPS / "generated" / "release2" / release.name / "rxdb"
+        target.mkdir(parents=True, exist_ok=True)
+        _copy_changed(release / "rxdb" / "schemas.json", target / "schemas.json")
     return DEPS
 
 

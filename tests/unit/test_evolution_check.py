@@ -4,7 +4,7 @@ release is refused with a message naming it and saying what to do instead; addit
 pass once their release is recorded; the product's own record passes. Whatever
 release the product's catalog is at: the tests take it from the catalog and the
 record (releases/), and their own additions build on release 1
-(tests/support/release2.py)."""
+(tests/apps/release2/catalog.yaml, read by tests/support/release2.py)."""
 
 from __future__ import annotations
 
@@ -165,8 +165,10 @@ def test_an_addition_passes_only_once_its_release_is_recorded(first_release: Rec
     _refused(
         report,
         "unrecorded",
-        "release 2 is not recorded; it adds type Note, field Note.personID, field Note.text, "
-        "field Person.nickname, enum value RelationshipType.COUSIN",
+        "release 2 is not recorded; it adds type Member, type Note, field Member.displayName, "
+        "field Member.role, field Note.personID, field Note.text, field Person.nickname, "
+        "enum value MemberRole.OWNER, enum value MemberRole.READER, enum value "
+        "MemberRole.WRITER, enum value RelationshipType.COUSIN",
         "VALUE_ADDED_TO_ENUM: Enum value RelationshipType.COUSIN was added",
     )
     assert any("VALUE_ADDED_TO_ENUM" in what for _, what in report.problems)

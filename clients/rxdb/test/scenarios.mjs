@@ -8,6 +8,11 @@ import { getRxStorageMemory } from "rxdb/plugins/storage-memory";
 import { fieldLevelConflictHandler, forgetTenant, replicateSyncAPI } from "../index.js";
 import { attachmentURL, hashAttachment, uploadAttachment } from "../index.js";
 import { addCollections, attachPhoto, photoURL, replicatePeople } from "../example.mjs";
+// The tests' app (tests/apps/release2/) as scripts/generate-clients writes its
+// collection schemas for each release (clients/N/rxdb/schemas.json, copied beside the
+// module by tests/support/rxdb.py), never by hand.
+import release1Schemas from "../generated/release2/1/rxdb/schemas.json" with { type: "json" };
+import release2Schemas from "../generated/release2/2/rxdb/schemas.json" with { type: "json" };
 
 // Active changesAvailable subscriptions on open sockets, counted from what the
 // client sends (subscribe, complete), whoever opened the socket: on the WebSocket the
@@ -31,18 +36,13 @@ addRxPlugin(RxDBMigrationSchemaPlugin);
 
 const [url, token, prefix] = process.argv.slice(2);
 const auth = { Authorization: `Bearer ${token}` };
-const schema = {
-  version: 0,
-  primaryKey: "id",
-  type: "object",
-  properties: {
-    id: { type: "string", maxLength: 64 },
-    givenName: { type: "string" },
-    familyName: { type: "string" },
-    occupation: { type: "string" },
-  },
-  required: ["id"],
-};
+// The people collection of the app's release 1 (schema version 0).
+const schema = release1Schemas.Person;
+// A partial schema on purpose (no release's generated file leaves out a field of its
+// own release): release 1's without `phoneNumber`, a collection declaring some of
+// Person's fields (the subset deletion; the first-release field's catch-up).
+const { phoneNumber: _phone, ...withoutPhone } = schema.properties;
+const schemaWithoutPhone = { ...schema, properties: withoutPhone };
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 let deviceCount = 0;
 
@@ -87,7 +87,8 @@ class Device {
   async open() {
     this.db = await createRxDatabase({ name: this.name, storage: getRxStorageMemory(), multiInstance: false });
     const conflictHandler = this.options.conflictHandler;
-    await this.db.addCollections({ people: { schema, ...(conflictHandler ? { conflictHandler } : {}) } });
+    const people = { schema: this.options.schema ?? schema, ...(conflictHandler ? { conflictHandler } : {}) };
+    await this.db.addCollections({ people });
     this.people = this.db.people;
     return this;
   }
@@ -275,8 +276,8 @@ async function subsetDeletion() {
   await gql(`mutation($i: PushChangesInput!) { pushChanges(input: $i) { results { status } } }`, {
     i: { tenantID: tenant, mutations: [{ createPerson: { tenantID: tenant, id: "s", person } }] },
   });
-  const a = await new Device(tenant).open();
-  const b = await new Device(tenant).open();
+  const a = await new Device(tenant, { schema: schemaWithoutPhone }).open();
+  const b = await new Device(tenant, { schema: schemaWithoutPhone }).open();
   await a.sync();
   await b.sync();
   await a.remove("s");
@@ -825,9 +826,9 @@ async function photoAttachments() {
   return { online, offline, pulled, missing, pushedPhotos, errorsBefore: errors.slice(0, before) };
 }
 
-// Release 2 of the app (tests/support/release2.py, served by the report's server):
-// the people collection's schema version 1 adds `nickname` (RxDB's migration).
-const schemaV2 = { ...schema, version: 1, properties: { ...schema.properties, nickname: { type: "string" } } };
+// Release 2 of the app (tests/apps/release2/, served by the report's server): the
+// people collection's schema version 1 adds `nickname` (RxDB's migration).
+const schemaV2 = release2Schemas.Person;
 
 async function push(tenant, mutations, at = url) {
   const response = await fetch(at, {
@@ -920,8 +921,9 @@ async function upgradeCatchesUp() {
 
 // The collection's schema version 1 adds `phoneNumber`, a field of the catalog's
 // first release (the app's release stays 1): values written before come with the
-// first pull after the migration.
-const schemaWithPhone = { ...schema, version: 1, properties: { ...schema.properties, phoneNumber: { type: "string" } } };
+// first pull after the migration: release 1's schema without `phoneNumber` at
+// version 0, whole at version 1.
+const schemaWithPhone = { ...schema, version: 1 };
 
 async function firstReleaseFieldCatchesUp() {
   const tenant = `${prefix}-phone`;
@@ -931,7 +933,7 @@ async function firstReleaseFieldCatchesUp() {
   await push(tenant, people);
   const name = `phone-${prefix}`;
   const old = await createRxDatabase({ name, storage: getRxStorageMemory(), multiInstance: false });
-  await old.addCollections({ people: { schema } });
+  await old.addCollections({ people: { schema: schemaWithoutPhone } });
   const before = await replicateOnce(old, tenant, 1);
   const pulled = (await old.people.find().exec()).length;
   await old.close();

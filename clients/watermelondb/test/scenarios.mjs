@@ -12,6 +12,13 @@ import { hasUnsyncedChanges } from "@nozbe/watermelondb/sync/index.js";
 import loggerModule from "@nozbe/watermelondb/utils/common/logger/index.js";
 import { WebSocket } from "ws";
 import { attachmentURL, createSyncAPI, hashAttachment, syncColumns, uploadAttachment } from "../index.js";
+// The tests' app (tests/apps/release2/) as scripts/generate-clients writes its
+// WatermelonDB schema for each release (clients/N/watermelondb/schema.js: the column
+// map, the appSchema and its migrations; copied beside the module by
+// tests/ecosystem/test_watermelondb.py), never by hand. Its tables are named after the
+// types (person, reminder; release 2: note, member).
+import * as release1 from "../generated/release2/1/watermelondb/schema.js";
+import * as release2 from "../generated/release2/2/watermelondb/schema.js";
 
 const LokiJSAdapter = LokiModule.default ?? LokiModule;
 (loggerModule.default ?? loggerModule).silence();
@@ -20,33 +27,14 @@ const [url, token, prefix] = process.argv.slice(2);
 const readerToken = process.env.WM_READER_TOKEN; // a reader of `${prefix}-reader` (contract 6, roles)
 const auth = { Authorization: `Bearer ${token}` };
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-const FIELDS = { givenName: "given_name", familyName: "family_name", occupation: "occupation", photo: "photo" };
-const TABLES = {
-  people: { type: "PERSON", columns: FIELDS, attachments: ["photo"] },
-  reminders: { type: "REMINDER", columns: { title: "title", personID: "person_id" } },
-};
-const schema = appSchema({
-  version: 1,
-  tables: [
-    tableSchema({
-      name: "people",
-      columns: [...Object.values(FIELDS).map((name) => ({ name, type: "string", isOptional: true })), ...syncColumns()],
-    }),
-    tableSchema({
-      name: "reminders",
-      columns: [
-        { name: "title", type: "string", isOptional: true },
-        { name: "person_id", type: "string", isOptional: true },
-        ...syncColumns(),
-      ],
-    }),
-  ],
-});
+const TABLES = release1.tables;
+const FIELDS = TABLES.person.columns;
+const schema = release1.schema;
 class Person extends Model {
-  static table = "people";
+  static table = "person";
 }
 class Reminder extends Model {
-  static table = "reminders";
+  static table = "reminder";
 }
 
 async function gql(query, variables, at = url) {
@@ -129,7 +117,7 @@ class Device {
       dbName: `${this.name}-${tenant}`,
     });
     this.database = new Database({ adapter, modelClasses: [Person, Reminder] });
-    this.people = this.database.get("people");
+    this.people = this.database.get("person");
     this.requests = [];
     this.api = createSyncAPI({
       database: this.database,
@@ -256,7 +244,7 @@ async function bulkPull() {
   });
   const a = new Device(tenant, { limit: 50, pagesPerPull: 2 });
   const stats = await a.sync();
-  const reminderRows = await a.database.get("reminders").query().fetch();
+  const reminderRows = await a.database.get("reminder").query().fetch();
   const tokens = (await a.people.query().fetch()).filter((r) => /^[0-9A-Z]{26}$/.test(r._raw.change_token)).length;
   const result = await converged(tenant, a);
   return {
@@ -484,7 +472,7 @@ async function readerDeletion() {
   const afterSync = { restored: (await reader.docs()).kept ?? null, clean: await reader.clean() };
   await reader.sync();
   const deletionsSent = reader.requests.filter((b) => JSON.stringify(b.variables).includes("deletePerson")).length;
-  const narrow = new Device(tenant, { tables: { people: { type: "PERSON", columns: { givenName: "given_name" } } } });
+  const narrow = new Device(tenant, { tables: { person: { type: "PERSON", columns: { givenName: "given_name" } } } });
   await narrow.sync();
   await narrow.remove("narrow");
   const narrowStats = await narrow.sync();
@@ -755,37 +743,18 @@ async function randomRun(seed) {
   return { equal: result.equal, clean: result.clean, serverCount: Object.keys(result.server).length };
 }
 
-// Release 2 of the app (tests/support/release2.py, served by the report's server):
+// Release 2 of the app (tests/apps/release2/, served by the report's server):
 // people gain a `nickname` column, and a table `notes` (type NOTE) comes, by a
 // WatermelonDB migration (schema version 1 -> 2, migrationsEnabledAtVersion: 1).
-const NOTE_COLUMNS = { text: "text", personID: "person_id" };
 const optional = (name) => ({ name, type: "string", isOptional: true });
-const schemaV2 = appSchema({
-  version: 2,
-  tables: [
-    tableSchema({ name: "people", columns: [...schema.tables.people.columnArray, optional("nickname")] }),
-    tableSchema({ name: "reminders", columns: schema.tables.reminders.columnArray }),
-    tableSchema({ name: "notes", columns: [...Object.values(NOTE_COLUMNS).map(optional), ...syncColumns()] }),
-  ],
-});
-const migrationsV2 = schemaMigrations({
-  migrations: [
-    {
-      toVersion: 2,
-      steps: [
-        addColumns({ table: "people", columns: [optional("nickname")] }),
-        createTable({ name: "notes", columns: [...Object.values(NOTE_COLUMNS).map(optional), ...syncColumns()] }),
-      ],
-    },
-  ],
-});
-const TABLES_V2 = {
-  people: { ...TABLES.people, columns: { ...FIELDS, nickname: "nickname" }, fieldReleases: { nickname: 2 } },
-  reminders: TABLES.reminders,
-  notes: { type: "NOTE", columns: NOTE_COLUMNS, release: 2 },
-};
+const schemaV2 = release2.schema;
+const migrationsV2 = release2.migrations;
+const TABLES_V2 = release2.tables;
 class Note extends Model {
-  static table = "notes";
+  static table = "note";
+}
+class Member extends Model {
+  static table = "member";
 }
 
 // A release 1 app (schema version 1, its migrations enabled from 1), upgraded in
@@ -797,7 +766,7 @@ async function releaseApp(tenant, release, previous = null) {
   const adapter = previous
     ? await previous.adapter.underlyingAdapter.testClone(options)
     : new LokiJSAdapter({ ...options, useWebWorker: false, useIncrementalIndexedDB: false, dbName: `upgrade-${tenant}` });
-  const database = new Database({ adapter, modelClasses: release === 1 ? [Person, Reminder] : [Person, Reminder, Note] });
+  const database = new Database({ adapter, modelClasses: release === 1 ? [Person, Reminder] : [Person, Reminder, Note, Member] });
   const errors = [];
   const api = createSyncAPI({
     database,
@@ -836,7 +805,7 @@ async function serverItem(id, tenant, key = "person") {
 
 const addPerson = (app, id, raw) =>
   app.database.write(() =>
-    app.database.get("people").create((r) => {
+    app.database.get("person").create((r) => {
       r._raw.id = id;
       for (const [c, v] of Object.entries(raw)) r._setRaw(c, v);
     }),
@@ -870,7 +839,7 @@ async function rollingDeploy() {
   app.via = process.env.WM_RELEASE1_URL;
   app.viaOnce = true;
   const error = await syncError(app);
-  const f = await app.database.get("people").find("f");
+  const f = await app.database.get("person").find("f");
   return { error, nickname: f._raw.nickname };
 }
 
@@ -902,13 +871,13 @@ async function rollback() {
   ]);
   const app = await releaseApp(tenant, 2);
   await app.api.sync();
-  const people = app.database.get("people");
+  const people = app.database.get("person");
   const edit = (id, column, value) => app.database.write(async () => (await people.find(id)).update((r) => r._setRaw(column, value)));
   // Offline: an edit of a release 1 field, a nickname set, a person with one, a note.
   await edit("k", "family_name", "Edited");
   await edit("plain", "nickname", "Plainy");
   await addPerson(app, "r", { given_name: "Rolled", nickname: "Rolly" });
-  await app.database.write(() => app.database.get("notes").create((r) => { r._raw.id = "rn"; r._setRaw("text", "kept"); }));
+  await app.database.write(() => app.database.get("note").create((r) => { r._raw.id = "rn"; r._setRaw("text", "kept"); }));
   // Meanwhile a release 2 app clears a nickname; then the rollback, where a release 1
   // app creates a person, a release 2 app (on a server of its own) creates a note
   // (a type release 1 lacks) and sets a nickname, and the release 1 app creates
@@ -939,7 +908,7 @@ async function rollback() {
   };
   app.via = old;
   const refused = await syncError(app);
-  const notes = async () => (await app.database.get("notes").query().fetch()).map((r) => [r.id, r._raw.text]).sort();
+  const notes = async () => (await app.database.get("note").query().fetch()).map((r) => [r.id, r._raw.text]).sort();
   const during = { device: await local(), notes: await notes(), server: await serverAll(), note: await serverItem("rn", tenant, "note"), kept: await hasUnsyncedChanges({ database: app.database }) };
   app.via = null;
   const after = await syncError(app);
@@ -976,12 +945,12 @@ async function upgradeCatchesUp() {
   await serverCreates(tenant, [...people, ...notes]);
   const old = await releaseApp(tenant, 1);
   await old.api.sync();
-  const before = (await old.database.get("people").query().fetch()).length;
-  await old.database.write(async () => (await old.database.get("people").find("p0")).update((r) => r._setRaw("occupation", "offline edit")));
+  const before = (await old.database.get("person").query().fetch()).length;
+  await old.database.write(async () => (await old.database.get("person").find("p0")).update((r) => r._setRaw("occupation", "offline edit")));
   for (const id of ["p7", "p8"]) await serverEdit(tenant, id, { nickname: `late ${id}` });
   const app = await releaseApp(tenant, 2, old.database);
   const stats = await app.api.sync();
-  const rows = await app.database.get("people").query().fetch();
+  const rows = await app.database.get("person").query().fetch();
   const nicknames = Object.fromEntries(rows.map((r) => [r.id, r._raw.nickname || null]));
   const server = await gql(
     `query($t: ID!) { changes(tenantID: $t, limit: 1000) { items { __typename id ... on Person { nickname occupation } } } }`,
@@ -989,7 +958,7 @@ async function upgradeCatchesUp() {
   );
   return {
     before,
-    notes: (await app.database.get("notes").query().fetch()).length,
+    notes: (await app.database.get("note").query().fetch()).length,
     nicknames: Object.values(nicknames).filter((v) => v !== null).length,
     people: rows.length,
     caughtUp: stats.caughtUp,
@@ -1006,13 +975,13 @@ async function upgradeCatchesUp() {
 const NARROW = { givenName: "given_name", familyName: "family_name" };
 const narrowSchema = appSchema({
   version: 1,
-  tables: [tableSchema({ name: "people", columns: [...Object.values(NARROW).map(optional), ...syncColumns()] })],
+  tables: [tableSchema({ name: "person", columns: [...Object.values(NARROW).map(optional), ...syncColumns()] })],
 });
 const widerSchema = appSchema({
   version: 2,
   tables: [
-    tableSchema({ name: "people", columns: [...narrowSchema.tables.people.columnArray, optional("occupation")] }),
-    tableSchema({ name: "reminders", columns: schema.tables.reminders.columnArray }),
+    tableSchema({ name: "person", columns: [...narrowSchema.tables.person.columnArray, optional("occupation")] }),
+    tableSchema({ name: "reminder", columns: schema.tables.reminder.columnArray }),
   ],
 });
 const widerMigrations = schemaMigrations({
@@ -1020,8 +989,8 @@ const widerMigrations = schemaMigrations({
     {
       toVersion: 2,
       steps: [
-        addColumns({ table: "people", columns: [optional("occupation")] }),
-        createTable({ name: "reminders", columns: schema.tables.reminders.columnArray }),
+        addColumns({ table: "person", columns: [optional("occupation")] }),
+        createTable({ name: "reminder", columns: schema.tables.reminder.columnArray }),
       ],
     },
   ],
@@ -1034,8 +1003,8 @@ async function firstReleaseApp(tenant, wider, previous = null) {
     : new LokiJSAdapter({ ...options, useWebWorker: false, useIncrementalIndexedDB: false, dbName: `first-${tenant}` });
   const database = new Database({ adapter, modelClasses: wider ? [Person, Reminder] : [Person] });
   const tables = wider
-    ? { people: { type: "PERSON", columns: { ...NARROW, occupation: "occupation" } }, reminders: TABLES.reminders }
-    : { people: { type: "PERSON", columns: NARROW } };
+    ? { person: { type: "PERSON", columns: { ...NARROW, occupation: "occupation" } }, reminder: TABLES.reminder }
+    : { person: { type: "PERSON", columns: NARROW } };
   const errors = [];
   const api = createSyncAPI({
     database, url, tenantID: tenant, getToken: async () => token, tables, release: 1,
@@ -1056,15 +1025,15 @@ async function firstReleaseCatchesUp() {
   await serverCreates(tenant, [...people, ...reminders]);
   const old = await firstReleaseApp(tenant, false);
   await old.api.sync();
-  const before = (await old.database.get("people").query().fetch()).length;
+  const before = (await old.database.get("person").query().fetch()).length;
   const app = await firstReleaseApp(tenant, true, old.database);
   const stats = await app.api.sync();
-  const rows = await app.database.get("people").query().fetch();
+  const rows = await app.database.get("person").query().fetch();
   return {
     before,
     people: rows.length,
     occupations: rows.filter((r) => r._raw.occupation).length,
-    reminders: (await app.database.get("reminders").query().fetch()).length,
+    reminders: (await app.database.get("reminder").query().fetch()).length,
     caughtUp: stats.caughtUp,
     clean: !(await hasUnsyncedChanges({ database: app.database })),
     errors: [...old.errors, ...app.errors],
@@ -1092,10 +1061,10 @@ async function rollbackDeletionsAtUpgrade() {
   ]);
   await through([{ deletePerson: { tenantID: tenant, id: "p2", changeToken: await tokenOf("p2") } }]);
   await old.api.sync();
-  const before = (await old.database.get("people").query().fetch()).map((r) => r.id).sort();
+  const before = (await old.database.get("person").query().fetch()).map((r) => r.id).sort();
   const app = await releaseApp(tenant, 2, old.database);
   const stats = await app.api.sync();
-  const rows = await app.database.get("people").query().fetch();
+  const rows = await app.database.get("person").query().fetch();
   return {
     before,
     after: Object.fromEntries(rows.map((r) => [r.id, r._raw.nickname || null])),
