@@ -36,9 +36,11 @@ class _Paged(_Transport):
         self.ready: Callable[[], bool] = lambda: True
 
     def execute(self, query: str, variables: dict[str, Any]) -> dict[str, Any]:
-        hook, self.between_pages = self.between_pages, None  # not the base's rule
+        hook: Callable[[], None] | None = self.between_pages
+        self.between_pages = None  # not the base's rule
         if "changes(" in query and variables.get("cursor") and hook and self.ready():
-            hook, _ = None, hook()
+            run, hook = hook, None
+            run()
         try:
             return super().execute(query, variables)
         finally:
