@@ -349,8 +349,8 @@ def test_two_owners_removing_each_other_at_once_leave_one_owner(
     with pytest.raises(RoleForbidden):  # pat's own record: gone, its put's condition fails
         service.apply(member("create", "pat2", None, {"role": "READER"}), "pat", OWNER, True)
     assert tenant_state(ddb, settings.table_name, tenant) == before
-    assert service.access(tenant, "olga") == Access(moved=True, role=OWNER)
-    assert service.access(tenant, "pat") == Access(moved=True, role=None)
+    assert _moved_role(service.access(tenant, "olga")) == (True, OWNER)
+    assert _moved_role(service.access(tenant, "pat")) == (True, None)
 
 
 def test_the_check_is_one_query_of_one_read_unit_per_tenant_and_request(
@@ -380,7 +380,7 @@ def test_the_check_is_one_query_of_one_read_unit_per_tenant_and_request(
         (tenant + "-none", "olga", Access()),  # a claim tenant: reads nothing
     ):
         with capacity.metered() as meter:
-            assert DynamoStore().access(asked_tenant, sub) == expected
+            assert _moved_role(DynamoStore().access(asked_tenant, sub)) == _moved_role(expected)
         assert meter.calls == 1
         units.append(meter.read_units)
     # A consistent read of one small item is 1 unit (rounded up to 4 KB); a Query that
@@ -466,3 +466,8 @@ def test_what_the_check_adds_to_a_requests_capacity(
     print(figures)  # the report's figures (pytest -s)
     assert figures["member", "one"] == figures["claim", "one"] + 1.0, figures
     assert figures["member", "four"] == figures["claim", "four"] + 1.0, figures
+
+
+def _moved_role(access: Access) -> tuple[bool, str | None]:
+    """What these tests check of an access read (its groups and Member version aside)."""
+    return access.moved, access.role
