@@ -27,6 +27,9 @@ class Reads:
     # The sync reads the caller's streams beside the main log (every cursor says so).
     streams: bool = False
     limit: int = MAX_LIMIT  # the request's: a re-read's page holds at most this many
+    # The request came with a cursor: the groups its sync re-reads were decided by the
+    # sync's first request, whose bound is the cursor's `upper`.
+    continued: bool = False
 
     def owe(self, low: str, upper: str, low_ms: int, from_cursor: bool) -> None:
         # The first range a request reads is its lowest: later ones continue above it.

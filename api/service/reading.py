@@ -113,7 +113,7 @@ class Reading:
         limit = DEFAULT_LIMIT if limit is None else limit
         if not 1 <= limit <= MAX_LIMIT:
             raise BadUserInput(f"limit must be between 1 and {MAX_LIMIT}")
-        reads = _Reads(sub=sub, limit=limit)
+        reads = _Reads(sub=sub, limit=limit, continued=cursor is not None)
         view = ReleaseView(catalog.RELEASE if release is None else release)
         page = self._collect(tenant_id, since, cursor, limit, types, max_scanned, reads, view)
         self._settle(tenant_id, reads)
@@ -189,7 +189,9 @@ class Reading:
         self, tenant_id: str, since: str | None, cursor: str | None, limit: int, reads: _Reads
     ) -> Page:
         page = self._read(tenant_id, since, cursor, limit, reads)
-        return own_cut(page, reads.sub, since)  # its viewer's view, up to where it holds
+        # Its viewer's view, up to where it holds; a continued sync's, up to its bound.
+        above = reads.upper if reads.continued else None
+        return own_cut(page, reads.sub, since, above)
 
     def _read(
         self, tenant_id: str, since: str | None, cursor: str | None, limit: int, reads: _Reads

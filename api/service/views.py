@@ -135,19 +135,23 @@ def check_since(tail: LogTail, since: str) -> None:
         )
 
 
-def own_cut(page: Page, sub: str | None, since: str | None) -> Page:
+def own_cut(page: Page, sub: str | None, since: str | None, above: str | None = None) -> Page:
     """`page` up to the first version of the caller's own Member record that its
     viewer `sub` (the request's access read) does not reflect: one written after
     that read, or whose access item is not yet applied. The sync's view is the
     viewer's (its groups, its role), so the device's token must not pass that
     version: the page ends before it, and the next request reads access again
-    (docs/ordering.md, "Groups")."""
+    (docs/ordering.md, "Groups"). `above`: a continued sync's bound (its cursor's
+    `upper`, the head when it began): its groups' re-read was decided by its first
+    request, so a page lifted past that bound ends before any version above it, whatever
+    this request's viewer reflects, and the next sync re-reads what that version moved."""
     if not isinstance(sub, Viewer):
         return page
     for index, record in enumerate(page.items):
         if record.item_type.code != catalog.MEMBER.code or record.id != str(sub):
             continue
-        if sub.token is not None and record.change_token <= sub.token:
+        newer = above is not None and record.change_token > above
+        if not newer and sub.token is not None and record.change_token <= sub.token:
             continue
         before = token_before(record.change_token)
         # Before the tenant's first change, a first sync is still one.
