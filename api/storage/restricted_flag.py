@@ -4,7 +4,7 @@ The flag is set on the usage item in the transaction that first sets the head's
 (`api.storage.stream_writes`), so attachments learn it from the item they read anyway.
 A tenant that restricted a record before that (a build of release N beside N+1's) has
 the head's flag and not the item's: an item without the flag is answered from the
-head, once, and the answer kept on the item (true or false), so a tenant pays the
+head (`reads.head`), once, and the answer kept on the item (true or false), so a tenant pays the
 head's read once, not at each call (docs/attachments.md, "Who may download")."""
 
 from __future__ import annotations
@@ -12,13 +12,12 @@ from __future__ import annotations
 from botocore.exceptions import ClientError
 
 from api.domain.errors import Unavailable
-from api.storage import keys
+from api.storage import reads
 from api.storage.errors import error_code, translated
-from api.storage.models import BlobUsageItem, HeadItem
+from api.storage.models import BlobUsageItem
 from api.storage.reads import TOTAL_CAPACITY, connection
 
 _FLAG = BlobUsageItem.restricted.attr_name
-_HEAD_FLAG = HeadItem.restricted.attr_name
 
 
 def from_head(table: str, tenant_id: str, usage_key: dict[str, object], deleting: str) -> bool:
@@ -27,17 +26,9 @@ def from_head(table: str, tenant_id: str, usage_key: dict[str, object], deleting
     restricted write's transaction, which sets it true whatever this writes: a `false`
     written first is overwritten, one written after is refused by the condition) or
     is being deleted (`deleting`: the deletion's mark; it removes the flag)."""
+    head = reads.head(tenant_id)  # TenantDeleted while it is being deleted
+    restricted = head is not None and head.restricted
     client = connection().client
-    with translated():
-        head = client.get_item(
-            TableName=table,
-            Key={"pk": {"S": keys.log_pk(tenant_id)}, "sk": {"S": keys.HEAD_SK}},
-            ConsistentRead=True,
-            ProjectionExpression="#f",
-            ExpressionAttributeNames={"#f": _HEAD_FLAG},
-            ReturnConsumedCapacity=TOTAL_CAPACITY,
-        ).get("Item", {})
-    restricted = bool(head.get(_HEAD_FLAG, {}).get("BOOL", False))
     try:
         with translated():
             client.update_item(
