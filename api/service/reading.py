@@ -205,6 +205,8 @@ class Reading:
             place = self._regroup.place(tenant_id, cursor, reads.sub)
             if place is not None:  # a re-read of groups joined or left (its pages)
                 reads.viewed = place.viewed
+                # What it sends above `since` may be past the retention (`_settle`).
+                reads.owe(place.since, place.upper, token_ms(place.since), True)
                 return self._regroup.page(tenant_id, place, reads.sub, size, rest)
             position = self._cursors.decode(tenant_id, cursor)
             reads.viewed = position.viewed

@@ -10,7 +10,7 @@ On a real server over DynamoDB Local, its DynamoDB calls through a proxy that ho
 the request's first Query of the log while another process commits bob's Member
 write (`tests/support/dynamo_proxy.py`); then through the service with a viewer read
 before the write (the same interleaving, without a server), which also follows the
-sync after the cut to its end."""
+sync after the cut to its end. And a re-read's cursor followed after the retention."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ import httpx2
 import pytest
 
 from api.domain.cursor import CursorCodec
+from api.domain.errors import ResyncRequired
 from api.domain.membership import Viewer
 from api.domain.tokens import token_before
 from api.graphql.context import RELEASE_HEADER
@@ -30,12 +31,14 @@ from api.service import SyncService
 from api.service.ports import Page
 from api.settings import Settings
 from api.storage import capacity, keys
+from api.storage.store import DynamoStore
 from tests.integration.test_groups import CREATE_PERSON, RELEASE, Caller, _groups
 from tests.integration.test_groups_adversarial import KIDS, _Family
 from tests.integration.test_visibility_sync import _CHANGES
 from tests.support.dynamo_proxy import DynamoProxy, Match
 from tests.support.gql import GraphQLClient, bearer
 from tests.support.servers import api_server
+from tests.support.short_retention import EXPIRED_S, Clock, short_retention_service
 
 PUBLIC = ("p1", "p2", "p3", "p4", "p5")  # written after the device's token: 3 pages of 2
 
@@ -273,3 +276,29 @@ def test_a_cursor_carrying_viewed_reads_what_one_without_it_reads(
             )
         read.append((meter.calls, meter.read_units, [r.id for r in next_.items]))
     assert read[0] == read[1] and read[0][0] > 0, read
+
+
+def test_a_re_reads_cursor_followed_after_the_retention_is_resync_required_at_once(
+    settings: Settings, tenant: str
+) -> None:
+    """bob joins kids after his device's token S; his sync's re-read of kids goes one
+    record a page; its cursor, followed once S is past the retention, is
+    RESYNC_REQUIRED on that page, as a page of the sync's log would be (entries of
+    kids' stream above S may be gone by TTL), not a page of the re-read; so is the
+    re-read's first page of the sync asked again from S."""
+    family = _Family(tenant, [])
+    for n in range(4):
+        family.person(f"k{n}", KIDS)
+    since = family.person("p0", None)
+    family.groups(["kids"])
+    clock = Clock()
+    later = short_retention_service(DynamoStore(), clock)
+    viewer = family.viewer()
+    page = later.changes(tenant, since=since, limit=1, sub=viewer, release=RELEASE)
+    assert page.regrouped and page.cursor is not None
+    clock.advance(EXPIRED_S)  # S is past the retention and its margin
+    with pytest.raises(ResyncRequired):
+        page = later.changes(tenant, cursor=page.cursor, limit=1, sub=viewer, release=RELEASE)
+        pytest.fail(f"a re-read's page after the retention: {[r.id for r in page.items]}")
+    with pytest.raises(ResyncRequired):  # and its first page, the sync asked again from S
+        later.changes(tenant, since=since, limit=1, sub=viewer, release=RELEASE)
