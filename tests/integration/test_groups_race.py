@@ -278,6 +278,25 @@ def test_a_cursor_carrying_viewed_reads_what_one_without_it_reads(
     assert read[0] == read[1] and read[0][0] > 0, read
 
 
+def test_a_sync_without_streams_writes_the_cursor_the_previous_release_reads(
+    settings: Settings, tenant: str
+) -> None:
+    """Only a sync with streams carries `viewed` (version 3): bob's sync of a tenant
+    that never restricted a record gets version 2 cursors, as from the previous
+    release; once a record is restricted, his next sync's cursors are version 3."""
+    family = _Family(tenant, ["kids"])
+    for id in PUBLIC:
+        family.person(id, None)
+    codec = CursorCodec("x")
+    for restricted in (False, True):
+        if restricted:
+            family.person("letter", KIDS)
+        page = family.service.changes(tenant, limit=2, sub=family.viewer(), release=RELEASE)
+        assert page.cursor is not None
+        version = codec.body(tenant, page.cursor).split(".")[0]
+        assert version == ("3" if restricted else "2"), (restricted, version)
+
+
 def test_a_re_reads_cursor_followed_after_the_retention_is_resync_required_at_once(
     settings: Settings, tenant: str
 ) -> None:
