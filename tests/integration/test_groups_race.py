@@ -10,7 +10,9 @@ On a real server over DynamoDB Local, its DynamoDB calls through a proxy that ho
 the request's first Query of the log while another process commits bob's Member
 write (`tests/support/dynamo_proxy.py`); then through the service with a viewer read
 before the write (the same interleaving, without a server), which also follows the
-sync after the cut to its end. And a re-read's cursor followed after the retention."""
+sync after the cut to its end, and a claim tenant's caller put in a group as its
+tenant moves to membership as data. And a re-read's cursor followed after the
+retention."""
 
 from __future__ import annotations
 
@@ -35,6 +37,7 @@ from api.storage.store import DynamoStore
 from tests.integration.test_groups import CREATE_PERSON, RELEASE, Caller, _groups
 from tests.integration.test_groups_adversarial import KIDS, _Family
 from tests.integration.test_visibility_sync import _CHANGES
+from tests.integration.test_visibility_writes import _create, _service, _write
 from tests.support.dynamo_proxy import DynamoProxy, Match
 from tests.support.gql import GraphQLClient, bearer
 from tests.support.servers import api_server
@@ -248,6 +251,30 @@ def test_the_sync_after_the_cut_re_reads_the_group_and_passes_the_write(
     assert after_cut[0].regrouped, "the sync after the cut did not re-read kids"
     assert token is not None and token >= joined and len(after_cut) < 10
     assert polled == token and [p.items for p in polls] == [[]]
+
+
+def test_a_claim_tenants_caller_moved_into_a_group_mid_sync_gets_its_records(
+    settings: Settings, tenant: str
+) -> None:
+    """A claim tenant (no Member record yet) with a record shared with kids: bob's
+    sync reads his access (no Member version: his token's claim decides), then o's
+    first Member write moves the tenant and the next puts bob in kids, then the sync
+    reads the log. Its cursors carry `viewed` below every token, so it ends before
+    bob's Member record, and the next sync re-reads kids."""
+    service = _service()
+    _write(service, _create(tenant, "letter", KIDS), by="o", role="owner")
+    for id in PUBLIC:
+        _write(service, _create(tenant, id, None), by="o", role="owner")
+    before = service.membership.access(tenant, "bob").viewer("bob")
+    assert before.token is None  # a claim tenant's caller
+    family = _Family(tenant, ["kids"])  # o's Member record, then bob's, in kids
+    pages, cut = _sync(family.service, tenant, None, before, family.viewer())
+    held = _held(pages, {})
+    after_cut, token = _sync(family.service, tenant, cut, family.viewer(), family.viewer())
+    _held(after_cut, held)
+    fresh, _ = _sync(family.service, tenant, None, family.viewer(), family.viewer())
+    assert "letter" in held and held == _held(fresh, {}), (sorted(held), family.bob, cut)
+    assert cut == token_before(family.bob) and token is not None and token >= family.bob
 
 
 def test_a_cursor_carrying_viewed_reads_what_one_without_it_reads(
