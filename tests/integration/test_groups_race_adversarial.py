@@ -25,6 +25,7 @@ from api.domain.mutations import Mutation
 from api.domain.visibility import Visibility, sees
 from api.service.ports import Page
 from api.settings import Settings
+from api.storage import capacity
 from tests.integration.test_groups_adversarial import KIDS, RELEASE, _Family
 from tests.support.family import MEMBER as MEMBER_TYPE
 
@@ -406,3 +407,69 @@ def test_two_devices_of_bob_one_mid_sync_across_the_join_the_other_polling(
     fresh = _fresh(family)
     assert "letter" in tablet.held and tablet.held == fresh, sorted(tablet.held)
     assert "letter" in phone.held and phone.held == fresh, sorted(phone.held)
+
+
+# Cost: every page of a whole sync (a re-read's, the log's, the lifted last one).
+
+
+def _metered_sync(
+    family: _Family, since: str, limit: int, rewrite: Callable[[str], str]
+) -> list[tuple[int, float, list[str]]]:
+    """A sync of bob from `since`, each later request's cursor `rewrite(cursor)`:
+    per request, its DynamoDB calls, read units and item ids."""
+    tenant, viewer = family.tenant, family.viewer()
+    rows = []
+    cursor: str | None = None
+    for n in range(60):
+        with capacity.metered() as meter:
+            if n == 0:
+                page = family.service.changes(
+                    tenant, since=since, limit=limit, sub=viewer, release=RELEASE
+                )
+            else:
+                assert cursor is not None
+                page = family.service.changes(
+                    tenant, cursor=rewrite(cursor), limit=limit, sub=viewer, release=RELEASE
+                )
+        rows.append((meter.calls, meter.read_units, [r.id for r in page.items]))
+        cursor = page.cursor
+        if cursor is None:
+            return rows
+    pytest.fail("the sync did not end within 60 requests")
+
+
+def test_every_page_of_a_sync_reads_as_with_the_previous_releases_cursors(
+    settings: Settings, tenant: str
+) -> None:
+    """bob joined kids after `since`: his sync re-reads kids one record a page, then
+    reads the log two a page. Followed with its own cursors (version 3, the re-read's
+    carrying `viewed`) or with each rewritten without `viewed` (as the previous
+    release wrote them), every request makes the same DynamoDB calls, of the same
+    read units, and returns the same items."""
+    family = _Family(tenant, [])
+    for n in range(3):
+        family.person(f"k{n}", KIDS)
+    since = family.person("p0", None)
+    for id in PUBLIC:
+        family.person(id, None)
+    family.groups(["kids"])
+    codec = CursorCodec("x")
+
+    def previous(cursor: str) -> str:
+        body = codec.body(tenant, cursor)
+        if body.startswith("R|"):  # a re-read's: its 6 parts of the previous release
+            return codec.signed(tenant, "|".join(body.split("|")[:6]))
+        position = codec.decode(tenant, cursor)
+        return codec.encode(tenant, dataclasses.replace(position, viewed=None))
+
+    seen: list[str] = []
+
+    def own(cursor: str) -> str:
+        seen.append(codec.body(tenant, cursor))
+        return cursor
+
+    with_viewed = _metered_sync(family, since, 1, own)
+    assert any(b.startswith("R|") and b.count("|") == 6 for b in seen), seen
+    assert any(b.startswith("3.") for b in seen), seen
+    without = _metered_sync(family, since, 1, previous)
+    assert len(with_viewed) > 5 and with_viewed == without, (with_viewed, without)
