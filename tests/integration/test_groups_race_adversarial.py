@@ -13,9 +13,11 @@ within a bounded number of syncs."""
 from __future__ import annotations
 
 import dataclasses
+import threading
 from collections.abc import Callable
 from typing import Any
 
+import httpx2
 import pytest
 
 from api.domain.cursor import CursorCodec
@@ -26,8 +28,22 @@ from api.domain.visibility import Visibility, sees
 from api.service.ports import Page
 from api.settings import Settings
 from api.storage import capacity
+from tests.integration.test_groups import UPDATE_MEMBER, _groups
 from tests.integration.test_groups_adversarial import KIDS, RELEASE, _Family
+from tests.integration.test_groups_race import (
+    _Device as _ServerDevice,
+)
+from tests.integration.test_groups_race import (
+    _first_log_read,
+    _member_token,
+    _new_device,
+    _public,
+    _setup,
+    server,  # noqa: F401 (a fixture: the API server behind the proxy)
+)
+from tests.support.dynamo_proxy import DynamoProxy
 from tests.support.family import MEMBER as MEMBER_TYPE
+from tests.support.gql import GraphQLClient
 
 PUBLIC = ("p1", "p2", "p3", "p4", "p5")  # three pages of two
 MAX_SYNCS = 4  # a sync cut by the write, the one that passes it, a poll (and one spare)
@@ -304,6 +320,52 @@ def test_a_leave_then_a_rename_of_bob_in_the_moment_sends_a_left_view(
     assert "letter" in device.left and device.held == _fresh(family), (
         f"left kids at {left}, renamed at {renamed}; the raced sync moved to {cut}; "
         f"sent LeftViewItems of {device.left}, holds {sorted(device.held)}"
+    )
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason=_SUPERSEDED + "on a real server: 'joined kids at T1, renamed at T2 while the "
+    "server held the sync's first read of the log; holds [bob, olga, p1..p5]', no letter",
+)
+def test_on_a_server_a_join_then_a_rename_in_the_moment_brings_the_letter(
+    server: tuple[str, DynamoProxy],  # noqa: F811
+    gql: GraphQLClient,
+    tenant: str,
+) -> None:
+    """The server holds bob's sync's first Query of the log (after its access read)
+    while olga moves bob into kids and then writes his displayName: his device must
+    end with the letter, as a new device of his."""
+    base, proxy = server
+    olga = _setup(gql, tenant, [])
+    with httpx2.Client(base_url=base, timeout=60) as http:
+        device = _ServerDevice(http, tenant)
+        device.sync()
+        for id in PUBLIC:
+            _public(olga, id)
+        hold = proxy.hold(_first_log_read(tenant))
+        first: dict[str, Any] = {}
+        request = threading.Thread(target=lambda: first.update(device.request(None)), daemon=True)
+        request.start()
+        try:
+            assert hold.reached.wait(60), "the sync's first read of the log never came"
+            _groups(olga, "bob", ["kids"])
+            joined = _member_token(olga, "bob")
+            changes = {"displayName": "Bobby"}
+            i = {"tenantID": tenant, "id": "bob", "changeToken": joined, "changes": changes}
+            olga.data(UPDATE_MEMBER, {"i": i})
+        finally:
+            hold.go.set()
+        request.join(60)
+        assert not request.is_alive() and first, "the first request did not answer"
+        device.follow(device.apply(first))
+        cut = device.token
+        device.sync()
+        device.sync()
+        fresh = _new_device(http, tenant)
+    assert "letter" in device.held and device.held == fresh.held, (
+        f"joined kids at {joined}, renamed at {_member_token(olga, 'bob')}; the raced sync "
+        f"moved to {cut}; holds {sorted(device.held)}"
     )
 
 
