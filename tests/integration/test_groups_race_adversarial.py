@@ -43,6 +43,7 @@ from tests.integration.test_groups_race import (
 )
 from tests.support.dynamo_proxy import DynamoProxy
 from tests.support.family import MEMBER as MEMBER_TYPE
+from tests.support.family import PERSON
 from tests.support.gql import GraphQLClient
 
 PUBLIC = ("p1", "p2", "p3", "p4", "p5")  # three pages of two
@@ -538,3 +539,55 @@ def test_every_page_of_a_sync_reads_as_with_the_previous_releases_cursors(
     assert any(b.startswith("3.") for b in seen), seen
     without = _metered_sync(family, since, 1, previous)
     assert len(with_viewed) > 5 and with_viewed == without, (with_viewed, without)
+
+
+# A catch-up across a join or a leave, and cursors of one kind given to the other.
+
+
+@pytest.mark.parametrize("move", ["join", "leave"])
+def test_a_catch_up_across_a_join_or_a_leave_then_the_sync_end_as_a_new_device(
+    settings: Settings, tenant: str, move: str
+) -> None:
+    """bob's device catches up Person records up to its token, one a page; between two
+    pages bob joins (leaves) kids. Then it syncs from its token: it ends with (without)
+    the letter, as a new device of his."""
+    family, device = _synced([] if move == "join" else ["kids"], tenant)
+    device.sync()
+    up_to = device.token
+    assert up_to is not None
+    moved: list[str] = []
+    cursor: str | None = None
+    for n in range(30):
+        page = family.service.catch_up(
+            tenant, up_to, types=[PERSON], cursor=cursor, limit=1, by=device.viewer()
+        )
+        for record in page.items:
+            device.held[record.id] = record.change_token
+        if n == 0:
+            moved.append(family.groups(["kids"] if move == "join" else []))
+        cursor = page.cursor
+        if cursor is None:
+            break
+    assert cursor is None and moved
+    device.settle()
+    assert ("letter" in device.held) is (move == "join"), (moved, sorted(device.held))
+    assert device.held == _fresh(family)
+
+
+def test_a_changes_cursor_is_no_catch_up_cursor_nor_the_other_way(
+    settings: Settings, tenant: str
+) -> None:
+    """A sync's version 3 cursor given to catchUp, and a catch-up's cursor given to
+    changes: INVALID_CURSOR both."""
+    family, device = _synced(["kids"], tenant)
+    viewer = device.viewer()
+    page = family.service.changes(tenant, since=device.token, limit=2, sub=viewer)
+    assert page.cursor is not None
+    assert CursorCodec("x").body(tenant, page.cursor).startswith("3.")
+    up_to = family.person("p6", None)
+    with pytest.raises(InvalidCursor):
+        family.service.catch_up(tenant, up_to, types=[PERSON], cursor=page.cursor, by=viewer)
+    caught = family.service.catch_up(tenant, up_to, types=[PERSON], limit=1, by=viewer)
+    assert caught.cursor is not None
+    with pytest.raises(InvalidCursor):
+        family.service.changes(tenant, cursor=caught.cursor, limit=2, sub=viewer)
