@@ -208,6 +208,35 @@ _REMOVED_LOSES = (
 )
 
 
+@pytest.mark.parametrize("other", ["adults", "zoo"])  # re-read before kids, or after it
+def test_a_second_group_joined_while_the_device_re_reads_the_first_reaches_it(
+    settings: Settings, tenant: str, other: str
+) -> None:
+    """bob joined kids after his device's token; while his sync re-reads kids (one
+    record a page) he joins `other` too: the device ends with both groups' records,
+    as a new device of his, within two syncs and a poll."""
+    family = _Family(tenant, [])
+    for n in range(3):
+        family.person(f"k{n}", KIDS)
+        family.person(f"o{n}", Visibility.of(None, [], [other]))
+    device = _Device(family, limit=1)
+    device.sync()
+    family.person("p0", None)
+    family.groups(["kids"])
+    joined: list[str] = []
+
+    def between(n: int, page: Page) -> None:
+        if n == 2:
+            assert page.regrouped, "the join was meant to land mid-re-read"
+            joined.append(family.groups(["kids", other]))
+
+    device.sync(between=between)
+    syncs = device.settle()
+    assert device.token is not None and device.token >= joined[0] and syncs <= 2
+    assert {"k0", "k1", "k2", "o0", "o1", "o2"} <= set(device.held), sorted(device.held)
+    assert device.held == _fresh(family)
+
+
 @pytest.mark.parametrize(
     "kept",
     [
