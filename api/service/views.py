@@ -113,7 +113,11 @@ def merged(
     edges += [stream_edge] if stream_edge is not None else []
     edge = min(edges) if edges else None
     by_token = {r.change_token: r for r in main}
-    by_token.update({r.change_token: r for r in stream})
+    # A marker (`Record.marks`) is its version's stand-in only where the main log no
+    # longer holds that version's entry.
+    by_token.update(
+        (r.change_token, r) for r in stream if not (r.marks and r.change_token in by_token)
+    )
     items = [by_token[t] for t in sorted(by_token) if edge is None or t <= edge]
     return items[:limit], edge is not None or len(items) > limit
 

@@ -200,12 +200,9 @@ def test_a_member_write_made_while_the_device_re_reads_a_group_is_passed(
     assert device.held == _fresh(family), (sorted(device.held), sorted(_fresh(family)))
 
 
-_REMOVED_LOSES = (
-    "a REMOVED role deletes bob's access item (member_role gives None), and with it its "
-    "gt: removed in no group, then re-added in none, no write records that he left "
-    "kids, so no sync re-reads it: 'his device holds [bob, letter, o, p1..p5], was "
-    "sent LeftViewItems of []' (mid-sync and offline alike: not a matter of viewed)"
-)
+# bob REMOVED (in kids, or in no group) then re-added in none: his access item keeps
+# its joins and leaves through the removal (a role-less item), so the re-add's item
+# still records that he left kids, and his device's next sync re-reads it.
 
 
 @pytest.mark.parametrize("other", ["adults", "zoo"])  # re-read before kids, or after it
@@ -239,10 +236,7 @@ def test_a_second_group_joined_while_the_device_re_reads_the_first_reaches_it(
 
 @pytest.mark.parametrize(
     "kept",
-    [
-        True,
-        pytest.param(False, marks=pytest.mark.xfail(strict=True, reason=_REMOVED_LOSES)),
-    ],
+    [True, False],
     ids=["removed-in-kids", "removed-in-none"],
 )
 @pytest.mark.parametrize("mid_sync", [True, False], ids=["mid-sync", "offline"])
@@ -274,29 +268,17 @@ def test_a_member_removed_then_re_added_without_kids_gets_a_left_view_of_its_rec
 
 # Two Member writes of bob, the first moving him, the second changing no group: the
 # log keeps only the second's entry (an update removes the entry of the version it
-# replaces), so a page whose viewer reflects neither ends before the second only,
-# and the device's token passes the first, the move, with no re-read.
-
-_SUPERSEDED = (
-    "the log keeps only bob's latest Member entry (an update removes the one it "
-    "replaces): a page ends before it, past the join or leave it superseded, and no "
-    "later sync re-reads the group (its gt token is below `since`): "
-)
-
-
-_JOINED = pytest.mark.xfail(
-    strict=True,
-    reason=_SUPERSEDED + "'joined kids at T1, renamed at T2 (T1 after the sync's access "
-    "read, before its first read of the log); holds [bob, o, p1..p5]', no letter",
-)
+# replaces), so a page whose viewer reflects neither would end before the second
+# only, its token past the move, with no re-read; the move's marker in bob's stream
+# ends it before the first.
 
 
 @pytest.mark.parametrize(
     "when",
     [
-        pytest.param("in-window", marks=_JOINED),
-        pytest.param("renamed-mid-sync", marks=_JOINED),
-        pytest.param("first-sync", marks=_JOINED),  # in the moment, a device's first
+        "in-window",
+        "renamed-mid-sync",
+        "first-sync",  # in the moment, a device's first
         "both-mid-sync",  # both after the sync's first read: the device gets the letter
     ],
 )
@@ -333,10 +315,6 @@ def test_a_join_then_a_rename_of_bob_during_his_sync_brings_the_letter(
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=_SUPERSEDED + "'left kids at T1, renamed at T2; sent no LeftViewItem of the letter'",
-)
 def test_a_leave_then_a_rename_of_bob_in_the_moment_sends_a_left_view(
     settings: Settings, tenant: str
 ) -> None:
@@ -356,11 +334,6 @@ def test_a_leave_then_a_rename_of_bob_in_the_moment_sends_a_left_view(
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=_SUPERSEDED + "on a real server: 'joined kids at T1, renamed at T2 while the "
-    "server held the sync's first read of the log; holds [bob, olga, p1..p5]', no letter",
-)
 def test_on_a_server_a_join_then_a_rename_in_the_moment_brings_the_letter(
     server: tuple[str, DynamoProxy],  # noqa: F811
     gql: GraphQLClient,
