@@ -28,9 +28,10 @@ class ExportJobs(Protocol):
     ) -> tuple[list[Record], str | None]: ...
     def left_view(
         self, tenant_id: str, principals: Sequence[str], after: str, max_read_units: float
-    ) -> tuple[set[str], bool]:
+    ) -> tuple[set[str], bool, str | None]:
         """The ids of the LeftView sentinels above `after` in the main log and the
-        streams of `principals`; and whether all were read within `max_read_units`."""
+        streams of `principals`; whether all were read within `max_read_units`; and
+        the token up to which the Queries held every entry (None: none)."""
         ...
 
     def metered(self) -> AbstractContextManager[Meter]:

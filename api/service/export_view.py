@@ -14,12 +14,15 @@ no longer sees, and the file is refused. One it sees again (shared anew, or move
 a group of the caller's) costs nothing: the file holds only versions the caller saw
 of records it sees.
 
-What it costs: a consistent Query of each partition above `begun` (the main log,
-the caller's stream, each group's of the job), reading every entry there (a
-sentinel is told apart by an attribute, not its key), within CHECK_READ_UNITS; an
-export whose partitions hold more since it began than those units read is refused
-as well ("start a new export"), as one older than the tenant's retention (the
-sentinels expire with it)."""
+What it costs: a GetItem of the head, then a consistent Query of each partition
+above the job's `checked` (else `begun`: the main log, the caller's stream, each
+group's of the job), reading every entry there (a sentinel is told apart by an
+attribute, not its key), within CHECK_READ_UNITS. What a call found so is saved with
+the job's next step as `checked` (the entries below the head's transaction, all
+applied when the head was read): a call reads what was written since the last. An
+export whose partitions hold more than those units read since is refused as well
+("start a new export"), as one older than the tenant's retention (the sentinels
+expire with it)."""
 
 from __future__ import annotations
 
@@ -42,13 +45,16 @@ FROM_START = "0" * 26
 
 def check_still_viewed(
     jobs: ExportJobs, reading: Reading, retention: Retention, job: ExportJob, by: str, now_ms: int
-) -> None:
+) -> str | None:
     """NOT_FOUND when the file of `job` (as far as written) may hold a record that has
     left the view of its caller `by` (the request's viewer, its groups now) since the
-    export began; nothing said of which."""
-    since = job.begun or job.history_token or job.change_token
-    if since is None:
-        return  # nothing of the tenant read yet (or the tenant had no change then)
+    export began; nothing said of which. Else the token up to which that is now known
+    (the job's `checked`: the next call reads above it only, so a busy tenant's
+    export, checked at each call, reads each change once)."""
+    begun = job.begun or job.history_token or job.change_token
+    if begun is None:
+        return job.checked  # nothing of the tenant read yet (or it had no change then)
+    since = max(begun, job.checked or begun)
     refusal = NotFound(
         f"no export {job.export_id} of this tenant for you: what you see of it changed "
         "since it began; start a new export"
@@ -57,7 +63,7 @@ def check_still_viewed(
         # A sentinel written since it began may have expired (TTL): what left is untold.
         raise refusal
     principals = [member_principal(job.asked_by), *map(group_principal, job.groups)]
-    left, complete = jobs.left_view(job.tenant_id, principals, since, CHECK_READ_UNITS)
+    left, complete, proven = jobs.left_view(job.tenant_id, principals, since, CHECK_READ_UNITS)
     if not complete:
         raise refusal
     ids = sorted(left)
@@ -65,3 +71,5 @@ def check_still_viewed(
         batch = set(ids[start : start + _SEEN_BATCH])
         if reading.seen(job.tenant_id, batch, by) != batch:
             raise refusal
+    # A record seen again stays so unless it leaves once more: above `proven`.
+    return max(since, proven or since)

@@ -150,12 +150,12 @@ class TenantExport:
                         "since it began; start a new export"
                     )
                 # Nor once a record it may hold has left its caller's view since.
-                check_still_viewed(
+                checked = check_still_viewed(
                     self._jobs, self._reading, self._retention, found, by, self._clock_ms()
                 )
                 # Its caller's view as this request found it (its groups now).
                 groups = tuple(sorted({*found.groups, *groups_of(by)}))
-                job = dataclasses.replace(found, asked_by=by, groups=groups)
+                job = dataclasses.replace(found, asked_by=by, groups=groups, checked=checked)
             return self._run(job, STEPS_PER_CALL if steps is None else steps, meter)
 
     def _run(self, job: ExportJob, steps: int, meter: Meter) -> ExportJob:

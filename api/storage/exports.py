@@ -18,6 +18,7 @@ from botocore.exceptions import ClientError
 from api.domain.errors import Unavailable
 from api.domain.exports import ExportJob, ExportPhase
 from api.domain.records import Record
+from api.domain.tokens import token_before
 from api.storage import capacity, codecs, keys, reads
 from api.storage.errors import error_code, translated
 from api.storage.models import RecordItem
@@ -187,14 +188,18 @@ class ExportTable:
 
     def left_view(
         self, tenant_id: str, principals: Sequence[str], after: str, max_read_units: float
-    ) -> tuple[set[str], bool]:
+    ) -> tuple[set[str], bool, str | None]:
         """The ids of the LeftView sentinels above the token `after` in the tenant's main
-        log and the streams of `principals`; and whether every partition was read to
-        its end within `max_read_units`, or about (consistent Queries; a sentinel is
-        told apart from other entries by an attribute, not by its key, so a Query
-        reads every entry above `after` and its filter keeps the sentinels: each page
-        is sized to the units left, an entry counted at its largest until the pages
-        so far show what one costs, twice that)."""
+        log and the streams of `principals`; whether every partition was read to its
+        end within `max_read_units`, or about (consistent Queries; a sentinel is told
+        apart from other entries by an attribute, not by its key, so a Query reads
+        every entry above `after` and its filter keeps the sentinels: each page is
+        sized to the units left, an entry counted at its largest until the pages so
+        far show what one costs, twice that); and the token up to which they hold
+        every entry (None: no head): the head, read first (consistent), proves every
+        entry below its transaction's applied (docs/ordering.md, Lemma 2s)."""
+        head = reads.head(tenant_id)
+        proven = None if head is None else token_before(head.entry_tokens()[0])
         partitions = [keys.log_pk(tenant_id), *(keys.stream_pk(tenant_id, p) for p in principals)]
         found: set[str] = set()
         spent, per_entry, observed = 0.0, _ENTRY_READ_UNITS, 0.0
@@ -203,7 +208,7 @@ class ExportTable:
             while True:
                 limit = min(_LEFT_VIEW_ITEMS, int((max_read_units - spent) // per_entry))
                 if limit < 1:
-                    return found, False
+                    return found, False, proven
                 kwargs: dict[str, Any] = {
                     "TableName": _table(),
                     "KeyConditionExpression": "pk = :pk AND sk > :after",
@@ -229,7 +234,7 @@ class ExportTable:
                 start = page.get("LastEvaluatedKey")
                 if start is None:
                     break
-        return found, True
+        return found, True, proven
 
     def metered(self) -> AbstractContextManager[capacity.Meter]:
         """A meter of the DynamoDB capacity consumed in this context meanwhile."""
@@ -286,6 +291,8 @@ def _job_item(job: ExportJob, expires_at: int) -> dict[str, Any]:
         item["htk"] = {"S": job.history_token}
     if job.begun is not None:
         item["btk"] = {"S": job.begun}
+    if job.checked is not None:
+        item["ctk"] = {"S": job.checked}
     if job.published:
         item["pn"] = {"N": str(job.published)}
     if job.upload_id is not None:
@@ -311,6 +318,7 @@ def _job_from(tenant_id: str, raw: dict[str, Any]) -> ExportJob:
         change_token=raw["tok"]["S"] if "tok" in raw else None,
         history_token=raw["htk"]["S"] if "htk" in raw else None,
         begun=raw["btk"]["S"] if "btk" in raw else None,
+        checked=raw["ctk"]["S"] if "ctk" in raw else None,
         published=int(raw["pn"]["N"]) if "pn" in raw else 0,
         upload_id=raw["up"]["S"] if "up" in raw else None,
         etags=tuple(e["S"] for e in raw.get("et", {}).get("L", [])),

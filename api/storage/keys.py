@@ -56,7 +56,7 @@ Items (all in one table, `pk` hash key, `sk` range key, both strings):
                                                goes on), np (parts written), ne, nv (entities,
                                                versions), nb (bytes), tok (its sync's token),
                                                htk (its first sync's: the history's bound),
-                                               btk (what its first read proved); while it
+                                               btk, ctk (its first read's, last check's); while it
                                                publishes the file to S3 (`export_key`): pn (the
                                                next part to copy), up (the multipart upload's
                                                id), et (ETags of the S3 parts uploaded); exp
@@ -165,8 +165,8 @@ Access patterns:
                            publishing: Query parts (consistent) from pn, one PutObject
                            (file <= 5 MiB) or per 5 MiB an UploadPart, then PutItem job
                            (same condition); download: GetItem job, a presigned S3 GET; a
-                           call with an exportID: Query (consistent, sk > btk, filter lv)
-                           of the log and its streams, BatchGetItem (api.service.export_view)
+                           call with an exportID: GetItem head, Query (consistent, sk > ctk,
+                           filter lv) of the log and its streams, BatchGetItem (export_view)
     delete a tenant        per call: UpdateItem usage (mark: xat, xid), GetItem head
                            (consistent) and, unless it carries that xid,
                            TransactWriteItems: ConditionCheck usage (xid), UpdateItem
