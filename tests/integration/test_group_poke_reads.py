@@ -44,6 +44,11 @@ def test_a_groups_change_pokes_its_member_by_the_roster_and_reads_nothing_per_ou
             _subscribe(ws, sub, kids)
             # Its first event (its first read done): the newest change in its view.
             assert _token_of(_receive(ws)) >= first.change_token
+        # A tenant-wide change reaches every subscription first: the stream follower
+        # has started and made its catch-up (a poke UNTOLD to all, which each checks).
+        warm = _write(service, kids, ZED, {"givenName": "warm"})
+        for ws in sockets.values():
+            assert _token_of(_receive(ws)) == warm.change_token
         reads: Counter[str] = Counter()
 
         def count(params: dict[str, Any], **_: Any) -> None:
