@@ -2,8 +2,10 @@
 CURSOR_SECRET): each GraphQL POST goes to the current server, and the proxy can be
 armed to move to the other one right after it handed a client a cursor, so that the
 next page of that sync reaches a server that did not sign it. It records every
-request it forwarded (which server, the operation, `since`, `cursor`, the answer's
-error code), for tests to count what a client asked."""
+request it forwarded (which server, the tenant, the operation, `since`, `cursor`,
+the answer's error code), for tests to count what a client asked. A test driver in
+another process (node) arms it with `POST /_switch {"times": n, "on": [operation]}`
+and `POST /_use {"server": i}`."""
 
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ _FORWARDED = ("authorization", "content-type", "x-sync-release", "x-device-id")
 @dataclass(frozen=True)
 class Forwarded:
     server: int  # 0 or 1: the index of the server that answered
+    tenant: str | None
     operation: str  # "changes", "catchUp" or "other"
     since: str | None
     cursor: str | None
@@ -48,7 +51,11 @@ class SwitchProxy:
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:  # noqa: N802 (http.server's name)
                 raw = self.rfile.read(int(self.headers.get("content-length", "0")))
-                status, body = proxy._forward(self.path, dict(self.headers), raw)
+                if self.path in ("/_switch", "/_use"):
+                    proxy._control(self.path, json.loads(raw))
+                    status, body = 200, b"{}"
+                else:
+                    status, body = proxy._forward(self.path, dict(self.headers), raw)
                 self.send_response(status)
                 self.send_header("content-type", "application/json")
                 self.send_header("content-length", str(len(body)))
@@ -78,8 +85,21 @@ class SwitchProxy:
             self.current = server
             self.switches = 0
 
-    def requests(self, operation: str) -> list[Forwarded]:
-        return [f for f in self.log if f.operation == operation]
+    def requests(self, operation: str, tenant: str | None = None) -> list[Forwarded]:
+        """The requests of `operation` forwarded (of `tenant`'s only, when given)."""
+        return [
+            f
+            for f in self.log
+            if f.operation == operation and (tenant is None or f.tenant == tenant)
+        ]
+
+    def _control(self, path: str, order: dict[str, Any]) -> None:
+        if path == "/_use":
+            self.use(int(order["server"]))
+        else:
+            self.switch_after_cursor(
+                int(order.get("times", 1)), tuple(order.get("on", ["changes"]))
+            )
 
     def _forward(self, path: str, headers: dict[str, str], raw: bytes) -> tuple[int, bytes]:
         request = json.loads(raw or b"{}")
@@ -100,7 +120,14 @@ class SwitchProxy:
         page = (answer.get("data") or {}).get(operation) if operation != "other" else None
         with self._lock:
             self.log.append(
-                Forwarded(server, operation, variables.get("since"), variables.get("cursor"), code)
+                Forwarded(
+                    server,
+                    variables.get("t") or (variables.get("i") or {}).get("tenantID"),
+                    operation,
+                    variables.get("since"),
+                    variables.get("cursor"),
+                    code,
+                )
             )
             switched = bool(
                 self.switches and operation in self.switch_on and page and page.get("cursor")
