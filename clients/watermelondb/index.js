@@ -303,9 +303,12 @@ export function createSyncAPI(options) {
   let readCall = null;
   let behind = false; // the read that just ended began before this sync() call
   let resetDone = false;
-  // The sync() call whose read a refused cursor (INVALID_CURSOR) restarted: once
-  // per call, a second refusal is its error.
+  // The sync() call (or, for an app calling synchronize() itself, the pull) whose
+  // read a refused cursor (INVALID_CURSOR) restarted: once per call, a second
+  // refusal is its error.
   let cursorRestartedIn = null;
+  let pulls = 0;
+  let syncing = false; // within syncOnce()
   let heldBy = null; // the last push's held records, and the release served
   const stats = { requests: 0, pages: 0, items: 0, pushed: 0, conflicts: 0, rejected: 0, resyncs: 0, rounds: 0, caughtUp: 0 };
 
@@ -463,6 +466,7 @@ export function createSyncAPI(options) {
 
   // --- pull ------------------------------------------------------------------------
   async function pullChanges({ lastPulledAt, migration }) {
+    pulls++;
     pushedSomething = false; // a new synchronize() call: this pull brings the last push's tokens
     asked = null;
     heldBy = null;
@@ -598,8 +602,9 @@ export function createSyncAPI(options) {
   // INVALID_CURSOR for a request that sent a cursor, the first in this sync() call:
   // the read is asked again without it.
   function cursorRefused(error) {
-    if (error.code !== "INVALID_CURSOR" || cursorRestartedIn === calls) return false;
-    cursorRestartedIn = calls;
+    const call = syncing ? `sync ${calls}` : `pull ${pulls}`;
+    if (error.code !== "INVALID_CURSOR" || cursorRestartedIn === call) return false;
+    cursorRestartedIn = call;
     return true;
   }
 
@@ -861,6 +866,14 @@ export function createSyncAPI(options) {
   // and a pull after a push that wrote (the new change tokens).
   async function syncOnce() {
     calls++;
+    syncing = true;
+    try {
+      return await syncRounds();
+    } finally {
+      syncing = false;
+    }
+  }
+  async function syncRounds() {
     for (let round = 1, extra = 0; ; round++) {
       stats.rounds++;
       morePages = false;
