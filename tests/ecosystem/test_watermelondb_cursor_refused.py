@@ -39,7 +39,7 @@ def run(settings: Settings) -> Iterator[tuple[dict[str, Any], SwitchProxy]]:
     shutil.copy(MODULE / "index.js", DEPS / "index.js")
     (DEPS / "test").mkdir(exist_ok=True)
     shutil.copy(MODULE / "test" / "cursor_refused.mjs", DEPS / "test" / "cursor_refused.mjs")
-    tenants = [f"{PREFIX}-{kind}" for kind in ("incremental", "twice", "first")]
+    tenants = [f"{PREFIX}-{kind}" for kind in ("incremental", "twice", "first", "catchup")]
     token = bearer(tenants, secret=TEST_AUTH_SECRET)["Authorization"].split()[1]
     node = shutil.which("node")
     assert node
@@ -118,3 +118,19 @@ def test_a_first_sync_refused_midway_is_read_again_as_a_resync(
     assert found["docs"] == found["server"] and len(found["server"]) == 248, found
     pages = _pages(proxy, "first")
     assert [code for *_, code in pages].count("INVALID_CURSOR") == 1, pages
+
+
+def test_a_catch_up_cursor_refused_starts_the_catch_up_again(
+    run: tuple[dict[str, Any], SwitchProxy],
+) -> None:
+    """A migration sync (schema version 2 adds the occupation column) catches up on
+    250 occupations in pages; its second page refused, the catch-up starts again in
+    the same call, and nothing else is read again."""
+    report, proxy = run
+    found = report["catchUp"]
+    assert "stats" in found["synced"], found
+    assert found["synced"]["stats"]["resyncs"] == 0, found
+    assert found["people"] == found["occupations"] == 250, found
+    catch_ups = proxy.requests("catchUp", f"{PREFIX}-catchup")
+    assert [c.code for c in catch_ups].count("INVALID_CURSOR") == 1, catch_ups
+    assert [p[:2] for p in _pages(proxy, "catchup")].count((None, None)) == 1

@@ -10,6 +10,7 @@
 // scenario's findings, for tests/ecosystem/test_watermelondb_cursor_refused.py.
 import { Database, Model, appSchema, tableSchema } from "@nozbe/watermelondb";
 import LokiModule from "@nozbe/watermelondb/adapters/lokijs/index.js";
+import { addColumns, schemaMigrations } from "@nozbe/watermelondb/Schema/migrations/index.js";
 import { hasUnsyncedChanges } from "@nozbe/watermelondb/sync/index.js";
 import loggerModule from "@nozbe/watermelondb/utils/common/logger/index.js";
 import { createSyncAPI, syncColumns } from "../index.js";
@@ -47,12 +48,12 @@ async function control(path, order) {
   await fetch(`${proxy}${path}`, { method: "POST", body: JSON.stringify(order) });
 }
 
-async function people(tenant, count) {
+async function people(tenant, count, fields = {}) {
   const names = Array.from({ length: count }, (_, n) => `p${String(n).padStart(3, "0")}`);
   for (let i = 0; i < names.length; i += 100) {
     const mutations = names
       .slice(i, i + 100)
-      .map((id) => ({ createPerson: { tenantID: tenant, id, clientMutationID: `${tenant}-${id}`, person: { givenName: id } } }));
+      .map((id) => ({ createPerson: { tenantID: tenant, id, clientMutationID: `${tenant}-${id}`, person: { givenName: id, ...fields } } }));
     await asAnn(`mutation($i: PushChangesInput!) { pushChanges(input: $i) { results { status } } }`, { i: { tenantID: tenant, mutations } });
   }
   return names;
@@ -175,11 +176,53 @@ async function firstSync(tenant) {
   return { synced, docs: await device.docs(), server: await serverState(tenant), resyncs: device.resyncs };
 }
 
+// An app whose schema version 2 adds the people's occupation column (a field of the
+// catalog's release 1): its migration sync catches up on the occupations its earlier
+// pulls left out, page by page (`catchUp`), the second page refused.
+const widerSchema = appSchema({
+  version: 2,
+  tables: [tableSchema({ name: "people", columns: [...schema.tables.people.columnArray, { name: "occupation", type: "string", isOptional: true }] })],
+});
+const widerMigrations = schemaMigrations({
+  migrations: [{ toVersion: 2, steps: [addColumns({ table: "people", columns: [{ name: "occupation", type: "string", isOptional: true }] })] }],
+});
+function app(tenant, database, columns) {
+  return createSyncAPI({
+    database,
+    url: `${proxy}/graphql`,
+    tenantID: tenant,
+    getToken: async () => token,
+    tables: { people: { type: "PERSON", columns } },
+    migrationsEnabledAtVersion: 1,
+    limit: 100,
+  });
+}
+async function catchUp(tenant) {
+  await people(tenant, PEOPLE, { occupation: "pilot" });
+  const options = { schema, migrations: schemaMigrations({ migrations: [] }) };
+  const adapter = new LokiJSAdapter({ ...options, useWebWorker: false, useIncrementalIndexedDB: false, dbName: `catchup-${tenant}` });
+  const old = new Database({ adapter, modelClasses: [Person] });
+  await app(tenant, old, FIELDS).sync();
+  const wider = await adapter.testClone({ schema: widerSchema, migrations: widerMigrations });
+  const database = new Database({ adapter: wider, modelClasses: [Person] });
+  await control("/_switch", { times: 1, on: ["catchUp"] });
+  let synced;
+  try {
+    synced = { stats: await app(tenant, database, { ...FIELDS, occupation: "occupation" }).sync() };
+  } catch (error) {
+    synced = { error: error.code ?? String(error) };
+  }
+  await control("/_use", { server: 0 });
+  const rows = await database.get("people").query().fetch();
+  return { synced, people: rows.length, occupations: rows.filter((r) => r._raw.occupation === "pilot").length };
+}
+
 const findings = {};
 const scenarios = {
   incremental: () => incremental(`${prefix}-incremental`),
   twice: () => incremental(`${prefix}-twice`, 2),
   firstSync: () => firstSync(`${prefix}-first`),
+  catchUp: () => catchUp(`${prefix}-catchup`),
 };
 for (const [name, scenario] of Object.entries(scenarios)) {
   try {
