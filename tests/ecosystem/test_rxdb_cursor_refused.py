@@ -32,7 +32,7 @@ PREFIX = f"rxc-{uuid.uuid4().hex[:8]}"
 @pytest.fixture(scope="module")
 def run(settings: Settings) -> Iterator[tuple[dict[str, Any], SwitchProxy]]:
     module_dir: Path = rxdb.install()
-    tenants = [f"{PREFIX}-{kind}" for kind in ("incremental", "twice", "first")]
+    tenants = [f"{PREFIX}-{kind}" for kind in ("incremental", "twice", "first", "catchup")]
     token = bearer(tenants, secret=TEST_AUTH_SECRET)["Authorization"].split()[1]
     with (
         api_server(settings, extra_env={"CURSOR_SECRET": "a" * 40}) as a,
@@ -106,3 +106,19 @@ def test_a_first_sync_refused_midway_downloads_the_tenant_again_as_a_resync(
     assert found["docs"] == found["server"] and len(found["server"]) == 248, found
     pages = _pages(proxy, "first")
     assert [code for *_, code in pages].count("INVALID_CURSOR") == 1, pages
+
+
+def test_a_catch_up_cursor_refused_starts_the_catch_up_again(
+    run: tuple[dict[str, Any], SwitchProxy],
+) -> None:
+    """The collection's schema version 1 adds phoneNumber: the first pull after the
+    migration catches up on 250 phone numbers in pages; its second page refused, the
+    catch-up starts again within that pull, no failed pull on error$."""
+    report, proxy = run
+    found = report["catchUp"]
+    assert found["before"] and found["synced"], found
+    assert found["people"] == found["phones"] == 250 and found["caughtUp"] == 250, found
+    assert found["errors"] == [] and found["resyncs"] == 0, found
+    catch_ups = proxy.requests("catchUp", f"{PREFIX}-catchup")
+    assert [c.code for c in catch_ups].count("INVALID_CURSOR") == 1, catch_ups
+    assert [p[:2] for p in _pages(proxy, "catchup")].count((None, None)) == 1

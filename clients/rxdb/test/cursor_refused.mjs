@@ -7,9 +7,12 @@
 //   node test/cursor_refused.mjs <proxy url> <server url> <token> <tenant prefix>
 // Another device (Ann) writes straight to the server. Prints one JSON line: each
 // scenario's findings, for tests/ecosystem/test_rxdb_cursor_refused.py.
-import { createRxDatabase } from "rxdb";
+import { addRxPlugin, createRxDatabase } from "rxdb";
+import { RxDBMigrationSchemaPlugin } from "rxdb/plugins/migration-schema";
 import { getRxStorageMemory } from "rxdb/plugins/storage-memory";
 import { replicateSyncAPI } from "../index.js";
+
+addRxPlugin(RxDBMigrationSchemaPlugin);
 
 const [proxy, server, token, prefix] = process.argv.slice(2);
 const PEOPLE = 250;
@@ -55,12 +58,12 @@ globalThis.fetch = async (input, init) => {
   return realFetch(input, init);
 };
 
-async function people(tenant, count) {
+async function people(tenant, count, fields = {}) {
   const names = Array.from({ length: count }, (_, n) => `p${String(n).padStart(3, "0")}`);
   for (let i = 0; i < names.length; i += 100) {
     const mutations = names
       .slice(i, i + 100)
-      .map((id) => ({ createPerson: { tenantID: tenant, id, clientMutationID: `${tenant}-${id}`, person: { givenName: id } } }));
+      .map((id) => ({ createPerson: { tenantID: tenant, id, clientMutationID: `${tenant}-${id}`, person: { givenName: id, ...fields } } }));
     await asAnn(
       `mutation($i: PushChangesInput!) { pushChanges(input: $i) { results { status } } }`,
       { i: { tenantID: tenant, mutations } },
@@ -94,15 +97,17 @@ async function serverState(tenant) {
 
 let devices = 0;
 class Device {
-  constructor(tenant) {
+  // `name`: a device opened again (its storage and checkpoint kept), with `collection`.
+  constructor(tenant, name = null, collection = { schema }) {
     this.tenant = tenant;
-    this.name = `device${++devices}`;
+    this.name = name ?? `device${++devices}`;
+    this.collection = collection;
     this.errors = [];
     this.resyncs = 0;
   }
   async open() {
     this.db = await createRxDatabase({ name: this.name, storage: getRxStorageMemory(), multiInstance: false });
-    await this.db.addCollections({ people: { schema } });
+    await this.db.addCollections({ people: this.collection });
     this.people = this.db.people;
     return this;
   }
@@ -172,11 +177,39 @@ async function firstSync(tenant) {
   return { synced, docs: await device.docs(), server: await serverState(tenant), errors: device.errors, resyncs: device.resyncs };
 }
 
+// The collection's schema version 1 adds `phoneNumber` (a field of the catalog's
+// release 1): the first pull after the migration catches up on the values written
+// before, page by page (`catchUp`), its second page refused.
+async function catchUp(tenant) {
+  await people(tenant, PEOPLE, { phoneNumber: "+1 555 0100" });
+  const name = `catchup${++devices}`;
+  const without = { ...schema, properties: { ...schema.properties } };
+  const old = await new Device(tenant, name, { schema: without }).open();
+  const before = await old.sync();
+  await old.db.close();
+  const withPhone = { ...schema, version: 1, properties: { ...schema.properties, phoneNumber: { type: "string" } } };
+  const device = await new Device(tenant, name, { schema: withPhone, migrationStrategies: { 1: (doc) => doc } }).open();
+  await control("/_switch", { times: 1, on: ["catchUp"] });
+  const synced = await device.sync();
+  await control("/_use", { server: 0 });
+  const all = await device.people.find().exec();
+  return {
+    before,
+    synced,
+    people: all.length,
+    phones: all.filter((d) => d.get("phoneNumber")).length,
+    caughtUp: device.state.caughtUp(),
+    errors: device.errors,
+    resyncs: device.resyncs,
+  };
+}
+
 const findings = {};
 const scenarios = {
   incremental: () => incremental(`${prefix}-incremental`),
   twice: () => incremental(`${prefix}-twice`, 2),
   firstSync: () => firstSync(`${prefix}-first`),
+  catchUp: () => catchUp(`${prefix}-catchup`),
 };
 for (const [name, scenario] of Object.entries(scenarios)) {
   try {
