@@ -16,6 +16,7 @@ addRxPlugin(RxDBMigrationSchemaPlugin);
 
 const [proxy, server, token, prefix] = process.argv.slice(2);
 const PEOPLE = 250;
+const OLD = 300;
 // Long enough for a sync of 250 people on a loaded machine; a pull that fails on
 // every retry never gets there (the finding is then `stuck`).
 const SYNC_WAIT_MS = 30_000;
@@ -58,8 +59,8 @@ globalThis.fetch = async (input, init) => {
   return realFetch(input, init);
 };
 
-async function people(tenant, count, fields = {}) {
-  const names = Array.from({ length: count }, (_, n) => `p${String(n).padStart(3, "0")}`);
+async function people(tenant, count, fields = {}, letter = "p") {
+  const names = Array.from({ length: count }, (_, n) => `${letter}${String(n).padStart(3, "0")}`);
   for (let i = 0; i < names.length; i += 100) {
     const mutations = names
       .slice(i, i + 100)
@@ -143,9 +144,11 @@ class Device {
   }
 }
 
-// A device up to date, with an edit and a create made offline, syncs 250 new people:
+// A device up to date with 300 people, with an edit and a create made offline, syncs
+// 250 new people:
 // page 1 from one server, page 2 refused by the other; p000 deleted between them.
 async function incremental(tenant, times = 1) {
+  await people(tenant, OLD, {}, "o"); // what a resync would download again
   await asAnn(`mutation($i: CreatePersonInput!) { createPerson(input: $i) { person { id } } }`, {
     i: { tenantID: tenant, id: "first", person: { givenName: "first" } },
   });

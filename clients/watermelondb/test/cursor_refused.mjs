@@ -19,6 +19,7 @@ const LokiJSAdapter = LokiModule.default ?? LokiModule;
 (loggerModule.default ?? loggerModule).silence();
 const [proxy, server, token, prefix] = process.argv.slice(2);
 const PEOPLE = 250;
+const OLD = 300;
 const FIELDS = { givenName: "given_name", familyName: "family_name" };
 const schema = appSchema({
   version: 1,
@@ -48,8 +49,8 @@ async function control(path, order) {
   await fetch(`${proxy}${path}`, { method: "POST", body: JSON.stringify(order) });
 }
 
-async function people(tenant, count, fields = {}) {
-  const names = Array.from({ length: count }, (_, n) => `p${String(n).padStart(3, "0")}`);
+async function people(tenant, count, fields = {}, letter = "p") {
+  const names = Array.from({ length: count }, (_, n) => `${letter}${String(n).padStart(3, "0")}`);
   for (let i = 0; i < names.length; i += 100) {
     const mutations = names
       .slice(i, i + 100)
@@ -125,10 +126,12 @@ class Device {
   }
 }
 
-// A device up to date, with an edit and a create made offline, syncs 250 new people:
+// A device up to date with 300 people, with an edit and a create made offline, syncs
+// 250 new people:
 // page 1 from one server (applied by the first synchronize() call), page 2 refused by
 // the other; p000 (on page 1) deleted between them.
 async function incremental(tenant, times = 1) {
+  await people(tenant, OLD, {}, "o"); // what a resync would download again
   await asAnn(`mutation($i: CreatePersonInput!) { createPerson(input: $i) { person { id } } }`, {
     i: { tenantID: tenant, id: "first", person: { givenName: "first" } },
   });
@@ -150,6 +153,7 @@ async function incremental(tenant, times = 1) {
   const again = times > 1 ? await device.sync() : null;
   return {
     before: before.stats ? true : before.error,
+    itemsBefore: before.stats?.items ?? null, // stats count from the client's start
     synced,
     again,
     docs: await device.docs(),
