@@ -197,9 +197,14 @@ class ExportTable:
         sized to the units left, an entry counted at its largest until the pages so
         far show what one costs, twice that); and the token up to which they hold
         every entry (None: no head): the head, read first (consistent), proves every
-        entry below its transaction's applied (docs/ordering.md, Lemma 2s)."""
+        entry below its transaction's applied (docs/ordering.md, Lemma 2s). A tenant
+        that never restricted a record (its head without `vis`) holds no sentinel: the
+        head's read alone."""
         head = reads.head(tenant_id)
         proven = None if head is None else token_before(head.entry_tokens()[0])
+        if head is not None and not head.restricted:
+            # No record of the tenant was ever restricted: no write put a sentinel.
+            return set(), True, proven
         partitions = [keys.log_pk(tenant_id), *(keys.stream_pk(tenant_id, p) for p in principals)]
         found: set[str] = set()
         spent, per_entry, observed = 0.0, _ENTRY_READ_UNITS, 0.0

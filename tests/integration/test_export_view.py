@@ -40,6 +40,8 @@ from tests.support.gql import GraphQLClient
 
 __all__ = ["kids", "service"]  # the fixtures
 
+_PRIVATE = Visibility.of(ALICE, [])
+
 
 def _again(gql: GraphQLClient, sub: str, tenant: str, export_id: str) -> dict[str, Any]:
     """The answer to `sub`'s next call with `export_id`; a link it gives must not hold
@@ -192,8 +194,10 @@ def test_the_left_view_check_reads_within_its_units_and_refuses_past_them(
     """Bob's export, then 60 tenant-wide records written (main log entries the check
     reads and its filter leaves): his next call is linked, its check within
     CHECK_READ_UNITS; with the check's units cut to 3, the same call is refused (what
-    left his view cannot be told within them), never linked unchecked."""
+    left his view cannot be told within them), never linked unchecked. Alice's private
+    note makes the tenant one with restricted records (else no sentinel to look for)."""
     _write(service, tenant, ALICE, {"givenName": "first"})
+    _write(service, tenant, ALICE, {"givenName": "note"}, _PRIVATE)
     table = _Counting()
     exports = _export_service(settings, table=table).exports
     job = exports.export_tenant(tenant, None, BOB)
@@ -218,6 +222,7 @@ def test_each_call_of_an_export_checks_only_what_was_written_since_the_last(
     the next call's check reads them, and the call after it (nothing written since)
     reads only the head's transaction: a busy tenant's export is not refused for the
     changes of all its calls together."""
+    _write(service, tenant, ALICE, {"givenName": "note"}, _PRIVATE)
     for n in range(3):
         _write(service, tenant, ALICE, {"givenName": f"p{n}"})
     table = _Counting()
@@ -230,3 +235,21 @@ def test_each_call_of_an_export_checks_only_what_was_written_since_the_last(
     job = exports.export_tenant(tenant, job.export_id, BOB, steps=1)
     (_, first), (_, second) = table.checks
     assert job.checked is not None and first >= 10 and second <= 3, table.checks
+
+
+def test_a_tenant_that_never_restricted_a_record_reads_only_its_head(
+    settings: Settings, service: SyncService, tenant: str, unhurried_exports: None
+) -> None:
+    """A tenant-wide tenant (its head without `vis`) holds no sentinel: Bob's export's
+    calls after 60 writes read the head (1 unit), not the log the writes filled."""
+    _write(service, tenant, ALICE, {"givenName": "first"})
+    table = _Counting()
+    exports = _export_service(settings, table=table).exports
+    job = exports.export_tenant(tenant, None, BOB)
+    while not job.done:
+        job = exports.export_tenant(tenant, job.export_id, BOB)
+    for n in range(60):
+        _write(service, tenant, ALICE, {"givenName": f"later {n}"})
+    table.checks.clear()
+    assert exports.export_tenant(tenant, job.export_id, BOB).done
+    assert table.checks == [(True, 1.0)], table.checks
