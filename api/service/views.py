@@ -166,7 +166,9 @@ def own_cut(
     `viewed` (the one that request's viewer reflected, its cursor's) and above `above`
     (its cursor's `upper`, the head when it began: for a cursor that does not carry
     `viewed`), whatever this request's viewer reflects; the next sync re-reads what
-    that version moved."""
+    that version moved. A join's or a leave's marker in the caller's stream
+    (`Record.marks`) is such a version: it stays where a later write of the record
+    took the version's entry out of the main log."""
     if not isinstance(sub, Viewer):
         return page
     for index, record in enumerate(page.items):

@@ -11,11 +11,11 @@ checks that the device ends holding exactly what a new device of its member gets
 within a bounded number of syncs. Also: the DynamoDB calls of every page of a sync
 with `viewed` and without it, and a catch-up across a join or a leave.
 
-Strict xfails, defects found: a join or a leave superseded by a later write of the
-same Member record before a page reads its log entry is passed with no re-read (the
-page can end only before the entry left, the later one); and a member REMOVED in no
-group then re-added in none keeps its old group's records (the access item, and its
-record of the leave, is deleted with the REMOVED write)."""
+Two defects found here, now fixed: a join or a leave superseded by a later write of
+the same Member record before a page reads its log entry (the page ends before the
+join's marker in the member's stream, docs/ordering.md "A join or a leave superseded
+before a page reads it"); and a member REMOVED in no group then re-added in none (its
+access item keeps its joins and leaves through the removal)."""
 
 from __future__ import annotations
 
