@@ -8,6 +8,7 @@ Each follows the service on DynamoDB Local, as the tests it imports do."""
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import pytest
@@ -19,6 +20,7 @@ from api.storage import keys, members, streams
 from api.storage.exports import ExportTable
 from tests.integration.test_groups_adversarial import KIDS, _Family
 from tests.integration.test_groups_race_adversarial import _Device, _fresh, _member, _synced
+from tests.integration.test_visibility_writes import _create, _service, _write
 from tests.support.family import MEMBER as MEMBER_TYPE
 from tests.support.store_state import _query_all
 
@@ -329,3 +331,85 @@ def test_a_member_left_kids_then_removed_then_re_added_loses_the_letter(
         f"holds {sorted(device.held)}, was sent LeftViewItems of {device.left}"
     )
     assert device.held == _fresh(family)
+
+
+def test_two_servers_moving_members_at_once_put_every_marker_and_a_sound_chain(
+    settings: Settings, tenant: str
+) -> None:
+    """Two servers (two services on one table) each move their own five members in and
+    out of kids ten times at once, in a tenant with a restricted record: each member's
+    stream holds a marker at each of his moving writes' tokens, o's device holds
+    every member's latest version, each server writes on after them, and a new
+    device of each member holds the letter exactly when he ends in kids."""
+    family, _ = _synced([], tenant)
+    servers = [family.service, _service()]
+    subs = {n: [f"s{n}m{i}" for i in range(5)] for n in range(2)}
+    tokens: dict[str, list[str]] = {}
+    current = {
+        sub: _member(family, sub, {"role": "READER", "groups": []}, create=True)
+        for names in subs.values()
+        for sub in names
+    }
+    errors: list[BaseException] = []
+
+    def run(n: int) -> None:
+        try:
+            for round_ in range(10):
+                batch = [
+                    Mutation(
+                        "update",
+                        MEMBER_TYPE,
+                        tenant,
+                        sub,
+                        current[sub],
+                        {"groups": ["kids"] if round_ % 2 == 0 else []},
+                    )
+                    for sub in subs[n]
+                ]
+                results = servers[n].push(tenant, batch, by="o", role="owner", moved=True)
+                for sub, result in zip(subs[n], results, strict=True):
+                    assert result.error is None and result.record is not None, result.error
+                    current[sub] = result.record.change_token
+                    tokens.setdefault(sub, []).append(result.record.change_token)
+        except BaseException as error:  # noqa: BLE001 - re-raised by the test thread
+            errors.append(error)
+
+    threads = [threading.Thread(target=run, args=(n,)) for n in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors, errors
+    for sub, written in tokens.items():
+        assert _markers(family, sub) == written, sub
+        # Ten rounds: in kids after the even ones, so out of it at the end.
+        assert "letter" not in _fresh(family, sub), sub
+    # o's device (the tenant-wide view) holds every member's latest version, and each
+    # server's next write goes in after the markers (its chain check reads them).
+    held = _fresh(family, "o")
+    assert all(held[sub] == current[sub] for sub in tokens), (held, current)
+    for server in servers:
+        _write(server, _create(tenant, f"after{id(server)}", None), by="o")
+
+
+def test_a_push_of_member_joins_takes_transactions_within_the_limit(
+    settings: Settings, tenant: str, inject: Any
+) -> None:
+    """One push of 100 Member creates in kids (each write five items or so with its
+    marker): every TransactWriteItems sent holds at most 100 items, and each member
+    has his marker."""
+    family, _ = _synced([], tenant)
+    sizes: list[int] = []
+    inject(
+        "provide-client-params.dynamodb.TransactWriteItems",
+        lambda params, **_: sizes.append(len(params["TransactItems"])),
+    )
+    subs = [f"n{i:03d}" for i in range(100)]
+    batch = [
+        Mutation("create", MEMBER_TYPE, tenant, sub, None, {"role": "READER", "groups": ["kids"]})
+        for sub in subs
+    ]
+    results = family.service.push(tenant, batch, by="o", role="owner", moved=True)
+    assert all(r.error is None for r in results), {r.error for r in results}
+    assert sizes and max(sizes) <= 100, sizes
+    assert all(len(_markers(family, sub)) == 1 for sub in subs)
