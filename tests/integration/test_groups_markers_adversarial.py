@@ -413,3 +413,67 @@ def test_a_push_of_member_joins_takes_transactions_within_the_limit(
     assert all(r.error is None for r in results), {r.error for r in results}
     assert sizes and max(sizes) <= 100, sizes
     assert all(len(_markers(family, sub)) == 1 for sub in subs)
+
+
+def _push_member(family: _Family, mutation: Mutation) -> Any:
+    (result,) = family.service.push(family.tenant, [mutation], by="o", role="owner", moved=True)
+    return result
+
+
+_UNCHECKED = (
+    "A Member write giving no role (REMOVED) skips groups_refusal (api/service/deciding.py "
+    "checks groups only when the new role is not None), and a later write giving a role "
+    "checks only the groups it adds: "
+)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason=_UNCHECKED + "\"REMOVED in 'no way!' accepted; re-added: None, ('no way!',)\"",
+)
+def test_a_removed_members_groups_are_checked_as_a_members_are(
+    settings: Settings, tenant: str
+) -> None:
+    """A Member record written REMOVED with a group whose name is no id's (or one more
+    than a tenant's 100 groups) is refused BAD_USER_INPUT as a member's write is, or
+    else a later write giving him a role without changing his groups makes him a
+    member of it unchecked."""
+    family = _Family(tenant, [])
+    fields = {"role": "REMOVED", "groups": ["no way!"]}
+    removed = _push_member(family, Mutation("create", MEMBER_TYPE, tenant, "eve", None, fields))
+    if removed.error is None:
+        token = removed.record.change_token
+        back = Mutation("update", MEMBER_TYPE, tenant, "eve", token, {"role": "READER"})
+        result = _push_member(family, back)
+        groups = members.roster(tenant).groups.get("eve")
+        raise AssertionError(f"REMOVED in 'no way!' accepted; re-added: {result.error}, {groups}")
+    assert removed.error.code == "BAD_USER_INPUT", removed.error
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason=_UNCHECKED + "'a REMOVED member's group past the 100: None; re-added: None, 101 groups'",
+)
+def test_a_removed_member_cannot_take_a_tenant_past_its_100_groups(
+    settings: Settings, tenant: str
+) -> None:
+    """Ten members in ten groups each: the tenant's 100 groups. eve written REMOVED in
+    a 101st is refused BAD_USER_INPUT (contract 3.12's bound), or else re-adding her
+    as a READER without changing her groups makes 101."""
+    family = _Family(tenant, [])
+    for n in range(10):
+        groups = [f"g{n}x{i}" for i in range(10)]
+        _member(family, f"m{n}", {"role": "READER", "groups": groups}, create=True)
+    assert len(set().union(*members.roster(tenant).groups.values())) == 100
+    fields = {"role": "REMOVED", "groups": ["extra"]}
+    removed = _push_member(family, Mutation("create", MEMBER_TYPE, tenant, "eve", None, fields))
+    if removed.error is None:
+        token = removed.record.change_token
+        back = Mutation("update", MEMBER_TYPE, tenant, "eve", token, {"role": "READER"})
+        result = _push_member(family, back)
+        names = set().union(*members.roster(tenant).groups.values())
+        raise AssertionError(
+            f"a REMOVED member's group past the 100: None; re-added: {result.error}, "
+            f"{len(names)} groups"
+        )
+    assert removed.error.code == "BAD_USER_INPUT", removed.error
