@@ -8,21 +8,31 @@ Each follows the service on DynamoDB Local, as the tests it imports do."""
 
 from __future__ import annotations
 
+import json
 import threading
 from typing import Any
 
 import pytest
 
+from api.domain.membership import OWNER
 from api.domain.mutations import Mutation
 from api.domain.visibility import Visibility, member_principal
+from api.service import SyncService
 from api.settings import Settings
 from api.storage import keys, members, streams
 from api.storage.exports import ExportTable
+from tests.integration.test_group_paths import DAVE, OLGA, ZED, kids
+from tests.integration.test_group_paths import KIDS as ZEDS_KIDS
 from tests.integration.test_groups_adversarial import KIDS, _Family
 from tests.integration.test_groups_race_adversarial import _Device, _fresh, _member, _synced
+from tests.integration.test_visibility_leaks import EXPORT, _call, _exported, service
+from tests.integration.test_visibility_leaks import _write as _write_as
 from tests.integration.test_visibility_writes import _create, _service, _write
 from tests.support.family import MEMBER as MEMBER_TYPE
+from tests.support.gql import GraphQLClient
 from tests.support.store_state import _query_all
+
+__all__ = ["kids", "service"]  # the fixtures
 
 
 def _markers(family: _Family, sub: str = "bob") -> list[str]:
@@ -477,3 +487,35 @@ def test_a_removed_member_cannot_take_a_tenant_past_its_100_groups(
             f"{len(names)} groups"
         )
     assert removed.error.code == "BAD_USER_INPUT", removed.error
+
+
+def _dave_moves_olga(service: SyncService, tenant: str, fields: dict[str, Any]) -> str:
+    base = service.membership.access(tenant, OLGA).viewer(OLGA).token
+    update = Mutation("update", MEMBER_TYPE, tenant, OLGA, base, fields)
+    record = service.apply(update, DAVE, OWNER, moved=True).record
+    assert record is not None
+    return record.change_token
+
+
+def test_an_export_holds_no_marker_and_a_later_join_keeps_its_link(
+    gql: GraphQLClient, service: SyncService, kids: str, unhurried_exports: None
+) -> None:
+    """dave moves olga out of kids and back, renaming her between (a marker alone at
+    its token), then olga exports: her file has no line of a marker (each olga line
+    her entity or a version of it, with its role). dave then moves her into teens too
+    (one more marker in her stream, which the export's check reads): her link is
+    still given."""
+    record = _write_as(service, kids, ZED, {"givenName": "kids-only"}, ZEDS_KIDS)
+    _dave_moves_olga(service, kids, {"groups": []})
+    _dave_moves_olga(service, kids, {"displayName": "Olga"})
+    _dave_moves_olga(service, kids, {"groups": ["kids"]})
+    payload, lines = _exported(gql, OLGA, kids)
+    assert record.id in {line["entity"]["id"] for line in lines if "entity" in line}
+    olgas = [line for line in lines if OLGA in json.dumps(line) and "export" not in line]
+    kinds = [next(iter(line)) for line in olgas]
+    assert "entity" in kinds and set(kinds) <= {"entity", "version"}, olgas
+    assert all(line[kind].get("role") for line, kind in zip(olgas, kinds, strict=True)), olgas
+    _dave_moves_olga(service, kids, {"groups": ["kids", "teens"]})
+    body = dict(_call(gql, OLGA, kids, EXPORT, e=payload["exportID"]))
+    assert "errors" not in body, body
+    assert body["data"]["exportTenant"]["downloadURL"] is not None
