@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from api.domain.errors import NotAMember, ResyncRequired
 from api.domain.membership import OWNER
 from api.domain.mutations import Mutation
 from api.domain.visibility import Visibility, member_principal
@@ -21,6 +22,7 @@ from api.service import SyncService
 from api.settings import Settings
 from api.storage import keys, members, streams
 from api.storage.exports import ExportTable
+from api.storage.store import DynamoStore
 from tests.integration.test_group_paths import DAVE, OLGA, ZED, kids
 from tests.integration.test_group_paths import KIDS as ZEDS_KIDS
 from tests.integration.test_groups_adversarial import KIDS, _Family
@@ -30,6 +32,7 @@ from tests.integration.test_visibility_leaks import _write as _write_as
 from tests.integration.test_visibility_writes import _create, _service, _write
 from tests.support.family import MEMBER as MEMBER_TYPE
 from tests.support.gql import GraphQLClient
+from tests.support.short_retention import EXPIRED_S, Clock, short_retention_service
 from tests.support.store_state import _query_all
 
 __all__ = ["kids", "service"]  # the fixtures
@@ -519,3 +522,67 @@ def test_an_export_holds_no_marker_and_a_later_join_keeps_its_link(
     body = dict(_call(gql, OLGA, kids, EXPORT, e=payload["exportID"]))
     assert "errors" not in body, body
     assert body["data"]["exportTenant"]["downloadURL"] is not None
+
+
+def test_a_device_away_past_the_retention_is_resync_required_whatever_its_markers(
+    ddb: Any, settings: Settings, tenant: str
+) -> None:
+    """bob's device synced; bob joins kids and is renamed (the join's entry gone from
+    the main log, its marker left); the retention passes and TTL removes the marker:
+    the device's next sync is RESYNC_REQUIRED, and a new device of bob gets the
+    letter."""
+    clock = Clock()
+    service = short_retention_service(DynamoStore(), clock)
+
+    def member(verb: str, sub: str, token: str | None, fields: dict[str, Any]) -> str:
+        mutation = Mutation(verb, MEMBER_TYPE, tenant, sub, token, fields)  # type: ignore[arg-type]
+        (result,) = service.push(tenant, [mutation], by="o", role="owner", moved=True)
+        assert result.error is None and result.record is not None, result.error
+        return result.record.change_token
+
+    owner = Mutation("create", MEMBER_TYPE, tenant, "o", None, {"role": "OWNER", "groups": []})
+    _write(service, owner, by="o", role="owner")
+    bob = member("create", "bob", None, {"role": "READER", "groups": []})
+    _write(service, _create(tenant, "letter", KIDS), by="o")
+
+    def viewer() -> Any:
+        return service.membership.access(tenant, "bob").viewer("bob")
+
+    since = service.changes(tenant, sub=viewer()).change_token
+    assert since is not None
+    clock.advance(1)
+    bob = member("update", "bob", bob, {"groups": ["kids"]})
+    clock.advance(1)
+    member("update", "bob", bob, {"displayName": "Bobby"})
+    clock.advance(EXPIRED_S)
+    stream = keys.stream_pk(tenant, member_principal("bob"))
+    markers = _query_all(ddb, settings.table_name, stream)
+    assert len(markers) == 1 and int(markers[0]["exp"]["N"]) < clock() // 1000
+    ddb.delete_item(
+        TableName=settings.table_name, Key={"pk": markers[0]["pk"], "sk": markers[0]["sk"]}
+    )
+    with pytest.raises(ResyncRequired):
+        service.changes(tenant, since=since, sub=viewer())
+    page = service.changes(tenant, sub=viewer())
+    assert page.cursor is None and "letter" in {r.id for r in page.items}
+
+
+def test_the_history_of_a_moved_member_lists_his_versions_and_no_marker(
+    settings: Settings, tenant: str
+) -> None:
+    """bob joins kids, is renamed, leaves: the history of his Member record (his own
+    view, then o's) lists his three earlier versions, newest first, each with its
+    fields; a removed bob's request is refused NOT_A_MEMBER."""
+    family, _ = _synced([], tenant)
+    created = family.bob
+    joined = family.groups(["kids"])
+    renamed = _member(family, "bob", {"displayName": "Bobby"})
+    family.groups([])
+    for sub in (family.viewer(), "o"):
+        versions = family.service.versions(tenant, "bob", sub=sub)
+        assert [r.change_token for r in versions.items] == [renamed, joined, created]
+        assert all(r.fields.get("role") and not r.marks for r in versions.items)
+    _member(family, "bob", {"role": "REMOVED"})
+    access = family.service.membership.access(tenant, "bob")
+    with pytest.raises(NotAMember):
+        access.role_of(lambda: "reader")
