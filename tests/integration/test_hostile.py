@@ -297,7 +297,8 @@ def test_another_tenants_reads_are_served_during_a_push_flood(
         with lock:
             inside[0] -= 1
 
-    inject("before-call.dynamodb", hold_flood)  # every call naming the flooding tenant
+    # The flood's commits (not each push's check of the caller's access, outside the gate).
+    inject("before-call.dynamodb.TransactWriteItems", hold_flood)
     finished: list[dict[str, Any]] = []
 
     def flood(i: int) -> None:
