@@ -5,9 +5,12 @@ page set's upper bound (`upper`, the tenant's head when the sync started) and,
 for a first sync, `settled`: deletions up to it are left out (their entities'
 earlier entries are gone, docs/ordering.md), and the tenant's first token
 (`born`, from its head when the sync began): a cursor page of a tenant deleted and
-written again since finds another there, and is TENANT_DELETED. It is
-signed with HMAC-SHA256 over the tenant id too, so a cursor that was edited, made
-up, or issued for another tenant is rejected.
+written again since finds another there, and is TENANT_DELETED. A sync that reads
+its caller's streams also carries `viewed`: the token of the caller's Member version
+its first request's access read reflected (`NO_VERSION`: none); its pages end before
+any later version of that record (docs/ordering.md, "A join or a leave between two
+pages of a sync"). It is signed with HMAC-SHA256 over the tenant id too, so a cursor
+that was edited, made up, or issued for another tenant is rejected.
 """
 
 from __future__ import annotations
@@ -21,13 +24,20 @@ from dataclasses import dataclass
 from api.domain.errors import InvalidCursor
 from api.domain.tokens import is_token
 
-# Version 2 adds `born`; cursors of version 1 (without it) are still read.
+# Version 2 adds `born`; cursors of version 1 (without it) are still read. Version 3
+# adds `viewed` (only a sync with streams carries it, so it implies them); it is
+# written only when there is one, so every other cursor stays one that a server of
+# the previous release reads.
+_VERSION_3 = "3"
 _VERSION = "2"
 _VERSION_1 = "1"
 _SIG_BYTES = 16
 
 
 _STREAMS = "s"
+# `viewed` of a caller whose access read reflected no version of its Member record (a
+# claim tenant's): below every token, so a page ends before any version of it.
+NO_VERSION = "0" * 26
 
 
 @dataclass(frozen=True)
@@ -39,6 +49,10 @@ class Position:
     # The tenant had a restricted record when the sync began: its pages read the
     # caller's stream beside the main log (docs/ordering.md, "Who sees what").
     streams: bool = False
+    # The token of the caller's Member version the sync's first request's viewer
+    # reflected (NO_VERSION: none; None: not known, a cursor of an earlier release or
+    # of a sync without streams). Carried with `streams` only.
+    viewed: str | None = None
 
 
 class CursorCodec:
@@ -51,6 +65,9 @@ class CursorCodec:
 
     def encode(self, tenant_id: str, position: Position) -> str:
         optional: tuple[str, ...] = (position.settled or "", position.born or "")
+        if position.streams and position.viewed is not None:
+            body = (_VERSION_3, position.after, position.upper, *optional, position.viewed)
+            return self.signed(tenant_id, ".".join(body))
         if position.streams:
             optional += (_STREAMS,)
         return self.signed(
@@ -75,8 +92,13 @@ class CursorCodec:
 
     def decode(self, tenant_id: str, cursor: str) -> Position:
         parts = self.body(tenant_id, cursor).split(".")
+        viewed = None
         streams = len(parts) == 6 and parts[0] == _VERSION and parts[5] == _STREAMS
-        if streams:
+        if len(parts) == 6 and parts[0] == _VERSION_3:
+            streams, viewed, parts = True, parts[5], [_VERSION, *parts[1:5]]
+            if not is_token(viewed):
+                raise InvalidCursor("cursor is malformed")
+        elif streams:
             parts = parts[:5]
         if parts[0] == _VERSION and len(parts) == 5:
             tokens = [part or None for part in parts[1:]]
@@ -90,7 +112,7 @@ class CursorCodec:
             raise InvalidCursor("cursor is malformed")
         after, upper, settled, born = tokens
         assert after is not None and upper is not None
-        return Position(after, upper, settled, born, streams)
+        return Position(after, upper, settled, born, streams, viewed)
 
 
 # A catch-up's cursor (api.service.upgrades): where it reached (a copy's position or

@@ -30,6 +30,9 @@ class Reads:
     # The request came with a cursor: the groups its sync re-reads were decided by the
     # sync's first request, whose bound is the cursor's `upper`.
     continued: bool = False
+    # The caller's Member version its sync's first request's viewer reflected (every
+    # cursor of a sync with streams says so; None: not known, an earlier cursor's).
+    viewed: str | None = None
 
     def owe(self, low: str, upper: str, low_ms: int, from_cursor: bool) -> None:
         # The first range a request reads is its lowest: later ones continue above it.

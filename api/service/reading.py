@@ -34,6 +34,7 @@ from api.service.views import (
     read_streams,
     shown,
     stream_bound,
+    viewed_by,
 )
 
 DEFAULT_LIMIT = 100
@@ -158,7 +159,7 @@ class Reading:
                     items.append(record)
                     if len(items) == limit and record is not page.items[-1]:
                         # Full before the end of what was read: continue after it.
-                        return self._cut(tenant_id, items, page, scanned, reads.streams)
+                        return self._cut(tenant_id, items, page, scanned, reads)
             # A Query of Limit n reads n + 1 entries when more follow.
             room = max_scanned - scanned - 1
             if len(items) == limit or page.cursor is None or room < 1:
@@ -191,7 +192,7 @@ class Reading:
         page = self._read(tenant_id, since, cursor, limit, reads)
         # Its viewer's view, up to where it holds; a continued sync's, up to its bound.
         above = reads.upper if reads.continued else None
-        return own_cut(page, reads.sub, since, above)
+        return own_cut(page, reads.sub, since, above, reads.viewed)
 
     def _read(
         self, tenant_id: str, since: str | None, cursor: str | None, limit: int, reads: _Reads
@@ -201,10 +202,14 @@ class Reading:
         rest = functools.partial(self._changes, tenant_id, None, reads=reads)
         size = min(limit, reads.limit)
         if cursor is not None:
-            regrouped = self._regroup.follow(tenant_id, cursor, size, reads.sub, rest)
-            if regrouped is not None:  # a re-read of groups joined or left (its pages)
-                return regrouped
+            place = self._regroup.place(tenant_id, cursor, reads.sub)
+            if place is not None:  # a re-read of groups joined or left (its pages)
+                reads.viewed = place.viewed
+                # What it sends above `since` may be past the retention (`_settle`).
+                reads.owe(place.since, place.upper, token_ms(place.since), True)
+                return self._regroup.page(tenant_id, place, reads.sub, size, rest)
             position = self._cursors.decode(tenant_id, cursor)
+            reads.viewed = position.viewed
             upper, settled = position.upper, position.settled
             if settled is None:
                 # A sync from a `since`: every deletion above the position is owed.
@@ -226,12 +231,13 @@ class Reading:
                 items, more = merged(items, more, *stream, limit)
             page = self._page(tenant_id, items, more, upper, settled, position.born)
             if more or not reads.streams:
-                return self._streamed(tenant_id, page, position.streams)
+                return self._streamed(tenant_id, page, position.streams, reads)
             return self._lifted(tenant_id, page, limit, reads)
+        reads.viewed = viewed_by(reads.sub)  # its sync's cursors carry it
         page = self._first_page(tenant_id, after, limit, reads)
         if not reads.streams:
             return page
-        return self._regroup.start(tenant_id, after, page, reads.sub, size, rest)
+        return self._regroup.start(tenant_id, after, page, reads.sub, size, rest, reads.viewed)
 
     def _lifted(self, tenant_id: str, page: Page, limit: int, reads: _Reads) -> Page:
         """The last page of a sync with streams, whose bound (`page.change_token`) is a
@@ -251,7 +257,7 @@ class Reading:
         )
         assert top is not None
         return self._streamed(
-            tenant_id, self._page(tenant_id, items[:limit], True, top, None, page.born), True
+            tenant_id, self._page(tenant_id, items[:limit], True, top, None, page.born), True, reads
         )
 
     def _settle(self, tenant_id: str, reads: _Reads) -> None:
@@ -348,21 +354,24 @@ class Reading:
             items, more = merged(items, more, stream, stream_edge, limit)
         more = more or len(items) > limit
         page = self._page(tenant_id, items[:limit], more, bound, settled, tail.born)
-        return self._streamed(tenant_id, page, streams)
+        return self._streamed(tenant_id, page, streams, reads)
 
-    def _streamed(self, tenant_id: str, page: Page, streams: bool) -> Page:
-        """`page` whose cursor says the sync reads the caller's stream too."""
+    def _streamed(self, tenant_id: str, page: Page, streams: bool, reads: _Reads) -> Page:
+        """`page` whose cursor says the sync reads the caller's stream too, and what its
+        first request's viewer reflected (`reads.viewed`, `api.service.views.own_cut`)."""
         if not streams or page.cursor is None:
             return page
-        position = replace(self._cursors.decode(tenant_id, page.cursor), streams=True)
+        position = replace(
+            self._cursors.decode(tenant_id, page.cursor), streams=True, viewed=reads.viewed
+        )
         return replace(page, cursor=self._cursors.encode(tenant_id, position))
 
     def _cut(
-        self, tenant_id: str, items: list[Record], page: Page, scanned: int, streams: bool
+        self, tenant_id: str, items: list[Record], page: Page, scanned: int, reads: _Reads
     ) -> Page:
         """`items`, full, ending inside `page` (which has more, or a cursor): a page
         whose cursor continues right after its last item, within `page`'s bound, and
-        reads the caller's stream too if the sync does (`streams`)."""
+        reads the caller's stream too if the sync does (`reads.streams`)."""
         assert page.cursor is not None or page.change_token is not None
         upper = (
             self._cursors.decode(tenant_id, page.cursor).upper
@@ -371,7 +380,7 @@ class Reading:
         )
         assert upper is not None
         page_ = self._page(tenant_id, items, True, upper, page.settled, page.born)
-        return replace(self._streamed(tenant_id, page_, streams), scanned=scanned)
+        return replace(self._streamed(tenant_id, page_, reads.streams, reads), scanned=scanned)
 
     def _page(
         self,

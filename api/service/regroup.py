@@ -35,12 +35,17 @@ REREAD_ENTRIES = 100
 
 
 @dataclass(frozen=True)
-class _Place:
+class Place:
+    """Where a re-read is: its sync's `since` and bound, the group and how far in."""
+
     since: str
     upper: str
     born: str | None
     group: str
     after: str | None  # the last token of the group's stream read (None: its start)
+    # What the sync's first request's viewer reflected (`Position.viewed`; None: a
+    # re-read's cursor of an earlier release, which did not carry it).
+    viewed: str | None = None
 
 
 def regrouped(sub: str | None, since: str | None) -> list[str]:
@@ -104,10 +109,18 @@ class Regroup:
         self._stream_range = stream_range
 
     def start(
-        self, tenant_id: str, since: str | None, page: Page, sub: str | None, limit: int, rest: Rest
+        self,
+        tenant_id: str,
+        since: str | None,
+        page: Page,
+        sub: str | None,
+        limit: int,
+        rest: Rest,
+        viewed: str | None,
     ) -> Page:
         """The sync's first page `page` (read from `since`, its bound proven), or, when
-        its caller's groups changed after `since`, the re-read's first page."""
+        its caller's groups changed after `since`, the re-read's first page; its
+        cursors carry `viewed` (`Position.viewed`)."""
         groups = regrouped(sub, since)
         if not groups or sub is None or since is None:
             return page
@@ -116,28 +129,34 @@ class Regroup:
             upper = self._cursors.decode(tenant_id, page.cursor).upper
         if upper is None:
             return page
-        place = _Place(since, upper, page.born, groups[0], None)
+        place = Place(since, upper, page.born, groups[0], None, viewed)
         return self._page(tenant_id, place, sub, limit, rest)
 
-    def follow(
-        self, tenant_id: str, cursor: str, limit: int, sub: str | None, rest: Rest
-    ) -> Page | None:
-        """The next page of a re-read's `cursor` (None: the cursor is not a re-read's)."""
+    def place(self, tenant_id: str, cursor: str, sub: str | None) -> Place | None:
+        """Where a re-read's `cursor` is (None: the cursor is not a re-read's). One of
+        an earlier release (6 parts, no `viewed`) is still read."""
         body = self._cursors.body(tenant_id, cursor)
         if not body.startswith(_REGROUP + "|"):
             return None
         parts = body.split("|")
-        if len(parts) != 6 or sub is None:
+        if len(parts) not in (6, 7) or sub is None:
             raise InvalidCursor("cursor is malformed")
-        since, upper, born, group, after = parts[1:]
-        if not all(is_token(t) for t in (since, upper, *(t for t in (born, after) if t))):
+        since, upper, born, group, after, *viewed = parts[1:]
+        optional = (born, after)
+        if viewed == [""] or not all(
+            is_token(t) for t in (since, upper, *viewed, *(t for t in optional if t))
+        ):
             raise InvalidCursor("cursor is malformed")
         if group not in regrouped(sub, since):  # another caller's, or done meanwhile
             raise InvalidCursor("cursor is not valid for this caller")
-        place = _Place(since, upper, born or None, group, after or None)
+        return Place(since, upper, born or None, group, after or None, *viewed)
+
+    def page(self, tenant_id: str, place: Place, sub: str | None, limit: int, rest: Rest) -> Page:
+        """The next page of a re-read from `place` (`Regroup.place`)."""
+        assert sub is not None  # `place` refused a cursor without a caller
         return self._page(tenant_id, place, sub, limit, rest)
 
-    def _page(self, tenant_id: str, place: _Place, sub: str, limit: int, rest: Rest) -> Page:
+    def _page(self, tenant_id: str, place: Place, sub: str, limit: int, rest: Rest) -> Page:
         """Up to `limit` items of the re-read from `place`, reading at most
         REREAD_QUERIES Queries of REREAD_ENTRIES entries or more (`limit`'s): a page
         may hold none, its cursor where the reads stopped."""
@@ -168,21 +187,22 @@ class Regroup:
         return Page(sent, cursor, place.since, born=place.born, regrouped=True)
 
     def _then(
-        self, tenant_id: str, place: _Place, sent: list[Record], limit: int, rest: Rest
+        self, tenant_id: str, place: Place, sent: list[Record], limit: int, rest: Rest
     ) -> Page:
         """The re-read's last page: what it sent, then the sync's pages of `(since,
         upper]` from their first (what room is left of this page)."""
         if place.upper <= place.since:
             return Page(sent, None, place.since, born=place.born, regrouped=True)
-        position = Position(place.since, place.upper, None, place.born, streams=True)
+        position = Position(place.since, place.upper, None, place.born, True, place.viewed)
         cursor = self._cursors.encode(tenant_id, position)
         if len(sent) >= limit:
             return Page(sent, cursor, place.since, born=place.born, regrouped=True)
         following = rest(cursor, limit - len(sent))
         return replace(following, items=sent + following.items, regrouped=True)
 
-    def _encode(self, tenant_id: str, place: _Place) -> str:
-        body = "|".join(
-            (_REGROUP, place.since, place.upper, place.born or "", place.group, place.after or "")
-        )
+    def _encode(self, tenant_id: str, place: Place) -> str:
+        parts = (_REGROUP, place.since, place.upper, place.born or "", place.group)
+        # `viewed` only when known: else the 6 parts an earlier release reads.
+        viewed = () if place.viewed is None else (place.viewed,)
+        body = "|".join((*parts, place.after or "", *viewed))
         return self._cursors.signed(tenant_id, body)

@@ -10,6 +10,7 @@ from dataclasses import replace
 
 from api.domain import catalog
 from api.domain.chain import Head, split_stream_key
+from api.domain.cursor import NO_VERSION
 from api.domain.errors import BadUserInput, TenantDeleted
 from api.domain.membership import Viewer, history_of
 from api.domain.records import LogTail, Record
@@ -135,27 +136,45 @@ def check_since(tail: LogTail, since: str) -> None:
         )
 
 
-def own_cut(page: Page, sub: str | None, since: str | None, above: str | None = None) -> Page:
+def viewed_by(sub: str | None) -> str | None:
+    """What a sync's cursors carry of the caller its first request's access read found
+    (`Position.viewed`): the token of the Member version it reflects (NO_VERSION:
+    none); None for a caller not read from access (it sees tenant-wide records only)."""
+    if not isinstance(sub, Viewer):
+        return None
+    return sub.token or NO_VERSION
+
+
+def own_cut(
+    page: Page,
+    sub: str | None,
+    since: str | None,
+    above: str | None = None,
+    viewed: str | None = None,
+) -> Page:
     """`page` up to the first version of the caller's own Member record that its
     viewer `sub` (the request's access read) does not reflect: one written after
     that read, or whose access item is not yet applied. The sync's view is the
     viewer's (its groups, its role), so the device's token must not pass that
     version: the page ends before it, and the next request reads access again
-    (docs/ordering.md, "Groups"). `above`: a continued sync's bound (its cursor's
-    `upper`, the head when it began): its groups' re-read was decided by its first
-    request, so a page lifted past that bound ends before any version above it, whatever
-    this request's viewer reflects, and the next sync re-reads what that version moved."""
+    (docs/ordering.md, "Groups"). The groups a sync re-reads were decided by its
+    first request, so a page of a continued sync also ends before any version above
+    `viewed` (the one that request's viewer reflected, its cursor's) and above `above`
+    (its cursor's `upper`, the head when it began: for a cursor that does not carry
+    `viewed`), whatever this request's viewer reflects; the next sync re-reads what
+    that version moved."""
     if not isinstance(sub, Viewer):
         return page
     for index, record in enumerate(page.items):
         if record.item_type.code != catalog.MEMBER.code or record.id != str(sub):
             continue
-        newer = above is not None and record.change_token > above
-        if not newer and sub.token is not None and record.change_token <= sub.token:
+        token = record.change_token
+        newer = above is not None and token > above or viewed is not None and token > viewed
+        if not newer and sub.token is not None and token <= sub.token:
             continue
-        before = token_before(record.change_token)
+        before = token_before(token)
         # Before the tenant's first change, a first sync is still one.
         first = since is None and page.born is not None and before < page.born
-        token = None if first else before
-        return replace(page, items=page.items[:index], cursor=None, change_token=token)
+        cut = None if first else before
+        return replace(page, items=page.items[:index], cursor=None, change_token=cut)
     return page
