@@ -85,6 +85,8 @@ def create_app(
             lambda tenant, after, sub: run_blocking(service.latest_seen, tenant, after, sub),
             run_blocking,
             sink,
+            # Who is in a group a change names: the roster each event's check reads.
+            lambda tenant, token: run_blocking(service.roster_at, tenant, token),
         )
     pushes = make_pushes(
         settings,

@@ -12,9 +12,16 @@ from api.domain.visibility import is_group, principals_of
 # every member (it wrote an entry of the tenant's main log).
 Audience = frozenset[str] | None
 
+# In an audience naming a group's stream: who is in a group is the tenant's roster's.
+# A fan-out that has read the roster tells each member by its groups there; one that
+# has not (a server's own subscriptions) checks each member outside the audience's
+# other principals, one read of its own view, as for UNTOLD.
+GROUPED: frozenset[str] = frozenset({"?"})
 # In an audience: whose changes are not told (a catch-up's head token, after pokes
-# that may have been missed): each subscription checks its own view, one read.
-UNTOLD: frozenset[str] = frozenset({"?"})
+# that may have been missed; changes coalesced): each subscription outside the
+# audience checks its own view, one read. It holds GROUPED's mark, so that a server
+# of the release before (which knew one mark, "?") checks as it did.
+UNTOLD: frozenset[str] = GROUPED | {"?!"}
 
 
 def merged(first: Audience, second: Audience) -> Audience:
@@ -36,8 +43,18 @@ def coalesced(one: tuple[str, Audience], other: tuple[str, Audience]) -> tuple[s
 
 def in_audience(sub: str, audience: Audience) -> bool:
     """Whether a poke for `audience` is for the member `sub` (through any of its
-    principals: its own stream's)."""
+    principals: its own stream's, and its groups' when `sub` is a `Viewer`)."""
     return audience is None or not audience.isdisjoint(principals_of(sub))
+
+
+def to_check(audience: Audience, groups_known: bool = False) -> bool:
+    """Whether a member outside `audience` (by `in_audience`) checks its own view
+    (one read) before a poke or push: when the audience is UNTOLD; or names a group
+    and the member's groups are not known (`groups_known`: its `Viewer` is the
+    roster's, read after the change committed)."""
+    if audience is None:
+        return False
+    return audience >= (UNTOLD if groups_known else GROUPED)
 
 
 def head_audience(head: Head) -> Audience:
@@ -54,11 +71,10 @@ def head_audience(head: Head) -> Audience:
 
 
 def of_principals(principals: Iterable[str]) -> Audience:
-    """The audience of changes to the streams of `principals`: with UNTOLD when one
-    is a group's (who is in a group is the roster's: each subscription checks its
-    own view, as for a catch-up's, and one of a member of the group finds it)."""
+    """The audience of changes to the streams of `principals`: with GROUPED when one
+    is a group's (who is in a group is the roster's: `to_check`)."""
     audience = frozenset(principals)
-    return audience | UNTOLD if any(map(is_group, audience)) else audience
+    return audience | GROUPED if any(map(is_group, audience)) else audience
 
 
 def catch_up_audience(head: Head) -> Audience:

@@ -46,6 +46,14 @@ class ExportJob:
     # lengthen it (None: the tenant had no change then; or a job from before this
     # field, which goes by `change_token`).
     history_token: str | None = None
+    # Below every token a record read into the file could leave the caller's view at
+    # (the first sync's first read proves every write up to it): a LeftView sentinel
+    # of the caller's partitions above it may be of a record the file holds (None: no
+    # read yet, or a job from before this field, which goes by `history_token`).
+    begun: str | None = None
+    # Up to where the caller's partitions were last found to hold no LeftView of a
+    # record out of its view (`api.service.export_view`): the next call reads above it.
+    checked: str | None = None
     # Publishing (PUBLISH): the next part of the file to copy to S3, the multipart
     # upload's id (None: none started; a small file is one PUT), and the ETags of the
     # S3 parts uploaded so far (part n+1 is etags[n]).

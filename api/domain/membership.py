@@ -76,6 +76,14 @@ def member_groups(fields: Mapping[str, Any]) -> tuple[str, ...]:
     return tuple(sorted({g for g in value if isinstance(g, str)}))
 
 
+def regroups(current: Any, state: Any) -> bool:
+    """Whether a Member write from the version `current` (None: none) to `state`
+    changes the groups its member is in (a deletion leaves them all)."""
+    before = member_groups(current.fields) if current is not None else ()
+    after = () if state.deleted else member_groups(state.fields)
+    return set(before) != set(after)
+
+
 def at_least(role: str, needed: str) -> bool:
     return ROLES.index(role) <= ROLES.index(needed)
 

@@ -49,6 +49,12 @@ class Record:
     # without fields, until the retention (docs/ordering.md, "Groups").
     superseded: str | None = None
 
+    @property
+    def marks(self) -> bool:
+        """A marker of a join or a leave in its member's stream, superseded by itself:
+        never sent; a sync's page ends before one its viewer does not reflect."""
+        return self.superseded is not None and self.superseded == self.change_token
+
 
 class CurrentVersionError(SyncError):
     """A write refused because of what the server holds now; carries that version."""

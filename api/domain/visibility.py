@@ -165,6 +165,9 @@ class Entries:
     main_removed: bool = True
     streams: Mapping[str, Kind] = field(default_factory=dict)
     streams_removed: tuple[str, ...] = ()
+    # A Member write that moves its member into or out of a group: the marker it may
+    # put in the member's stream (`api.domain.mutations.Write.moves`).
+    marker: bool = False
 
     @property
     def supersedes(self) -> bool:
@@ -172,9 +175,15 @@ class Entries:
         return any(map(is_group, self.streams_removed))
 
     @property
+    def expiring(self) -> bool:
+        """Whether an entry it puts or updates expires (a group's superseded entry, a
+        marker), with the retention."""
+        return self.supersedes or self.marker
+
+    @property
     def stream_items(self) -> int:
-        """Transaction items its stream entries take (puts and removals)."""
-        return len(self.streams) + len(self.streams_removed)
+        """Transaction items its stream entries take (puts and removals, a marker)."""
+        return len(self.streams) + len(self.streams_removed) + self.marker
 
 
 def entries_of(before: Visibility | None, existed: bool, after: Visibility | None) -> Entries:

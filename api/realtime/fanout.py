@@ -15,7 +15,7 @@ from strawberry.utils.aio import aclosing
 
 from api import metrics
 from api.auth import Principal
-from api.domain.audiences import UNTOLD, Audience, in_audience
+from api.domain.audiences import Audience, in_audience, to_check
 from api.domain.errors import SyncError
 from api.domain.membership import Access, Roster
 from api.graphql.errors import with_codes
@@ -95,12 +95,12 @@ async def _fan_out_tenant(
     try:
         # A change outside a member's view pokes none of its subscriptions (nor reads
         # the roster for them): they are left out before anything is read or sent.
-        # A drain's poke (UNTOLD) goes to the others only once their views are read.
-        untold = audience is not None and audience >= UNTOLD
+        # A drain's poke (UNTOLD) goes to the others only once their views are read;
+        # a change of a group's records to the group's members by the roster.
         subscriptions = [
             s
             for s in await asyncio.to_thread(_subscriptions_of, rt, tenant_id)
-            if untold or in_audience(s.sub, audience)
+            if to_check(audience) or in_audience(s.sub, audience)
         ]
         # Who is still a member (contract 6): one Query of the tenant's roster per
         # change and instance, whatever its subscribers (docs/realtime.md).
@@ -127,7 +127,11 @@ async def _fan_out_tenant(
             removed.append(subscription)  # told alone (NOT_A_MEMBER), then let go
             continue
         access = None if roster is None else roster.access(subscription.sub)
-        if not in_audience(subscription.sub, audience):
+        # Its member's groups are the roster's (read after the change committed).
+        viewer = subscription.sub if access is None else access.viewer(subscription.sub)
+        if not in_audience(viewer, audience):
+            if not to_check(audience, groups_known=access is not None):
+                continue  # outside the change's audience, groups included: nothing
             # Its own operation, run on its own view's read (`_CheckedEvent`).
             checked = _CheckedEvent(rt, subscription, token)
             message = await _event(rt, subscription, token, access, checked)

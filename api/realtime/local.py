@@ -29,6 +29,7 @@ from botocore.config import Config
 from ulid import ULID
 
 from api import metrics
+from api.domain.membership import Roster
 from api.realtime.lease import LeaseItems, StreamReaderLease
 from api.realtime.poke_receiver import PokeReceiver
 from api.realtime.relay import PokeRelay, probe, relay_key
@@ -61,15 +62,17 @@ class LocalRealtime:
         latest_change: Callable[[str, str | None, str], Awaitable[str | None]],
         run_blocking: RunBlocking | None = None,
         sink: metrics.Metrics | None = None,
+        roster: Callable[[str, str], Awaitable[Roster]] | None = None,
     ) -> None:
         """`latest_change`: a subscription's first read (`LiveFeed`); `run_blocking`:
-        where the relay's catch-ups run (`api.worker_threads`)."""
+        where the relay's catch-ups run (`api.worker_threads`); `roster`: a tenant's
+        members after a token (`LiveFeed`)."""
         self._settings = settings
         self._metrics = sink = sink or metrics.Metrics()
         self.signals = TenantSignals(
             settings.ws_max_subscriptions, settings.ws_max_subscriptions_per_user
         )
-        self.feed = LiveFeed(self.signals, latest_change, self._poked)
+        self.feed = LiveFeed(self.signals, latest_change, self._poked, roster)
         sink.gauge(metrics.SOCKETS_OPEN, lambda: self._connections)
         sink.gauge(
             metrics.STREAM_READER, lambda: int(self.lease is not None and self.lease.reading)

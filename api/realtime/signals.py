@@ -15,8 +15,9 @@ import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 
-from api.domain.audiences import UNTOLD, Audience, in_audience
+from api.domain.audiences import UNTOLD, Audience, in_audience, to_check
 from api.domain.errors import BadUserInput, TenantDeleted, Unavailable
+from api.domain.membership import Roster
 
 # Published in place of a token when a tenant is being deleted: its subscriptions
 # end with TENANT_DELETED (it sorts above every token, so it is never overwritten).
@@ -80,22 +81,30 @@ class Slot:
     # a catch-up's, UNTOLD), and whether the token taken last was.
     told: bool = True
     taken_told: bool = True
+    # The audience of a waiting token not known to be in the view (UNTOLD when it
+    # replaced another waiting token: which of them is in the view is read), and of
+    # the one taken last.
+    audience: Audience = None
+    taken_audience: Audience = None
 
     def offer(self, token: str, audience: Audience = None) -> None:
         """On the slot's event loop: keep `token` if it is newer than what waits and
         this subscription's member is in its `audience` (a change outside its view
-        pokes it not; an UNTOLD one is kept, to check). A deletion naming a last
+        pokes it not; an UNTOLD one, or one naming a group, is kept, to check: its
+        member's groups are not known here). A deletion naming a last
         token older than the one this subscription holds is about an earlier life
         of the tenant: it is ignored."""
         mine = in_audience(self.user, audience)
-        if not mine and (audience is None or not audience >= UNTOLD):
+        if not mine and not to_check(audience):
             return
         deletion, last = _deletion_of(token)
         if deletion and last is not None and self.held is not None and self.held > last:
             return
         if self.token is None or token > self.token:
+            replaced = self.token is not None
             self.token = token
             self.told = mine
+            self.audience = UNTOLD if replaced and not mine else audience
             self.ready.set()
 
     async def take(self) -> str:
@@ -105,6 +114,7 @@ class Slot:
         self.ready.clear()
         token, self.token = self.token, None
         self.taken_told, self.told = self.told, True
+        self.taken_audience, self.audience = self.audience, None
         assert token is not None
         return token
 
@@ -181,8 +191,13 @@ class LiveFeed:
         signals: TenantSignals,
         first_bound: Callable[[str, str | None, str], Awaitable[str | None]],
         on_poke: Callable[[str], None] | None = None,
+        roster: Callable[[str, str], Awaitable[Roster]] | None = None,
     ) -> None:
         self._signals = signals
+        # The tenant's roster as read after a token committed (read once per tenant
+        # and token in the process, as each event's check of membership reads it):
+        # who is in the groups a change names (None: each member's view is read).
+        self._roster = roster
         self._on_poke = on_poke  # each token yielded after the first (`api.metrics`)
         # The newest complete change newer than `after` in the view of the caller
         # (`user`), or None: a read of the tenant, in the app's runner (`api.app`).
@@ -203,13 +218,21 @@ class LiveFeed:
             last = first or after
             while True:
                 token = await slot.take()
+                audience = slot.taken_audience
                 if not slot.taken_told and (last is None or token > last):
-                    # A catch-up's token: sent only if the member's view changed since
-                    # the last one sent (one read), as that change's token.
-                    seen = await self._first_bound(tenant_id, last, user)
-                    if seen is None:
-                        continue
-                    token = seen
+                    if self._roster is not None and not to_check(audience, groups_known=True):
+                        # A change of a group's records: sent if the member is in one
+                        # of its groups by the roster read after it committed.
+                        access = (await self._roster(tenant_id, token)).access(user)
+                        if not in_audience(access.viewer(user), audience):
+                            continue
+                    else:
+                        # A catch-up's token: sent only if the member's view changed
+                        # since the last one sent (one read), as that change's token.
+                        seen = await self._first_bound(tenant_id, last, user)
+                        if seen is None:
+                            continue
+                        token = seen
                 if last is None or token > last:
                     last = slot.held = token
                     if self._on_poke is not None:

@@ -22,6 +22,7 @@ from api.domain.membership import (
     member_groups,
     member_role,
     member_write_refusal,
+    regroups,
 )
 from api.domain.mutations import OUTCOME_RETENTION_S, Mutation, State, StoredOutcome, Write
 from api.domain.records import Conflict, CurrentVersionError, Record, not_found, write_refusal
@@ -107,7 +108,8 @@ class Plan:
     def entries(self) -> Entries:
         """The main log and stream entries it puts and removes (contract 3.12)."""
         before = None if self.current is None else self.current.visibility
-        return entries_of(before, self.current is not None, self.visibility)
+        moved = self.member is not None and regroups(self.current, self.state)
+        return replace(entries_of(before, self.current is not None, self.visibility), marker=moved)
 
     def _group_changes(
         self, record: Record, token: str, retention: Retention
@@ -188,10 +190,8 @@ class Plan:
             owner=self.owner,
             visibility=self.visibility,
         )
-        outcome = self.outcome
-        kept = self.kept
-        entries = self.entries
-        left = entries.main == "left" or "left" in entries.streams.values() or entries.supersedes
+        outcome, kept, entries = self.outcome, self.kept, self.entries
+        left = entries.main == "left" or "left" in entries.streams.values() or entries.expiring
         return Write(
             record,
             self.expected,

@@ -5,7 +5,7 @@ finished files in S3. Implemented by `api.storage.exports` and
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Protocol
@@ -26,6 +26,14 @@ class ExportJobs(Protocol):
     def versions_page(
         self, tenant_id: str, after: str | None, limit: int, upto: str, max_read: int
     ) -> tuple[list[Record], str | None]: ...
+    def left_view(
+        self, tenant_id: str, principals: Sequence[str], after: str, max_read_units: float
+    ) -> tuple[set[str], bool, str | None]:
+        """The ids of the LeftView sentinels above `after` in the main log and the
+        streams of `principals`; whether all were read within `max_read_units`; and
+        the token up to which the Queries held every entry (None: none)."""
+        ...
+
     def metered(self) -> AbstractContextManager[Meter]:
         """A meter of the DynamoDB capacity consumed in this context meanwhile (its
         reads of the tenant's data included)."""

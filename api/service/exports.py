@@ -37,10 +37,12 @@ from api.domain.identifiers import check_identifier
 from api.domain.item_types import MAX_ITEM_BYTES
 from api.domain.membership import groups_of
 from api.domain.records import Record, record_json
+from api.domain.retention import Retention
 from api.domain.visibility import sees
 from api.service import export_file
 from api.service.export_ports import ExportFiles, ExportJobs, Meter
 from api.service.export_publishing import Publishing, upload_bytes
+from api.service.export_view import FROM_START, check_still_viewed
 from api.service.reading import MAX_SCANNED, Reading
 
 # Entities or versions per step at most: a record is at most 16 KB (MAX_ITEM_BYTES),
@@ -104,8 +106,10 @@ class TenantExport:
         files: ExportFiles,
         reading: Reading,
         clock_ms: Callable[[], int],
+        retention: Retention | None = None,
     ) -> None:
         self._jobs = jobs
+        self._retention = retention or Retention()
         self._files = files
         self._publishing = Publishing(jobs, files)
         self._reading = reading
@@ -145,9 +149,13 @@ class TenantExport:
                         f"no export {export_id} of this tenant for you: you left a group "
                         "since it began; start a new export"
                     )
+                # Nor once a record it may hold has left its caller's view since.
+                checked = check_still_viewed(
+                    self._jobs, self._reading, self._retention, found, by, self._clock_ms()
+                )
                 # Its caller's view as this request found it (its groups now).
                 groups = tuple(sorted({*found.groups, *groups_of(by)}))
-                job = dataclasses.replace(found, asked_by=by, groups=groups)
+                job = dataclasses.replace(found, asked_by=by, groups=groups, checked=checked)
             return self._run(job, STEPS_PER_CALL if steps is None else steps, meter)
 
     def _run(self, job: ExportJob, steps: int, meter: Meter) -> ExportJob:
@@ -277,6 +285,11 @@ class TenantExport:
                 phase=phase,
                 change_token=page.change_token if ended else job.change_token,
                 history_token=page.change_token if initial and ended else job.history_token,
+                # The first read's proven token (the head's transaction's previous):
+                # what leaves the caller's view after that read is above it.
+                begun=(page.settled or FROM_START)
+                if initial and job.position is None and job.begun is None
+                else job.begun,
             )
         else:
             # The history as written up to the first sync's token: what it held then,

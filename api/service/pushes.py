@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from api.domain.audiences import UNTOLD, Audience, in_audience
+from api.domain.audiences import Audience, in_audience, to_check
 from api.domain.devices import PushDevice, check_registration, push_message
 from api.domain.errors import TooManyDevices, Unavailable
 from api.domain.membership import Roster
@@ -199,21 +199,30 @@ class Pushes:
         done = PushRound()
         if not any(self._endpoints.enabled(p) for p in ("APNS", "FCM")):
             return done
-        untold = audience is not None and audience >= UNTOLD
         registered = self._devices.devices(tenant_id)
         done.devices = len(registered)
         candidates = [
             d
             for d in registered
             if d.device_id != writer
-            and (untold or in_audience(d.sub, audience))
+            and (to_check(audience) or in_audience(d.sub, audience))
             and (token is not None or d.pending is not None)
         ]
-        members = self._still_members(tenant_id, token, candidates)
-        devices = [(d, token) for d in members if in_audience(d.sub, audience)]
-        devices += self._views_changed(
-            tenant_id, [d for d in members if not in_audience(d.sub, audience)]
-        )
+        members, roster = self._still_members(tenant_id, token, candidates)
+        # A group's members by the roster read after the change (contract 3.12: as an
+        # access read finds them), not by a read of each device's member's view.
+        told = {
+            d.device_id
+            for d in members
+            if in_audience(
+                d.sub if roster is None else roster.access(d.sub).viewer(d.sub), audience
+            )
+        }
+        devices = [(d, token) for d in members if d.device_id in told]
+        if to_check(audience, groups_known=roster is not None):
+            devices += self._views_changed(
+                tenant_id, [d for d in members if d.device_id not in told]
+            )
         if len(devices) <= 1:
             for device, its_token in devices:
                 self._one(device, its_token, done)
@@ -226,12 +235,13 @@ class Pushes:
 
     def _still_members(
         self, tenant_id: str, token: str | None, devices: list[PushDevice]
-    ) -> list[PushDevice]:
+    ) -> tuple[list[PushDevice], Roster | None]:
         """`devices` but those of members the tenant (one of membership as data) no
-        longer has: their registrations stay, pushed nothing while they are not members."""
+        longer has: their registrations stay, pushed nothing while they are not members;
+        and the roster read (None: none)."""
         newest = max((t for t in (token, *(d.pending for d in devices)) if t), default=None)
         if self._members is None or newest is None:
-            return devices
+            return devices, None
         # A flush pushes tokens that waited for a window: who is a member now, not the
         # roster kept for them (a removal since would be missed).
         if token is None and self._roster is not None:
@@ -239,11 +249,11 @@ class Pushes:
         else:
             roster = self._members(tenant_id, newest)
         if not roster.moved:
-            return devices
+            return devices, roster
         kept = [d for d in devices if roster.access(d.sub).role is not None]
         if len(kept) < len(devices):  # no longer members: their registrations go
             self.sweep(tenant_id, [d for d in devices if roster.access(d.sub).role is None])
-        return kept
+        return kept, roster
 
     def _views_changed(
         self, tenant_id: str, devices: list[PushDevice]

@@ -95,5 +95,5 @@ class SyncService:
         self.exports = (
             None
             if exports is None or export_files is None
-            else TenantExport(exports, export_files, self.reading, clock_ms)
+            else TenantExport(exports, export_files, self.reading, clock_ms, retention)
         )

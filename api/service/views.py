@@ -113,7 +113,11 @@ def merged(
     edges += [stream_edge] if stream_edge is not None else []
     edge = min(edges) if edges else None
     by_token = {r.change_token: r for r in main}
-    by_token.update({r.change_token: r for r in stream})
+    # A marker (`Record.marks`) is its version's stand-in only where the main log no
+    # longer holds that version's entry.
+    by_token.update(
+        (r.change_token, r) for r in stream if not (r.marks and r.change_token in by_token)
+    )
     items = [by_token[t] for t in sorted(by_token) if edge is None or t <= edge]
     return items[:limit], edge is not None or len(items) > limit
 
@@ -162,7 +166,9 @@ def own_cut(
     `viewed` (the one that request's viewer reflected, its cursor's) and above `above`
     (its cursor's `upper`, the head when it began: for a cursor that does not carry
     `viewed`), whatever this request's viewer reflects; the next sync re-reads what
-    that version moved."""
+    that version moved. A join's or a leave's marker in the caller's stream
+    (`Record.marks`) is such a version: it stays where a later write of the record
+    took the version's entry out of the main log."""
     if not isinstance(sub, Viewer):
         return page
     for index, record in enumerate(page.items):

@@ -92,6 +92,17 @@ def stream_item(
     return item
 
 
+def marker_item(record: Record, principal: str, expires_at: int | None) -> RecordItem:
+    """The marker of a Member write that moves its member into or out of a group, in
+    the member's stream `principal` (docs/ordering.md, "Groups"): the version without
+    its fields, superseded by itself (`Record.marks`: never sent), no later write
+    removes it; it expires at `expires_at`, the retention."""
+    item = _item(keys.stream_pk(record.tenant_id, principal), record.change_token, record, True)
+    item.superseded = record.change_token
+    item.expires = expires_at
+    return item
+
+
 def later_item(record: Record, release: int) -> RecordItem:
     """The copy of `record` (docs/evolution.md), under `release`."""
     return _item(keys.later_pk(record.tenant_id), later_sk(record, release), record)

@@ -9,7 +9,7 @@ the file to S3 (`api.storage.export_files`) advances the job the same way."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -18,6 +18,7 @@ from botocore.exceptions import ClientError
 from api.domain.errors import Unavailable
 from api.domain.exports import ExportJob, ExportPhase
 from api.domain.records import Record
+from api.domain.tokens import token_before
 from api.storage import capacity, codecs, keys, reads
 from api.storage.errors import error_code, translated
 from api.storage.models import RecordItem
@@ -28,6 +29,10 @@ from api.storage.reads import TOTAL_CAPACITY, connection
 _PARTS_PER_READ = 8
 # The greatest part number the key format holds (`keys.export_part_sk`: 6 digits).
 _LAST_PART = 999_999
+# Entries a Query of the LeftView check reads at most (`ExportTable.left_view`), and
+# what one entry costs it at its largest (some 18 KB, read consistently).
+_LEFT_VIEW_ITEMS = 100
+_ENTRY_READ_UNITS = 4.5
 
 
 class ExportTable:
@@ -181,6 +186,61 @@ class ExportTable:
         history = keys.history_pk(tenant_id)
         return reads.versions_upto(tenant_id, history, after, upto, limit, max_read)
 
+    def left_view(
+        self, tenant_id: str, principals: Sequence[str], after: str, max_read_units: float
+    ) -> tuple[set[str], bool, str | None]:
+        """The ids of the LeftView sentinels above the token `after` in the tenant's main
+        log and the streams of `principals`; whether every partition was read to its
+        end within `max_read_units`, or about (consistent Queries; a sentinel is told
+        apart from other entries by an attribute, not by its key, so a Query reads
+        every entry above `after` and its filter keeps the sentinels: each page is
+        sized to the units left, an entry counted at its largest until the pages so
+        far show what one costs, twice that); and the token up to which they hold
+        every entry (None: no head): the head, read first (consistent), proves every
+        entry below its transaction's applied (docs/ordering.md, Lemma 2s). A tenant
+        that never restricted a record (its head without `vis`) holds no sentinel: the
+        head's read alone."""
+        head = reads.head(tenant_id)
+        proven = None if head is None else token_before(head.entry_tokens()[0])
+        if head is not None and not head.restricted:
+            # No record of the tenant was ever restricted: no write put a sentinel.
+            return set(), True, proven
+        partitions = [keys.log_pk(tenant_id), *(keys.stream_pk(tenant_id, p) for p in principals)]
+        found: set[str] = set()
+        spent, per_entry, observed = 0.0, _ENTRY_READ_UNITS, 0.0
+        for pk in partitions:
+            start: dict[str, Any] | None = None
+            while True:
+                limit = min(_LEFT_VIEW_ITEMS, int((max_read_units - spent) // per_entry))
+                if limit < 1:
+                    return found, False, proven
+                kwargs: dict[str, Any] = {
+                    "TableName": _table(),
+                    "KeyConditionExpression": "pk = :pk AND sk > :after",
+                    "FilterExpression": "attribute_exists(lv)",
+                    "ProjectionExpression": "id",
+                    "ExpressionAttributeValues": {":pk": {"S": pk}, ":after": {"S": after}},
+                    "ConsistentRead": True,
+                    "Limit": limit,
+                }
+                if start is not None:
+                    kwargs["ExclusiveStartKey"] = start
+                with translated():
+                    page = connection().client.query(
+                        **kwargs, ReturnConsumedCapacity=TOTAL_CAPACITY
+                    )
+                units = float(page.get("ConsumedCapacity", {}).get("CapacityUnits", 0.0))
+                spent += units
+                scanned = int(page.get("ScannedCount", 0))
+                if scanned:
+                    observed = max(observed, units / scanned)
+                    per_entry = min(_ENTRY_READ_UNITS, 2 * observed)
+                found.update(item["id"]["S"] for item in page.get("Items", []))
+                start = page.get("LastEvaluatedKey")
+                if start is None:
+                    break
+        return found, True, proven
+
     def metered(self) -> AbstractContextManager[capacity.Meter]:
         """A meter of the DynamoDB capacity consumed in this context meanwhile."""
         return capacity.metered()
@@ -234,6 +294,10 @@ def _job_item(job: ExportJob, expires_at: int) -> dict[str, Any]:
         item["tok"] = {"S": job.change_token}
     if job.history_token is not None:
         item["htk"] = {"S": job.history_token}
+    if job.begun is not None:
+        item["btk"] = {"S": job.begun}
+    if job.checked is not None:
+        item["ctk"] = {"S": job.checked}
     if job.published:
         item["pn"] = {"N": str(job.published)}
     if job.upload_id is not None:
@@ -258,6 +322,8 @@ def _job_from(tenant_id: str, raw: dict[str, Any]) -> ExportJob:
         bytes=int(raw["nb"]["N"]),
         change_token=raw["tok"]["S"] if "tok" in raw else None,
         history_token=raw["htk"]["S"] if "htk" in raw else None,
+        begun=raw["btk"]["S"] if "btk" in raw else None,
+        checked=raw["ctk"]["S"] if "ctk" in raw else None,
         published=int(raw["pn"]["N"]) if "pn" in raw else 0,
         upload_id=raw["up"]["S"] if "up" in raw else None,
         etags=tuple(e["S"] for e in raw.get("et", {}).get("L", [])),

@@ -52,16 +52,15 @@ Items (all in one table, `pk` hash key, `sk` range key, both strings):
     member    T#<tenant>#MEM     U#<sub>       role, tok: a live Member record's access
                                                (contract 6), written with the record
     marker    T#<tenant>#MEM     V             the tenant moved to membership as data
-    export    T#<tenant>#EXP     <export>      an export job: by, at, ph (phase), cur (where
-                                               it goes on), np (parts written), ne, nv
-                                               (entities, versions), nb (bytes), tok
-                                               (its sync's token), htk (its first
-                                               sync's: the history's bound); while it
+    export    T#<tenant>#EXP     <export>      an export job: by, at, ph (phase), cur (where it
+                                               goes on), np (parts written), ne, nv (entities,
+                                               versions), nb (bytes), tok (its sync's token),
+                                               htk (its first sync's: the history's bound),
+                                               btk, ctk (its first read's, last check's); while it
                                                publishes the file to S3 (`export_key`): pn (the
-                                               next part to copy), up (the multipart
-                                               upload's id), et (ETags of the S3 parts
-                                               uploaded); exp (TTL). (Jobs written
-                                               before S3 delivery carry `key`, unread.)
+                                               next part to copy), up (the multipart upload's
+                                               id), et (ETags of the S3 parts uploaded); exp
+                                               (TTL); key (jobs before S3 delivery; unread)
     part      T#<tenant>#EXP     <export>#<n>  d: part n of the export's file (a gzip
                                                member), exp (TTL); kept after the file is
                                                in S3, until the TTL (a free delete)
@@ -158,15 +157,16 @@ Access patterns:
                            a page at a time
     history                Query pk=T#<tenant>#HIST, begins_with(sk, <id>#),
                            descending, Limit: an entity's earlier versions, newest first
-    export a tenant        PutItem job; per step, a `changes` page (live entities) or
-                           Query pages of T#<tenant>#HIST, sk > a key (versions up to
-                           the first sync's token; at an entity's first later one,
-                           the next Query starts past `<id>#~`), then
-                           TransactWriteItems: its parts (put) and the job (put,
-                           conditioned on np, ph, pn, up); then publishing: Query
-                           parts (consistent) from pn, one PutObject (file <= 5 MiB)
-                           or per 5 MiB an UploadPart, then PutItem job (same
-                           condition); download: GetItem job, a presigned S3 GET
+    export a tenant        PutItem job; per step, a `changes` page (live entities) or Query
+                           pages of T#<tenant>#HIST, sk > a key (versions up to the first
+                           sync's token; at an entity's first later one, the next Query
+                           starts past `<id>#~`), then TransactWriteItems: its parts (put)
+                           and the job (put, conditioned on np, ph, pn, up); then
+                           publishing: Query parts (consistent) from pn, one PutObject
+                           (file <= 5 MiB) or per 5 MiB an UploadPart, then PutItem job
+                           (same condition); download: GetItem job, a presigned S3 GET; a
+                           call with an exportID: GetItem head, Query (consistent, sk > ctk,
+                           filter lv) of the log and its streams, BatchGetItem (export_view)
     delete a tenant        per call: UpdateItem usage (mark: xat, xid), GetItem head
                            (consistent) and, unless it carries that xid,
                            TransactWriteItems: ConditionCheck usage (xid), UpdateItem

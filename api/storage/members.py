@@ -46,12 +46,15 @@ def roster(tenant_id: str) -> Roster:
             moved = True
             sk = item[codecs.SK]["S"]
             role = _role(item)
-            if sk.startswith(prefix) and role is not None:
+            if not sk.startswith(prefix):
+                continue
+            if item_changed := _changed(item):
+                # A removed member's too: a re-add's write carries them on.
+                changed[sk[len(prefix) :]] = item_changed
+            if role is not None:
                 roles[sk[len(prefix) :]] = role
                 if item_groups := _groups(item):
                     groups[sk[len(prefix) :]] = item_groups
-                if item_changed := _changed(item):
-                    changed[sk[len(prefix) :]] = item_changed
         if start is None:
             return Roster(moved, roles, groups, changed)
 
@@ -64,21 +67,27 @@ def access_item(
     guard: MemberGuard | None,
     group_changes: tuple[tuple[str, str], ...] = (),
 ) -> tuple[str, str]:
-    """A Member write's access item, in its transaction: put with its role, or deleted
-    with the record; the writer's own (an owner keeps only the owner role) carries
-    the guard. Its action (delete, put) and role in the transaction (guard, member)."""
+    """A Member write's access item, in its transaction: put with its role, or, the
+    record deleted or REMOVED, with no role (a request refuses it as it refuses no
+    item) and no groups, its joins and leaves kept (the groups the write left among
+    them: a device of the member from before is sent what it held through them, once
+    re-added; docs/ordering.md, "Groups"), or deleted when it has none; the writer's
+    own (an owner keeps only the owner role) carries the guard. Its action (delete,
+    put) and role in the transaction (guard, member)."""
     sub, role = member
     own = guard is not None and not guard.moving and sub == guard.writer
     condition = MemberItem.role == OWNER if own else None
     item = MemberItem(keys.members_pk(tenant_id), keys.member_sk(sub))
-    if role is None:
+    if role is None and not group_changes:
         tx.delete(item, condition=condition)
-    else:
-        item.role, item.token = role, record.change_token
-        item.groups = list(member_groups(record.fields)) or None  # type: ignore[arg-type]
-        item.changed = dict(group_changes) or None
-        tx.save(item, condition=condition)
-    return "delete" if role is None else "put", "guard" if own else "member"
+        return "delete", "guard" if own else "member"
+    item.role, item.token = role, record.change_token
+    item.groups = list(member_groups(record.fields)) or None  # type: ignore[arg-type]
+    if role is None:
+        item.groups = None
+    item.changed = dict(group_changes) or None
+    tx.save(item, condition=condition)
+    return "put", "guard" if own else "member"
 
 
 def guard(

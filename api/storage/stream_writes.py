@@ -12,7 +12,7 @@ from pynamodb.transactions import TransactWrite
 
 from api.domain.chain import NO_MAIN, Streams, split_stream_key, stream_key
 from api.domain.mutations import Write
-from api.domain.visibility import is_group
+from api.domain.visibility import is_group, member_principal
 from api.storage import codecs, keys
 from api.storage.models import BlobUsageItem, HeadItem, RecordItem
 
@@ -86,6 +86,14 @@ class StreamWrites:
         for principal, what in entries.streams.items():
             left = what == "left"
             tx.save(codecs.stream_item(record, principal, write.expires_at, left))
+            actions.append(("entry", "put"))
+            self._put.add(stream_key(record.change_token, principal))
+        if write.moves and write.member is not None and self._restricted:
+            # A join or a leave: its marker in its member's stream, where a sync of
+            # the member reads it even once a later write replaced the version's main
+            # entry (docs/ordering.md, "Groups"). Checked by the next transaction.
+            principal = member_principal(write.member[0])
+            tx.save(codecs.marker_item(record, principal, write.expires_at))
             actions.append(("entry", "put"))
             self._put.add(stream_key(record.change_token, principal))
         return actions

@@ -26,8 +26,10 @@ def entries_applied(tenant_id: str, present: Collection[str], gone: Collection[s
         batch = wanted[start : start + _BATCH_GET_KEYS]
         pending = [_raw_key(tenant_id, key) for key in batch]
         for raw in reads.batch_get_keys(pending):
-            if _SUPERSEDED in raw:
-                continue  # a group's entry superseded: removed, as far as the chain goes
+            if _SUPERSEDED in raw and raw[_SUPERSEDED]["S"] != codecs.sort_key(raw):
+                # A group's entry superseded: removed, as far as the chain goes (a
+                # marker of a join or a leave is superseded by itself: present).
+                continue
             principal = raw[codecs.PK]["S"][len(keys.stream_pk(tenant_id, "")) :]
             found.add(stream_key(codecs.sort_key(raw), principal))
     return set(present) <= found and not (set(gone) & found)

@@ -41,6 +41,15 @@
 // edit or create is kept and pushed (an update of a document deleted meanwhile
 // comes back as a conflict with the deletion). `onResync` is told when one starts.
 //
+// INVALID_CURSOR for a pull that sent the checkpoint's cursor (a server that did not
+// sign it: CURSOR_SECRET rotated, or a server of an earlier release during a rollback
+// or a rolling deploy, which does not read a later release's cursors): the cursor is
+// dropped and the pull asked again at once from the checkpoint's token; a first sync
+// or a resync, which has none, as a resync (what its first pages stored proves
+// nothing: a first sync leaves out deletions). Once per read: refused again, the pull
+// fails (error$) and RxDB's retry asks from the token. A catch-up's cursor refused
+// starts the catch-up again, once.
+//
 // TENANT_DELETED (an owner deleted the tenant, contract 3.8): the replication
 // stops (cancel) and `onTenantDeleted` is called: the app drops its copy, for
 // example with `collection.remove()`, outbox included. Each push carries the
@@ -160,6 +169,11 @@ export function replicateSyncAPI({
   // During a resync: the ids its pages returned (the checkpoint says a resync runs,
   // so one interrupted by a restart starts again from its first page).
   let resync = null;
+  // INVALID_CURSOR (a server that did not sign the checkpoint's cursor: a rotated
+  // CURSOR_SECRET, a server of an earlier release): the cursors refused, which the
+  // next pull does not send, and whether this read was already asked again once.
+  const refusedCursors = new Set();
+  let cursorRestarted = false;
   let state;
   // The `since` of the pull's checkpoint: the copy the pushed rows were edited on.
   // A push waits until the pull has read its persisted checkpoint once.
@@ -310,9 +324,18 @@ export function replicateSyncAPI({
   // of the entities holding what the earlier declaration left out.
   const catchUp = async ({ upTo, fields: asked }) => {
     const documents = [];
+    let restarted = false;
     for (let cursor = null; ; ) {
       const variables = { t: tenantID, upTo, fields: asked, cursor, limit: Math.min(batchSize, 1000) };
       const body = await state.graphQLRequest({ query: catchUpQuery, variables });
+      if (!body.data && cursor && !restarted && body.errors?.[0]?.extensions?.code === "INVALID_CURSOR") {
+        // Its cursor refused (a server that did not sign it): the catch-up again
+        // from its first page, once; refused again, the pull fails and is retried.
+        restarted = true;
+        documents.length = 0;
+        cursor = null;
+        continue;
+      }
       if (!body.data) throw newRxError("RC_PULL", { errors: body.errors });
       // Every type's entities come (the server filters by release, not type): this one's.
       documents.push(...body.data.catchUp.items.filter((item) => item.__typename === name).map((item) => itemToDoc(item)));
@@ -470,14 +493,17 @@ export function replicateSyncAPI({
     pull: {
       batchSize,
       queryBuilder: (checkpoint, limit) => {
-        const restart = checkpoint?.resync && resync === null; // interrupted: again
+        // A cursor a server refused: the read again from the checkpoint's token; a
+        // first sync or a resync (no token) as a resync.
+        const refused = Boolean(checkpoint?.cursor) && refusedCursors.has(checkpoint.cursor);
+        const restart = (checkpoint?.resync && resync === null) || (refused && !checkpoint.since); // interrupted: again
         if (restart) startResync();
         since = restart ? null : checkpoint?.since ?? null;
         sinceKnown();
         // A catch-up owed: this read goes on from the checkpoint's token, not its
         // cursor (the pages read before it selected fewer fields).
         owed = restart ? null : owedBy(checkpoint);
-        const cursor = restart || owed ? null : checkpoint?.cursor ?? null;
+        const cursor = restart || owed || refused ? null : checkpoint?.cursor ?? null;
         return {
           query: pullQuery,
           variables: {
@@ -491,6 +517,7 @@ export function replicateSyncAPI({
       },
       responseModifier: async (data, origin, previous) => {
         if (origin === "stream") return "RESYNC"; // a poke: pull from the checkpoint
+        if (!data.cursor) cursorRestarted = false; // a read ended: its refusals are over
         let documents = data.items.map((item) => itemToDoc(item));
         if (resync !== null) {
           for (const item of data.items) resync.seen.add(item.id);
@@ -702,6 +729,20 @@ export function replicateSyncAPI({
     if (code === "TENANT_DELETED") tenantDeleted();
     const refusal = body.errors?.find((e) => isNotAMember(e.extensions));
     if (refusal) letGo({ code: "FORBIDDEN", reason: "NOT_A_MEMBER", message: refusal.message });
+    if (params.query === pullQuery && code === "INVALID_CURSOR" && params.variables.cursor) {
+      // The checkpoint's cursor refused (a server that did not sign it): not sent
+      // again. The read is asked again at once from the checkpoint's token (the
+      // pages stored before it hold versions no newer than what comes again); a
+      // first sync or a resync, with no token to go on from, as a resync, since the
+      // documents its first pages stored prove nothing (a first sync leaves out
+      // deletions). Once per read: refused again, the pull fails (error$), and
+      // RxDB's retry asks from the token.
+      refusedCursors.add(params.variables.cursor);
+      if (cursorRestarted) return body;
+      cursorRestarted = true;
+      if (since === null) startResync();
+      return state.graphQLRequest({ ...params, variables: { ...params.variables, since, cursor: null } });
+    }
     if (params.query !== pullQuery || code !== "RESYNC_REQUIRED") {
       return body;
     }

@@ -62,6 +62,16 @@
 // the next pull lets it go, each unsynced change reported to `onRejected` with that
 // code. Local edits of records it returned are merged and pushed. `onResync()` is told.
 //
+// INVALID_CURSOR for a page asked with the position's cursor (a server that did not
+// sign it: CURSOR_SECRET rotated, or a server of an earlier release during a rollback
+// or a rolling deploy, which does not read a later release's cursors): the read is
+// asked again from its token (the position's `since`), in the same call, keeping what
+// this call's pages brought (each entity comes again in a version no older); not a
+// resync. A first sync not finished (no token yet) or a resync is read again as a
+// resync (its earlier pages, applied, prove nothing: a first sync leaves deletions
+// out). Once per sync() call: a second refusal is the call's error. A catch-up's
+// cursor refused starts the catch-up again.
+//
 // TENANT_DELETED (an owner deleted the tenant), from a pull or a push: the module
 // calls `database.unsafeResetDatabase()` (every table and the local storage: the
 // copy and the unsent changes go), then `onTenantDeleted()`, and the call throws a
@@ -293,6 +303,12 @@ export function createSyncAPI(options) {
   let readCall = null;
   let behind = false; // the read that just ended began before this sync() call
   let resetDone = false;
+  // The sync() call (or, for an app calling synchronize() itself, the pull) whose
+  // read a refused cursor (INVALID_CURSOR) restarted: once per call, a second
+  // refusal is its error.
+  let cursorRestartedIn = null;
+  let pulls = 0;
+  let syncing = false; // within syncOnce()
   let heldBy = null; // the last push's held records, and the release served
   const stats = { requests: 0, pages: 0, items: 0, pushed: 0, conflicts: 0, rejected: 0, resyncs: 0, rounds: 0, caughtUp: 0 };
 
@@ -450,6 +466,7 @@ export function createSyncAPI(options) {
 
   // --- pull ------------------------------------------------------------------------
   async function pullChanges({ lastPulledAt, migration }) {
+    pulls++;
     pushedSomething = false; // a new synchronize() call: this pull brings the last push's tokens
     asked = null;
     heldBy = null;
@@ -491,7 +508,14 @@ export function createSyncAPI(options) {
       if (since !== null) {
         for (let after = null; ; ) {
           const variables = { t: tenantID, upTo: since, cursor: after, limit: Math.min(limit, 1000) };
-          const data = await ask("catchUp", { ...variables, types: owed.types.length ? owed.types : null, fields: owed.fields.length ? owed.fields : null });
+          let data;
+          try {
+            data = await ask("catchUp", { ...variables, types: owed.types.length ? owed.types : null, fields: owed.fields.length ? owed.fields : null });
+          } catch (error) {
+            if (!(after && cursorRefused(error))) throw error;
+            after = null; // the catch-up again from its first page: what it brought stays
+            continue;
+          }
           stats.pages++;
           stats.caughtUp += data.catchUp.items.length;
           remember(data.catchUp.items);
@@ -513,9 +537,21 @@ export function createSyncAPI(options) {
         await page();
         read++;
       } catch (error) {
-        if ((error.code === "RESYNC_REQUIRED" || error.code === "INVALID_CURSOR") && !(resync && since === null && cursor === null)) {
-          // Away longer than the retention (or a cursor the server no longer takes):
-          // the whole tenant again, in this one call, replacing the local copy.
+        const refused = Boolean(cursor) && cursorRefused(error);
+        if (refused && since !== null) {
+          // A cursor the server did not sign (CURSOR_SECRET rotated, a server of an
+          // earlier release): the read again from its token, in this call. Every
+          // change after it comes again, each entity in a version no older than one
+          // this call's pages (in `latest`) or an earlier call's brought.
+          cursor = null;
+          readCall = calls;
+          continue;
+        }
+        if ((error.code === "RESYNC_REQUIRED" || refused) && !(resync && since === null && cursor === null)) {
+          // Away longer than the retention, or a cursor refused in a read with no
+          // token (a first sync not finished, or a resync: what its earlier pages
+          // applied proves nothing, a first sync leaves deletions out): the whole
+          // tenant again, in this one call, replacing the local copy.
           resync = true;
           since = null;
           cursor = null;
@@ -561,6 +597,15 @@ export function createSyncAPI(options) {
       experimentalQueryRecordsForReplacement: Object.fromEntries(Object.keys(tables).map((table) => [table, () => [Q.where("_status", "synced")]])),
     };
     return resync ? { changes, timestamp, experimentalStrategy: strategy } : { changes, timestamp };
+  }
+
+  // INVALID_CURSOR for a request that sent a cursor, the first in this sync() call:
+  // the read is asked again without it.
+  function cursorRefused(error) {
+    const call = syncing ? `sync ${calls}` : `pull ${pulls}`;
+    if (error.code !== "INVALID_CURSOR" || cursorRestartedIn === call) return false;
+    cursorRestartedIn = call;
+    return true;
   }
 
   // WatermelonDB's per-column merge (local changed columns win), then: a record this
@@ -821,6 +866,14 @@ export function createSyncAPI(options) {
   // and a pull after a push that wrote (the new change tokens).
   async function syncOnce() {
     calls++;
+    syncing = true;
+    try {
+      return await syncRounds();
+    } finally {
+      syncing = false;
+    }
+  }
+  async function syncRounds() {
     for (let round = 1, extra = 0; ; round++) {
       stats.rounds++;
       morePages = false;

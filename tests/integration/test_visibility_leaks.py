@@ -469,10 +469,11 @@ def _token_of(message: dict[str, Any]) -> str:
 def test_a_record_that_leaves_the_callers_view_during_its_export_leaves_the_file(
     settings: Settings, service: SyncService, tenant: str, unhurried_exports: None
 ) -> None:
-    """Bob's export reads the first sync, then Alice unshares her diary, then the
-    export's sync from the first one's token gets the diary's LeftView: a `leftView`
-    line, so the file applied in order holds Bob's view at its end token (not the
-    diary)."""
+    """Bob's export reads the first sync, then Alice unshares her diary and shares it
+    again, then the export's sync from the first one's token gets the diary's
+    LeftView and its version: a `leftView` line, then its `entity` line, so the file
+    applied in order holds Bob's view at its end token. (Unshared and not shared
+    again, the export is not continued: tests/integration/test_export_view.py.)"""
     kept = _write(service, tenant, BOB, {"givenName": "Both"})
     diary = _write(service, tenant, ALICE, {"givenName": "diary"}, Visibility.of(ALICE, [BOB]))
     exporting = SyncService(
@@ -484,7 +485,8 @@ def test_a_record_that_leaves_the_callers_view_during_its_export_leaves_the_file
     assert exporting.exports is not None
     job = exporting.exports.export_tenant(tenant, None, BOB, steps=1)  # the first sync
     assert job.entities == 2
-    _share(service, ALICE, diary, Visibility.of(ALICE, []))
+    diary = _share(service, ALICE, diary, Visibility.of(ALICE, []))
+    diary = _share(service, ALICE, diary, Visibility.of(ALICE, [BOB]))
     while not job.done:
         job = exporting.exports.export_tenant(tenant, job.export_id, BOB)
     body = (
@@ -499,6 +501,7 @@ def test_a_record_that_leaves_the_callers_view_during_its_export_leaves_the_file
     known = catalog.VISIBILITY_RELEASE
     kind = "leftView" if known is not None and known <= catalog.RELEASE else "deleted"
     (left,) = [line[kind] for line in lines if kind in line]
+    left_kind = kind
     typename = "LeftViewItem" if kind == "leftView" else "DeletedItem"
     assert left["id"] == diary.id and left["__typename"] == typename
     assert left["type"] == "PERSON" and "givenName" not in left
@@ -510,8 +513,10 @@ def test_a_record_that_leaves_the_callers_view_during_its_export_leaves_the_file
                     held[line[kind]["id"]] = line[kind]
                 else:
                     held.pop(line[kind]["id"], None)
-    assert list(held) == [kept.id]
-    assert lines[-1]["end"]["entities"] == 2  # both entities of the first sync
+    assert list(held) == [kept.id, diary.id]
+    syncs = [k for line in lines for k in line if k != "version" and line[k].get("id") == diary.id]
+    assert syncs == ["entity", left_kind, "entity"]
+    assert lines[-1]["end"]["entities"] == 3  # both of the first sync, the diary again
 
 
 def test_a_record_once_shared_with_bob_answers_him_as_one_he_never_saw(

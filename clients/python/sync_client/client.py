@@ -71,6 +71,11 @@ class SyncReport:
     uploaded: int = 0  # blobs PUT to the blob store
     already_present: int = 0  # blobs requestUpload said the server already held
     reuploads: int = 0  # entries answered ATTACHMENT_MISSING, uploaded again and resent
+    # INVALID_CURSOR for a page asked with a cursor (a server that did not sign it:
+    # CURSOR_SECRET rotated, or a server of an earlier release during a rollback or a
+    # rolling deploy): that read asked again from its start without the cursor, once
+    # per sync; a second refusal is the sync's error.
+    cursors_refused: int = 0
 
 
 @dataclass(frozen=True)
@@ -429,7 +434,10 @@ class SyncClient:
 
     def pull(self, report: SyncReport | None = None) -> None:
         """Pull every change since the persisted token, page by page; when the server
-        no longer keeps deletions that far back (RESYNC_REQUIRED), resync."""
+        no longer keeps deletions that far back (RESYNC_REQUIRED), resync. A cursor
+        the server refuses (INVALID_CURSOR: it did not sign it) is dropped and the
+        pull asked again from the token persisted with the last page applied, once
+        per sync (`report.cursors_refused`); a second refusal raises."""
         report = report or SyncReport()
         cursor: str | None = None
         since = self.store.since()
@@ -443,6 +451,11 @@ class SyncClient:
                 if _code(exc) == "TENANT_DELETED":
                     self._drop(report)
                     return
+                if cursor is not None and _cursor_refused(exc, report):
+                    # From the token persisted with the last page applied: every
+                    # change after it comes again (contract 3.4), nothing is lost.
+                    cursor, since = None, self.store.since()
+                    continue
                 raise
             # The page and its token in one local transaction: a crash before the
             # commit repeats the page, never skips it.
@@ -544,7 +557,8 @@ class SyncClient:
         """The versions an earlier release of the app skipped (types, fields and enum
         values it did not declare), up to the token it had reached, page by page from
         `catchUp`; True when done (or none is owed). A server of an earlier release
-        (a rollback) answers UNAVAILABLE: the next sync asks again."""
+        (a rollback) answers UNAVAILABLE: the next sync asks again. A cursor refused
+        (INVALID_CURSOR, once per sync) starts the catch-up again from its first page."""
         report = report or SyncReport()
         held, up_to = self.store.meta("catch_up_from"), self.store.meta("catch_up_to")
         if held is None or up_to is None:
@@ -559,6 +573,9 @@ class SyncClient:
             except SyncFailed as failure:
                 if _code(failure) == "UNAVAILABLE" or self._asked is not self.schema:
                     return False  # a server of an earlier release: the next sync asks again
+                if cursor is not None and _cursor_refused(failure, report):
+                    cursor = None  # from its first page again: kept versions stay kept
+                    continue
                 raise
             page = self._keep(body["data"]["catchUp"], report)
             cursor = page["cursor"]
@@ -583,12 +600,22 @@ class SyncClient:
         pushed on top (an edit of one deleted meanwhile comes back CONFLICT; of one that
         left the member's view, NOT_FOUND, which lets it go: `_apply_result`). The
         token moves only at the end, with the drop, in one local transaction: a crash
-        halfway resyncs again rather than keep a deleted entity."""
+        halfway resyncs again rather than keep a deleted entity. A cursor refused
+        (INVALID_CURSOR, once per sync) starts the download again from its first page."""
         report = report or SyncReport()
         returned: set[str] = set()
         cursor: str | None = None
         while True:
-            page = self._keep(self._page(None, cursor), report)
+            try:
+                page = self._keep(self._page(None, cursor), report)
+            except SyncFailed as exc:
+                if cursor is None or not _cursor_refused(exc, report):
+                    raise
+                # The whole download again: what the refused one returned is no proof
+                # that a record is still live.
+                returned.clear()
+                cursor = None
+                continue
             returned.update(item["id"] for item in page["items"])
             cursor = page["cursor"]
             if cursor is None:
@@ -793,6 +820,15 @@ def _not_a_member(exc: SyncFailed) -> dict[str, Any] | None:
                 "message": error.get("message", "you do not have access to this tenant"),
             }
     return None
+
+
+def _cursor_refused(exc: SyncFailed, report: SyncReport) -> bool:
+    """Whether a request asked with a cursor was refused INVALID_CURSOR for the first
+    time in this sync (counted in `report`): the read is asked again without it."""
+    if _code(exc) != "INVALID_CURSOR" or report.cursors_refused:
+        return False
+    report.cursors_refused += 1
+    return True
 
 
 def _code(exc: SyncFailed) -> str | None:
