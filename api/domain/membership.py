@@ -76,6 +76,12 @@ def member_groups(fields: Mapping[str, Any]) -> tuple[str, ...]:
     return tuple(sorted({g for g in value if isinstance(g, str)}))
 
 
+def held_groups(fields: Mapping[str, Any]) -> tuple[str, ...]:
+    """The groups a Member record's fields make its member one of: none when they give
+    no role (REMOVED, deleted), so a write re-adding him checks each group it lists."""
+    return member_groups(fields) if member_role(fields) is not None else ()
+
+
 def regroups(current: Any, state: Any) -> bool:
     """Whether a Member write from the version `current` (None: none) to `state`
     changes the groups its member is in (a deletion leaves them all)."""

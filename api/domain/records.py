@@ -11,6 +11,7 @@ from api.domain.chain import Head
 from api.domain.errors import NotFound, SyncError
 from api.domain.item_types import ItemType
 from api.domain.timestamps import format_time
+from api.domain.tokens import token_time
 from api.domain.visibility import Visibility
 
 
@@ -148,3 +149,21 @@ def record_json(record: Record) -> dict[str, Any]:
     # export is a copy of what the table holds), then the unset ones as null.
     fields = {**dict.fromkeys(record.item_type.field_names), **record.fields}
     return {"__typename": record.item_type.name, **common, **fields}
+
+
+def version_at(
+    item_type: ItemType,
+    tenant_id: str,
+    entity_id: str,
+    token: str,
+    current: Record | None,
+    fields: dict[str, Any],
+    deleted: bool = False,
+) -> Record:
+    """The entity written at `token`: with `fields`, created when `current` was (or
+    now, when there is none); or deleted, both of its times now."""
+    at = token_time(token)
+    if deleted:
+        return Record(item_type, tenant_id, entity_id, token, at, at, deleted=True)
+    created = at if current is None else current.created_at
+    return Record(item_type, tenant_id, entity_id, token, created, at, fields=fields)

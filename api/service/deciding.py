@@ -8,26 +8,33 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import cached_property
-from typing import Any
 
 from api.domain.catalog import MEMBER
 from api.domain.errors import BadUserInput, InternalError, RoleForbidden, SyncError, Unavailable
-from api.domain.item_types import ItemType, apply_changes, check_size
+from api.domain.item_types import apply_changes, check_size
 from api.domain.membership import (
     Caller,
     Roster,
     at_least,
     group_changes,
     groups_refusal,
+    held_groups,
     member_groups,
     member_role,
     member_write_refusal,
     regroups,
 )
 from api.domain.mutations import OUTCOME_RETENTION_S, Mutation, State, StoredOutcome, Write
-from api.domain.records import Conflict, CurrentVersionError, Record, not_found, write_refusal
+from api.domain.records import (
+    Conflict,
+    CurrentVersionError,
+    Record,
+    not_found,
+    version_at,
+    write_refusal,
+)
 from api.domain.retention import Retention
-from api.domain.tokens import new_entity_id, token_time
+from api.domain.tokens import new_entity_id
 from api.domain.visibility import (
     Entries,
     Visibility,
@@ -173,7 +180,7 @@ class Plan:
 
     def write(self, token: str, retention: Retention) -> Write:
         mutation = self.entry.mutation
-        record = _version(
+        record = version_at(
             mutation.item_type,
             mutation.tenant_id,
             self.entity_id,
@@ -227,9 +234,11 @@ def decide(entry: Entry, known: Known, history: bool = False) -> Plan | Written 
         sub, role = decision.member
         caller = None if entry.by is None or entry.role is None else Caller(entry.by, entry.role)
         refusal = member_write_refusal(caller, known.moved, sub, role, decision.current is not None)
-        if refusal is None and role is not None:
+        if refusal is None:
+            # Any Member write, one giving no role too (REMOVED, a deletion): its groups
+            # are checked, and its access item carries the earlier joins and leaves.
             roster = known.roster()
-            held = member_groups(decision.current.fields) if decision.current else ()
+            held = held_groups(decision.current.fields if decision.current else {})
             refusal = groups_refusal(roster, sub, held, member_groups(decision.state.fields))
             decision = replace(decision, prior=tuple(roster.changed.get(sub, {}).items()))
         if refusal is not None:
@@ -380,21 +389,3 @@ def internal_error() -> InternalError:
         "internal server error in this entry; resend it (with its clientMutationID a "
         "resend never applies it twice)"
     )
-
-
-def _version(
-    item_type: ItemType,
-    tenant_id: str,
-    entity_id: str,
-    token: str,
-    current: Record | None,
-    fields: dict[str, Any],
-    deleted: bool = False,
-) -> Record:
-    """The entity written at `token`: with `fields`, created when `current` was (or
-    now, when there is none); or deleted, both of its times now."""
-    at = token_time(token)
-    if deleted:
-        return Record(item_type, tenant_id, entity_id, token, at, at, deleted=True)
-    created = at if current is None else current.created_at
-    return Record(item_type, tenant_id, entity_id, token, created, at, fields=fields)

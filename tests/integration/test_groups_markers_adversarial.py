@@ -4,12 +4,12 @@ cut at a marker, a marker beside the Member version the main log still holds, a
 catch-up of Member records, the export check's reads of the caller's stream, a tenant
 restricted only after its member joined, a member removed from ten groups, a Member
 record deleted then created anew, a push of many Member writes that each join a group.
-Each follows the service on DynamoDB Local, as the tests it imports do.
+Each follows the service on DynamoDB Local, as the tests it imports do; among them, a
+Member write giving no role (REMOVED) keeps the member's earlier joins and leaves and
+is checked for its groups as any Member write.
 
-Found here, left as strict xfails: a Member write giving no role (REMOVED) drops the
-member's earlier joins and leaves when it moves no group, and skips the groups'
-checks (a bad name, a tenant's 101st group, once re-added); and a tenant's deletion
-leaves the markers of a member in no record's audience."""
+Found here, left as a strict xfail: a tenant's deletion leaves the markers of a member
+in no record's audience."""
 
 from __future__ import annotations
 
@@ -322,16 +322,6 @@ def test_a_tenant_deletion_removes_the_markers_of_its_members(
     assert [i["sk"]["S"] for i in _query_all(ddb, settings.table_name, stream)] == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "A write of a Member record that gives no role (REMOVED, or a deletion) is not "
-        "given the member's earlier joins and leaves (`prior`, api/service/deciding.py: "
-        "read only when the new role is not None), so one that moves no group deletes "
-        "the access item and its history: 'holds [bob, letter, o, p1, p2, p3, p4, p5], "
-        "was sent LeftViewItems of []'"
-    ),
-)
 def test_a_member_left_kids_then_removed_then_re_added_loses_the_letter(
     settings: Settings, tenant: str
 ) -> None:
@@ -438,17 +428,6 @@ def _push_member(family: _Family, mutation: Mutation) -> Any:
     return result
 
 
-_UNCHECKED = (
-    "A Member write giving no role (REMOVED) skips groups_refusal (api/service/deciding.py "
-    "checks groups only when the new role is not None), and a later write giving a role "
-    "checks only the groups it adds: "
-)
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason=_UNCHECKED + "\"REMOVED in 'no way!' accepted; re-added: None, ('no way!',)\"",
-)
 def test_a_removed_members_groups_are_checked_as_a_members_are(
     settings: Settings, tenant: str
 ) -> None:
@@ -468,10 +447,6 @@ def test_a_removed_members_groups_are_checked_as_a_members_are(
     assert removed.error.code == "BAD_USER_INPUT", removed.error
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=_UNCHECKED + "'a REMOVED member's group past the 100: None; re-added: None, 101 groups'",
-)
 def test_a_removed_member_cannot_take_a_tenant_past_its_100_groups(
     settings: Settings, tenant: str
 ) -> None:
