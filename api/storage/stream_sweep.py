@@ -1,11 +1,15 @@
 """A deleted tenant's streams (who sees what, `keys.stream_pk`): the stream of each
-member in the audience of one of its records, found from its entity items' owners
-and shares before those go (`api.storage.tenants`). A stream whose member left every
-audience holds only sentinels, which expire (TTL, the retention), and a tenant
+member and group in the audience of one of its records, found from its entity items'
+owners and shares, and of each member with an access item (a removed member's kept
+item too: his stream holds his markers, and the sentinels of records whose audience
+he left), all found before those items go (`api.storage.tenants`). Not found: the
+stream of a sub with no access item and in no audience now (a claim tenant's share
+taken back): it holds only sentinels, which expire (TTL, the retention), and a tenant
 written again reads its streams from its new first token only."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from api.domain.visibility import group_principal, member_principal
@@ -27,36 +31,43 @@ def restricted(head: dict[str, Any] | None) -> bool:
 
 def stream_partitions(tenant_id: str) -> list[str]:
     """The streams of every member and group in the audience of one of the tenant's
-    records: its entity items' `ow`, `vw` and `vg`, read in consistent Query pages."""
+    records (its entity items' `ow`, `vw` and `vg`), and of every member with an
+    access item, a removed one's kept item too (its stream holds the markers of his
+    joins and leaves): read in consistent Query pages."""
     subs: set[str] = set()
     groups: set[str] = set()
+    for item in _items(keys.tenant_pk(tenant_id), {"#ow": _OWNER, "#vw": _SHARED, "#vg": _GROUPS}):
+        if _SHARED in item and _OWNER in item:
+            subs.add(item[_OWNER]["S"])
+            subs.update(value["S"] for value in item[_SHARED]["L"])
+            groups.update(value["S"] for value in item.get(_GROUPS, {}).get("L", []))
+    prefix = keys.member_sk("")
+    for item in _items(keys.members_pk(tenant_id), {"#sk": codecs.SK}):
+        if item[codecs.SK]["S"].startswith(prefix):
+            subs.add(item[codecs.SK]["S"][len(prefix) :])
+    principals = [member_principal(s) for s in sorted(subs)]
+    principals += [group_principal(g) for g in sorted(groups)]
+    return [keys.stream_pk(tenant_id, p) for p in principals]
+
+
+def _items(pk: str, names: dict[str, str]) -> Iterator[dict[str, Any]]:
+    """The items of partition `pk`, projected on the attributes `names`, page by page."""
     start: dict[str, Any] | None = None
     while True:
         request: dict[str, Any] = {
             "ReturnConsumedCapacity": TOTAL_CAPACITY,
             "TableName": RecordItem.Meta.table_name,
             "KeyConditionExpression": "#pk = :pk",
-            "ExpressionAttributeNames": {
-                "#pk": codecs.PK,
-                "#ow": _OWNER,
-                "#vw": _SHARED,
-                "#vg": _GROUPS,
-            },
-            "ExpressionAttributeValues": {":pk": {"S": keys.tenant_pk(tenant_id)}},
-            "ProjectionExpression": "#ow, #vw, #vg",
+            "ExpressionAttributeNames": {"#pk": codecs.PK, **names},
+            "ExpressionAttributeValues": {":pk": {"S": pk}},
+            "ProjectionExpression": ", ".join(names),
             "ConsistentRead": True,
         }
         if start is not None:
             request["ExclusiveStartKey"] = start
         with translated():
             answer = connection().client.query(**request)
-        for item in answer.get("Items", []):
-            if _SHARED in item and _OWNER in item:
-                subs.add(item[_OWNER]["S"])
-                subs.update(value["S"] for value in item[_SHARED]["L"])
-                groups.update(value["S"] for value in item.get(_GROUPS, {}).get("L", []))
+        yield from answer.get("Items", [])
         start = answer.get("LastEvaluatedKey")
         if start is None:
-            principals = [member_principal(s) for s in sorted(subs)]
-            principals += [group_principal(g) for g in sorted(groups)]
-            return [keys.stream_pk(tenant_id, p) for p in principals]
+            return

@@ -6,10 +6,8 @@ restricted only after its member joined, a member removed from ten groups, a Mem
 record deleted then created anew, a push of many Member writes that each join a group.
 Each follows the service on DynamoDB Local, as the tests it imports do; among them, a
 Member write giving no role (REMOVED) keeps the member's earlier joins and leaves and
-is checked for its groups as any Member write.
-
-Found here, left as a strict xfail: a tenant's deletion leaves the markers of a member
-in no record's audience."""
+is checked for its groups as any Member write, and a tenant's deletion removes the
+markers of a member in no record's audience."""
 
 from __future__ import annotations
 
@@ -297,16 +295,6 @@ def test_a_deleted_tenants_next_life_holds_no_access_history_and_no_cut(
     assert {r.id for r in items} == {"o", "bob"}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "A deletion sweeps the streams of the members and groups in some record's "
-        "audience only (api.storage.stream_sweep): a member's stream holding only the "
-        "markers of his joins and leaves is left behind, against contract 3.8 ('removes "
-        "every item of the tenant'): 'assert ['01M8JGRRVZQ9S5S28EZ6SDD0BT', ...] == [] Left "
-        "contains 2 more items' (two markers left, each until its TTL, the retention)"
-    ),
-)
 def test_a_tenant_deletion_removes_the_markers_of_its_members(
     ddb: Any, settings: Settings, tenant: str
 ) -> None:
