@@ -24,8 +24,6 @@ from tests.support.gql import TEST_AUTH_SECRET, bearer
 from tests.support.servers import api_server
 from tests.support.switch_proxy import SwitchProxy
 
-pytestmark = pytest.mark.serial  # scripts/test --all runs it alone (pyproject.toml)
-
 PREFIX = f"rxc-{uuid.uuid4().hex[:8]}"
 
 
