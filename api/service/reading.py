@@ -197,16 +197,16 @@ class Reading:
     def _read(
         self, tenant_id: str, since: str | None, cursor: str | None, limit: int, reads: _Reads
     ) -> Page:
-        # A `since` sent beside a cursor is still checked (a client's bug, answered).
-        after = None if since is None else check_token(since, "since")
+        after = None if since is None else check_token(since, "since")  # with a cursor too
         rest = functools.partial(self._changes, tenant_id, None, reads=reads)
         size = min(limit, reads.limit)
         if cursor is not None:
             place = self._regroup.place(tenant_id, cursor, reads.sub)
             if place is not None:  # a re-read of groups joined or left (its pages)
                 reads.viewed = place.viewed
-                # What it sends above `since` may be past the retention (`_settle`).
+                # Past the retention above `since`, or its tenant deleted? (`_settle`)
                 reads.owe(place.since, place.upper, token_ms(place.since), True)
+                reads.upper, reads.born = place.upper, place.born
                 return self._regroup.page(tenant_id, place, reads.sub, size, rest)
             position = self._cursors.decode(tenant_id, cursor)
             reads.viewed = position.viewed

@@ -25,7 +25,7 @@ import httpx2
 import pytest
 
 from api.domain.cursor import CursorCodec
-from api.domain.errors import ResyncRequired
+from api.domain.errors import ResyncRequired, TenantDeleted
 from api.domain.membership import Viewer
 from api.domain.tokens import token_before
 from api.graphql.context import RELEASE_HEADER
@@ -348,3 +348,31 @@ def test_a_re_reads_cursor_followed_after_the_retention_is_resync_required_at_on
         pytest.fail(f"a re-read's page after the retention: {[r.id for r in page.items]}")
     with pytest.raises(ResyncRequired):  # and its first page, the sync asked again from S
         later.changes(tenant, since=since, limit=1, sub=viewer, release=RELEASE)
+
+
+@pytest.mark.parametrize("steps", [1, None], ids=["being-deleted", "deleted"])
+def test_a_re_reads_cursor_of_a_tenant_deleted_since_is_tenant_deleted(
+    settings: Settings, tenant: str, steps: int | None
+) -> None:
+    """bob's sync re-reads kids one record a page; the tenant's deletion begins (one
+    step: its head marked, kids' stream still there) or ends, and the re-read's
+    cursor is then TENANT_DELETED, as a cursor page of the log is: never a page of
+    the group's records of a tenant being deleted, nor an empty page of a gone one."""
+    family = _Family(tenant, [])
+    for n in range(4):
+        family.person(f"k{n}", KIDS)
+    since = family.person("p0", None)
+    family.groups(["kids"])
+    viewer = family.viewer()
+    page = family.service.changes(tenant, since=since, limit=1, sub=viewer, release=RELEASE)
+    assert page.regrouped and page.cursor is not None
+    if steps is None:
+        while not family.service.delete_tenant(tenant, tenant, "o", limit=1000).done:
+            pass
+    else:
+        assert not family.service.delete_tenant(tenant, tenant, "o", limit=steps).done
+    with pytest.raises(TenantDeleted):
+        page = family.service.changes(
+            tenant, cursor=page.cursor, limit=1, sub=viewer, release=RELEASE
+        )
+        pytest.fail(f"a re-read's page of a deleted tenant: {[r.id for r in page.items]}")
