@@ -33,6 +33,7 @@ _LAST_PART = 999_999
 # what one entry costs it at its largest (some 18 KB, read consistently).
 _LEFT_VIEW_ITEMS = 100
 _ENTRY_READ_UNITS = 4.5
+_ID, _LEFT_VIEW = RecordItem.id.attr_name, RecordItem.left_view.attr_name
 
 
 class ExportTable:
@@ -214,28 +215,21 @@ class ExportTable:
                 limit = min(_LEFT_VIEW_ITEMS, int((max_read_units - spent) // per_entry))
                 if limit < 1:
                     return found, False, proven
-                kwargs: dict[str, Any] = {
-                    "TableName": _table(),
-                    "KeyConditionExpression": "pk = :pk AND sk > :after",
-                    "FilterExpression": "attribute_exists(lv)",
-                    "ProjectionExpression": "id",
-                    "ExpressionAttributeValues": {":pk": {"S": pk}, ":after": {"S": after}},
-                    "ConsistentRead": True,
-                    "Limit": limit,
-                }
-                if start is not None:
-                    kwargs["ExclusiveStartKey"] = start
-                with translated():
-                    page = connection().client.query(
-                        **kwargs, ReturnConsumedCapacity=TOTAL_CAPACITY
-                    )
+                page = reads.query(
+                    pk,
+                    reads._sk("#sk > :after", after=after),
+                    limit,
+                    start_key=start,
+                    projected={"#id": _ID},
+                    kept=("attribute_exists(#lv)", {"#lv": _LEFT_VIEW}),
+                )
                 units = float(page.get("ConsumedCapacity", {}).get("CapacityUnits", 0.0))
                 spent += units
                 scanned = int(page.get("ScannedCount", 0))
                 if scanned:
                     observed = max(observed, units / scanned)
                     per_entry = min(_ENTRY_READ_UNITS, 2 * observed)
-                found.update(item["id"]["S"] for item in page.get("Items", []))
+                found.update(item[_ID]["S"] for item in page.get("Items", []))
                 start = page.get("LastEvaluatedKey")
                 if start is None:
                     break

@@ -308,7 +308,26 @@ def _query_page(
     start_key: dict[str, Any] | None = None,
 ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
     """One consistent Query page of the partition `pk`, as DynamoDB's JSON, and the
-    key to continue from (None: the range is read to its end).
+    key to continue from (None: the range is read to its end)."""
+    page = query(pk, condition, limit, ascending, start_key)
+    items: list[dict[str, Any]] = page.get("Items", [])
+    return items, page.get("LastEvaluatedKey")
+
+
+def query(
+    pk: str,
+    condition: SortKeyCondition | None = None,
+    limit: int | None = None,
+    ascending: bool = True,
+    start_key: dict[str, Any] | None = None,
+    projected: dict[str, str] | None = None,
+    kept: tuple[str, dict[str, str]] | None = None,
+) -> dict[str, Any]:
+    """One consistent Query page of the partition `pk` (at most `limit` items read, or
+    1 MB): DynamoDB's answer whole (`Items`, `LastEvaluatedKey`, `ConsumedCapacity`,
+    `ScannedCount`). `projected`: the attributes it returns (placeholder: name; all
+    without); `kept`: a filter expression and its names (what it leaves out is read,
+    and paid for, all the same).
 
     Asked of the client itself: PynamoDB's `query` (its condition objects, its
     table's description, its signals) took a poll 3% of its instructions in process
@@ -326,16 +345,22 @@ def _query_page(
         "ExpressionAttributeNames": names,
         "ExpressionAttributeValues": values,
         "ConsistentRead": True,
-        "Limit": limit,
         "ScanIndexForward": ascending,
         "ReturnConsumedCapacity": TOTAL_CAPACITY,
     }
+    if limit is not None:
+        request["Limit"] = limit
+    if projected:
+        names.update(projected)
+        request["ProjectionExpression"] = ", ".join(projected)
+    if kept is not None:
+        names.update(kept[1])
+        request["FilterExpression"] = kept[0]
     if start_key is not None:
         request["ExclusiveStartKey"] = start_key
     with translated():
-        page = connection().client.query(**request)
-    items: list[dict[str, Any]] = page.get("Items", [])
-    return items, page.get("LastEvaluatedKey")
+        answer: dict[str, Any] = connection().client.query(**request)
+    return answer
 
 
 def _log_range(after: str | None, upper: str) -> SortKeyCondition:

@@ -13,10 +13,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from api.domain.visibility import group_principal, member_principal
-from api.storage import codecs, keys
-from api.storage.errors import translated
+from api.storage import codecs, keys, reads
 from api.storage.models import HeadItem, RecordItem
-from api.storage.reads import TOTAL_CAPACITY, connection
 
 _OWNER = RecordItem.owner.attr_name
 _SHARED = RecordItem.shared.attr_name
@@ -54,19 +52,7 @@ def _items(pk: str, names: dict[str, str]) -> Iterator[dict[str, Any]]:
     """The items of partition `pk`, projected on the attributes `names`, page by page."""
     start: dict[str, Any] | None = None
     while True:
-        request: dict[str, Any] = {
-            "ReturnConsumedCapacity": TOTAL_CAPACITY,
-            "TableName": RecordItem.Meta.table_name,
-            "KeyConditionExpression": "#pk = :pk",
-            "ExpressionAttributeNames": {"#pk": codecs.PK, **names},
-            "ExpressionAttributeValues": {":pk": {"S": pk}},
-            "ProjectionExpression": ", ".join(names),
-            "ConsistentRead": True,
-        }
-        if start is not None:
-            request["ExclusiveStartKey"] = start
-        with translated():
-            answer = connection().client.query(**request)
+        answer = reads.query(pk, start_key=start, projected=names)
         yield from answer.get("Items", [])
         start = answer.get("LastEvaluatedKey")
         if start is None:
