@@ -257,16 +257,6 @@ class Write:
     # 3.12; the default: its version in the main log, replacing its previous one).
     entries: Entries = field(default_factory=Entries)
 
-    @property
-    def moves(self) -> bool:
-        """Whether it is a Member write by which its member joins or leaves a group (a
-        group's history holds its token): its member's stream gets a marker of it
-        (docs/ordering.md, "Groups")."""
-        token = self.record.change_token
-        return self.member is not None and any(
-            token in history.split() for _, history in self.group_changes
-        )
-
 
 def _visibility_json(visibility: Visibility | None) -> Any:
     if visibility is None:

@@ -165,8 +165,8 @@ class Entries:
     main_removed: bool = True
     streams: Mapping[str, Kind] = field(default_factory=dict)
     streams_removed: tuple[str, ...] = ()
-    # A Member write that moves its member into or out of a group: the marker it may
-    # put in the member's stream (`api.domain.mutations.Write.moves`).
+    # A Member write that moves its member into or out of a group (`regroups`): the
+    # marker it puts in the member's stream in a tenant with restricted records.
     marker: bool = False
 
     @property

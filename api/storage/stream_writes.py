@@ -88,7 +88,7 @@ class StreamWrites:
             tx.save(codecs.stream_item(record, principal, write.expires_at, left))
             actions.append(("entry", "put"))
             self._put.add(stream_key(record.change_token, principal))
-        if write.moves and write.member is not None and self._restricted:
+        if write.entries.marker and write.member is not None and self._restricted:
             # A join or a leave: its marker in its member's stream, where a sync of
             # the member reads it even once a later write replaced the version's main
             # entry (docs/ordering.md, "Groups"). Checked by the next transaction.
